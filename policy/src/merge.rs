@@ -1,0 +1,916 @@
+//! Layering: built-in defaults, then the `extends` chain (base first), then command-line flags,
+//! then workspace configuration (tighten-only).
+//!
+//! Combine rules, for every key:
+//! - scalars (`mode`, `approval`, `network`, `allow_dangerous_workspace_root`, each limit,
+//!   `environment.inherit`): a layer that sets the key replaces the value below;
+//! - lists (`readable_roots`, `writable_roots`, `protected_paths`, `masked_paths`,
+//!   `environment.allow`, `environment.scrub`, `accept_missing`, `rules.commands`,
+//!   `rules.paths`): a plain list appends; `{append, remove}` appends and removes entries
+//!   (removing an entry that is not there is an error); `{replace}` starts over. Nothing else
+//!   replaces a list;
+//! - mappings (`limits`, `environment`, `environment.set`, `rules`): merged key by key, never
+//!   replaced as a whole;
+//! - `description`, `tested_kernel_abi`, `extends`: taken from the layer that sets them.
+//!
+//! A workspace layer may only tighten: stricter scalars, lower limits, appended protected or
+//! masked paths, scrub patterns, `ask`/`deny` rules, and removals from writable or readable
+//! roots, the environment allow-list and `accept_missing`. Anything else names the key and fails.
+
+use std::collections::BTreeMap;
+
+use serde_saphyr::{Location, Spanned};
+
+use crate::error::PolicyError;
+use crate::glob::Glob;
+use crate::origin::{Origin, Sourced};
+use crate::parse::parse_layer;
+use crate::policy::{EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
+use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, RawToken};
+use crate::rules::{CommandRule, PathRule, split_words};
+use crate::source::{ProfileSource, SourceFile};
+use crate::units::Limit;
+use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode};
+
+/// The longest `extends` chain accepted.
+pub const MAX_EXTENDS_DEPTH: usize = 16;
+
+/// Protected paths every policy starts with.
+pub const DEFAULT_PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".bridle"];
+
+/// Environment variables passed by default (name globs).
+pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "NO_COLOR",
+    "CLICOLOR",
+    "FORCE_COLOR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOCACHE",
+    "JAVA_HOME",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+];
+
+/// Environment variable names never passed by default (name globs), even when allowed.
+pub const DEFAULT_ENV_SCRUB: &[&str] = &[
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*API_KEY*",
+    "*_KEY",
+    "*PRIVATE*",
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "KRB5CCNAME",
+];
+
+/// Command-line settings applied above the profile chain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--mode`.
+    pub mode: Option<SandboxMode>,
+    /// `--network`.
+    pub network: Option<Network>,
+    /// `--allow-write`, repeatable.
+    pub allow_write: Vec<String>,
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    /// `--profile`: a shipped name or a path.
+    pub profile: String,
+    /// Command-line overrides.
+    pub overrides: Overrides,
+    /// The workspace's own configuration (e.g. `WS/.bridle/profile.yaml`), if present.
+    pub workspace_layer: Option<SourceFile>,
+}
+
+/// Loads and merges a policy.
+pub fn load(source: &dyn ProfileSource, request: &LoadRequest) -> Result<Policy, PolicyError> {
+    let chain = resolve_chain(source, &request.profile)?;
+    let mut policy = builtin(&request.profile);
+    for (file, raw) in chain.into_iter().rev() {
+        let root = raw.extends.is_none();
+        if root && raw.mode.is_none() {
+            return Err(PolicyError::MissingMode { file: file.display });
+        }
+        policy.layers.push(Layer {
+            name: file.display.clone(),
+            path: file.path.clone(),
+            kind: LayerKind::Profile,
+        });
+        Applier {
+            file: &file.display,
+            kind: LayerKind::Profile,
+        }
+        .apply(&mut policy, raw)?;
+    }
+    apply_overrides(&mut policy, &request.overrides)?;
+    if let Some(file) = &request.workspace_layer {
+        let raw = parse_layer(file)?;
+        policy.layers.push(Layer {
+            name: file.display.clone(),
+            path: file.path.clone(),
+            kind: LayerKind::Workspace,
+        });
+        Applier {
+            file: &file.display,
+            kind: LayerKind::Workspace,
+        }
+        .apply(&mut policy, raw)?;
+    }
+    validate(&policy)?;
+    Ok(policy)
+}
+
+/// Validates a workspace layer against an effective policy without keeping the result: used by
+/// `bridle policy check` on a `.bridle/profile.yaml`.
+pub fn check_workspace_layer(base: &Policy, file: &SourceFile) -> Result<Policy, PolicyError> {
+    let mut policy = base.clone();
+    let raw = parse_layer(file)?;
+    Applier {
+        file: &file.display,
+        kind: LayerKind::Workspace,
+    }
+    .apply(&mut policy, raw)?;
+    validate(&policy)?;
+    Ok(policy)
+}
+
+fn resolve_chain(
+    source: &dyn ProfileSource,
+    profile: &str,
+) -> Result<Vec<(SourceFile, RawProfile)>, PolicyError> {
+    let mut chain: Vec<(SourceFile, RawProfile)> = Vec::new();
+    let mut current = source.resolve(profile, None)?;
+    loop {
+        let raw = parse_layer(&current)?;
+        let extends = raw.extends.clone();
+        chain.push((current, raw));
+        let Some(extends) = extends else {
+            return Ok(chain);
+        };
+        let (last, _) = chain
+            .last()
+            .ok_or_else(|| unreachable_empty_chain(profile))?;
+        let at = origin_in(&last.display, &extends.referenced);
+        if chain.len() >= MAX_EXTENDS_DEPTH {
+            return Err(PolicyError::ExtendsTooDeep {
+                at,
+                limit: MAX_EXTENDS_DEPTH,
+            });
+        }
+        let next = source.resolve(&extends.value, Some(last)).map_err(|err| {
+            PolicyError::InvalidValue {
+                at: at.clone(),
+                key: "extends".to_owned(),
+                message: err.to_string(),
+            }
+        })?;
+        let identity = |f: &SourceFile| {
+            f.path
+                .as_ref()
+                .map_or_else(|| f.display.clone(), |p| p.display().to_string())
+        };
+        if chain.iter().any(|(f, _)| identity(f) == identity(&next)) {
+            let mut names: Vec<String> = chain.iter().map(|(f, _)| f.display.clone()).collect();
+            names.push(next.display.clone());
+            return Err(PolicyError::ExtendsCycle {
+                at,
+                chain: names.join(" -> "),
+            });
+        }
+        current = next;
+    }
+}
+
+fn unreachable_empty_chain(profile: &str) -> PolicyError {
+    PolicyError::InvalidValue {
+        at: Origin::Builtin,
+        key: "extends".into(),
+        message: format!("empty chain for `{profile}`"),
+    }
+}
+
+fn builtin(profile: &str) -> Policy {
+    let strings = |items: &[&str]| {
+        items
+            .iter()
+            .map(|s| Sourced::builtin((*s).to_owned()))
+            .collect()
+    };
+    Policy {
+        profile: profile.to_owned(),
+        layers: Vec::new(),
+        description: None,
+        tested_kernel_abi: None,
+        mode: Sourced::builtin(SandboxMode::ReadOnly),
+        approval: Sourced::builtin(ApprovalPolicy::Ask),
+        network: Sourced::builtin(Network::Off),
+        readable_roots: strings(&["/"]),
+        writable_roots: Vec::new(),
+        protected_paths: strings(DEFAULT_PROTECTED),
+        masked_paths: Vec::new(),
+        limits: Limits {
+            processes: Sourced::builtin(None),
+            memory: Sourced::builtin(None),
+            file_size: Sourced::builtin(None),
+            open_files: Sourced::builtin(None),
+            cpu_time: Sourced::builtin(None),
+            wall_time: Sourced::builtin(None),
+            command_timeout: Sourced::builtin(Some(120)),
+            command_timeout_max: Sourced::builtin(Some(600)),
+        },
+        environment: EnvironmentPolicy {
+            inherit: Sourced::builtin(EnvInherit::AllowList),
+            allow: strings(DEFAULT_ENV_ALLOW),
+            scrub: strings(DEFAULT_ENV_SCRUB),
+            set: BTreeMap::new(),
+        },
+        accept_missing: Vec::new(),
+        allow_dangerous_workspace_root: Sourced::builtin(false),
+        command_rules: Vec::new(),
+        path_rules: Vec::new(),
+    }
+}
+
+fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), PolicyError> {
+    let any = overrides.mode.is_some()
+        || overrides.network.is_some()
+        || !overrides.allow_write.is_empty();
+    if !any {
+        return Ok(());
+    }
+    policy.layers.push(Layer {
+        name: "command line".into(),
+        path: None,
+        kind: LayerKind::Flags,
+    });
+    if let Some(mode) = overrides.mode {
+        policy.mode = Sourced::new(mode, Origin::flag("--mode"));
+    }
+    if let Some(network) = overrides.network {
+        policy.network = Sourced::new(network, Origin::flag("--network"));
+    }
+    for dir in &overrides.allow_write {
+        let origin = Origin::flag("--allow-write");
+        check_path_entry(dir).map_err(|message| PolicyError::InvalidValue {
+            at: origin.clone(),
+            key: "writable_roots".into(),
+            message,
+        })?;
+        if !policy.writable_roots.iter().any(|r| &r.value == dir) {
+            policy
+                .writable_roots
+                .push(Sourced::new(dir.clone(), origin));
+        }
+    }
+    Ok(())
+}
+
+fn validate(policy: &Policy) -> Result<(), PolicyError> {
+    let l = &policy.limits;
+    if let (Some(default), Some(max)) = (l.command_timeout.value, l.command_timeout_max.value) {
+        if default > max {
+            return Err(PolicyError::InvalidValue {
+                at: l.command_timeout.origin.clone(),
+                key: "limits.command_timeout".into(),
+                message: format!(
+                    "default {default}s is above `limits.command_timeout_max` {max}s ({})",
+                    l.command_timeout_max.origin
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn origin_in(file: &str, loc: &Location) -> Origin {
+    Origin::file(file, loc.line().max(1), loc.column().max(1))
+}
+
+/// Checks an entry of a path list: absolute, `~`-relative, or relative without `..`.
+fn check_path_entry(entry: &str) -> Result<(), String> {
+    if entry.trim().is_empty() {
+        return Err("an empty path".into());
+    }
+    if entry.contains('\0') {
+        return Err(format!(
+            "path `{}` contains a NUL byte",
+            entry.escape_debug()
+        ));
+    }
+    if entry.starts_with('~') && !(entry == "~" || entry.starts_with("~/")) {
+        return Err(format!(
+            "`{entry}`: only `~` and `~/...` are expanded (no `~user`)"
+        ));
+    }
+    if entry.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "`{entry}` contains `..`; write the path without it"
+        ));
+    }
+    Ok(())
+}
+
+struct Applier<'a> {
+    file: &'a str,
+    kind: LayerKind,
+}
+
+impl Applier<'_> {
+    fn at(&self, loc: &Location) -> Origin {
+        origin_in(self.file, loc)
+    }
+
+    fn widens(&self, loc: &Location, key: &str, why: impl Into<String>) -> PolicyError {
+        PolicyError::WorkspaceLayerWidens {
+            at: self.at(loc),
+            key: key.to_owned(),
+            why: why.into(),
+        }
+    }
+
+    fn invalid(&self, loc: &Location, key: &str, message: impl Into<String>) -> PolicyError {
+        PolicyError::InvalidValue {
+            at: self.at(loc),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn tighten_only(&self) -> bool {
+        self.kind == LayerKind::Workspace
+    }
+
+    fn apply(&self, policy: &mut Policy, raw: RawProfile) -> Result<(), PolicyError> {
+        if let Some(extends) = &raw.extends {
+            if self.tighten_only() {
+                return Err(self.widens(
+                    &extends.referenced,
+                    "extends",
+                    "it could pull in any profile",
+                ));
+            }
+        }
+        if let Some(d) = raw.description {
+            policy.description = Some(Sourced::new(d.value, self.at(&d.referenced)));
+        }
+        if let Some(abi) = raw.tested_kernel_abi {
+            policy.tested_kernel_abi = Some(Sourced::new(abi.value, self.at(&abi.referenced)));
+        }
+        self.scalar(&mut policy.mode, raw.mode, "mode")?;
+        self.scalar(&mut policy.approval, raw.approval, "approval")?;
+        self.scalar(&mut policy.network, raw.network, "network")?;
+        if let Some(flag) = raw.allow_dangerous_workspace_root {
+            if self.tighten_only() && flag.value && !policy.allow_dangerous_workspace_root.value {
+                return Err(self.widens(
+                    &flag.referenced,
+                    "allow_dangerous_workspace_root",
+                    "it allows `/` or `$HOME` as a workspace",
+                ));
+            }
+            policy.allow_dangerous_workspace_root =
+                Sourced::new(flag.value, self.at(&flag.referenced));
+        }
+        self.paths(
+            &mut policy.readable_roots,
+            raw.readable_roots,
+            "readable_roots",
+            Direction::ShrinkOnly,
+        )?;
+        self.paths(
+            &mut policy.writable_roots,
+            raw.writable_roots,
+            "writable_roots",
+            Direction::ShrinkOnly,
+        )?;
+        self.paths(
+            &mut policy.protected_paths,
+            raw.protected_paths,
+            "protected_paths",
+            Direction::GrowOnly,
+        )?;
+        self.paths(
+            &mut policy.masked_paths,
+            raw.masked_paths,
+            "masked_paths",
+            Direction::GrowOnly,
+        )?;
+        if let Some(limits) = raw.limits {
+            let l = &mut policy.limits;
+            self.limit(
+                &mut l.processes,
+                limits.processes.map(|s| map_spanned(s, |c| c.0)),
+                "limits.processes",
+            )?;
+            self.limit(
+                &mut l.memory,
+                limits.memory.map(|s| map_spanned(s, |c| c.0)),
+                "limits.memory",
+            )?;
+            self.limit(
+                &mut l.file_size,
+                limits.file_size.map(|s| map_spanned(s, |c| c.0)),
+                "limits.file_size",
+            )?;
+            self.limit(
+                &mut l.open_files,
+                limits.open_files.map(|s| map_spanned(s, |c| c.0)),
+                "limits.open_files",
+            )?;
+            self.limit(
+                &mut l.cpu_time,
+                limits.cpu_time.map(|s| map_spanned(s, |c| c.0)),
+                "limits.cpu_time",
+            )?;
+            self.limit(
+                &mut l.wall_time,
+                limits.wall_time.map(|s| map_spanned(s, |c| c.0)),
+                "limits.wall_time",
+            )?;
+            self.limit(
+                &mut l.command_timeout,
+                limits.command_timeout.map(|s| map_spanned(s, |c| c.0)),
+                "limits.command_timeout",
+            )?;
+            self.limit(
+                &mut l.command_timeout_max,
+                limits.command_timeout_max.map(|s| map_spanned(s, |c| c.0)),
+                "limits.command_timeout_max",
+            )?;
+        }
+        if let Some(env) = raw.environment {
+            let e = &mut policy.environment;
+            if let Some(inherit) = env.inherit {
+                if self.tighten_only() && inherit.value > e.inherit.value {
+                    return Err(self.widens(
+                        &inherit.referenced,
+                        "environment.inherit",
+                        "it passes every variable",
+                    ));
+                }
+                e.inherit = Sourced::new(inherit.value, self.at(&inherit.referenced));
+            }
+            self.names(
+                &mut e.allow,
+                env.allow,
+                "environment.allow",
+                Direction::ShrinkOnly,
+            )?;
+            self.names(
+                &mut e.scrub,
+                env.scrub,
+                "environment.scrub",
+                Direction::GrowOnly,
+            )?;
+            for (name, value) in env.set.unwrap_or_default() {
+                if self.tighten_only() {
+                    return Err(self.widens(
+                        &value.referenced,
+                        &format!("environment.set.{name}"),
+                        "it injects a variable into every command",
+                    ));
+                }
+                if name.is_empty() || name.contains('=') || name.contains('\0') {
+                    return Err(self.invalid(
+                        &value.referenced,
+                        "environment.set",
+                        format!("`{}` is not a variable name", name.escape_debug()),
+                    ));
+                }
+                e.set
+                    .insert(name, Sourced::new(value.value, self.at(&value.referenced)));
+            }
+        }
+        if let Some(op) = raw.accept_missing {
+            self.list(
+                &mut policy.accept_missing,
+                op,
+                "accept_missing",
+                Direction::ShrinkOnly,
+                |g| g.code().to_owned(),
+                |_, _| Ok(()),
+            )?;
+        }
+        if let Some(rules) = raw.rules {
+            if let Some(op) = rules.commands {
+                self.rules(
+                    &mut policy.command_rules,
+                    op,
+                    "rules.commands",
+                    |r| r.id.clone(),
+                    |r| r.decision,
+                    compile_command_rule,
+                )?;
+            }
+            if let Some(op) = rules.paths {
+                self.rules(
+                    &mut policy.path_rules,
+                    op,
+                    "rules.paths",
+                    |r| r.id.clone(),
+                    |r| r.decision,
+                    compile_path_rule,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scalar<T: Ord + Copy + std::fmt::Display>(
+        &self,
+        slot: &mut Sourced<T>,
+        new: Option<Spanned<T>>,
+        key: &str,
+    ) -> Result<(), PolicyError> {
+        let Some(new) = new else { return Ok(()) };
+        if self.tighten_only() && new.value > slot.value {
+            return Err(self.widens(
+                &new.referenced,
+                key,
+                format!(
+                    "`{}` is wider than `{}` set at {}",
+                    new.value, slot.value, slot.origin
+                ),
+            ));
+        }
+        *slot = Sourced::new(new.value, self.at(&new.referenced));
+        Ok(())
+    }
+
+    fn limit(
+        &self,
+        slot: &mut Sourced<Limit>,
+        new: Option<Spanned<Limit>>,
+        key: &str,
+    ) -> Result<(), PolicyError> {
+        let Some(new) = new else { return Ok(()) };
+        let looser = match (new.value, slot.value) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => a > b,
+        };
+        if self.tighten_only() && looser {
+            return Err(self.widens(
+                &new.referenced,
+                key,
+                format!("it raises the limit set at {}", slot.origin),
+            ));
+        }
+        *slot = Sourced::new(new.value, self.at(&new.referenced));
+        Ok(())
+    }
+
+    fn paths(
+        &self,
+        list: &mut Vec<Sourced<String>>,
+        op: Option<ListOp<String>>,
+        key: &str,
+        dir: Direction,
+    ) -> Result<(), PolicyError> {
+        let Some(op) = op else { return Ok(()) };
+        self.list(list, op, key, dir, Clone::clone, |entry, loc| {
+            check_path_entry(entry).map_err(|m| self.invalid(loc, key, m))
+        })
+    }
+
+    fn names(
+        &self,
+        list: &mut Vec<Sourced<String>>,
+        op: Option<ListOp<String>>,
+        key: &str,
+        dir: Direction,
+    ) -> Result<(), PolicyError> {
+        let Some(op) = op else { return Ok(()) };
+        self.list(list, op, key, dir, Clone::clone, |entry, loc| {
+            Glob::new(entry)
+                .map(drop)
+                .map_err(|m| self.invalid(loc, key, m))?;
+            if entry.is_empty() || entry.contains('=') {
+                return Err(self.invalid(
+                    loc,
+                    key,
+                    format!("`{entry}` is not a variable name pattern"),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// The generic list combine for plain values, compared by `key_of`.
+    fn list<T: Clone>(
+        &self,
+        list: &mut Vec<Sourced<T>>,
+        op: ListOp<T>,
+        key: &str,
+        dir: Direction,
+        key_of: impl Fn(&T) -> String,
+        check: impl Fn(&T, &Location) -> Result<(), PolicyError>,
+    ) -> Result<(), PolicyError> {
+        self.check_direction(&op, key, dir)?;
+        if let Some(replace) = op.replace {
+            list.clear();
+            for item in replace.value {
+                check(&item.value, &item.referenced)?;
+                if !list.iter().any(|e| key_of(&e.value) == key_of(&item.value)) {
+                    list.push(Sourced::new(item.value, self.at(&item.referenced)));
+                }
+            }
+            return Ok(());
+        }
+        for removed in &op.remove {
+            let before = list.len();
+            list.retain(|e| key_of(&e.value) != removed.value);
+            if list.len() == before {
+                return Err(self.invalid(
+                    &removed.referenced,
+                    key,
+                    format!("cannot remove `{}`: it is not in the list", removed.value),
+                ));
+            }
+        }
+        for item in op.append {
+            check(&item.value, &item.referenced)?;
+            if !list.iter().any(|e| key_of(&e.value) == key_of(&item.value)) {
+                list.push(Sourced::new(item.value, self.at(&item.referenced)));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_direction<T>(
+        &self,
+        op: &ListOp<T>,
+        key: &str,
+        dir: Direction,
+    ) -> Result<(), PolicyError> {
+        if !self.tighten_only() {
+            return Ok(());
+        }
+        if let Some(replace) = &op.replace {
+            return Err(self.widens(
+                &replace.referenced,
+                &format!("{key}.replace"),
+                "replacing could drop entries that protect you",
+            ));
+        }
+        match dir {
+            Direction::ShrinkOnly => {
+                if let Some(item) = op.append.first() {
+                    return Err(self.widens(
+                        &item.referenced,
+                        key,
+                        "adding entries here grants more access",
+                    ));
+                }
+            }
+            Direction::GrowOnly => {
+                if let Some(item) = op.remove.first() {
+                    return Err(self.widens(
+                        &item.referenced,
+                        &format!("{key}.remove"),
+                        "removing entries here grants more access",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The list combine for rules: appended ids must be new; removal is by id.
+    fn rules<R, Raw>(
+        &self,
+        list: &mut Vec<R>,
+        op: ListOp<Raw>,
+        key: &str,
+        id_of: impl Fn(&R) -> String,
+        decision_of: impl Fn(&R) -> Decision,
+        compile: impl Fn(&Self, Raw, &str) -> Result<R, PolicyError>,
+    ) -> Result<(), PolicyError> {
+        self.check_direction(&op, key, Direction::GrowOnly)?;
+        let push = |list: &mut Vec<R>, raw: Spanned<Raw>| -> Result<(), PolicyError> {
+            let rule = compile(self, raw.value, key)?;
+            let id = id_of(&rule);
+            if list.iter().any(|r| id_of(r) == id) {
+                return Err(self.invalid(
+                    &raw.referenced,
+                    key,
+                    format!("rule id `{id}` is already defined; remove it first to redefine it"),
+                ));
+            }
+            if self.tighten_only() && decision_of(&rule) == Decision::Allow {
+                return Err(self.widens(
+                    &raw.referenced,
+                    &format!("{key}[{id}]"),
+                    "an `allow` rule skips approval",
+                ));
+            }
+            list.push(rule);
+            Ok(())
+        };
+        if let Some(replace) = op.replace {
+            list.clear();
+            for raw in replace.value {
+                push(list, raw)?;
+            }
+            return Ok(());
+        }
+        for removed in &op.remove {
+            let before = list.len();
+            list.retain(|r| id_of(r) != removed.value);
+            if list.len() == before {
+                return Err(self.invalid(
+                    &removed.referenced,
+                    key,
+                    format!(
+                        "cannot remove rule `{}`: no rule has that id",
+                        removed.value
+                    ),
+                ));
+            }
+        }
+        for raw in op.append {
+            push(list, raw)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Direction {
+    /// Entries grant access: a workspace layer may only remove.
+    ShrinkOnly,
+    /// Entries restrict: a workspace layer may only add.
+    GrowOnly,
+}
+
+fn map_spanned<A, B>(s: Spanned<A>, f: impl FnOnce(A) -> B) -> Spanned<B> {
+    Spanned {
+        value: f(s.value),
+        referenced: s.referenced,
+        defined: s.defined,
+    }
+}
+
+fn check_rule_id(
+    applier: &Applier<'_>,
+    id: &Spanned<String>,
+    key: &str,
+) -> Result<(), PolicyError> {
+    let ok = !id.value.is_empty()
+        && id
+            .value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(applier.invalid(
+            &id.referenced,
+            &format!("{key}.id"),
+            format!(
+                "`{}` is not a rule id (use letters, digits, `-`, `_`, `.`)",
+                id.value
+            ),
+        ))
+    }
+}
+
+fn compile_command_rule(
+    a: &Applier<'_>,
+    raw: RawCommandRule,
+    key: &str,
+) -> Result<CommandRule, PolicyError> {
+    check_rule_id(a, &raw.id, key)?;
+    let key = format!("{key}[{}]", raw.id.value);
+    if raw.prefix.value.is_empty() {
+        return Err(a.invalid(
+            &raw.prefix.referenced,
+            &format!("{key}.prefix"),
+            "a prefix needs at least one token",
+        ));
+    }
+    let mut prefix = Vec::new();
+    for token in raw.prefix.value {
+        let alternatives = match token {
+            RawToken::One(word) => vec![word],
+            RawToken::AnyOf(words) => words,
+        };
+        if alternatives.is_empty() || alternatives.iter().any(|w| w.is_empty()) {
+            return Err(a.invalid(
+                &raw.prefix.referenced,
+                &format!("{key}.prefix"),
+                "every token needs at least one non-empty alternative",
+            ));
+        }
+        prefix.push(alternatives);
+    }
+    let rule = CommandRule {
+        id: raw.id.value,
+        prefix,
+        decision: raw.decision.value,
+        justification: raw.justification,
+        origin: a.at(&raw.id.referenced),
+    };
+    for (examples, want, which) in [
+        (&raw.examples, true, "example"),
+        (&raw.counter_examples, false, "counter-example"),
+    ] {
+        for example in examples {
+            let argv =
+                split_words(&example.value).map_err(|m| a.invalid(&example.referenced, &key, m))?;
+            if rule.matches(&argv) != want {
+                return Err(PolicyError::RuleExample {
+                    at: a.at(&example.referenced),
+                    rule: rule.id.clone(),
+                    which,
+                    example: example.value.clone(),
+                    outcome: if want {
+                        "does not match the rule"
+                    } else {
+                        "matches the rule"
+                    },
+                });
+            }
+        }
+    }
+    Ok(rule)
+}
+
+fn compile_path_rule(
+    a: &Applier<'_>,
+    raw: RawPathRule,
+    key: &str,
+) -> Result<PathRule, PolicyError> {
+    check_rule_id(a, &raw.id, key)?;
+    let key = format!("{key}[{}]", raw.id.value);
+    let text = raw.pattern.value.trim();
+    if text.starts_with('~') {
+        return Err(a.invalid(
+            &raw.pattern.referenced,
+            &format!("{key}.pattern"),
+            "`~` is not expanded in path rules; use `**/` or an absolute path",
+        ));
+    }
+    let pattern = Glob::new(text)
+        .map_err(|m| a.invalid(&raw.pattern.referenced, &format!("{key}.pattern"), m))?;
+    let rule = PathRule {
+        id: raw.id.value,
+        pattern,
+        decision: raw.decision.value,
+        justification: raw.justification,
+        origin: a.at(&raw.id.referenced),
+    };
+    for (examples, want, which) in [
+        (&raw.examples, true, "example"),
+        (&raw.counter_examples, false, "counter-example"),
+    ] {
+        for example in examples {
+            let path = example.value.as_str();
+            let matched = if path.starts_with('/') {
+                rule.matches(path, None)
+            } else {
+                rule.matches(&format!("/WORKSPACE/{path}"), Some(path))
+            };
+            if matched != want {
+                return Err(PolicyError::RuleExample {
+                    at: a.at(&example.referenced),
+                    rule: rule.id.clone(),
+                    which,
+                    example: example.value.clone(),
+                    outcome: if want {
+                        "does not match the rule"
+                    } else {
+                        "matches the rule"
+                    },
+                });
+            }
+        }
+    }
+    Ok(rule)
+}

@@ -1,0 +1,77 @@
+//! Provenance: where each effective value came from.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Where a value was set.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Origin {
+    /// A profile file (or a shipped profile, whose `file` is `profiles/NAME.yaml`).
+    File {
+        /// The file as the user would name it.
+        file: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column.
+        column: u64,
+    },
+    /// A command-line flag such as `--mode`.
+    Flag {
+        /// The flag, e.g. `--network`.
+        flag: String,
+    },
+    /// bridle's built-in default: no layer set the value.
+    Builtin,
+}
+
+impl Origin {
+    /// An origin in a file.
+    pub fn file(file: impl Into<String>, line: u64, column: u64) -> Self {
+        Origin::File {
+            file: file.into(),
+            line,
+            column,
+        }
+    }
+
+    /// An origin on the command line.
+    pub fn flag(flag: impl Into<String>) -> Self {
+        Origin::Flag { flag: flag.into() }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { file, line, column } => write!(f, "{file}:{line}:{column}"),
+            Origin::Flag { flag } => write!(f, "command line {flag}"),
+            Origin::Builtin => f.write_str("built-in default"),
+        }
+    }
+}
+
+/// A value together with the place that set it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it was set.
+    pub origin: Origin,
+}
+
+impl<T> Sourced<T> {
+    /// Pairs a value with its origin.
+    pub fn new(value: T, origin: Origin) -> Self {
+        Sourced { value, origin }
+    }
+
+    /// A built-in default.
+    pub fn builtin(value: T) -> Self {
+        Sourced {
+            value,
+            origin: Origin::Builtin,
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Turning one layer's bytes into a [`RawProfile`]: size cap, UTF-8 check, bounded YAML parsing
+//! and error messages with `file:line:column` and a hint. Never panics on any input.
+
+use serde_saphyr::budget::Budget;
+
+use crate::error::PolicyError;
+use crate::origin::Origin;
+use crate::raw::RawProfile;
+use crate::source::{MAX_PROFILE_BYTES, SourceFile};
+
+/// The YAML budget for profiles: generous for real profiles, small enough that alias bombs and
+/// deep nesting fail fast with bounded memory.
+fn budget() -> Budget {
+    let mut b = Budget::default();
+    b.max_events = 200_000;
+    b.max_aliases = 1_000;
+    b.max_anchors = 1_000;
+    b.max_recorded_anchor_events = 20_000;
+    b.max_recorded_anchor_bytes = 1 << 20;
+    b.max_depth = 32;
+    b.max_documents = 1;
+    b.max_nodes = 100_000;
+    b.max_total_scalar_bytes = MAX_PROFILE_BYTES;
+    b.max_merge_keys = 100;
+    b
+}
+
+pub(crate) fn parse_layer(src: &SourceFile) -> Result<RawProfile, PolicyError> {
+    if src.bytes.len() > MAX_PROFILE_BYTES {
+        return Err(PolicyError::ProfileTooLarge {
+            file: src.display.clone(),
+            limit: MAX_PROFILE_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(&src.bytes).map_err(|e| {
+        let valid = String::from_utf8_lossy(&src.bytes[..e.valid_up_to()]).into_owned();
+        let (line, column) = line_column_at_end(&valid);
+        PolicyError::ProfileNotUtf8 {
+            file: src.display.clone(),
+            line,
+            column,
+        }
+    })?;
+    if text.trim().is_empty() {
+        return Err(PolicyError::ParseProfile {
+            at: Origin::file(&src.display, 1, 1),
+            message: "profile is empty".to_owned(),
+            hint: Some("a profile needs at least `mode:` or `extends:`".to_owned()),
+        });
+    }
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget());
+    serde_saphyr::from_str_with_options::<RawProfile>(text, options).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        let (line, column) = if line == 0 { (1, 1) } else { (line, column) };
+        let message = clean_message(&e.without_snippet().to_string());
+        let hint = hint_for(&message);
+        PolicyError::ParseProfile {
+            at: Origin::file(&src.display, line, column),
+            message,
+            hint,
+        }
+    })
+}
+
+fn line_column_at_end(prefix: &str) -> (u64, u64) {
+    let line = prefix.matches('\n').count() + 1;
+    let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (
+        u64::try_from(line).unwrap_or(u64::MAX),
+        u64::try_from(column).unwrap_or(u64::MAX),
+    )
+}
+
+/// Drops the parser's own location suffix (we print ours in front) and developer-facing advice.
+fn clean_message(raw: &str) -> String {
+    let mut msg = raw.trim().to_owned();
+    if let Some(idx) = msg.rfind(" at line ") {
+        if msg[idx..].contains("column") {
+            msg.truncate(idx);
+        }
+    }
+    if let Some(idx) = msg.find(", set DuplicateKeyPolicy") {
+        msg.truncate(idx);
+    }
+    msg
+}
+
+fn hint_for(message: &str) -> Option<String> {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (field, tail) = rest.split_once('`')?;
+        let expected: Vec<&str> = tail
+            .split_once("expected one of ")
+            .or_else(|| tail.split_once("expected "))
+            .map(|(_, list)| {
+                list.split(',')
+                    .map(|s| s.trim().trim_matches('`'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let best = expected
+            .iter()
+            .map(|cand| (edit_distance(field, cand), *cand))
+            .filter(|(d, cand)| *d <= 2.max(cand.len() / 3))
+            .min();
+        return Some(match best {
+            Some((_, cand)) => format!("did you mean `{cand}`?"),
+            None => "remove it; the profile keys are listed in README.md".to_owned(),
+        });
+    }
+    if message.starts_with("duplicate mapping key") {
+        return Some("each key may appear once per mapping; merge the two entries".to_owned());
+    }
+    if message.contains("budget") || message.contains("alias") || message.contains("anchor") {
+        return Some(
+            "the profile is too large or too deeply aliased; write the values out plainly"
+                .to_owned(),
+        );
+    }
+    if message.contains("unknown variant") {
+        return Some("check the spelling against the allowed values listed".to_owned());
+    }
+    None
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_hint_suggests_the_closest_key() {
+        let hint = hint_for("unknown field `mdoe`, expected one of mode, network").unwrap();
+        assert_eq!(hint, "did you mean `mode`?");
+    }
+
+    #[test]
+    fn location_suffix_is_removed() {
+        assert_eq!(
+            clean_message("invalid u64 at line 2, column 14"),
+            "invalid u64"
+        );
+    }
+
+    #[test]
+    fn utf8_position_is_line_and_column() {
+        assert_eq!(line_column_at_end("ab\ncd"), (2, 3));
+        assert_eq!(line_column_at_end(""), (1, 1));
+    }
+}

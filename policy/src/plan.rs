@@ -1,0 +1,536 @@
+//! Planning: an effective [`Policy`] plus the session's facts become a [`SandboxSpec`] and the
+//! decision functions the tool layer calls before anything runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::PolicyError;
+use crate::glob::Glob;
+use crate::origin::{Origin, Sourced};
+use crate::policy::Policy;
+use crate::raw::EnvInherit;
+use crate::rules::{CommandRule, PathRule, strictest_command_rule};
+use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
+use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode};
+
+/// The facts about this session that planning needs. The caller gathers them (canonicalising
+/// the workspace, reading the environment); planning itself does no I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanContext {
+    /// The workspace root, already canonicalised (symlinks resolved).
+    pub workspace: PathBuf,
+    /// The user's home directory (for `~` and the dangerous-root check).
+    pub home: PathBuf,
+    /// bridle's state directory (session logs live here).
+    pub state_dir: PathBuf,
+    /// bridle's configuration directory.
+    pub config_dir: PathBuf,
+    /// The session's private temp directory.
+    pub temp_dir: PathBuf,
+    /// The environment bridle was started with.
+    pub host_env: BTreeMap<String, String>,
+}
+
+/// Who or what decided a [`Verdict`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DecidedBy {
+    /// A profile rule.
+    Rule {
+        /// The rule id.
+        id: String,
+        /// Where the rule was written.
+        origin: Origin,
+    },
+    /// A protected path inside a writable root.
+    ProtectedPath {
+        /// The protected path.
+        path: PathBuf,
+        /// Where it was configured.
+        origin: Origin,
+    },
+    /// A masked path.
+    MaskedPath {
+        /// The masked path.
+        path: PathBuf,
+        /// Where it was configured.
+        origin: Origin,
+    },
+    /// A writable root contains the path.
+    WritableRoot {
+        /// The root.
+        root: PathBuf,
+    },
+    /// No writable root contains the path.
+    OutsideWritableRoots,
+    /// The sandbox mode alone decided.
+    Mode {
+        /// The mode.
+        mode: SandboxMode,
+    },
+    /// No rule matched.
+    Default,
+}
+
+/// A decision with the reason a person (or the model) can read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The decision.
+    pub decision: Decision,
+    /// What decided it.
+    pub by: DecidedBy,
+    /// One sentence naming the input and the deciding rule or root.
+    pub reason: String,
+}
+
+/// The result of planning: the spec for the sandbox, and what the tool layer needs to decide.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// What the sandbox enforces.
+    pub spec: SandboxSpec,
+    /// Who answers escalations.
+    pub approval: ApprovalPolicy,
+    /// Command-prefix rules.
+    pub command_rules: Vec<CommandRule>,
+    /// Path rules.
+    pub path_rules: Vec<PathRule>,
+    provenance: BTreeMap<PathBuf, Origin>,
+}
+
+/// Plans `policy` for a session.
+pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
+    for path in [
+        &ctx.workspace,
+        &ctx.home,
+        &ctx.state_dir,
+        &ctx.config_dir,
+        &ctx.temp_dir,
+    ] {
+        if !path.is_absolute() {
+            return Err(PolicyError::RelativePath { path: path.clone() });
+        }
+    }
+    let workspace = normalize(&ctx.workspace);
+    let mode = policy.mode.value;
+    let allow_dangerous = policy.allow_dangerous_workspace_root.value;
+    check_root("workspace root", &workspace, ctx, allow_dangerous)?;
+
+    let mut provenance = BTreeMap::new();
+    let expand_all =
+        |list: &[Sourced<String>], provenance: &mut BTreeMap<PathBuf, Origin>| -> Vec<PathBuf> {
+            let mut out = BTreeSet::new();
+            for item in list {
+                let path = expand(&item.value, &ctx.home, &workspace);
+                provenance
+                    .entry(path.clone())
+                    .or_insert_with(|| item.origin.clone());
+                out.insert(path);
+            }
+            out.into_iter().collect()
+        };
+
+    let readable_roots = expand_all(&policy.readable_roots, &mut provenance);
+    let mut extra_roots = Vec::new();
+    if mode == SandboxMode::WorkspaceWrite {
+        for root in expand_all(&policy.writable_roots, &mut provenance) {
+            check_root("writable root", &root, ctx, allow_dangerous)?;
+            if root != workspace && !extra_roots.contains(&root) {
+                extra_roots.push(root);
+            }
+        }
+    }
+    let temp_dir = normalize(&ctx.temp_dir);
+    let mut writable_roots = Vec::new();
+    if mode == SandboxMode::WorkspaceWrite {
+        writable_roots.push(workspace.clone());
+        writable_roots.extend(extra_roots.iter().cloned());
+    }
+    if mode != SandboxMode::DangerFullAccess {
+        writable_roots.push(temp_dir.clone());
+        writable_roots.push(PathBuf::from("/dev/null"));
+    }
+
+    let mut protected = BTreeSet::new();
+    if mode == SandboxMode::WorkspaceWrite {
+        let content_roots: Vec<&PathBuf> = writable_roots
+            .iter()
+            .filter(|r| **r != temp_dir && r.as_path() != Path::new("/dev/null"))
+            .collect();
+        for item in &policy.protected_paths {
+            let targets: Vec<PathBuf> = if is_relative_entry(&item.value) {
+                content_roots
+                    .iter()
+                    .map(|root| normalize(&root.join(&item.value)))
+                    .collect()
+            } else {
+                vec![expand(&item.value, &ctx.home, &workspace)]
+            };
+            for path in targets {
+                if content_roots.iter().any(|root| path.starts_with(root)) {
+                    provenance
+                        .entry(path.clone())
+                        .or_insert_with(|| item.origin.clone());
+                    protected.insert(path);
+                }
+            }
+        }
+        for layer in &policy.layers {
+            if let Some(file) = &layer.path {
+                let file = normalize(file);
+                if content_roots.iter().any(|root| file.starts_with(root)) {
+                    provenance
+                        .entry(file.clone())
+                        .or_insert_with(|| Origin::file(&layer.name, 1, 1));
+                    protected.insert(file);
+                }
+            }
+        }
+    }
+    let masked_paths = if mode == SandboxMode::DangerFullAccess {
+        Vec::new()
+    } else {
+        expand_all(&policy.masked_paths, &mut provenance)
+    };
+
+    let l = &policy.limits;
+    let limits = ResourceLimits {
+        processes: l.processes.value,
+        memory_bytes: l.memory.value,
+        file_size_bytes: l.file_size.value,
+        open_files: l.open_files.value,
+        cpu_time_secs: l.cpu_time.value,
+        wall_time_secs: l.wall_time.value,
+        command_timeout_secs: l.command_timeout.value,
+        command_timeout_max_secs: l.command_timeout_max.value,
+    };
+    let network = if mode == SandboxMode::DangerFullAccess {
+        Network::On
+    } else {
+        policy.network.value
+    };
+    let guarantees = required_guarantees(
+        mode,
+        network,
+        !protected.is_empty(),
+        !masked_paths.is_empty(),
+        &limits,
+    );
+    let accept_missing: BTreeSet<Guarantee> =
+        policy.accept_missing.iter().map(|g| g.value).collect();
+    let seccomp = match (mode, network) {
+        (SandboxMode::DangerFullAccess, _) => SeccompProfile::None,
+        (_, Network::Off) => SeccompProfile::ConfinedNoNetwork,
+        (_, Network::On) => SeccompProfile::Confined,
+    };
+    let spec = SandboxSpec {
+        mode,
+        workspace,
+        guarantees,
+        accept_missing: accept_missing.into_iter().collect(),
+        readable_roots,
+        writable_roots,
+        protected_paths: protected.into_iter().collect(),
+        masked_paths,
+        network,
+        seccomp,
+        limits,
+        env: plan_env(policy, ctx, &temp_dir),
+        temp_dir,
+        private_tmp: mode != SandboxMode::DangerFullAccess,
+    };
+    Ok(Plan {
+        spec,
+        approval: policy.approval.value,
+        command_rules: policy.command_rules.clone(),
+        path_rules: policy.path_rules.clone(),
+        provenance,
+    })
+}
+
+fn required_guarantees(
+    mode: SandboxMode,
+    network: Network,
+    protects: bool,
+    masks: bool,
+    limits: &ResourceLimits,
+) -> Vec<Guarantee> {
+    let confined = mode != SandboxMode::DangerFullAccess;
+    Guarantee::ALL
+        .into_iter()
+        .filter(|g| match g {
+            Guarantee::FsWrite
+            | Guarantee::Ipc
+            | Guarantee::Proc
+            | Guarantee::Priv
+            | Guarantee::Tty => confined,
+            Guarantee::FsProtect => mode == SandboxMode::WorkspaceWrite && protects,
+            Guarantee::FsMask => confined && masks,
+            Guarantee::Net => confined && network == Network::Off,
+            Guarantee::Tree | Guarantee::Fd | Guarantee::Env => true,
+            Guarantee::Res => limits.any_os_limit(),
+        })
+        .collect()
+}
+
+fn plan_env(policy: &Policy, ctx: &PlanContext, temp_dir: &Path) -> BTreeMap<String, String> {
+    let env = &policy.environment;
+    let globs = |list: &[Sourced<String>]| -> Vec<Glob> {
+        list.iter()
+            .filter_map(|s| Glob::new(&s.value).ok())
+            .collect()
+    };
+    let allow = globs(&env.allow);
+    let scrub = globs(&env.scrub);
+    let mut out: BTreeMap<String, String> = ctx
+        .host_env
+        .iter()
+        .filter(|(name, _)| {
+            let allowed =
+                env.inherit.value == EnvInherit::All || allow.iter().any(|g| g.is_match(name));
+            allowed && !scrub.iter().any(|g| g.is_match(name))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (name, value) in &env.set {
+        out.insert(name.clone(), value.value.clone());
+    }
+    let tmp = temp_dir.display().to_string();
+    for name in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
+        out.insert(name.to_owned(), tmp.clone());
+    }
+    out
+}
+
+fn check_root(
+    what: &'static str,
+    root: &Path,
+    ctx: &PlanContext,
+    allow_dangerous: bool,
+) -> Result<(), PolicyError> {
+    let home = normalize(&ctx.home);
+    let state = normalize(&ctx.state_dir);
+    let config = normalize(&ctx.config_dir);
+    let why = if root == Path::new("/") {
+        Some("it is the filesystem root".to_owned())
+    } else if root == home {
+        Some("it is your home directory".to_owned())
+    } else if home.starts_with(root) {
+        Some(format!(
+            "it contains your home directory `{}`",
+            home.display()
+        ))
+    } else if root.starts_with(&state) || root.starts_with(&config) {
+        Some("it is inside bridle's own state or configuration directory".to_owned())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        if !allow_dangerous {
+            return Err(PolicyError::DangerousRoot {
+                what,
+                path: root.to_path_buf(),
+                why,
+            });
+        }
+    }
+    if state.starts_with(root) && !allow_dangerous {
+        return Err(PolicyError::StateInsideWritableRoot {
+            what,
+            path: root.to_path_buf(),
+            state,
+        });
+    }
+    Ok(())
+}
+
+fn is_relative_entry(entry: &str) -> bool {
+    !entry.starts_with('/') && !entry.starts_with('~')
+}
+
+/// Expands `~`, makes relative entries relative to `base`, and normalises lexically.
+fn expand(entry: &str, home: &Path, base: &Path) -> PathBuf {
+    let path = if entry == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = entry.strip_prefix("~/") {
+        home.join(rest)
+    } else {
+        base.join(entry)
+    };
+    normalize(&path)
+}
+
+/// Lexical normalisation: drops `.`, resolves `..` without following symlinks, never above `/`.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+impl Plan {
+    fn origin_of(&self, path: &Path) -> Origin {
+        self.provenance
+            .get(path)
+            .cloned()
+            .unwrap_or(Origin::Builtin)
+    }
+
+    /// Decides a write to `path` (absolute and canonicalised by the caller; a relative path is
+    /// taken relative to the workspace). Protected and masked paths deny, a path outside every
+    /// writable root denies, and path rules can only make the decision stricter.
+    pub fn decide_write(&self, path: &Path) -> Verdict {
+        let spec = &self.spec;
+        let path = if path.is_absolute() {
+            normalize(path)
+        } else {
+            normalize(&spec.workspace.join(path))
+        };
+        let shown = path.display();
+        let mut verdict = if spec.mode == SandboxMode::DangerFullAccess {
+            Verdict {
+                decision: Decision::Allow,
+                by: DecidedBy::Mode { mode: spec.mode },
+                reason: format!(
+                    "write to `{shown}` allowed: mode danger-full-access confines nothing"
+                ),
+            }
+        } else if let Some(masked) = spec.masked_paths.iter().find(|m| path.starts_with(m)) {
+            let origin = self.origin_of(masked);
+            Verdict {
+                decision: Decision::Deny,
+                reason: format!(
+                    "write to `{shown}` denied: inside masked path `{}` ({origin})",
+                    masked.display()
+                ),
+                by: DecidedBy::MaskedPath {
+                    path: masked.clone(),
+                    origin,
+                },
+            }
+        } else if let Some(protected) = spec.protected_paths.iter().find(|p| path.starts_with(p)) {
+            let origin = self.origin_of(protected);
+            Verdict {
+                decision: Decision::Deny,
+                reason: format!(
+                    "write to `{shown}` denied: inside protected path `{}` ({origin})",
+                    protected.display()
+                ),
+                by: DecidedBy::ProtectedPath {
+                    path: protected.clone(),
+                    origin,
+                },
+            }
+        } else if let Some(root) = spec
+            .writable_roots
+            .iter()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        {
+            Verdict {
+                decision: Decision::Allow,
+                reason: format!(
+                    "write to `{shown}` allowed: inside writable root `{}`",
+                    root.display()
+                ),
+                by: DecidedBy::WritableRoot { root: root.clone() },
+            }
+        } else {
+            Verdict {
+                decision: Decision::Deny,
+                reason: format!(
+                    "write to `{shown}` denied: outside every writable root (mode {})",
+                    spec.mode
+                ),
+                by: DecidedBy::OutsideWritableRoots,
+            }
+        };
+        let relative = path
+            .strip_prefix(&spec.workspace)
+            .ok()
+            .map(|r| r.display().to_string());
+        let absolute = path.display().to_string();
+        let strictest = self
+            .path_rules
+            .iter()
+            .filter(|r| r.matches(&absolute, relative.as_deref()))
+            .fold(None, |best: Option<&PathRule>, r| match best {
+                Some(b) if b.decision >= r.decision => Some(b),
+                _ => Some(r),
+            });
+        if let Some(rule) = strictest {
+            if rule.decision > verdict.decision {
+                verdict = rule_verdict(
+                    &rule.id,
+                    &rule.origin,
+                    rule.decision,
+                    rule.justification.as_deref(),
+                    &format!("write to `{shown}`"),
+                );
+            }
+        }
+        verdict
+    }
+
+    /// Decides running `argv` (as split by the caller). The strictest matching command rule
+    /// decides, looking through common wrappers (see [`crate::rules::exec_views`]); with no
+    /// match, the command is allowed and confined by the sandbox.
+    pub fn decide_exec(&self, argv: &[String]) -> Verdict {
+        if argv.is_empty() {
+            return Verdict {
+                decision: Decision::Deny,
+                by: DecidedBy::Default,
+                reason: "empty command denied".into(),
+            };
+        }
+        let shown = argv.join(" ");
+        match strictest_command_rule(&self.command_rules, argv) {
+            Some(rule) => rule_verdict(
+                &rule.id,
+                &rule.origin,
+                rule.decision,
+                rule.justification.as_deref(),
+                &format!("`{shown}`"),
+            ),
+            None => Verdict {
+                decision: Decision::Allow,
+                by: DecidedBy::Default,
+                reason: format!(
+                    "`{shown}` allowed: no rule matched; it runs confined (mode {})",
+                    self.spec.mode
+                ),
+            },
+        }
+    }
+}
+
+fn rule_verdict(
+    id: &str,
+    origin: &Origin,
+    decision: Decision,
+    justification: Option<&str>,
+    subject: &str,
+) -> Verdict {
+    let verb = match decision {
+        Decision::Allow => "allowed",
+        Decision::Ask => "needs approval",
+        Decision::Deny => "denied",
+    };
+    let why = justification.map(|j| format!(": {j}")).unwrap_or_default();
+    Verdict {
+        decision,
+        by: DecidedBy::Rule {
+            id: id.to_owned(),
+            origin: origin.clone(),
+        },
+        reason: format!("{subject} {verb} by rule `{id}` ({origin}){why}"),
+    }
+}

@@ -1,0 +1,324 @@
+//! Command-prefix and path rules: compiled form, matching and the strictest-wins evaluation.
+
+use serde::Serialize;
+
+use crate::glob::Glob;
+use crate::origin::Origin;
+use crate::vocab::Decision;
+
+/// A command-prefix rule: matches an argv whose first tokens match `prefix`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandRule {
+    /// Unique id, cited in decisions.
+    pub id: String,
+    /// Token alternatives, in order. `argv[0]` is compared by its basename.
+    pub prefix: Vec<Vec<String>>,
+    /// What a match decides.
+    pub decision: Decision,
+    /// Why, shown with the decision.
+    pub justification: Option<String>,
+    /// Where the rule was written.
+    pub origin: Origin,
+}
+
+/// A path rule for writes: matches paths against a glob.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathRule {
+    /// Unique id, cited in decisions.
+    pub id: String,
+    /// The glob. Absolute patterns match absolute paths; a pattern starting with `**/` matches
+    /// anywhere; any other relative pattern is anchored at the workspace root.
+    #[serde(serialize_with = "serialize_glob")]
+    pub pattern: Glob,
+    /// What a match decides.
+    pub decision: Decision,
+    /// Why, shown with the decision.
+    pub justification: Option<String>,
+    /// Where the rule was written.
+    pub origin: Origin,
+}
+
+fn serialize_glob<S: serde::Serializer>(glob: &Glob, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(glob.as_str())
+}
+
+impl CommandRule {
+    /// Whether `argv` starts with this rule's prefix.
+    pub fn matches(&self, argv: &[String]) -> bool {
+        if argv.len() < self.prefix.len() {
+            return false;
+        }
+        self.prefix
+            .iter()
+            .zip(argv)
+            .enumerate()
+            .all(|(i, (alternatives, word))| {
+                let word = if i == 0 {
+                    basename(word)
+                } else {
+                    word.as_str()
+                };
+                alternatives.iter().any(|alt| alt == word)
+            })
+    }
+}
+
+impl PathRule {
+    /// Whether the path matches. `relative` is the path relative to the workspace root when
+    /// it lies inside it; `absolute` is always given.
+    pub fn matches(&self, absolute: &str, relative: Option<&str>) -> bool {
+        let pattern = self.pattern.as_str();
+        if pattern.starts_with('/') {
+            self.pattern.is_match(absolute)
+        } else if pattern.starts_with("**/") {
+            self.pattern.is_match(absolute.trim_start_matches('/'))
+                || relative.is_some_and(|r| self.pattern.is_match(r))
+        } else {
+            relative.is_some_and(|r| self.pattern.is_match(r))
+        }
+    }
+}
+
+fn basename(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+/// Splits an example command into words: whitespace separates, single and double quotes group,
+/// backslash escapes. Returns an error for an unclosed quote.
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(q) => current.push(q),
+                        None => return Err(format!("unclosed single quote in `{text}`")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(e) => current.push(e),
+                            None => return Err(format!("unclosed double quote in `{text}`")),
+                        },
+                        Some(q) => current.push(q),
+                        None => return Err(format!("unclosed double quote in `{text}`")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(e) = chars.next() {
+                    current.push(e);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                current.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(current);
+    }
+    Ok(words)
+}
+
+/// The argv a command really runs, seen through common wrappers. Rules are evaluated against
+/// every view and the strictest decision wins, so `env FOO=1 nice git push` is caught by a
+/// `git push` rule while a `sudo` rule still sees `sudo ...`.
+///
+/// Understood wrappers: `env` (options, `-u NAME`, `NAME=VALUE`), `command`, `exec`, `nice`
+/// (`-n N`), `nohup`, `time` (`-p`), `timeout` (options, then the duration), `stdbuf`, `sudo`
+/// and `doas` (options, `-u USER`), `setsid`, `ionice` (`-c N`, `-n N`). Anything else (for
+/// example `xargs`, `find -exec`, `sh -c`) is not looked through here; the shell-level splitter
+/// of the tool layer handles `sh -c` and treats what it cannot parse as `ask`.
+pub fn exec_views(argv: &[String]) -> Vec<&[String]> {
+    let mut views = vec![argv];
+    let mut current = argv;
+    for _ in 0..16 {
+        match unwrap_once(current) {
+            Some(inner) if !inner.is_empty() => {
+                views.push(inner);
+                current = inner;
+            }
+            _ => break,
+        }
+    }
+    views
+}
+
+fn unwrap_once(argv: &[String]) -> Option<&[String]> {
+    let (first, rest) = argv.split_first()?;
+    let skip_options = |rest: &[String], with_value: &[&str]| -> usize {
+        let mut i = 0;
+        while let Some(word) = rest.get(i) {
+            if word == "--" {
+                return i + 1;
+            }
+            if !word.starts_with('-') || word == "-" {
+                break;
+            }
+            i += if with_value.contains(&word.as_str()) {
+                2
+            } else {
+                1
+            };
+        }
+        i
+    };
+    let start = match basename(first) {
+        "env" => {
+            let mut i = skip_options(rest, &["-u", "--unset", "-C", "--chdir", "-S"]);
+            while rest
+                .get(i)
+                .is_some_and(|w| w.contains('=') && !w.starts_with('='))
+            {
+                i += 1;
+            }
+            i
+        }
+        "command" | "exec" | "nohup" | "time" | "stdbuf" | "setsid" => skip_options(rest, &[]),
+        "nice" => skip_options(rest, &["-n", "--adjustment"]),
+        "ionice" => skip_options(rest, &["-c", "-n", "--class", "--classdata"]),
+        "sudo" | "doas" => skip_options(
+            rest,
+            &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"],
+        ),
+        "timeout" => skip_options(rest, &["-k", "--kill-after", "-s", "--signal"]) + 1,
+        _ => return None,
+    };
+    rest.get(start..)
+}
+
+/// The strictest matching rule among `rules` for any view of `argv`.
+pub fn strictest_command_rule<'a>(
+    rules: &'a [CommandRule],
+    argv: &[String],
+) -> Option<&'a CommandRule> {
+    let views = exec_views(argv);
+    rules
+        .iter()
+        .filter(|rule| views.iter().any(|view| rule.matches(view)))
+        .fold(None, |best: Option<&CommandRule>, rule| match best {
+            Some(b) if b.decision >= rule.decision => Some(b),
+            _ => Some(rule),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        split_words(s).unwrap()
+    }
+
+    fn rule(id: &str, prefix: &[&[&str]], decision: Decision) -> CommandRule {
+        CommandRule {
+            id: id.into(),
+            prefix: prefix
+                .iter()
+                .map(|alts| alts.iter().map(|s| s.to_string()).collect())
+                .collect(),
+            decision,
+            justification: None,
+            origin: Origin::Builtin,
+        }
+    }
+
+    #[test]
+    fn split_words_handles_quotes() {
+        assert_eq!(
+            words("git commit -m 'a b' \"c d\""),
+            ["git", "commit", "-m", "a b", "c d"]
+        );
+        assert_eq!(words("  "), Vec::<String>::new());
+        assert_eq!(words("a ''"), ["a", ""]);
+        assert!(split_words("echo 'oops").is_err());
+    }
+
+    #[test]
+    fn prefix_rule_matches_alternatives_and_basename() {
+        let r = rule("push", &[&["git"], &["push", "send-pack"]], Decision::Deny);
+        assert!(r.matches(&words("git push origin main")));
+        assert!(r.matches(&words("/usr/bin/git send-pack")));
+        assert!(!r.matches(&words("git pull")));
+        assert!(!r.matches(&words("git")));
+        assert!(!r.matches(&words("legit push")));
+    }
+
+    #[test]
+    fn wrappers_do_not_hide_a_denied_command() {
+        let rules = [rule("push", &[&["git"], &["push"]], Decision::Deny)];
+        for cmd in [
+            "env GIT_TRACE=1 git push",
+            "nice -n 5 git push",
+            "timeout -s KILL 10 git push",
+            "sudo -u bob git push",
+            "command git push",
+            "env -i nohup git push",
+        ] {
+            assert!(
+                strictest_command_rule(&rules, &words(cmd)).is_some(),
+                "{cmd}"
+            );
+        }
+        assert!(strictest_command_rule(&rules, &words("echo git push")).is_none());
+    }
+
+    #[test]
+    fn strictest_rule_wins_regardless_of_order() {
+        let rules = [
+            rule("git-ok", &[&["git"]], Decision::Allow),
+            rule("push-ask", &[&["git"], &["push"]], Decision::Ask),
+            rule("sudo-deny", &[&["sudo"]], Decision::Deny),
+        ];
+        assert_eq!(
+            strictest_command_rule(&rules, &words("git push")).map(|r| r.id.as_str()),
+            Some("push-ask")
+        );
+        assert_eq!(
+            strictest_command_rule(&rules, &words("sudo git status")).map(|r| r.id.as_str()),
+            Some("sudo-deny")
+        );
+        assert_eq!(
+            strictest_command_rule(&rules, &words("git log")).map(|r| r.id.as_str()),
+            Some("git-ok")
+        );
+    }
+
+    #[test]
+    fn path_rule_anchoring() {
+        let mk = |p: &str| PathRule {
+            id: "r".into(),
+            pattern: Glob::new(p).unwrap(),
+            decision: Decision::Ask,
+            justification: None,
+            origin: Origin::Builtin,
+        };
+        assert!(mk("**/.env").matches("/w/a/.env", Some("a/.env")));
+        assert!(mk("**/.env").matches("/elsewhere/.env", None));
+        assert!(mk("src/*.rs").matches("/w/src/a.rs", Some("src/a.rs")));
+        assert!(!mk("src/*.rs").matches("/src/a.rs", None));
+        assert!(mk("/etc/**").matches("/etc/passwd", None));
+    }
+}

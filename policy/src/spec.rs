@@ -1,0 +1,93 @@
+//! The plain-data output of planning: what the sandbox must enforce for one session.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{Guarantee, Network, SandboxMode};
+
+/// Which seccomp filter the launcher installs. The filter contents live in the `sandbox` crate;
+/// the policy only names which one applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeccompProfile {
+    /// No filter (danger-full-access).
+    None,
+    /// Deny privilege, namespace, tracing, kernel-interface and terminal-injection syscalls.
+    Confined,
+    /// `confined`, plus deny every socket family except unix.
+    ConfinedNoNetwork,
+}
+
+/// Resource limits; `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    /// RLIMIT_NPROC.
+    pub processes: Option<u64>,
+    /// RLIMIT_AS in bytes.
+    pub memory_bytes: Option<u64>,
+    /// RLIMIT_FSIZE in bytes.
+    pub file_size_bytes: Option<u64>,
+    /// RLIMIT_NOFILE.
+    pub open_files: Option<u64>,
+    /// RLIMIT_CPU in seconds.
+    pub cpu_time_secs: Option<u64>,
+    /// Wall-clock limit for one sandboxed command, in seconds.
+    pub wall_time_secs: Option<u64>,
+    /// Default per-call timeout of tool commands, in seconds.
+    pub command_timeout_secs: Option<u64>,
+    /// Largest per-call timeout a tool call may request, in seconds.
+    pub command_timeout_max_secs: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// Whether any limit that the kernel enforces (rlimits, wall time) is set.
+    pub fn any_os_limit(&self) -> bool {
+        [
+            self.processes,
+            self.memory_bytes,
+            self.file_size_bytes,
+            self.open_files,
+            self.cpu_time_secs,
+            self.wall_time_secs,
+        ]
+        .iter()
+        .any(Option::is_some)
+    }
+}
+
+/// What the sandbox must enforce for one session. Plain data: serialisable, comparable,
+/// deterministic for the same inputs. All paths are absolute and lexically normalised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// The sandbox mode.
+    pub mode: SandboxMode,
+    /// The canonical workspace root.
+    pub workspace: PathBuf,
+    /// Guarantees that must hold (sorted, spec order). Any of them missing on the host is a
+    /// refusal, unless listed in `accept_missing`.
+    pub guarantees: Vec<Guarantee>,
+    /// Guarantees the deployer accepts as missing (recorded and printed, never the default).
+    pub accept_missing: Vec<Guarantee>,
+    /// Roots readable from inside the sandbox.
+    pub readable_roots: Vec<PathBuf>,
+    /// Roots writable from inside the sandbox (workspace, extra roots, temp dir, `/dev/null`).
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths inside writable roots that stay read-only (whether or not they exist yet).
+    pub protected_paths: Vec<PathBuf>,
+    /// Paths that are unreadable.
+    pub masked_paths: Vec<PathBuf>,
+    /// Network setting.
+    pub network: Network,
+    /// Which seccomp filter applies.
+    pub seccomp: SeccompProfile,
+    /// Resource limits.
+    pub limits: ResourceLimits,
+    /// The exact environment the command gets.
+    pub env: BTreeMap<String, String>,
+    /// The session's private temp directory on the host (exported as `TMPDIR`).
+    pub temp_dir: PathBuf,
+    /// Whether `/tmp` and `/dev/shm` inside the sandbox are private.
+    pub private_tmp: bool,
+}
