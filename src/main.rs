@@ -1,1 +1,62 @@
-fn main() {}
+//! The `bridle` command-line interface: parses flags, wires the crates, prints.
+
+mod cli;
+mod policy_cmd;
+mod session_facts;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command, GlobalArgs};
+
+fn init_logging(global: &GlobalArgs) {
+    let default = match (global.quiet, global.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.global);
+    let result = match &cli.command {
+        Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "bridle: {}", error_chain(&err));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// One line: the error and its causes, separated by `: `, without repeating a cause that the
+/// message above it already includes.
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}

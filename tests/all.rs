@@ -1,1 +1,4 @@
-//! End-to-end tests.
+//! End-to-end tests: each drives the real `bridle` binary.
+#![cfg(test)]
+
+mod suite;

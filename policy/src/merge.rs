@@ -25,6 +25,7 @@ use crate::error::PolicyError;
 use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::parse::parse_layer;
+use crate::plan::normalize;
 use crate::policy::{EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, RawToken};
 use crate::rules::{CommandRule, PathRule, split_words};
@@ -191,10 +192,11 @@ fn resolve_chain(
                 message: err.to_string(),
             }
         })?;
+        // Lexically normalised, so `sub/../sub/a.yaml` is recognised as `sub/a.yaml`.
         let identity = |f: &SourceFile| {
             f.path
                 .as_ref()
-                .map_or_else(|| f.display.clone(), |p| p.display().to_string())
+                .map_or_else(|| f.display.clone(), |p| normalize(p).display().to_string())
         };
         if chain.iter().any(|(f, _)| identity(f) == identity(&next)) {
             let mut names: Vec<String> = chain.iter().map(|(f, _)| f.display.clone()).collect();
@@ -294,17 +296,17 @@ fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), Pol
 
 fn validate(policy: &Policy) -> Result<(), PolicyError> {
     let l = &policy.limits;
-    if let (Some(default), Some(max)) = (l.command_timeout.value, l.command_timeout_max.value) {
-        if default > max {
-            return Err(PolicyError::InvalidValue {
-                at: l.command_timeout.origin.clone(),
-                key: "limits.command_timeout".into(),
-                message: format!(
-                    "default {default}s is above `limits.command_timeout_max` {max}s ({})",
-                    l.command_timeout_max.origin
-                ),
-            });
-        }
+    if let (Some(default), Some(max)) = (l.command_timeout.value, l.command_timeout_max.value)
+        && default > max
+    {
+        return Err(PolicyError::InvalidValue {
+            at: l.command_timeout.origin.clone(),
+            key: "limits.command_timeout".into(),
+            message: format!(
+                "default {default}s is above `limits.command_timeout_max` {max}s ({})",
+                l.command_timeout_max.origin
+            ),
+        });
     }
     Ok(())
 }
@@ -368,14 +370,14 @@ impl Applier<'_> {
     }
 
     fn apply(&self, policy: &mut Policy, raw: RawProfile) -> Result<(), PolicyError> {
-        if let Some(extends) = &raw.extends {
-            if self.tighten_only() {
-                return Err(self.widens(
-                    &extends.referenced,
-                    "extends",
-                    "it could pull in any profile",
-                ));
-            }
+        if let Some(extends) = &raw.extends
+            && self.tighten_only()
+        {
+            return Err(self.widens(
+                &extends.referenced,
+                "extends",
+                "it could pull in any profile",
+            ));
         }
         if let Some(d) = raw.description {
             policy.description = Some(Sourced::new(d.value, self.at(&d.referenced)));

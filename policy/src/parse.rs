@@ -50,6 +50,7 @@ pub(crate) fn parse_layer(src: &SourceFile) -> Result<RawProfile, PolicyError> {
     }
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget());
+    options.strict_booleans = true;
     serde_saphyr::from_str_with_options::<RawProfile>(text, options).map_err(|e| {
         let (line, column) = e
             .location()
@@ -78,15 +79,42 @@ fn line_column_at_end(prefix: &str) -> (u64, u64) {
 /// Drops the parser's own location suffix (we print ours in front) and developer-facing advice.
 fn clean_message(raw: &str) -> String {
     let mut msg = raw.trim().to_owned();
-    if let Some(idx) = msg.rfind(" at line ") {
-        if msg[idx..].contains("column") {
-            msg.truncate(idx);
-        }
-    }
+    // Alias errors end in `(defined at line A, column B) (used at line C, column D)`: the use
+    // is where our prefix points, the definition is worth keeping.
+    remove_location(&mut msg, " (used at ", ")", &[]);
+    remove_location(&mut msg, " at ", "", &["(defined", "(used"]);
     if let Some(idx) = msg.find(", set DuplicateKeyPolicy") {
         msg.truncate(idx);
     }
     msg
+}
+
+/// Removes every `marker` + `line N, column M` + `tail` whose text before does not end in one of
+/// `unless_after`.
+fn remove_location(msg: &mut String, marker: &str, tail: &str, unless_after: &[&str]) {
+    let mut from = 0;
+    while let Some(found) = msg[from..].find(marker) {
+        let start = from + found;
+        let after = start + marker.len();
+        let keep = unless_after.iter().any(|w| msg[..start].ends_with(w));
+        match location_len(&msg[after..]) {
+            Some(len) if !keep && msg[after + len..].starts_with(tail) => {
+                msg.replace_range(start..after + len + tail.len(), "");
+                from = start;
+            }
+            _ => from = after,
+        }
+    }
+}
+
+/// The length of a leading `line N, column M` in `text`, if it starts with one.
+fn location_len(text: &str) -> Option<usize> {
+    let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let line = text.strip_prefix("line ")?;
+    let n = digits(line);
+    let column = line[n..].strip_prefix(", column ")?;
+    let m = digits(column);
+    (n > 0 && m > 0).then_some("line , column ".len() + n + m)
 }
 
 fn hint_for(message: &str) -> Option<String> {
@@ -114,9 +142,18 @@ fn hint_for(message: &str) -> Option<String> {
     if message.starts_with("duplicate mapping key") {
         return Some("each key may appear once per mapping; merge the two entries".to_owned());
     }
+    if message.contains("Documents {") {
+        return Some("a profile is one YAML document; remove the `---` separators".to_owned());
+    }
     if message.contains("budget") || message.contains("alias") || message.contains("anchor") {
         return Some(
             "the profile is too large or too deeply aliased; write the values out plainly"
+                .to_owned(),
+        );
+    }
+    if message.contains("null into string") {
+        return Some(
+            "a bare `~` or an empty value is YAML null; quote it, e.g. `\"~\"` for the home directory"
                 .to_owned(),
         );
     }
@@ -156,6 +193,17 @@ mod tests {
             clean_message("invalid u64 at line 2, column 14"),
             "invalid u64"
         );
+    }
+
+    #[test]
+    fn alias_locations_keep_the_definition_and_drop_the_use() {
+        assert_eq!(
+            clean_message(
+                "budget breached: X at line 6, column 37 (defined at line 6, column 189) (used at line 6, column 246)"
+            ),
+            "budget breached: X (defined at line 6, column 189)"
+        );
+        assert_eq!(clean_message("look at line noise"), "look at line noise");
     }
 
     #[test]

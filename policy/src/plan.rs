@@ -323,17 +323,22 @@ fn check_root(
         ))
     } else if root.starts_with(&state) || root.starts_with(&config) {
         Some("it is inside bridle's own state or configuration directory".to_owned())
+    } else if config.starts_with(root) {
+        Some(format!(
+            "it contains bridle's configuration directory `{}`, where deployer profiles live",
+            config.display()
+        ))
     } else {
         None
     };
-    if let Some(why) = why {
-        if !allow_dangerous {
-            return Err(PolicyError::DangerousRoot {
-                what,
-                path: root.to_path_buf(),
-                why,
-            });
-        }
+    if let Some(why) = why
+        && !allow_dangerous
+    {
+        return Err(PolicyError::DangerousRoot {
+            what,
+            path: root.to_path_buf(),
+            why,
+        });
     }
     if state.starts_with(root) && !allow_dangerous {
         return Err(PolicyError::StateInsideWritableRoot {
@@ -466,16 +471,16 @@ impl Plan {
                 Some(b) if b.decision >= r.decision => Some(b),
                 _ => Some(r),
             });
-        if let Some(rule) = strictest {
-            if rule.decision > verdict.decision {
-                verdict = rule_verdict(
-                    &rule.id,
-                    &rule.origin,
-                    rule.decision,
-                    rule.justification.as_deref(),
-                    &format!("write to `{shown}`"),
-                );
-            }
+        if let Some(rule) = strictest
+            && rule.decision > verdict.decision
+        {
+            verdict = rule_verdict(
+                &rule.id,
+                &rule.origin,
+                rule.decision,
+                rule.justification.as_deref(),
+                &format!("write to `{shown}`"),
+            );
         }
         verdict
     }

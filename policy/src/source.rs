@@ -90,7 +90,9 @@ impl SourceFile {
                 limit: MAX_PROFILE_BYTES,
             });
         }
-        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // Canonical, so a profile reached through a symlink into a writable root is still recognised
+        // as inside it (and protected).
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(SourceFile {
             display,
             path: Some(path),

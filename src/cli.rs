@@ -1,0 +1,86 @@
+//! The command-line surface (see `shared/spec/cli.md`).
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+/// bridle: one sandbox policy for every way an AI coding agent touches the machine.
+#[derive(Debug, Parser)]
+#[command(name = "bridle", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags accepted before or after any subcommand.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// A shipped profile by name, or a profile YAML file by path.
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME|PATH",
+        default_value = "workspace-write"
+    )]
+    pub profile: String,
+    /// The workspace root (canonicalised; symlinks resolved). Defaults to the current directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// More log output (repeat for more).
+    #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Only errors in the log output.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect, validate and explain the effective policy.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// The effective policy after all layers, each value with the file and line that set it,
+    /// and the sandbox spec it plans to for the workspace.
+    Show {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a profile file (exit 0 valid, 1 invalid with file:line:column and reason). A file
+    /// at `.bridle/profile.yaml` is checked as workspace configuration: tighten-only, on top of
+    /// `--profile`.
+    Check {
+        /// The profile file.
+        file: PathBuf,
+    },
+    /// The decision the policy would take, and which rule or root decided it.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExplainCommand {
+    /// Explain a file write to PATH (relative paths resolve against the workspace).
+    Write {
+        /// The path written to.
+        path: PathBuf,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain running a command: `bridle policy explain exec -- git push origin main`.
+    Exec {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
+}

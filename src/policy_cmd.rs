@@ -1,0 +1,289 @@
+//! `bridle policy show|check|explain`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use bridle_policy::{
+    ApprovalPolicy, Decision, FsProfileSource, LoadRequest, Overrides, Policy, SandboxSpec,
+    SourceFile, Verdict,
+};
+use serde_json::json;
+
+use crate::cli::{ExplainCommand, GlobalArgs, PolicyCommand};
+use crate::session_facts::{Facts, WORKSPACE_LAYER};
+
+pub fn run(global: &GlobalArgs, command: &PolicyCommand) -> Result<u8> {
+    match command {
+        PolicyCommand::Show { json } => show(global, *json),
+        PolicyCommand::Check { file } => check(global, file),
+        PolicyCommand::Explain(ExplainCommand::Write { path, json }) => {
+            explain_write(global, path, *json)
+        }
+        PolicyCommand::Explain(ExplainCommand::Exec { argv, json }) => {
+            explain_exec(global, argv, *json)
+        }
+    }
+}
+
+fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let value = json!({
+            "profile": policy.profile,
+            "layers": policy.layers,
+            "entries": policy.entries(),
+            "spec": plan.spec,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        return Ok(0);
+    }
+    write_policy_table(&mut out, &policy)?;
+    writeln!(out)?;
+    write_spec(&mut out, &plan.spec)?;
+    Ok(0)
+}
+
+fn write_policy_table(out: &mut impl Write, policy: &Policy) -> Result<()> {
+    writeln!(out, "profile: {}", policy.profile)?;
+    let layers: Vec<String> = policy.layers.iter().map(|l| l.name.clone()).collect();
+    writeln!(
+        out,
+        "layers (applied in order): built-in defaults -> {}",
+        layers.join(" -> ")
+    )?;
+    writeln!(out)?;
+    // Consecutive values of one list set at one place share a row; each row names its origin.
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for e in policy.entries() {
+        let origin = e.origin.to_string();
+        match rows.last_mut() {
+            Some((key, value, at))
+                if *key == e.key && *at == origin && value.len() + e.value.len() < 60 =>
+            {
+                value.push_str(", ");
+                value.push_str(&e.value);
+            }
+            _ => rows.push((e.key, e.value, origin)),
+        }
+    }
+    let key_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let value_width = rows
+        .iter()
+        .map(|r| r.1.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(60);
+    writeln!(
+        out,
+        "{:key_width$}  {:value_width$}  SET BY",
+        "KEY", "VALUE"
+    )?;
+    for (key, value, origin) in rows {
+        writeln!(out, "{key:key_width$}  {value:value_width$}  {origin}")?;
+    }
+    Ok(())
+}
+
+fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
+    let paths = |list: &[PathBuf]| -> String {
+        if list.is_empty() {
+            "(none)".to_owned()
+        } else {
+            list.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let codes = |list: &[bridle_policy::Guarantee]| -> String {
+        if list.is_empty() {
+            "(none)".to_owned()
+        } else {
+            list.iter().map(|g| g.code()).collect::<Vec<_>>().join(" ")
+        }
+    };
+    let limit = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    writeln!(
+        out,
+        "sandbox spec for workspace {}",
+        spec.workspace.display()
+    )?;
+    writeln!(out, "  mode:            {}", spec.mode)?;
+    writeln!(out, "  guarantees:      {}", codes(&spec.guarantees))?;
+    writeln!(out, "  accept missing:  {}", codes(&spec.accept_missing))?;
+    writeln!(out, "  readable:        {}", paths(&spec.readable_roots))?;
+    writeln!(out, "  writable:        {}", paths(&spec.writable_roots))?;
+    writeln!(out, "  protected:       {}", paths(&spec.protected_paths))?;
+    writeln!(out, "  masked:          {}", paths(&spec.masked_paths))?;
+    writeln!(out, "  network:         {}", spec.network)?;
+    writeln!(
+        out,
+        "  seccomp:         {}",
+        serde_json::to_value(spec.seccomp)?.as_str().unwrap_or("?")
+    )?;
+    let l = &spec.limits;
+    writeln!(
+        out,
+        "  limits:          processes={} memory={} file_size={} open_files={} cpu={}s wall={}s",
+        limit(l.processes),
+        limit(l.memory_bytes),
+        limit(l.file_size_bytes),
+        limit(l.open_files),
+        limit(l.cpu_time_secs),
+        limit(l.wall_time_secs),
+    )?;
+    writeln!(
+        out,
+        "  environment:     {}",
+        spec.env.keys().cloned().collect::<Vec<_>>().join(" ")
+    )?;
+    writeln!(
+        out,
+        "  temp dir:        {} (private /tmp: {})",
+        spec.temp_dir.display(),
+        spec.private_tmp
+    )?;
+    Ok(())
+}
+
+fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
+    let source = SourceFile::read(file)?;
+    let mut out = std::io::stdout().lock();
+    if file.ends_with(WORKSPACE_LAYER) {
+        let base = bridle_policy::load(
+            &FsProfileSource,
+            &LoadRequest {
+                profile: global.profile.clone(),
+                overrides: Overrides::default(),
+                workspace_layer: None,
+            },
+        )?;
+        let policy = bridle_policy::check_workspace_layer(&base, &source)?;
+        writeln!(
+            out,
+            "{}: ok (workspace configuration, tightens `{}`: mode {}, network {}, {} command rules, {} path rules)",
+            file.display(),
+            global.profile,
+            policy.mode.value,
+            policy.network.value,
+            policy.command_rules.len(),
+            policy.path_rules.len()
+        )?;
+        return Ok(0);
+    }
+    let reference = file.to_str().context("profile path is not valid UTF-8")?;
+    let reference = if bridle_policy::source::is_path_reference(reference) {
+        reference.to_owned()
+    } else {
+        format!("./{reference}")
+    };
+    let policy = bridle_policy::load(
+        &FsProfileSource,
+        &LoadRequest {
+            profile: reference,
+            overrides: Overrides::default(),
+            workspace_layer: None,
+        },
+    )?;
+    writeln!(
+        out,
+        "{}: ok (mode {}, approval {}, network {}, {} command rules, {} path rules, {} layers)",
+        file.display(),
+        policy.mode.value,
+        policy.approval.value,
+        policy.network.value,
+        policy.command_rules.len(),
+        policy.path_rules.len(),
+        policy.layers.len()
+    )?;
+    Ok(0)
+}
+
+/// Canonicalises as much of `path` as exists, so a path that does not exist yet (a file about to
+/// be written) still resolves symlinks in its existing ancestors.
+fn resolve_for_write(workspace: &Path, path: &Path) -> PathBuf {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        workspace.join(path)
+    };
+    let normal = bridle_policy::normalize(&joined);
+    let mut existing = normal.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return normal,
+        }
+    }
+}
+
+fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> {
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let resolved = resolve_for_write(&facts.workspace, path);
+    let verdict = plan.decide_write(&resolved);
+    print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
+}
+
+fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u8> {
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let verdict = plan.decide_exec(argv);
+    print_verdict(&verdict, plan.approval, as_json, json!({"exec": argv}))
+}
+
+fn approval_note(decision: Decision, approval: ApprovalPolicy) -> Option<&'static str> {
+    match (decision, approval) {
+        (Decision::Ask, ApprovalPolicy::Never) => {
+            Some("approval policy `never`: this is rejected without asking")
+        }
+        (Decision::Ask, ApprovalPolicy::Ask) => {
+            Some("approval policy `ask`: a person is asked; with no one to ask it is denied")
+        }
+        _ => None,
+    }
+}
+
+fn print_verdict(
+    verdict: &Verdict,
+    approval: ApprovalPolicy,
+    as_json: bool,
+    subject: serde_json::Value,
+) -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    let note = approval_note(verdict.decision, approval);
+    if as_json {
+        let value = json!({
+            "subject": subject,
+            "decision": verdict.decision,
+            "by": verdict.by,
+            "reason": verdict.reason,
+            "approval": approval,
+            "note": note,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        writeln!(out, "{}: {}", verdict.decision, verdict.reason)?;
+        if let Some(note) = note {
+            writeln!(out, "{note}")?;
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,109 @@
+//! Gathers the facts planning needs from the host: the canonical workspace, the home, state and
+//! config directories, the environment, and the effective policy with all its layers.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use bridle_policy::{FsProfileSource, LoadRequest, Overrides, PlanContext, Policy, SourceFile};
+
+use crate::cli::GlobalArgs;
+
+/// Where a workspace keeps its own (tighten-only) configuration.
+pub const WORKSPACE_LAYER: &str = ".bridle/profile.yaml";
+
+/// The host facts for one invocation.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub workspace: PathBuf,
+    pub home: PathBuf,
+    pub state_dir: PathBuf,
+    pub config_dir: PathBuf,
+    pub host_env: BTreeMap<String, String>,
+}
+
+impl Facts {
+    pub fn gather(global: &GlobalArgs) -> Result<Facts> {
+        let requested = match &global.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let workspace = std::fs::canonicalize(&requested)
+            .with_context(|| format!("workspace `{}`", requested.display()))?;
+        if !workspace.is_dir() {
+            bail!("workspace `{}` is not a directory", requested.display());
+        }
+        let home = match std::env::var_os("HOME") {
+            Some(h) if Path::new(&h).is_absolute() => PathBuf::from(h),
+            _ => bail!(
+                "HOME is not set to an absolute path; bridle needs it to find its state directory"
+            ),
+        };
+        let xdg = |var: &str, fallback: &str| -> PathBuf {
+            match std::env::var_os(var) {
+                Some(v) if Path::new(&v).is_absolute() => PathBuf::from(v),
+                _ => home.join(fallback),
+            }
+        };
+        let state_dir = xdg("XDG_STATE_HOME", ".local/state").join("bridle");
+        let config_dir = xdg("XDG_CONFIG_HOME", ".config").join("bridle");
+        let host_env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        Ok(Facts {
+            workspace,
+            home,
+            state_dir,
+            config_dir,
+            host_env,
+        })
+    }
+
+    /// A temp directory name for previews (`policy show`/`explain`); sessions get their own.
+    pub fn preview_temp_dir(&self) -> PathBuf {
+        let uid = std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(u32::MAX);
+        std::env::temp_dir()
+            .join(format!("bridle-{uid}"))
+            .join("preview")
+    }
+
+    pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {
+        PlanContext {
+            workspace: self.workspace.clone(),
+            home: self.home.clone(),
+            state_dir: self.state_dir.clone(),
+            config_dir: self.config_dir.clone(),
+            temp_dir,
+            host_env: self.host_env.clone(),
+        }
+    }
+
+    /// The workspace's own configuration file, when it exists.
+    pub fn workspace_layer(&self) -> Result<Option<SourceFile>> {
+        let path = self.workspace.join(WORKSPACE_LAYER);
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => {
+                Err(e).with_context(|| format!("workspace configuration `{}`", path.display()))
+            }
+            Ok(meta) if !meta.is_file() => bail!(
+                "workspace configuration `{}` is not a regular file",
+                path.display()
+            ),
+            Ok(_) => Ok(Some(SourceFile::read(&path)?)),
+        }
+    }
+
+    /// Loads the effective policy: `--profile` chain, then `overrides`, then workspace config.
+    pub fn load_policy(&self, global: &GlobalArgs, overrides: Overrides) -> Result<Policy> {
+        let request = LoadRequest {
+            profile: global.profile.clone(),
+            overrides,
+            workspace_layer: self.workspace_layer()?,
+        };
+        Ok(bridle_policy::load(&FsProfileSource, &request)?)
+    }
+}

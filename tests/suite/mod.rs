@@ -1,0 +1,3 @@
+mod policy_bad_input;
+mod policy_cli;
+mod support;
