@@ -1,6 +1,9 @@
 //! The command-line surface (see `shared/spec/cli.md`).
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use bridle_policy::{Network, SandboxMode};
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
@@ -38,9 +41,60 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a command confined by the policy.
+    ///
+    /// stdin, stdout and stderr are passed through. Exit status: the command's own; 128+N when
+    /// it was killed by signal N; 124 when --timeout passed; 125 when the sandbox could not be
+    /// established (the command never ran, and stderr says why in one `bridle: ` line).
+    Exec(ExecArgs),
+    /// What this host can enforce, and whether the profile is enforceable.
+    ///
+    /// Exit 0 when every guarantee the selected profile requires can be enforced, 125 when not.
+    Probe {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect, validate and explain the effective policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Overrides the profile's sandbox mode.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub mode: Option<SandboxMode>,
+    /// An extra writable root (repeatable).
+    #[arg(long = "allow-write", value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    /// Overrides the profile's network setting.
+    #[arg(long, value_name = "off|on", value_parser = parse_network)]
+    pub network: Option<Network>,
+    /// Wall-clock limit in seconds; the whole process tree is killed when it passes (exit 124).
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub argv: Vec<String>,
+}
+
+fn parse_mode(s: &str) -> Result<SandboxMode, String> {
+    s.parse()
+}
+
+fn parse_network(s: &str) -> Result<Network, String> {
+    s.parse()
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs.is_finite() && secs <= 31_536_000.0) {
+        return Err(format!("`{s}`: the timeout must be between 0 and one year"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 #[derive(Debug, Subcommand)]

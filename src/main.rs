@@ -1,7 +1,9 @@
 //! The `bridle` command-line interface: parses flags, wires the crates, prints.
 
 mod cli;
+mod exec_cmd;
 mod policy_cmd;
+mod probe_cmd;
 mod session_facts;
 
 use std::io::Write;
@@ -29,10 +31,20 @@ fn init_logging(global: &GlobalArgs) {
 }
 
 fn main() -> ExitCode {
+    // The launcher: bridle re-executed by itself to confine a command. Not a clap subcommand,
+    // so it never shows up in --help.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == bridle_sandbox::LAUNCHER_SUBCOMMAND)
+    {
+        bridle_sandbox::launcher_main();
+    }
     let cli = Cli::parse();
     init_logging(&cli.global);
     let result = match &cli.command {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
+        Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
+        Command::Probe { json } => probe_cmd::run(&cli.global, *json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -46,7 +58,7 @@ fn main() -> ExitCode {
 
 /// One line: the error and its causes, separated by `: `, without repeating a cause that the
 /// message above it already includes.
-fn error_chain(err: &anyhow::Error) -> String {
+pub(crate) fn error_chain(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
         let text = cause.to_string();

@@ -13,6 +13,15 @@ use crate::cli::GlobalArgs;
 /// Where a workspace keeps its own (tighten-only) configuration.
 pub const WORKSPACE_LAYER: &str = ".bridle/profile.yaml";
 
+/// Where private temp directories live: outside `/tmp` (which the sandbox replaces with the
+/// private directory itself) and outside any workspace: `/var/tmp/bridle-<uid>`.
+pub fn temp_base() -> PathBuf {
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    PathBuf::from("/var/tmp").join(format!("bridle-{uid}"))
+}
+
 /// The host facts for one invocation.
 #[derive(Debug, Clone)]
 pub struct Facts {
@@ -60,14 +69,18 @@ impl Facts {
         })
     }
 
-    /// A temp directory name for previews (`policy show`/`explain`); sessions get their own.
+    /// A temp directory name for previews (`policy show`/`explain`); runs get their own.
     pub fn preview_temp_dir(&self) -> PathBuf {
-        let uid = std::fs::metadata("/proc/self")
-            .map(|m| m.uid())
-            .unwrap_or(u32::MAX);
-        std::env::temp_dir()
-            .join(format!("bridle-{uid}"))
-            .join("preview")
+        temp_base().join("preview")
+    }
+
+    /// A fresh private temp directory name for one run (created by the sandbox).
+    pub fn run_temp_dir(&self) -> PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        temp_base().join(format!("run-{}-{nanos:08x}", std::process::id()))
     }
 
     pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {

@@ -58,4 +58,4 @@ pub use raw::EnvInherit;
 pub use rules::{CommandRule, PathRule};
 pub use source::{FsProfileSource, ProfileSource, SHIPPED, ShippedOnly, SourceFile};
 pub use spec::{ResourceLimits, SandboxSpec, SeccompProfile};
-pub use vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode};
+pub use vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};

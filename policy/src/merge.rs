@@ -2,7 +2,7 @@
 //! then workspace configuration (tighten-only).
 //!
 //! Combine rules, for every key:
-//! - scalars (`mode`, `approval`, `network`, `allow_dangerous_workspace_root`, each limit,
+//! - scalars (`mode`, `approval`, `network`, `unix_sockets`, `allow_dangerous_workspace_root`, each limit,
 //!   `environment.inherit`): a layer that sets the key replaces the value below;
 //! - lists (`readable_roots`, `writable_roots`, `protected_paths`, `masked_paths`,
 //!   `environment.allow`, `environment.scrub`, `accept_missing`, `rules.commands`,
@@ -31,7 +31,7 @@ use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, Ra
 use crate::rules::{CommandRule, PathRule, split_words};
 use crate::source::{ProfileSource, SourceFile};
 use crate::units::Limit;
-use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode};
+use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode, UnixSockets};
 
 /// The longest `extends` chain accepted.
 pub const MAX_EXTENDS_DEPTH: usize = 16;
@@ -233,6 +233,7 @@ fn builtin(profile: &str) -> Policy {
         mode: Sourced::builtin(SandboxMode::ReadOnly),
         approval: Sourced::builtin(ApprovalPolicy::Ask),
         network: Sourced::builtin(Network::Off),
+        unix_sockets: Sourced::builtin(UnixSockets::Block),
         readable_roots: strings(&["/"]),
         writable_roots: Vec::new(),
         protected_paths: strings(DEFAULT_PROTECTED),
@@ -388,6 +389,7 @@ impl Applier<'_> {
         self.scalar(&mut policy.mode, raw.mode, "mode")?;
         self.scalar(&mut policy.approval, raw.approval, "approval")?;
         self.scalar(&mut policy.network, raw.network, "network")?;
+        self.scalar(&mut policy.unix_sockets, raw.unix_sockets, "unix_sockets")?;
         if let Some(flag) = raw.allow_dangerous_workspace_root {
             if self.tighten_only() && flag.value && !policy.allow_dangerous_workspace_root.value {
                 return Err(self.widens(

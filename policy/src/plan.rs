@@ -13,7 +13,7 @@ use crate::policy::Policy;
 use crate::raw::EnvInherit;
 use crate::rules::{CommandRule, PathRule, strictest_command_rule};
 use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
-use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode};
+use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
 
 /// The facts about this session that planning needs. The caller gathers them (canonicalising
 /// the workspace, reading the environment); planning itself does no I/O.
@@ -234,6 +234,11 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         protected_paths: protected.into_iter().collect(),
         masked_paths,
         network,
+        unix_sockets: if mode == SandboxMode::DangerFullAccess {
+            UnixSockets::Allow
+        } else {
+            policy.unix_sockets.value
+        },
         seccomp,
         limits,
         env: plan_env(policy, ctx, &temp_dir),

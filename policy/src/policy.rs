@@ -9,7 +9,7 @@ use crate::origin::{Origin, Sourced};
 use crate::raw::EnvInherit;
 use crate::rules::{CommandRule, PathRule};
 use crate::units::{Limit, format_bytes, format_count, format_seconds};
-use crate::vocab::{ApprovalPolicy, Guarantee, Network, SandboxMode};
+use crate::vocab::{ApprovalPolicy, Guarantee, Network, SandboxMode, UnixSockets};
 
 /// Where a layer came from, and how much it is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -85,6 +85,8 @@ pub struct Policy {
     pub approval: Sourced<ApprovalPolicy>,
     /// Network.
     pub network: Sourced<Network>,
+    /// Unix socket creation (`block` by default; `allow` is the named G-IPC opt-out).
+    pub unix_sockets: Sourced<UnixSockets>,
     /// Readable roots (`/` by default).
     pub readable_roots: Vec<Sourced<String>>,
     /// Extra writable roots besides the workspace.
@@ -145,6 +147,11 @@ impl Policy {
             "network",
             self.network.value.to_string(),
             &self.network.origin,
+        );
+        push(
+            "unix_sockets",
+            self.unix_sockets.value.to_string(),
+            &self.unix_sockets.origin,
         );
         for (key, list) in [
             ("readable_roots", &self.readable_roots),

@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::units::{ByteSize, Count, Seconds};
-use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode};
+use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
 
 /// One profile layer.
 #[derive(Debug, Deserialize)]
@@ -22,6 +22,7 @@ pub(crate) struct RawProfile {
     pub mode: Option<Spanned<SandboxMode>>,
     pub approval: Option<Spanned<ApprovalPolicy>>,
     pub network: Option<Spanned<Network>>,
+    pub unix_sockets: Option<Spanned<UnixSockets>>,
     pub readable_roots: Option<ListOp<String>>,
     pub writable_roots: Option<ListOp<String>>,
     pub protected_paths: Option<ListOp<String>>,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::{Guarantee, Network, SandboxMode};
+use crate::vocab::{Guarantee, Network, SandboxMode, UnixSockets};
 
 /// Which seccomp filter the launcher installs. The filter contents live in the `sandbox` crate;
 /// the policy only names which one applies.
@@ -80,6 +80,8 @@ pub struct SandboxSpec {
     pub masked_paths: Vec<PathBuf>,
     /// Network setting.
     pub network: Network,
+    /// Whether confined commands may create unix sockets.
+    pub unix_sockets: UnixSockets,
     /// Which seccomp filter applies.
     pub seccomp: SeccompProfile,
     /// Resource limits.

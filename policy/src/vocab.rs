@@ -39,6 +39,21 @@ pub enum Network {
     On,
 }
 
+/// Whether a confined command may create unix sockets (and so reach a daemon's socket that
+/// lies anywhere it can read). Ordered from strictest to widest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnixSockets {
+    /// `socket(AF_UNIX)` is denied (socketpair keeps working): no pathname or abstract socket
+    /// of an outside daemon can be connected, wherever it lies.
+    Block,
+    /// Unix sockets may be created. Named opt-out: outside daemons are then kept away only by
+    /// hiding their usual socket directories (`/run`, `/var/run`, private `/tmp`) and by
+    /// namespacing abstract sockets; a daemon socket elsewhere (for example git's fsmonitor
+    /// socket inside `.git/`) is reachable.
+    Allow,
+}
+
 /// A policy decision. Ordered so that the strictest decision is the greatest:
 /// `Allow < Ask < Deny`, and combining decisions takes the maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -176,6 +191,10 @@ display_and_parse!(ApprovalPolicy, "approval policy", [
 display_and_parse!(Network, "network setting", [
     Network::Off => "off",
     Network::On => "on",
+]);
+display_and_parse!(UnixSockets, "unix socket setting", [
+    UnixSockets::Block => "block",
+    UnixSockets::Allow => "allow",
 ]);
 display_and_parse!(Decision, "decision", [
     Decision::Allow => "allow",

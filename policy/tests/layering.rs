@@ -415,6 +415,7 @@ fn entries_list_every_key_in_a_stable_order() {
             "mode",
             "approval",
             "network",
+            "unix_sockets",
             "readable_roots",
             "writable_roots",
             "protected_paths",

@@ -1,5 +1,37 @@
-//! bridle's sandbox: the only crate that talks to the kernel about confinement (probe,
-//! launcher, Landlock, seccomp, namespaces, rlimits) and the only crate allowed `unsafe`.
+//! bridle's sandbox: the only crate that talks to the kernel about confinement, and the only
+//! crate allowed `unsafe` (in `sys`, the seccomp installer and fault injection, each block with
+//! a `// SAFETY:` comment).
 //!
-//! Under construction: the enforcement core lands with the next issue. Until then this crate
-//! exports nothing, and no command of the CLI claims to confine anything.
+//! It owns: probing the host ([`probe`]), deciding which mechanism provides each guarantee a
+//! [`bridle_policy::SandboxSpec`] requires ([`assess`]), and launching commands under that spec
+//! ([`Sandbox`], [`launcher_main`]): user, mount, PID, network and IPC namespaces, a read-only
+//! mount view with writable and protected binds, Landlock, seccomp, capabilities dropped,
+//! no_new_privs, rlimits, closed descriptors and a filtered environment, verified from inside
+//! before the command is exec'd.
+//!
+//! What it must never do: run a command with less confinement than its spec requires. A
+//! guarantee with no mechanism on this host is a [`Refusal`], never a warning. Landlock and
+//! seccomp are per-thread: the launcher applies them in the single-threaded command process
+//! right before exec, never in the long-lived bridle process.
+//!
+//! Limits: see the module docs of [`mounts`], [`landlock_rules`] and [`seccomp`].
+
+#![warn(missing_docs)]
+
+pub mod assess;
+mod error;
+pub mod landlock_rules;
+pub mod launcher;
+pub mod mounts;
+pub mod privileges;
+pub mod probe;
+pub mod seccomp;
+mod sys;
+
+pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
+pub use error::SandboxError;
+pub use launcher::{
+    ExecFailure, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal, Running, Sandbox, Spawned,
+    launcher_main,
+};
+pub use probe::{HostProbe, PINNED_LANDLOCK_ABI, probe};

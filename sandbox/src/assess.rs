@@ -1,0 +1,291 @@
+//! Which mechanism provides each guarantee a spec requires, on this host; and the refusal when
+//! a required guarantee has none.
+
+use bridle_policy::{Guarantee, Network, SandboxMode, SandboxSpec, UnixSockets};
+use serde::{Deserialize, Serialize};
+
+use crate::probe::HostProbe;
+
+/// A kernel mechanism bridle can apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// Read-only mount view with writable binds (mount namespace).
+    MountView,
+    /// Landlock filesystem rules.
+    Landlock,
+    /// Landlock scoping of abstract unix sockets and signals.
+    LandlockScopes,
+    /// Landlock TCP bind/connect denial.
+    LandlockTcp,
+    /// A private network namespace with only loopback.
+    NetNamespace,
+    /// A private IPC namespace (SysV IPC, POSIX message queues).
+    IpcNamespace,
+    /// seccomp denial of non-unix socket families.
+    SeccompSockets,
+    /// seccomp denial of `socket(AF_UNIX)`.
+    SeccompUnixSockets,
+    /// Outside daemons' socket directories hidden in the mount view.
+    HiddenSocketDirs,
+    /// A PID namespace with the launcher's init as PID 1.
+    PidNamespace,
+    /// seccomp denial of ptrace and process_vm_*.
+    SeccompPtrace,
+    /// The seccomp privilege filter (namespaces, mounts, bpf, perf, keyctl, modules, ...).
+    SeccompPrivileges,
+    /// All capability sets and the bounding set cleared, securebits locked.
+    CapabilityDrop,
+    /// no_new_privs.
+    NoNewPrivs,
+    /// seccomp denial of TIOCSTI and TIOCLINUX.
+    SeccompTty,
+    /// A child subreaper that kills every descendant.
+    Subreaper,
+    /// Parent-death signals along the launcher chain.
+    ParentDeathSignal,
+    /// Descriptors above 2 closed before exec.
+    CloseRange,
+    /// The environment built from the spec alone.
+    EnvFilter,
+    /// setrlimit.
+    Rlimits,
+    /// The parent's wall-clock timer.
+    WallTimer,
+}
+
+/// How one guarantee fares on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuaranteeStatus {
+    /// The guarantee.
+    pub guarantee: Guarantee,
+    /// The mechanisms that will provide it.
+    pub provided_by: Vec<Mechanism>,
+    /// Why it cannot be provided (when `provided_by` is empty), or what is reduced.
+    pub note: Option<String>,
+    /// The profile accepts it missing.
+    pub accepted_missing: bool,
+}
+
+impl GuaranteeStatus {
+    /// Whether no mechanism provides it.
+    pub fn missing(&self) -> bool {
+        self.provided_by.is_empty()
+    }
+}
+
+/// What the launcher applies, decided by the parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MechanismPlan {
+    /// Confine at all (false for danger-full-access).
+    pub confine: bool,
+    /// Create a user namespace first.
+    pub user_ns: bool,
+    /// Build the mount view in a mount namespace.
+    pub mount_view: bool,
+    /// Use a PID namespace (otherwise a subreaper).
+    pub pid_ns: bool,
+    /// Use a network namespace.
+    pub net_ns: bool,
+    /// Use an IPC namespace.
+    pub ipc_ns: bool,
+    /// Apply Landlock.
+    pub landlock: bool,
+    /// With Landlock, deny TCP bind/connect.
+    pub landlock_deny_tcp: bool,
+    /// Install the seccomp filter.
+    pub seccomp: bool,
+    /// With seccomp, deny non-unix socket families (network off).
+    pub seccomp_network_off: bool,
+    /// With seccomp, deny `socket(AF_UNIX)`.
+    pub seccomp_deny_unix: bool,
+    /// Drop capabilities and set no_new_privs.
+    pub drop_privileges: bool,
+}
+
+/// The assessment of a spec on a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assessment {
+    /// One entry per required guarantee, in spec order.
+    pub guarantees: Vec<GuaranteeStatus>,
+    /// What the launcher will do.
+    pub plan: MechanismPlan,
+}
+
+impl Assessment {
+    /// The first required guarantee that no mechanism provides and the profile does not accept
+    /// as missing.
+    pub fn refusal(&self) -> Option<&GuaranteeStatus> {
+        self.guarantees
+            .iter()
+            .find(|g| g.missing() && !g.accepted_missing)
+    }
+}
+
+/// Maps every required guarantee of `spec` to the mechanisms `probe` says are available.
+pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
+    let confine = spec.mode != SandboxMode::DangerFullAccess;
+    let user_ns = confine && probe.user_ns.is_ok();
+    let can_ns = user_ns || probe.root;
+    let mount_view = confine && can_ns && probe.mount_ns.is_ok() && probe.mount_api.is_ok();
+    let pid_ns = mount_view && probe.pid_ns.is_ok();
+    let network_off = spec.network == Network::Off;
+    let net_ns = confine && network_off && can_ns && probe.net_ns.is_ok();
+    let ipc_ns = confine && can_ns && probe.ipc_ns.is_ok();
+    let landlock = confine && probe.landlock_pinned();
+    let seccomp = confine && probe.seccomp.is_ok() && probe.no_new_privs.is_ok();
+    let nnp = confine && probe.no_new_privs.is_ok();
+    let block_unix = spec.unix_sockets == UnixSockets::Block;
+    let plan = MechanismPlan {
+        confine,
+        user_ns,
+        mount_view,
+        pid_ns,
+        net_ns,
+        ipc_ns,
+        landlock,
+        landlock_deny_tcp: landlock && network_off && !net_ns,
+        seccomp,
+        seccomp_network_off: network_off,
+        seccomp_deny_unix: block_unix,
+        drop_privileges: confine,
+    };
+    let why_ns = || {
+        let mut reasons = Vec::new();
+        if let Err(e) = &probe.user_ns {
+            reasons.push(format!("user namespace: {e}"));
+        }
+        if let Err(e) = &probe.mount_ns {
+            reasons.push(format!("mount namespace: {e}"));
+        }
+        if let Err(e) = &probe.mount_api {
+            reasons.push(format!("mount API: {e}"));
+        }
+        if reasons.is_empty() {
+            "no mount namespace available".to_owned()
+        } else {
+            reasons.join("; ")
+        }
+    };
+    let seccomp_why = || match (&probe.seccomp, &probe.no_new_privs) {
+        (Err(e), _) => format!("seccomp: {e}"),
+        (_, Err(e)) => format!("no_new_privs: {e}"),
+        _ => "seccomp unavailable".to_owned(),
+    };
+    let statuses = spec
+        .guarantees
+        .iter()
+        .map(|&g| {
+            let mut by = Vec::new();
+            let mut note = None;
+            match g {
+                Guarantee::FsWrite => {
+                    if mount_view {
+                        by.push(Mechanism::MountView);
+                        if landlock {
+                            by.push(Mechanism::Landlock);
+                        }
+                    } else {
+                        note = Some(format!(
+                            "needs a read-only mount view (Landlock alone does not govern chmod, chown, utimes or xattr): {}",
+                            why_ns()
+                        ));
+                    }
+                }
+                Guarantee::FsProtect | Guarantee::FsMask => {
+                    if mount_view {
+                        by.push(Mechanism::MountView);
+                    } else {
+                        note = Some(format!("needs a mount view: {}", why_ns()));
+                    }
+                }
+                Guarantee::Net => {
+                    if net_ns {
+                        by.push(Mechanism::NetNamespace);
+                    }
+                    if seccomp {
+                        by.push(Mechanism::SeccompSockets);
+                    }
+                    if landlock && !net_ns {
+                        by.push(Mechanism::LandlockTcp);
+                    }
+                    if !net_ns && seccomp {
+                        note = Some("no network namespace: loopback servers inside the sandbox are blocked too".to_owned());
+                    }
+                    if by.is_empty() {
+                        note = Some(format!("needs a network namespace or seccomp: {}", seccomp_why()));
+                    }
+                }
+                Guarantee::Ipc => {
+                    if block_unix {
+                        if seccomp {
+                            by.push(Mechanism::SeccompUnixSockets);
+                        } else {
+                            note = Some(format!("needs seccomp to deny unix sockets: {}", seccomp_why()));
+                        }
+                    }
+                    if !by.is_empty() || !block_unix {
+                        if mount_view {
+                            by.push(Mechanism::HiddenSocketDirs);
+                        }
+                        if net_ns {
+                            by.push(Mechanism::NetNamespace);
+                        }
+                        if landlock {
+                            by.push(Mechanism::LandlockScopes);
+                        }
+                        if ipc_ns {
+                            by.push(Mechanism::IpcNamespace);
+                        }
+                    }
+                    if !block_unix {
+                        if mount_view && (net_ns || landlock) {
+                            note = Some("reduced by `unix_sockets: allow`: a daemon socket outside /run, /var/run and /tmp (for example in the workspace) is reachable".to_owned());
+                        } else {
+                            by.clear();
+                            note = Some(format!("`unix_sockets: allow` needs the mount view and abstract-socket isolation: {}", why_ns()));
+                        }
+                    }
+                }
+                Guarantee::Proc => {
+                    if pid_ns {
+                        by.push(Mechanism::PidNamespace);
+                    }
+                    if landlock && seccomp {
+                        by.push(Mechanism::LandlockScopes);
+                        by.push(Mechanism::SeccompPtrace);
+                    }
+                    if by.is_empty() {
+                        note = Some(format!("needs a PID namespace, or Landlock scopes with seccomp: {}", why_ns()));
+                    }
+                }
+                Guarantee::Priv => {
+                    if seccomp && nnp {
+                        by.extend([Mechanism::SeccompPrivileges, Mechanism::CapabilityDrop, Mechanism::NoNewPrivs]);
+                    } else {
+                        note = Some(seccomp_why());
+                    }
+                }
+                Guarantee::Tty => {
+                    if seccomp {
+                        by.push(Mechanism::SeccompTty);
+                    } else {
+                        note = Some(seccomp_why());
+                    }
+                }
+                Guarantee::Tree => {
+                    by.push(if pid_ns { Mechanism::PidNamespace } else { Mechanism::Subreaper });
+                    by.push(Mechanism::ParentDeathSignal);
+                }
+                Guarantee::Fd => by.push(Mechanism::CloseRange),
+                Guarantee::Env => by.push(Mechanism::EnvFilter),
+                Guarantee::Res => by.extend([Mechanism::Rlimits, Mechanism::WallTimer]),
+            }
+            GuaranteeStatus { guarantee: g, provided_by: by, note, accepted_missing: spec.accept_missing.contains(&g) }
+        })
+        .collect();
+    Assessment {
+        guarantees: statuses,
+        plan,
+    }
+}

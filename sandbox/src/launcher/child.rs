@@ -1,0 +1,519 @@
+//! The launcher: the `bridle` binary re-executed with a hidden subcommand. It confines itself
+//! and execs the command. All of this runs in a fresh, single-threaded process, so forking and
+//! allocating here is safe.
+//!
+//! Process tree (confined, with a PID namespace):
+//!
+//! ```text
+//! bridle (parent)                      waits; reads the status pipe; enforces --timeout
+//! └─ launcher           pdeathsig=KILL user+mount+net+ipc namespaces, mount view, loopback up
+//!    └─ init (PID 1)    pdeathsig=KILL mounts /proc, reaps; when the command exits, exits
+//!       └─ command                     rlimits, Landlock, capabilities dropped, no_new_privs,
+//!                                      seccomp, fds closed, verified, exec
+//! ```
+//!
+//! When init exits the kernel kills everything left in the PID namespace (setsid and
+//! double-forked daemons included); when the parent dies (even by SIGKILL) the launcher gets
+//! SIGKILL, then init, then the namespace. Without a PID namespace (or for danger-full-access)
+//! the launcher is a child subreaper that kills every remaining descendant when the command
+//! exits, and its parent-death signal is SIGTERM so it can do that before exiting.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use bridle_policy::{Guarantee, SandboxSpec};
+use nix::libc;
+use nix::sched::CloneFlags;
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, getpid, getppid};
+
+use super::protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, StatusLine};
+use crate::{landlock_rules, mounts, privileges, seccomp, sys};
+
+/// A setup failure: which guarantee, and why.
+struct Fail {
+    guarantee: Option<Guarantee>,
+    cause: String,
+}
+
+fn fail(guarantee: Guarantee, cause: impl Into<String>) -> Fail {
+    Fail {
+        guarantee: Some(guarantee),
+        cause: cause.into(),
+    }
+}
+
+fn report(line: &StatusLine) {
+    let mut text = line.render();
+    text.push('\n');
+    let _ = sys::write_all_raw(STATUS_FD, text.as_bytes());
+}
+
+/// Entry point of the hidden launcher subcommand. Never returns.
+pub fn launcher_main() -> ! {
+    // The status pipe must not leak into the command.
+    let _ = sys::set_cloexec(STATUS_FD);
+    let code = match read_config().and_then(run) {
+        Ok(never) => match never {},
+        Err(f) => {
+            report(&StatusLine::Fail {
+                guarantee: f.guarantee,
+                cause: f.cause,
+            });
+            125
+        }
+    };
+    sys::exit_now(code)
+}
+
+fn read_config() -> Result<LaunchConfig, Fail> {
+    let fd = sys::take_raw_fd(CONFIG_FD).map_err(|e| Fail {
+        guarantee: None,
+        cause: format!("launcher has no config pipe: {e}"),
+    })?;
+    let mut file = std::fs::File::from(fd);
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|e| Fail {
+        guarantee: None,
+        cause: format!("reading launcher config: {e}"),
+    })?;
+    serde_json::from_str(&text).map_err(|e| Fail {
+        guarantee: None,
+        cause: format!("parsing launcher config: {e}"),
+    })
+}
+
+enum Never {}
+
+fn run(config: LaunchConfig) -> Result<Never, Fail> {
+    let m = config.mechanisms;
+    let death_signal = if m.pid_ns {
+        Signal::SIGKILL
+    } else {
+        Signal::SIGTERM
+    };
+    nix::sys::prctl::set_pdeathsig(death_signal).map_err(|e| {
+        fail(
+            Guarantee::Tree,
+            format!("setting the parent-death signal: {e}"),
+        )
+    })?;
+    if getppid().as_raw() != config.parent_pid {
+        return Err(fail(
+            Guarantee::Tree,
+            "the parent exited before the launcher started",
+        ));
+    }
+    // Signals the launcher and init handle synchronously; the command resets them.
+    let mut handled = SigSet::empty();
+    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP] {
+        handled.add(s);
+    }
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled), None)
+        .map_err(|e| fail(Guarantee::Tree, format!("blocking signals: {e}")))?;
+    for s in [Signal::SIGINT, Signal::SIGQUIT] {
+        // The terminal delivers these to the command directly; the launcher must not die of
+        // them (nor forward them twice).
+        let _ = sys::ignore_signal(s);
+    }
+
+    let program = if m.seccomp {
+        let options = seccomp::SeccompOptions {
+            network_off: m.seccomp_network_off,
+            netns_isolates: m.net_ns,
+            deny_unix_sockets: m.seccomp_deny_unix,
+        };
+        Some(
+            seccomp::compile(config.spec.seccomp, options)
+                .map_err(|e| fail(Guarantee::Priv, e.to_string()))?,
+        )
+    } else {
+        None
+    };
+
+    if m.user_ns {
+        nix::sched::unshare(CloneFlags::CLONE_NEWUSER)
+            .map_err(|e| fail(Guarantee::FsWrite, format!("unshare(CLONE_NEWUSER): {e}")))?;
+        write_id_maps(config.uid, config.gid)?;
+    }
+    let mut flags = CloneFlags::empty();
+    if m.mount_view {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
+    if m.net_ns {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    if m.ipc_ns {
+        flags |= CloneFlags::CLONE_NEWIPC;
+    }
+    if !flags.is_empty() {
+        nix::sched::unshare(flags)
+            .map_err(|e| fail(Guarantee::FsWrite, format!("unshare({flags:?}): {e}")))?;
+    }
+    if m.mount_view {
+        mounts::build_view(&config.mounts).map_err(|e| fail(e.guarantee, e.cause))?;
+    }
+    if m.net_ns {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+        let sock = socket(
+            AddressFamily::Inet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|e| fail(Guarantee::Net, format!("socket for loopback setup: {e}")))?;
+        sys::loopback_up(sock.as_fd())
+            .map_err(|e| fail(Guarantee::Net, format!("bringing loopback up: {e}")))?;
+    }
+    if m.pid_ns {
+        nix::sched::unshare(CloneFlags::CLONE_NEWPID)
+            .map_err(|e| fail(Guarantee::Tree, format!("unshare(CLONE_NEWPID): {e}")))?;
+        match sys::fork_single_threaded()
+            .map_err(|e| fail(Guarantee::Tree, format!("forking init: {e}")))?
+        {
+            ForkResult::Child => {
+                let code = match init(&config, program.as_ref()) {
+                    Ok(code) => code,
+                    Err(f) => {
+                        report(&StatusLine::Fail {
+                            guarantee: f.guarantee,
+                            cause: f.cause,
+                        });
+                        125
+                    }
+                };
+                sys::exit_now(code)
+            }
+            ForkResult::Parent { child } => {
+                sys::close_raw_fd(STATUS_FD);
+                let code = supervise(child, false);
+                sys::exit_now(code)
+            }
+        }
+    }
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| fail(Guarantee::Tree, format!("becoming a child subreaper: {e}")))?;
+    let child = fork_command(&config, program.as_ref())?;
+    sys::close_raw_fd(STATUS_FD);
+    let code = supervise(child, true);
+    sys::exit_now(code)
+}
+
+fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {
+    let write = |path: &str, text: String| {
+        std::fs::write(path, text)
+            .map_err(|e| fail(Guarantee::FsWrite, format!("writing {path}: {e}")))
+    };
+    write("/proc/self/setgroups", "deny".to_owned())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+}
+
+/// PID 1 of the sandbox's PID namespace.
+fn init(config: &LaunchConfig, program: Option<&seccompiler::BpfProgram>) -> Result<i32, Fail> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|e| fail(Guarantee::Tree, format!("init parent-death signal: {e}")))?;
+    mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
+    let child = fork_command(config, program)?;
+    sys::close_raw_fd(STATUS_FD);
+    Ok(supervise(child, false))
+}
+
+/// Waits for `command`; on SIGTERM/SIGHUP kills the tree. Returns the exit code to pass up:
+/// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
+/// remaining descendant before returning.
+fn supervise(command: Pid, subreaper: bool) -> i32 {
+    let mut waited = SigSet::empty();
+    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP] {
+        waited.add(s);
+    }
+    let mut result: Option<i32> = None;
+    loop {
+        // Reap everything that has exited; remember the command's status.
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => result = Some(code),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                    result = Some(128 + sig as i32)
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        if let Some(code) = result {
+            if subreaper {
+                kill_descendants();
+            }
+            return code;
+        }
+        match waited.wait() {
+            Ok(Signal::SIGTERM) | Ok(Signal::SIGHUP) => {
+                let _ = kill(command, Signal::SIGKILL);
+                if subreaper {
+                    kill_descendants();
+                } else if getpid().as_raw() == 1 {
+                    // Returning from init kills the whole namespace.
+                    return 128 + Signal::SIGKILL as i32;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they
+/// show up as direct children on the next scan).
+fn kill_descendants() {
+    for _ in 0..10_000 {
+        let children = direct_children();
+        if children.is_empty() {
+            return;
+        }
+        for pid in &children {
+            let _ = kill(*pid, Signal::SIGKILL);
+        }
+        for pid in children {
+            let _ = waitpid(pid, None);
+        }
+    }
+}
+
+/// Our direct children, from `/proc/self/task/*/children`, or by scanning `/proc/*/stat` for
+/// our pid as parent when the kernel lacks that file.
+fn direct_children() -> Vec<Pid> {
+    let me = getpid();
+    let mut out = Vec::new();
+    let mut have_children_file = false;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                have_children_file = true;
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse().ok())
+                        .map(Pid::from_raw),
+                );
+            }
+        }
+    }
+    if have_children_file {
+        return out;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The parent pid is the second field after the parenthesised command name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(me.as_raw()) {
+            out.push(Pid::from_raw(pid));
+        }
+    }
+    out
+}
+
+fn fork_command(
+    config: &LaunchConfig,
+    program: Option<&seccompiler::BpfProgram>,
+) -> Result<Pid, Fail> {
+    match sys::fork_single_threaded()
+        .map_err(|e| fail(Guarantee::Tree, format!("forking the command: {e}")))?
+    {
+        ForkResult::Child => {
+            let f = match command_stage(config, program) {
+                Ok(never) => match never {},
+                Err(f) => f,
+            };
+            report(&StatusLine::Fail {
+                guarantee: f.guarantee,
+                cause: f.cause,
+            });
+            sys::exit_now(125)
+        }
+        ForkResult::Parent { child } => Ok(child),
+    }
+}
+
+/// The command process: applies the rest of the confinement, verifies it, execs.
+fn command_stage(
+    config: &LaunchConfig,
+    program: Option<&seccompiler::BpfProgram>,
+) -> Result<Never, Fail> {
+    let m = config.mechanisms;
+    let spec = &config.spec;
+    // Default signal handling and an empty mask for the command.
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+        Signal::SIGPIPE,
+    ] {
+        let _ = sys::default_signal(s);
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+        .map_err(|e| fail(Guarantee::Tree, format!("resetting the signal mask: {e}")))?;
+    nix::unistd::chdir(&config.cwd).map_err(|e| {
+        fail(
+            Guarantee::FsWrite,
+            format!(
+                "entering the working directory `{}` inside the sandbox: {e}",
+                config.cwd.display()
+            ),
+        )
+    })?;
+    apply_rlimits(spec)?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+
+    let mut landlock_abi = None;
+    if m.landlock {
+        let request = landlock_rules::LandlockRequest {
+            readable: &spec.readable_roots,
+            writable: &spec.writable_roots,
+            deny_tcp: m.landlock_deny_tcp,
+        };
+        let done = landlock_rules::restrict_current_thread(&request)
+            .map_err(|e| fail(Guarantee::FsWrite, e.to_string()))?;
+        landlock_abi = Some(done.abi);
+    }
+    if m.drop_privileges {
+        privileges::drop_all(true).map_err(|e| fail(Guarantee::Priv, e))?;
+    }
+    if let Some(program) = program {
+        seccomp::install_on_current_thread(program, &format!("{:?}", spec.seccomp))
+            .map_err(|e| fail(Guarantee::Priv, e.to_string()))?;
+    }
+    // Keep only 0, 1, 2 and the status pipe (close-on-exec) open.
+    sys::close_fds_from(u32::try_from(STATUS_FD + 1).unwrap_or(5))
+        .map_err(|e| fail(Guarantee::Fd, format!("close_range: {e}")))?;
+    sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
+    if m.confine {
+        let status = std::fs::read_to_string("/proc/self/status").map_err(|e| {
+            fail(
+                Guarantee::Priv,
+                format!("reading /proc/self/status to verify: {e}"),
+            )
+        })?;
+        let expected = privileges::Expected {
+            seccomp: m.seccomp,
+            no_new_privs: m.drop_privileges,
+            no_capabilities: m.drop_privileges,
+        };
+        privileges::verify_status(&status, expected).map_err(|e| {
+            fail(
+                Guarantee::Priv,
+                format!("verification from inside failed: {e}"),
+            )
+        })?;
+    }
+    let (path, argv, envp) = resolve_command(config)?;
+    report(&StatusLine::Ready(ReadyReport {
+        mechanisms: m,
+        landlock_abi,
+        command_pid_inside: getpid().as_raw(),
+    }));
+    let err = nix::unistd::execve(&path, &argv, &envp).err();
+    let errno = err.map_or(0, |e| e as i32);
+    let code = if errno == libc::ENOENT { 127 } else { 126 };
+    report(&StatusLine::ExecFailed {
+        code,
+        cause: format!(
+            "cannot run `{}`: {}",
+            config.argv[0],
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    });
+    sys::exit_now(code)
+}
+
+fn apply_rlimits(spec: &SandboxSpec) -> Result<(), Fail> {
+    let l = &spec.limits;
+    for (resource, value, name) in [
+        (Resource::RLIMIT_NPROC, l.processes, "processes"),
+        (Resource::RLIMIT_AS, l.memory_bytes, "memory"),
+        (Resource::RLIMIT_FSIZE, l.file_size_bytes, "file_size"),
+        (Resource::RLIMIT_NOFILE, l.open_files, "open_files"),
+        (Resource::RLIMIT_CPU, l.cpu_time_secs, "cpu_time"),
+    ] {
+        if let Some(v) = value {
+            setrlimit(resource, v, v)
+                .map_err(|e| fail(Guarantee::Res, format!("setrlimit {name}={v}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+type Resolved = (CString, Vec<CString>, Vec<CString>);
+
+fn resolve_command(config: &LaunchConfig) -> Result<Resolved, Fail> {
+    let bad = |what: &str| Fail {
+        guarantee: None,
+        cause: format!("{what} contains a NUL byte"),
+    };
+    let argv: Vec<CString> = config
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| bad("an argument")))
+        .collect::<Result<_, _>>()?;
+    let envp: Vec<CString> = config
+        .spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| bad("an environment variable")))
+        .collect::<Result<_, _>>()?;
+    let Some(first) = config.argv.first() else {
+        return Err(Fail {
+            guarantee: None,
+            cause: "empty command".into(),
+        });
+    };
+    let path: PathBuf = if first.contains('/') {
+        PathBuf::from(first)
+    } else {
+        let search = config
+            .spec
+            .env
+            .get("PATH")
+            .map_or("/usr/local/bin:/usr/bin:/bin", String::as_str);
+        match search
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| Path::new(d).join(first))
+            .find(|p| is_executable(p))
+        {
+            Some(p) => p,
+            None => {
+                report(&StatusLine::ExecFailed {
+                    code: 127,
+                    cause: format!("command not found: `{first}`"),
+                });
+                sys::exit_now(127);
+            }
+        }
+    };
+    let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| bad("the program path"))?;
+    Ok((path, argv, envp))
+}
+
+fn is_executable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok() && path.is_file()
+}

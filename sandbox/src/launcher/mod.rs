@@ -1,0 +1,354 @@
+//! Launching a confined command: the parent side ([`Sandbox`], [`Launch`], [`Running`]), the
+//! wire protocol, and the launcher itself ([`launcher_main`]).
+//!
+//! One code path for every spawn: `bridle exec`, the one-shot bash tool, the PTY terminal and
+//! the subprocess manager all build a [`Launch`] and spawn it; only stdio differs.
+
+mod child;
+pub mod protocol;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bridle_policy::{Guarantee, SandboxSpec};
+use nix::fcntl::OFlag;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, getegid, geteuid, getpid};
+
+pub use child::launcher_main;
+use protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, StatusLine};
+
+use crate::assess::{Assessment, assess};
+use crate::mounts::{self, MountPlan, Placeholders};
+use crate::probe::HostProbe;
+use crate::sys;
+
+/// The hidden subcommand that runs the launcher.
+pub const LAUNCHER_SUBCOMMAND: &str = "__bridle_launch";
+
+/// Why a command could not be run confined. `bridle exec` prints
+/// `bridle: sandbox unavailable: <guarantee> (<cause>)` and exits 125.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The guarantee that cannot be established, when one is to blame.
+    pub guarantee: Option<Guarantee>,
+    /// Why.
+    pub cause: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.guarantee {
+            Some(g) => write!(f, "sandbox unavailable: {g} ({})", self.cause),
+            None => write!(f, "sandbox unavailable: {}", self.cause),
+        }
+    }
+}
+
+fn refusal(guarantee: Option<Guarantee>, cause: impl Into<String>) -> Refusal {
+    Refusal {
+        guarantee,
+        cause: cause.into(),
+    }
+}
+
+/// A spec checked against the host and prepared for launches.
+#[derive(Debug)]
+pub struct Sandbox {
+    spec: SandboxSpec,
+    assessment: Assessment,
+    mounts: MountPlan,
+    placeholders: Placeholders,
+    launcher: PathBuf,
+}
+
+impl Sandbox {
+    /// Assesses `spec` on the host described by `probe` and prepares the mount plan. Refuses when
+    /// a required guarantee has no mechanism (unless the profile accepts it missing). `launcher`
+    /// is the `bridle` binary (usually `std::env::current_exe()`).
+    pub fn prepare(
+        spec: SandboxSpec,
+        probe: &HostProbe,
+        launcher: PathBuf,
+    ) -> Result<Sandbox, Refusal> {
+        let assessment = assess(&spec, probe);
+        if let Some(missing) = assessment.refusal() {
+            return Err(refusal(
+                Some(missing.guarantee),
+                missing
+                    .note
+                    .clone()
+                    .unwrap_or_else(|| "no mechanism on this host".into()),
+            ));
+        }
+        let (mounts, placeholders) = if assessment.plan.mount_view {
+            mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?
+        } else {
+            std::fs::create_dir_all(&spec.temp_dir).map_err(|e| {
+                refusal(
+                    Some(Guarantee::FsWrite),
+                    format!("creating the session temp dir: {e}"),
+                )
+            })?;
+            (empty_mount_plan(&spec), Placeholders::default())
+        };
+        Ok(Sandbox {
+            spec,
+            assessment,
+            mounts,
+            placeholders,
+            launcher,
+        })
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &SandboxSpec {
+        &self.spec
+    }
+
+    /// How each guarantee is provided.
+    pub fn assessment(&self) -> &Assessment {
+        &self.assessment
+    }
+
+    /// A launch of `argv` in `cwd`. Set stdio on [`Launch::command`] before spawning.
+    pub fn launch(&self, argv: Vec<String>, cwd: &Path) -> Launch {
+        let mut command = Command::new(&self.launcher);
+        command.arg(LAUNCHER_SUBCOMMAND);
+        command.env_clear();
+        let config = LaunchConfig {
+            spec: self.spec.clone(),
+            mechanisms: self.assessment.plan,
+            mounts: self.mounts.clone(),
+            argv,
+            cwd: cwd.to_path_buf(),
+            parent_pid: getpid().as_raw(),
+            uid: geteuid().as_raw(),
+            gid: getegid().as_raw(),
+        };
+        Launch { command, config }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.placeholders.remove();
+    }
+}
+
+fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
+    MountPlan {
+        writable: Vec::new(),
+        temp_dir: spec.temp_dir.clone(),
+        private_tmp: false,
+        pins: Vec::new(),
+        protected: Vec::new(),
+        masked_dirs: Vec::new(),
+        masked_files: Vec::new(),
+        hidden: Vec::new(),
+        keep_in_hidden: Vec::new(),
+    }
+}
+
+/// One launch, before it is spawned.
+#[derive(Debug)]
+pub struct Launch {
+    /// The launcher command: set stdin/stdout/stderr here. Its arguments and environment are
+    /// bridle's (the command's environment comes from the spec).
+    pub command: Command,
+    config: LaunchConfig,
+}
+
+/// How a launched command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command exited with this code (128+N when it died of signal N).
+    Exited(i32),
+    /// The wall-clock limit passed; the whole tree was killed.
+    TimedOut,
+}
+
+/// What the launcher reported when it could not exec the command after confining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecFailure {
+    /// 126 (found but not runnable) or 127 (not found).
+    pub code: i32,
+    /// Why.
+    pub cause: String,
+}
+
+/// The result of spawning: running, or the command could not be exec'd.
+#[derive(Debug)]
+pub enum Spawned {
+    /// The command is running, confined.
+    Running(Running),
+    /// Confinement worked but the command could not be exec'd.
+    ExecFailed(ExecFailure),
+}
+
+impl Launch {
+    /// The working directory the command will start in.
+    pub fn cwd(&self) -> &Path {
+        &self.config.cwd
+    }
+
+    /// Spawns the launcher, sends it the config and waits until it reports that the command
+    /// was exec'd under verified confinement (or why not).
+    pub fn spawn(mut self) -> Result<Spawned, Refusal> {
+        let (config_read, config_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
+        let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
+        let config_fd = config_read.as_raw_fd();
+        let status_fd = status_write.as_raw_fd();
+        // SAFETY-relevant contract of pre_exec: the hook below only calls dup2/fcntl through
+        // allocation-free wrappers, which is all that is allowed between fork and exec.
+        sys::set_child_fds(
+            &mut self.command,
+            [(config_fd, CONFIG_FD), (status_fd, STATUS_FD)],
+        );
+        let child = self.command.spawn().map_err(|e| {
+            refusal(
+                None,
+                format!(
+                    "starting the launcher `{}`: {e}",
+                    self.command.get_program().to_string_lossy()
+                ),
+            )
+        })?;
+        drop(config_read);
+        drop(status_write);
+        let text = serde_json::to_vec(&self.config)
+            .map_err(|e| refusal(None, format!("encoding the launcher config: {e}")))?;
+        let mut pipe = std::fs::File::from(config_write);
+        // A launcher that died early closes its end; its status line says why.
+        let _ = pipe.write_all(&text);
+        drop(pipe);
+        let mut running = Running { child, ready: None };
+        match read_status(status_read) {
+            Ok(ready) => {
+                running.ready = Some(ready);
+                Ok(Spawned::Running(running))
+            }
+            Err(StatusEnd::ExecFailed(failure)) => {
+                let _ = running.child.wait();
+                Ok(Spawned::ExecFailed(failure))
+            }
+            Err(StatusEnd::Refused(r)) => {
+                let _ = running.child.wait();
+                Err(r)
+            }
+        }
+    }
+}
+
+enum StatusEnd {
+    Refused(Refusal),
+    ExecFailed(ExecFailure),
+}
+
+fn read_status(fd: OwnedFd) -> Result<ReadyReport, StatusEnd> {
+    let mut ready = None;
+    let mut outcome = None;
+    let reader = BufReader::new(std::fs::File::from(fd));
+    for line in reader.lines() {
+        let Ok(line) = line else { break };
+        match StatusLine::parse(&line) {
+            Some(StatusLine::Ready(report)) => ready = Some(report),
+            Some(StatusLine::Fail { guarantee, cause }) => {
+                outcome.get_or_insert(StatusEnd::Refused(refusal(guarantee, cause)));
+            }
+            Some(StatusLine::ExecFailed { code, cause }) => {
+                outcome.get_or_insert(StatusEnd::ExecFailed(ExecFailure { code, cause }));
+            }
+            None => {
+                outcome.get_or_insert(StatusEnd::Refused(refusal(
+                    None,
+                    format!("malformed launcher status `{line}`"),
+                )));
+            }
+        }
+    }
+    match (outcome, ready) {
+        (Some(end), _) => Err(end),
+        (None, Some(ready)) => Ok(ready),
+        (None, None) => Err(StatusEnd::Refused(refusal(
+            None,
+            "the launcher exited without reporting",
+        ))),
+    }
+}
+
+/// A confined command that is running.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    ready: Option<ReadyReport>,
+}
+
+impl Running {
+    /// What the launcher reported it enforced.
+    pub fn report(&self) -> Option<&ReadyReport> {
+        self.ready.as_ref()
+    }
+
+    /// The launcher's pid (signal it with SIGTERM to kill the whole tree).
+    pub fn launcher_pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the whole process tree now.
+    pub fn kill_tree(&self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+    }
+
+    /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
+    /// passes. When this returns, no process of the tree is left.
+    pub fn wait(self, timeout: Option<Duration>) -> Outcome {
+        let Running { mut child, .. } = self;
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = tx.send(status);
+        });
+        let status = match timeout {
+            None => rx.recv().ok(),
+            Some(limit) => match rx.recv_timeout(limit) {
+                Ok(status) => Some(status),
+                Err(_) => {
+                    if let Ok(pid) = i32::try_from(pid) {
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+                    }
+                    let _ = rx.recv();
+                    let _ = waiter.join();
+                    return Outcome::TimedOut;
+                }
+            },
+        };
+        let _ = waiter.join();
+        match status {
+            Some(Ok(status)) => match (status.code(), status.signal()) {
+                (Some(code), _) => Outcome::Exited(code),
+                (None, Some(sig)) => Outcome::Exited(128 + sig),
+                (None, None) => Outcome::Exited(125),
+            },
+            _ => Outcome::Exited(125),
+        }
+    }
+}
+
+/// Makes the calling process ignore SIGINT and SIGQUIT, which a terminal sends to the whole
+/// foreground process group: the confined command gets them directly and decides; bridle must
+/// not die of them first and take the tree down. Launchers reset them to the default.
+pub fn ignore_terminal_signals() {
+    let _ = sys::ignore_signal(Signal::SIGINT);
+    let _ = sys::ignore_signal(Signal::SIGQUIT);
+}

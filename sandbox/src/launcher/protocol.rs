@@ -1,0 +1,171 @@
+//! What the parent and the launcher say to each other.
+//!
+//! The parent writes one JSON [`LaunchConfig`] on the config pipe (fd 3 in the launcher) and
+//! closes it. The launcher (and the processes it forks) write lines on the status pipe (fd 4),
+//! which is close-on-exec everywhere, so it reaches end-of-file exactly when the command has
+//! been exec'd or everyone has exited:
+//!
+//! - `ready\t<json report>`: confinement applied and verified from inside; exec follows;
+//! - `fail\t<G-code>\t<cause>`: the sandbox could not be established; the command never ran;
+//! - `exec-failed\t<exit code>\t<cause>`: confined, but the command itself could not be exec'd.
+//!
+//! The parent never infers a launcher failure from the command's exit status or stderr.
+
+use std::path::PathBuf;
+
+use bridle_policy::{Guarantee, SandboxSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::assess::MechanismPlan;
+use crate::mounts::MountPlan;
+
+/// The launcher's fd for the config pipe.
+pub const CONFIG_FD: i32 = 3;
+/// The launcher's fd for the status pipe.
+pub const STATUS_FD: i32 = 4;
+
+/// Everything the launcher needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaunchConfig {
+    /// The spec being enforced.
+    pub spec: SandboxSpec,
+    /// What to apply.
+    pub mechanisms: MechanismPlan,
+    /// The mount view (when `mechanisms.mount_view`).
+    pub mounts: MountPlan,
+    /// The command.
+    pub argv: Vec<String>,
+    /// The working directory (must be visible inside).
+    pub cwd: PathBuf,
+    /// The parent's pid, to detect having been orphaned before the parent-death signal was set.
+    pub parent_pid: i32,
+    /// The parent's uid and gid (mapped to themselves in the user namespace).
+    pub uid: u32,
+    /// See `uid`.
+    pub gid: u32,
+}
+
+/// What was enforced, reported with `ready`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyReport {
+    /// The mechanisms that were applied.
+    pub mechanisms: MechanismPlan,
+    /// The Landlock ABI the rules were built for, when Landlock was applied.
+    pub landlock_abi: Option<i32>,
+    /// The pid of the command in the parent's PID namespace is not known to the launcher; this
+    /// is the command's pid as the launcher saw it.
+    pub command_pid_inside: i32,
+}
+
+/// A parsed status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusLine {
+    /// Confinement verified.
+    Ready(ReadyReport),
+    /// Setup failed.
+    Fail {
+        /// The guarantee that could not be established.
+        guarantee: Option<Guarantee>,
+        /// Why.
+        cause: String,
+    },
+    /// The command could not be exec'd.
+    ExecFailed {
+        /// The exit status to use (126 or 127).
+        code: i32,
+        /// Why.
+        cause: String,
+    },
+}
+
+impl StatusLine {
+    /// Renders the line (without the newline). Tabs and newlines in causes are replaced.
+    pub fn render(&self) -> String {
+        let clean = |s: &str| s.replace(['\t', '\n'], " ");
+        match self {
+            StatusLine::Ready(report) => format!(
+                "ready\t{}",
+                serde_json::to_string(report).unwrap_or_default()
+            ),
+            StatusLine::Fail { guarantee, cause } => {
+                format!(
+                    "fail\t{}\t{}",
+                    guarantee.map_or("-", |g| g.code()),
+                    clean(cause)
+                )
+            }
+            StatusLine::ExecFailed { code, cause } => {
+                format!("exec-failed\t{code}\t{}", clean(cause))
+            }
+        }
+    }
+
+    /// Parses a line; `None` for anything malformed.
+    pub fn parse(line: &str) -> Option<StatusLine> {
+        let mut parts = line.splitn(3, '\t');
+        match (parts.next()?, parts.next(), parts.next()) {
+            ("ready", Some(json), None) => serde_json::from_str(json).ok().map(StatusLine::Ready),
+            ("fail", Some(code), Some(cause)) => Some(StatusLine::Fail {
+                guarantee: code.parse().ok(),
+                cause: cause.to_owned(),
+            }),
+            ("exec-failed", Some(code), Some(cause)) => Some(StatusLine::ExecFailed {
+                code: code.parse().ok()?,
+                cause: cause.to_owned(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_round_trip() {
+        for line in [
+            StatusLine::Fail {
+                guarantee: Some(Guarantee::FsWrite),
+                cause: "no\tmount\nnamespace".into(),
+            },
+            StatusLine::Fail {
+                guarantee: None,
+                cause: "x".into(),
+            },
+            StatusLine::ExecFailed {
+                code: 127,
+                cause: "command not found: frob".into(),
+            },
+        ] {
+            let parsed = StatusLine::parse(&line.render()).unwrap();
+            match (&line, &parsed) {
+                (
+                    StatusLine::Fail { guarantee: a, .. },
+                    StatusLine::Fail {
+                        guarantee: b,
+                        cause,
+                    },
+                ) => {
+                    assert_eq!(a, b);
+                    assert!(!cause.contains('\t') && !cause.contains('\n'));
+                }
+                _ => assert_eq!(line, parsed),
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_rejected() {
+        for line in [
+            "",
+            "ready",
+            "ready\tnot json",
+            "fail\tG-FS-WRITE",
+            "exec-failed\tx\ty",
+            "hello\tworld",
+        ] {
+            assert_eq!(StatusLine::parse(line), None, "{line:?}");
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! The mount view: what a confined process sees of the filesystem.
+//!
+//! Built inside a fresh mount namespace (owned by a fresh user namespace when unprivileged):
+//!
+//! 1. everything becomes `MS_PRIVATE` so nothing propagates back to the host;
+//! 2. detached clones of the writable roots and the session temp dir are taken (`open_tree`);
+//! 3. the whole tree is made read-only, recursively (`mount_setattr`): this, not Landlock, is
+//!    what blocks chmod/chown/utimes/xattr outside writable roots;
+//! 4. the temp dir is attached at `/tmp`, then the writable clones at their paths (read-write;
+//!    a root below `/tmp` gets its mount point inside the private `/tmp`);
+//! 5. ancestors of protected paths inside writable roots are pinned (bound onto themselves), so
+//!    they cannot be renamed or removed to swap a protected path out (`mv .git .old`);
+//! 6. protected paths are re-bound read-only;
+//! 7. masked directories get an empty, mode-000, read-only tmpfs; masked files an empty,
+//!    mode-000 file;
+//! 8. `/dev` is replaced by a minimal one (null, zero, full, random, urandom, tty, a private
+//!    devpts, a private `/dev/shm`), so no disk or other device node is reachable;
+//! 9. `/run` (and `/var/run` when it is a directory) is hidden behind an empty tmpfs: the sockets
+//!    of outside daemons (D-Bus, systemd, docker, user sessions) are not reachable by path;
+//! 10. a fresh `/proc` for the PID namespace is mounted by the namespace's init.
+//!
+//! The parent prepares a [`MountPlan`] (paths checked, placeholders for missing protected paths
+//! created) and the launcher executes it.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use bridle_policy::{Guarantee, SandboxSpec};
+use nix::mount::{MsFlags, mount};
+use serde::{Deserialize, Serialize};
+
+use crate::sys;
+
+/// Device nodes bound into the minimal `/dev`.
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// A failure while building the view, attributed to the guarantee it would have provided.
+#[derive(Debug)]
+pub struct MountFailure {
+    /// The guarantee that cannot be provided.
+    pub guarantee: Guarantee,
+    /// What failed.
+    pub cause: String,
+}
+
+fn fail(guarantee: Guarantee, cause: impl Into<String>) -> MountFailure {
+    MountFailure {
+        guarantee,
+        cause: cause.into(),
+    }
+}
+
+/// The plan the launcher executes, prepared by the parent from a `SandboxSpec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPlan {
+    /// Writable roots that exist, outermost only, in order.
+    pub writable: Vec<PathBuf>,
+    /// The session temp dir (also mounted on `/tmp` when `private_tmp`).
+    pub temp_dir: PathBuf,
+    /// Mount the temp dir on `/tmp` and a private tmpfs on `/dev/shm`.
+    pub private_tmp: bool,
+    /// Directories bound onto themselves so they cannot be renamed or removed.
+    pub pins: Vec<PathBuf>,
+    /// Paths re-bound read-only (they exist).
+    pub protected: Vec<PathBuf>,
+    /// Masked directories.
+    pub masked_dirs: Vec<PathBuf>,
+    /// Masked files.
+    pub masked_files: Vec<PathBuf>,
+    /// Directories hidden behind an empty tmpfs.
+    pub hidden: Vec<PathBuf>,
+    /// Files kept visible inside hidden directories (e.g. the resolv.conf target under /run).
+    pub keep_in_hidden: Vec<PathBuf>,
+}
+
+/// What the parent did to the host to prepare the plan, undone after the run.
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    created: Vec<PathBuf>,
+}
+
+impl Placeholders {
+    /// Removes placeholder directories created for missing protected paths (only if still
+    /// empty; deepest first).
+    pub fn remove(&mut self) {
+        for dir in self.created.drain(..).rev() {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| path.starts_with(r))
+}
+
+/// Prepares the mount plan on the host side.
+///
+/// For every protected path, walks its components below the writable root: a symlink on the
+/// way is a refusal (a protected path must not be redirectable); the first missing component
+/// gets an empty placeholder directory which is then protected itself (so a missing `.git` at
+/// the root cannot be created, and git ignores an empty `.git` directory); an existing
+/// non-directory on the way is protected itself.
+pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFailure> {
+    let mut placeholders = Placeholders::default();
+    std::fs::create_dir_all(&spec.temp_dir)
+        .and_then(|()| {
+            std::fs::set_permissions(&spec.temp_dir, std::fs::Permissions::from_mode(0o700))
+        })
+        .map_err(|e| {
+            fail(
+                Guarantee::FsWrite,
+                format!(
+                    "creating the session temp dir `{}`: {e}",
+                    spec.temp_dir.display()
+                ),
+            )
+        })?;
+    let devnull = Path::new("/dev/null");
+    let mut writable: Vec<PathBuf> = Vec::new();
+    for root in &spec.writable_roots {
+        if root == devnull || *root == spec.temp_dir || !root.exists() {
+            continue;
+        }
+        let canonical = std::fs::canonicalize(root).map_err(|e| {
+            fail(
+                Guarantee::FsWrite,
+                format!("resolving writable root `{}`: {e}", root.display()),
+            )
+        })?;
+        if canonical != *root {
+            return Err(fail(
+                Guarantee::FsWrite,
+                format!(
+                    "writable root `{}` is reached through a symlink (it resolves to `{}`); name the real path",
+                    root.display(),
+                    canonical.display()
+                ),
+            ));
+        }
+        writable.push(canonical);
+    }
+    writable.sort();
+    writable.dedup();
+    let outermost: Vec<PathBuf> = writable
+        .iter()
+        .filter(|w| !writable.iter().any(|o| o != *w && w.starts_with(o)))
+        .cloned()
+        .collect();
+
+    let mut pins = Vec::new();
+    let mut protected = Vec::new();
+    for path in &spec.protected_paths {
+        let Some(root) = outermost
+            .iter()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+        else {
+            continue;
+        };
+        let relative = path.strip_prefix(root).unwrap_or(path);
+        let mut current = root.clone();
+        let mut chain = Vec::new();
+        for component in relative.components() {
+            current.push(component);
+            match std::fs::symlink_metadata(&current) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(fail(
+                        Guarantee::FsProtect,
+                        format!(
+                            "protected path `{}` goes through the symlink `{}`, which the sandboxed command could redirect",
+                            path.display(),
+                            current.display()
+                        ),
+                    ));
+                }
+                Ok(meta) if meta.is_dir() => chain.push(current.clone()),
+                Ok(_) => {
+                    chain.push(current.clone());
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir(&current).map_err(|e| {
+                        fail(
+                            Guarantee::FsProtect,
+                            format!(
+                                "creating a placeholder for missing protected path `{}`: {e}",
+                                current.display()
+                            ),
+                        )
+                    })?;
+                    placeholders.created.push(current.clone());
+                    chain.push(current.clone());
+                    break;
+                }
+                Err(e) => {
+                    return Err(fail(
+                        Guarantee::FsProtect,
+                        format!("inspecting `{}`: {e}", current.display()),
+                    ));
+                }
+            }
+        }
+        if let Some((target, ancestors)) = chain.split_last() {
+            pins.extend(ancestors.iter().cloned());
+            protected.push(target.clone());
+        }
+    }
+    pins.sort();
+    pins.dedup();
+    pins.retain(|p| !protected.iter().any(|t| p.starts_with(t)));
+    protected.sort();
+    protected.dedup();
+
+    let mut masked_dirs = Vec::new();
+    let mut masked_files = Vec::new();
+    for path in &spec.masked_paths {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => masked_dirs.push(path.clone()),
+            Ok(_) => masked_files.push(path.clone()),
+            Err(_) => {}
+        }
+    }
+
+    let mut hidden = Vec::new();
+    let mut keep_in_hidden = Vec::new();
+    for dir in ["/run", "/var/run"] {
+        let path = Path::new(dir);
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) && !is_within(path, &outermost)
+        {
+            hidden.push(path.to_path_buf());
+        }
+    }
+    if let Ok(resolv) = std::fs::canonicalize("/etc/resolv.conf")
+        && is_within(&resolv, &hidden)
+        && resolv.is_file()
+    {
+        keep_in_hidden.push(resolv);
+    }
+    let plan = MountPlan {
+        writable: outermost,
+        temp_dir: spec.temp_dir.clone(),
+        private_tmp: spec.private_tmp,
+        pins,
+        protected,
+        masked_dirs,
+        masked_files,
+        hidden,
+        keep_in_hidden,
+    };
+    Ok((plan, placeholders))
+}
+
+fn cstr(path: &Path) -> Result<CString, MountFailure> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        fail(
+            Guarantee::FsWrite,
+            format!("path `{}` contains a NUL byte", path.display()),
+        )
+    })
+}
+
+fn clone_tree(path: &Path, guarantee: Guarantee) -> Result<OwnedFd, MountFailure> {
+    sys::open_tree_clone(&cstr(path)?)
+        .map_err(|e| fail(guarantee, format!("open_tree(`{}`): {e}", path.display())))
+}
+
+fn attach(tree: &OwnedFd, target: &Path, guarantee: Guarantee) -> Result<(), MountFailure> {
+    sys::move_mount_to(tree.as_fd(), &cstr(target)?).map_err(|e| {
+        fail(
+            guarantee,
+            format!("move_mount onto `{}`: {e}", target.display()),
+        )
+    })
+}
+
+fn bind_onto_itself(
+    path: &Path,
+    read_only: bool,
+    guarantee: Guarantee,
+) -> Result<(), MountFailure> {
+    let tree = clone_tree(path, guarantee)?;
+    if read_only {
+        sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| {
+            fail(
+                guarantee,
+                format!("making `{}` read-only: {e}", path.display()),
+            )
+        })?;
+    }
+    attach(&tree, path, guarantee)
+}
+
+fn mount_tmpfs(
+    target: &Path,
+    flags: MsFlags,
+    options: &str,
+    guarantee: Guarantee,
+) -> Result<(), MountFailure> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options)).map_err(|e| {
+        fail(
+            guarantee,
+            format!("mounting a tmpfs on `{}`: {e}", target.display()),
+        )
+    })
+}
+
+fn remount_read_only(target: &Path, guarantee: Guarantee) -> Result<(), MountFailure> {
+    sys::mount_setattr_path(&cstr(target)?, sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| {
+        fail(
+            guarantee,
+            format!("making `{}` read-only: {e}", target.display()),
+        )
+    })
+}
+
+/// Builds the view in the current (fresh) mount namespace, except `/proc`. Must run before the
+/// PID namespace's init mounts `/proc`, in a process that holds CAP_SYS_ADMIN over the mount
+/// namespace.
+pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
+    use Guarantee::{FsMask, FsProtect, FsWrite, Ipc};
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| fail(FsWrite, format!("making mounts private: {e}")))?;
+
+    let writable: Vec<(PathBuf, OwnedFd)> = plan
+        .writable
+        .iter()
+        .map(|w| Ok((w.clone(), clone_tree(w, FsWrite)?)))
+        .collect::<Result<_, MountFailure>>()?;
+    let temp = clone_tree(&plan.temp_dir, FsWrite)?;
+    let temp_for_tmp = if plan.private_tmp {
+        Some(clone_tree(&plan.temp_dir, FsWrite)?)
+    } else {
+        None
+    };
+    let dev_nodes: Vec<(&str, OwnedFd)> = DEV_NODES
+        .iter()
+        .filter(|n| Path::new("/dev").join(n).exists())
+        .map(|n| Ok((*n, clone_tree(&Path::new("/dev").join(n), FsWrite)?)))
+        .collect::<Result<_, MountFailure>>()?;
+    let kept: Vec<(PathBuf, OwnedFd)> = plan
+        .keep_in_hidden
+        .iter()
+        .map(|p| Ok((p.clone(), clone_tree(p, Ipc)?)))
+        .collect::<Result<_, MountFailure>>()?;
+
+    // Masked files share one empty, mode-000 file inside the session temp dir.
+    let mask_file = plan.temp_dir.join(".bridle-masked");
+    if !plan.masked_files.is_empty() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o000)
+            .open(&mask_file)
+            .map_err(|e| {
+                fail(
+                    FsMask,
+                    format!("creating the mask file `{}`: {e}", mask_file.display()),
+                )
+            })?;
+    }
+    let mask_tree = if plan.masked_files.is_empty() {
+        None
+    } else {
+        Some(clone_tree(&mask_file, FsMask)?)
+    };
+    if let Some(tree) = &mask_tree {
+        sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| fail(FsMask, format!("making the mask file read-only: {e}")))?;
+    }
+
+    sys::mount_setattr_path(c"/", sys::MOUNT_ATTR_RDONLY, 0)
+        .map_err(|e| fail(FsWrite, format!("making `/` read-only: {e}")))?;
+
+    // The private /tmp goes first: a writable root below /tmp (a workspace in /tmp, say) is
+    // then attached on a mount point created inside the private /tmp.
+    if let Some(tree) = &temp_for_tmp {
+        attach(tree, Path::new("/tmp"), FsWrite)?;
+    }
+    for (path, tree) in &writable {
+        if temp_for_tmp.is_some() && path.starts_with("/tmp") {
+            std::fs::create_dir_all(path).map_err(|e| {
+                fail(
+                    FsWrite,
+                    format!(
+                        "creating the mount point `{}` in the private /tmp: {e}",
+                        path.display()
+                    ),
+                )
+            })?;
+        }
+        attach(tree, path, FsWrite)?;
+    }
+    attach(&temp, &plan.temp_dir, FsWrite)?;
+    for pin in &plan.pins {
+        bind_onto_itself(pin, false, FsProtect)?;
+    }
+    for path in &plan.protected {
+        bind_onto_itself(path, true, FsProtect)?;
+    }
+    let mask_flags =
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for dir in &plan.masked_dirs {
+        mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", FsMask)?;
+    }
+    if let Some(tree) = &mask_tree {
+        for file in &plan.masked_files {
+            let again = sys::open_tree_clone(&cstr(&mask_file)?)
+                .map_err(|e| fail(FsMask, format!("cloning the mask file: {e}")))?;
+            let _ = tree;
+            attach(&again, file, FsMask)?;
+        }
+    }
+
+    build_dev(dev_nodes, plan.private_tmp)?;
+    for dir in &plan.hidden {
+        mount_tmpfs(
+            dir,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            "size=64k,mode=755",
+            Ipc,
+        )?;
+        for (path, tree) in kept.iter().filter(|(p, _)| p.starts_with(dir)) {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| fail(Ipc, format!("recreating `{}`: {e}", parent.display())))?;
+            }
+            std::fs::File::create(path)
+                .map_err(|e| fail(Ipc, format!("recreating `{}`: {e}", path.display())))?;
+            attach(tree, path, Ipc)?;
+        }
+        remount_read_only(dir, Ipc)?;
+    }
+    Ok(())
+}
+
+/// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private
+/// devpts instance, a private `/dev/shm`, and the usual symlinks.
+fn build_dev(nodes: Vec<(&str, OwnedFd)>, private_shm: bool) -> Result<(), MountFailure> {
+    use Guarantee::FsWrite;
+    let dev = Path::new("/dev");
+    mount_tmpfs(
+        dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "size=64k,mode=755",
+        FsWrite,
+    )?;
+    let io =
+        |what: &str, r: std::io::Result<()>| r.map_err(|e| fail(FsWrite, format!("{what}: {e}")));
+    for (name, tree) in &nodes {
+        let path = dev.join(name);
+        io(
+            "creating a device mount point",
+            std::fs::File::create(&path).map(drop),
+        )?;
+        attach(tree, &path, FsWrite)?;
+    }
+    for dir in ["pts", "shm"] {
+        io(
+            "creating /dev directories",
+            std::fs::create_dir(dev.join(dir)),
+        )?;
+    }
+    mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )
+    .map_err(|e| fail(FsWrite, format!("mounting a private devpts: {e}")))?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        io(
+            "creating /dev symlinks",
+            std::os::unix::fs::symlink(target, dev.join(link)),
+        )?;
+    }
+    let shm_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if private_shm {
+        mount_tmpfs(&dev.join("shm"), shm_flags, "mode=1777", FsWrite)?;
+    }
+    sys::mount_setattr_path(c"/dev", sys::MOUNT_ATTR_RDONLY, 0)
+        .map_err(|e| fail(FsWrite, format!("making /dev read-only: {e}")))?;
+    // mount_setattr on "/dev" is recursive: give the private devpts and /dev/shm their
+    // write access back.
+    for sub in [c"/dev/pts", c"/dev/shm"] {
+        sys::mount_setattr_path(sub, 0, sys::MOUNT_ATTR_RDONLY).map_err(|e| {
+            fail(
+                FsWrite,
+                format!("making {} writable: {e}", sub.to_string_lossy()),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Mounts a fresh `/proc` for the current PID namespace (run by its init).
+pub fn mount_proc() -> Result<(), MountFailure> {
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        fail(
+            Guarantee::Proc,
+            format!("mounting /proc for the PID namespace: {e}"),
+        )
+    })
+}

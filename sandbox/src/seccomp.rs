@@ -1,0 +1,753 @@
+//! The seccomp filter of bridle's launcher: a deny-list table, compiled with `seccompiler` for
+//! the running architecture and installed on the calling thread only.
+//!
+//! Seccomp is defence in depth here. Capabilities are dropped and no_new_privs is set (G-PRIV), a
+//! private network namespace or this filter provides G-NET, and Landlock provides the file
+//! guarantees; the filter closes the kernel interfaces that those mechanisms do not cover, or that
+//! are too dangerous to leave to a single mechanism.
+//!
+//! # The table
+//!
+//! [`rules`] returns plain data, one [`DenyRule`] row per (syscall, condition). A row matches when
+//! its syscall number matches and every comparison of its [`When`] holds (AND); several rows for
+//! one syscall are alternatives (OR). That is exactly how `seccompiler` combines the conditions of
+//! a `SeccompRule` (AND) and the rules of one syscall (OR), so the table and the compiled program
+//! agree by construction; a test runs the compiled program in a small BPF interpreter and checks
+//! it against the table for hundreds of thousands of argument vectors.
+//! Every argument comparison reads the low 32 bits of the argument only (`seccompiler`'s `Dword`):
+//! each inspected argument is an `int` or `unsigned int` in the kernel (or, for `clone`'s flags,
+//! truncated by it with `lower_32_bits`), so the filter sees exactly what the kernel acts on and
+//! setting the high half cannot smuggle a value past it (the CVE-2019-10063 `TIOCSTI` bypass).
+//!
+//! Default action: allow. A matched row returns its errno: `EPERM`, except `clone3`, which
+//! returns `ENOSYS` so that glibc and other runtimes fall back to `clone`, whose flags the filter
+//! can inspect (`clone3` passes them behind a pointer, which seccomp cannot read).
+//!
+//! For [`SeccompProfile::Confined`] and [`SeccompProfile::ConfinedNoNetwork`]:
+//!
+//! | syscall | denied when | guarantee | why |
+//! |---|---|---|---|
+//! | `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd` | always | G-PROC | tracing, reading or writing another process's memory, stealing its descriptors |
+//! | `mount`, `umount2`, `pivot_root`, `chroot`, `move_mount`, `open_tree`, `fsopen`, `fsconfig`, `fsmount`, `fspick`, `mount_setattr` | always | G-PRIV | no changes to the mount view the launcher built |
+//! | `unshare`, `setns` | always | G-PRIV | no new (user) namespaces, no entering others |
+//! | `clone` | `flags` has any of `CLONE_NEWNS`, `CLONE_NEWCGROUP`, `CLONE_NEWUTS`, `CLONE_NEWIPC`, `CLONE_NEWUSER`, `CLONE_NEWPID`, `CLONE_NEWNET`, `CLONE_NEWTIME` (one row per flag) | G-PRIV | as `unshare`; ordinary `fork` and thread creation keep working |
+//! | `clone3` (`ENOSYS`) | always | G-PRIV | its flags are behind a pointer |
+//! | `bpf`, `perf_event_open`, `userfaultfd`, `keyctl`, `add_key`, `request_key` | always | G-PRIV | large kernel attack surface, kernel keyrings shared with the host session |
+//! | `kexec_load`, `kexec_file_load`, `init_module`, `finit_module`, `delete_module`, `reboot`, `acct`, `swapon`, `swapoff`, `quotactl`, `quotactl_fd`, `vhangup`, `lookup_dcookie`, `nfsservctl` | always | G-PRIV | kernel and host administration |
+//! | `uselib`, `iopl`, `ioperm` (x86_64 only; aarch64 has no such syscalls) | always | G-PRIV | legacy loader, raw port I/O |
+//! | `open_by_handle_at`, `name_to_handle_at` | always | G-PRIV | file handles bypass path-based confinement ("shocker") |
+//! | `io_uring_setup`, `io_uring_enter`, `io_uring_register` | always | G-PRIV | io_uring operations (sockets, opens) bypass this filter entirely; large attack surface. Load-bearing for G-NET too |
+//! | `ioctl` | request (low 32 bits) is `TIOCSTI` or `TIOCLINUX` | G-TTY | injecting input into a terminal outside the sandbox |
+//! | `personality` | persona is not one of `PER_LINUX` (0), `PER_LINUX32` (8), `UNAME26` (0x20000), `PER_LINUX32\|UNAME26`, or the query 0xffffffff | G-PRIV | `ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC` and friends weaken the hardening of the programs we exec; the allowed set is Docker's default |
+//!
+//! Sockets, when network is off ([`SeccompProfile::ConfinedNoNetwork`], or
+//! [`SeccompOptions::network_off`] with either confined profile; either one turns it off):
+//!
+//! | syscall | denied when | guarantee |
+//! |---|---|---|
+//! | `socket` | domain is not in the allowed set: `AF_UNIX`, plus `AF_INET`, `AF_INET6` and `AF_NETLINK` when [`SeccompOptions::netns_isolates`] | G-NET |
+//! | `socket` | domain is `AF_NETLINK` and protocol is not `NETLINK_ROUTE` (only when `netns_isolates`) | G-NET |
+//! | `socketpair` | domain is not `AF_UNIX` | G-NET |
+//!
+//! The allowed set is one row whose conditions are "domain ≠ a" for every allowed `a` (AND), so
+//! every other value is denied, including families newer than this table, values above
+//! `AF_MAX`, and negative ones: new families are denied by default without enumerating them.
+//! `AF_VSOCK`, `AF_PACKET`, `AF_BLUETOOTH`, `AF_KEY`, `AF_ALG`, `AF_XDP` and the rest are therefore
+//! always denied when network is off. `socketcall` does not exist on x86_64 or aarch64 (a 32-bit
+//! caller is killed by the architecture check), and io_uring's `IORING_OP_SOCKET` is closed by the
+//! io_uring rows, so `socket` and `socketpair` are the only ways to create a socket.
+//!
+//! With [`SeccompOptions::deny_unix_sockets`] (G-IPC on kernels where Landlock cannot scope
+//! pathname unix sockets), independent of the network:
+//!
+//! | syscall | denied when | guarantee |
+//! |---|---|---|
+//! | `socket` | domain is `AF_UNIX` | G-IPC |
+//! | `socketpair` | domain is `AF_UNIX` and type is `SOCK_DGRAM` or `SOCK_RAW` (which the kernel turns into `SOCK_DGRAM`) | G-IPC |
+//!
+//! A datagram unix socket can be re-`connect`ed, or `sendto` a named address, even when it came
+//! from `socketpair`, so it would reach `/dev/log`, journald or the systemd notify socket. Stream
+//! and seqpacket pairs cannot (`EISCONN`; seqpacket ignores a destination address), so they stay
+//! allowed: pipes-with-credentials, `subprocess`-style IPC and most event loops keep working.
+//!
+//! Usability cost of `deny_unix_sockets`: every program that creates a unix socket fails with
+//! `EPERM`: git's fsmonitor daemon and credential-cache, gpg-agent and ssh-agent (and their
+//! clients), the docker CLI, Python's `multiprocessing.Manager` and `multiprocessing` with the
+//! `forkserver` start method, language servers listening on unix sockets, D-Bus clients, X11 and
+//! Wayland clients, `syslog(3)`, and anything that binds a socket in `$TMPDIR` to talk to itself.
+//! IPC built on `socketpair` (stream or seqpacket) keeps working.
+//!
+//! # Architecture check
+//!
+//! `seccompiler` starts every program with a check of `seccomp_data.arch`: a syscall made with any
+//! other ABI than the one the filter was compiled for (on x86_64, the i386 ABI through `int 0x80`;
+//! on aarch64, AArch32 compat) gets `SECCOMP_RET_KILL_PROCESS`: the whole process dies of
+//! `SIGSYS`. `seccompiler` does not guard x86_64's x32 ABI, which shares `AUDIT_ARCH_X86_64` and
+//! sets bit 30 (`__X32_SYSCALL_BIT`) of the syscall number: without a guard, the x32 numbers of
+//! denied syscalls would match no row and be allowed on kernels built with `CONFIG_X86_X32_ABI`.
+//! [`compile`] therefore inserts, right after the architecture check, a kill for every syscall
+//! number with that bit set (except -1, which tracers use to skip a syscall and the kernel rejects
+//! with `ENOSYS` anyway), so the x32 ABI is treated exactly like a foreign architecture.
+//!
+//! # Profile `none`
+//!
+//! [`SeccompProfile::None`] (danger-full-access) has an empty table and no filter: [`compile`]
+//! refuses it with [`SandboxError::SeccompBuild`] rather than returning an "allow everything"
+//! program, because even that program would kill 32-bit syscalls through the architecture check.
+//! The launcher installs nothing for `none`.
+//!
+//! # Scope
+//!
+//! [`install_on_current_thread`] affects the calling thread only (no `SECCOMP_FILTER_FLAG_TSYNC`)
+//! and everything it later forks or execs. It is irreversible for that thread.
+
+use std::io;
+
+use bridle_policy::{Guarantee, SeccompProfile};
+use nix::libc;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use crate::SandboxError;
+
+/// Which socket families and unix-socket behaviour the filter enforces; decided by the launcher
+/// from the `SandboxSpec` and the host probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeccompOptions {
+    /// Network is off: deny `socket()`/`socketpair()` for every family except `AF_UNIX`, and,
+    /// when `netns_isolates` is true, also allow `AF_INET`/`AF_INET6` (a private network namespace
+    /// with only loopback already isolates them, and loopback servers inside must keep working)
+    /// and `AF_NETLINK` with protocol `NETLINK_ROUTE` (route and address queries inside the
+    /// private namespace: `getifaddrs`, `getaddrinfo` with `AI_ADDRCONFIG`, `ip addr`).
+    /// `AF_VSOCK`, `AF_PACKET`, `AF_BLUETOOTH`, `AF_KEY`, `AF_ALG` etc. are always denied when the
+    /// network is off. [`SeccompProfile::ConfinedNoNetwork`] turns the network off by itself.
+    pub network_off: bool,
+    /// The sandbox runs in a private network namespace with only loopback (see `network_off`).
+    pub netns_isolates: bool,
+    /// Deny `socket(AF_UNIX, ...)` so no pathname or abstract unix socket of an outside daemon can
+    /// be connected (G-IPC on kernels without Landlock pathname-socket scope). `socketpair` keeps
+    /// working for stream and seqpacket pairs; datagram pairs are denied (see the module docs).
+    pub deny_unix_sockets: bool,
+}
+
+/// One comparison on the low 32 bits of a syscall argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgCmp {
+    /// Argument index, 0 to 5.
+    pub index: u8,
+    /// The comparison.
+    pub op: CmpOp,
+}
+
+/// A comparison of the low 32 bits of an argument (`seccompiler`'s `Dword` length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `arg == value`.
+    Eq(u32),
+    /// `arg != value`.
+    Ne(u32),
+    /// `arg & mask == value & mask`; with `value == mask`: every bit of `mask` is set.
+    MaskedEq {
+        /// The bits compared.
+        mask: u32,
+        /// The expected value of those bits.
+        value: u32,
+    },
+}
+
+/// When a row denies its syscall.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum When {
+    /// Whatever the arguments.
+    Always,
+    /// When every comparison holds (AND; never empty).
+    All(Vec<ArgCmp>),
+}
+
+/// One row of the table: deny `syscall` with `errno` when `when` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyRule {
+    /// The syscall's name.
+    pub syscall: &'static str,
+    /// Its number on the architecture this crate was built for.
+    pub nr: i64,
+    /// What is denied.
+    pub when: When,
+    /// What the denied call returns (`EPERM`, or `ENOSYS` for `clone3`).
+    pub errno: i32,
+    /// The guarantee this row serves.
+    pub guarantee: Guarantee,
+}
+
+impl ArgCmp {
+    /// Whether the comparison holds for the raw arguments `args` of a syscall.
+    #[must_use]
+    pub fn holds(&self, args: &[u64; 6]) -> bool {
+        let Some(&arg) = args.get(usize::from(self.index)) else {
+            return false;
+        };
+        let arg = low32(arg);
+        match self.op {
+            CmpOp::Eq(value) => arg == value,
+            CmpOp::Ne(value) => arg != value,
+            CmpOp::MaskedEq { mask, value } => arg & mask == value & mask,
+        }
+    }
+}
+
+impl DenyRule {
+    /// Whether this row denies syscall `nr` called with the raw arguments `args`.
+    #[must_use]
+    pub fn matches(&self, nr: i64, args: &[u64; 6]) -> bool {
+        self.nr == nr
+            && match &self.when {
+                When::Always => true,
+                When::All(cmps) => cmps.iter().all(|cmp| cmp.holds(args)),
+            }
+    }
+}
+
+/// The first row of `table` that denies syscall `nr` with arguments `args`, if any: what the
+/// compiled filter does, as data (used to attribute a denial to its row and guarantee).
+#[must_use]
+pub fn evaluate<'a>(table: &'a [DenyRule], nr: i64, args: &[u64; 6]) -> Option<&'a DenyRule> {
+    table.iter().find(|row| row.matches(nr, args))
+}
+
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the kernel reads every inspected argument as a 32-bit int; keeping the low half is the point"
+)]
+fn low32(arg: u64) -> u32 {
+    arg as u32
+}
+
+// Kernel ABI values (include/uapi/linux/{socket,netlink,sched,personality}.h, asm-generic/ioctls.h);
+// the tests check them against `libc` where it has them.
+const AF_UNIX: u32 = 1;
+const AF_INET: u32 = 2;
+const AF_INET6: u32 = 10;
+const AF_NETLINK: u32 = 16;
+const NETLINK_ROUTE: u32 = 0;
+const SOCK_DGRAM: u32 = 2;
+const SOCK_RAW: u32 = 3;
+/// `SOCK_TYPE_MASK`: the type without `SOCK_NONBLOCK`/`SOCK_CLOEXEC`.
+const SOCK_TYPE_MASK: u32 = 0xf;
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541C;
+const PER_LINUX: u32 = 0;
+const PER_LINUX32: u32 = 0x0008;
+const UNAME26: u32 = 0x0002_0000;
+const PERSONALITY_QUERY: u32 = 0xffff_ffff;
+/// Every namespace flag `clone` accepts.
+const CLONE_NEW_FLAGS: [(&str, u32); 8] = [
+    ("CLONE_NEWTIME", 0x0000_0080),
+    ("CLONE_NEWNS", 0x0002_0000),
+    ("CLONE_NEWCGROUP", 0x0200_0000),
+    ("CLONE_NEWUTS", 0x0400_0000),
+    ("CLONE_NEWIPC", 0x0800_0000),
+    ("CLONE_NEWUSER", 0x1000_0000),
+    ("CLONE_NEWPID", 0x2000_0000),
+    ("CLONE_NEWNET", 0x4000_0000),
+];
+
+/// `(name, number)` of a syscall of the architecture this crate is built for; a name missing from
+/// that architecture's table is a compile error.
+macro_rules! sys {
+    ($name:ident) => {
+        (stringify!($name), libc::$name)
+    };
+}
+
+/// `(name, number, guarantee)` of a syscall denied whatever its arguments.
+macro_rules! deny {
+    ($name:ident, $guarantee:expr) => {
+        (stringify!($name), libc::$name, $guarantee)
+    };
+}
+
+/// Denied whatever the arguments, on every supported architecture.
+const ALWAYS_DENIED: &[(&str, i64, Guarantee)] = &[
+    deny!(SYS_ptrace, Guarantee::Proc),
+    deny!(SYS_process_vm_readv, Guarantee::Proc),
+    deny!(SYS_process_vm_writev, Guarantee::Proc),
+    deny!(SYS_pidfd_getfd, Guarantee::Proc),
+    deny!(SYS_mount, Guarantee::Priv),
+    deny!(SYS_umount2, Guarantee::Priv),
+    deny!(SYS_pivot_root, Guarantee::Priv),
+    deny!(SYS_chroot, Guarantee::Priv),
+    deny!(SYS_move_mount, Guarantee::Priv),
+    deny!(SYS_open_tree, Guarantee::Priv),
+    deny!(SYS_fsopen, Guarantee::Priv),
+    deny!(SYS_fsconfig, Guarantee::Priv),
+    deny!(SYS_fsmount, Guarantee::Priv),
+    deny!(SYS_fspick, Guarantee::Priv),
+    deny!(SYS_mount_setattr, Guarantee::Priv),
+    deny!(SYS_unshare, Guarantee::Priv),
+    deny!(SYS_setns, Guarantee::Priv),
+    deny!(SYS_bpf, Guarantee::Priv),
+    deny!(SYS_perf_event_open, Guarantee::Priv),
+    deny!(SYS_userfaultfd, Guarantee::Priv),
+    deny!(SYS_keyctl, Guarantee::Priv),
+    deny!(SYS_add_key, Guarantee::Priv),
+    deny!(SYS_request_key, Guarantee::Priv),
+    deny!(SYS_kexec_load, Guarantee::Priv),
+    deny!(SYS_kexec_file_load, Guarantee::Priv),
+    deny!(SYS_init_module, Guarantee::Priv),
+    deny!(SYS_finit_module, Guarantee::Priv),
+    deny!(SYS_delete_module, Guarantee::Priv),
+    deny!(SYS_open_by_handle_at, Guarantee::Priv),
+    deny!(SYS_name_to_handle_at, Guarantee::Priv),
+    deny!(SYS_io_uring_setup, Guarantee::Priv),
+    deny!(SYS_io_uring_enter, Guarantee::Priv),
+    deny!(SYS_io_uring_register, Guarantee::Priv),
+    deny!(SYS_acct, Guarantee::Priv),
+    deny!(SYS_swapon, Guarantee::Priv),
+    deny!(SYS_swapoff, Guarantee::Priv),
+    deny!(SYS_reboot, Guarantee::Priv),
+    deny!(SYS_quotactl, Guarantee::Priv),
+    deny!(SYS_quotactl_fd, Guarantee::Priv),
+    deny!(SYS_lookup_dcookie, Guarantee::Priv),
+    deny!(SYS_nfsservctl, Guarantee::Priv),
+    deny!(SYS_vhangup, Guarantee::Priv),
+];
+
+/// Denied whatever the arguments, x86_64 only (aarch64 never had these syscalls).
+#[cfg(target_arch = "x86_64")]
+const ALWAYS_DENIED_ARCH: &[(&str, i64, Guarantee)] = &[
+    deny!(SYS_uselib, Guarantee::Priv),
+    deny!(SYS_iopl, Guarantee::Priv),
+    deny!(SYS_ioperm, Guarantee::Priv),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const ALWAYS_DENIED_ARCH: &[(&str, i64, Guarantee)] = &[];
+
+/// The part of a syscall's name after `SYS_`.
+fn bare(name: &'static str) -> &'static str {
+    name.strip_prefix("SYS_").unwrap_or(name)
+}
+
+fn row(
+    (syscall, nr): (&'static str, i64),
+    when: When,
+    errno: i32,
+    guarantee: Guarantee,
+) -> DenyRule {
+    DenyRule {
+        syscall: bare(syscall),
+        nr,
+        when,
+        errno,
+        guarantee,
+    }
+}
+
+fn arg(index: u8, op: CmpOp) -> ArgCmp {
+    ArgCmp { index, op }
+}
+
+/// The rule table for `profile` under `options`, for the architecture this crate is built for.
+/// Empty for [`SeccompProfile::None`], whatever the options. The network is off (socket rows
+/// present) when the profile is [`SeccompProfile::ConfinedNoNetwork`] or
+/// [`SeccompOptions::network_off`] is set.
+#[must_use]
+pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> {
+    let network_off = match profile {
+        SeccompProfile::None => return Vec::new(),
+        SeccompProfile::Confined => options.network_off,
+        SeccompProfile::ConfinedNoNetwork => true,
+    };
+    let SeccompOptions {
+        network_off: _,
+        netns_isolates,
+        deny_unix_sockets,
+    } = options;
+    let eperm = libc::EPERM;
+
+    let mut table: Vec<DenyRule> = ALWAYS_DENIED
+        .iter()
+        .chain(ALWAYS_DENIED_ARCH)
+        .map(|&(name, nr, guarantee)| row((name, nr), When::Always, eperm, guarantee))
+        .collect();
+
+    for (_, flag) in CLONE_NEW_FLAGS {
+        let flag_set = CmpOp::MaskedEq {
+            mask: flag,
+            value: flag,
+        };
+        table.push(row(
+            sys!(SYS_clone),
+            When::All(vec![arg(0, flag_set)]),
+            eperm,
+            Guarantee::Priv,
+        ));
+    }
+    table.push(row(
+        sys!(SYS_clone3),
+        When::Always,
+        libc::ENOSYS,
+        Guarantee::Priv,
+    ));
+
+    for request in [TIOCSTI, TIOCLINUX] {
+        table.push(row(
+            sys!(SYS_ioctl),
+            When::All(vec![arg(1, CmpOp::Eq(request))]),
+            eperm,
+            Guarantee::Tty,
+        ));
+    }
+
+    let personas = [
+        PER_LINUX,
+        PER_LINUX32,
+        UNAME26,
+        PER_LINUX32 | UNAME26,
+        PERSONALITY_QUERY,
+    ];
+    let other_persona = personas
+        .into_iter()
+        .map(|persona| arg(0, CmpOp::Ne(persona)))
+        .collect();
+    table.push(row(
+        sys!(SYS_personality),
+        When::All(other_persona),
+        eperm,
+        Guarantee::Priv,
+    ));
+
+    if network_off {
+        let mut allowed = vec![AF_UNIX];
+        if netns_isolates {
+            allowed.extend([AF_INET, AF_INET6, AF_NETLINK]);
+        }
+        let other_domain = allowed
+            .into_iter()
+            .map(|domain| arg(0, CmpOp::Ne(domain)))
+            .collect();
+        table.push(row(
+            sys!(SYS_socket),
+            When::All(other_domain),
+            eperm,
+            Guarantee::Net,
+        ));
+        if netns_isolates {
+            let netlink_not_route = vec![
+                arg(0, CmpOp::Eq(AF_NETLINK)),
+                arg(2, CmpOp::Ne(NETLINK_ROUTE)),
+            ];
+            table.push(row(
+                sys!(SYS_socket),
+                When::All(netlink_not_route),
+                eperm,
+                Guarantee::Net,
+            ));
+        }
+        table.push(row(
+            sys!(SYS_socketpair),
+            When::All(vec![arg(0, CmpOp::Ne(AF_UNIX))]),
+            eperm,
+            Guarantee::Net,
+        ));
+    }
+
+    if deny_unix_sockets {
+        table.push(row(
+            sys!(SYS_socket),
+            When::All(vec![arg(0, CmpOp::Eq(AF_UNIX))]),
+            eperm,
+            Guarantee::Ipc,
+        ));
+        for kind in [SOCK_DGRAM, SOCK_RAW] {
+            let unix_datagram = vec![
+                arg(0, CmpOp::Eq(AF_UNIX)),
+                arg(
+                    1,
+                    CmpOp::MaskedEq {
+                        mask: SOCK_TYPE_MASK,
+                        value: kind,
+                    },
+                ),
+            ];
+            table.push(row(
+                sys!(SYS_socketpair),
+                When::All(unix_datagram),
+                eperm,
+                Guarantee::Ipc,
+            ));
+        }
+    }
+
+    table
+}
+
+/// The name of a profile as it appears in policy files and error messages.
+#[must_use]
+pub fn profile_name(profile: SeccompProfile) -> &'static str {
+    match profile {
+        SeccompProfile::None => "none",
+        SeccompProfile::Confined => "confined",
+        SeccompProfile::ConfinedNoNetwork => "confined-no-network",
+    }
+}
+
+/// Compiles the table of `profile` under `options` for the running architecture (x86_64 or
+/// aarch64; any other architecture is an error), with the architecture check and the x32 guard
+/// described in the module docs.
+///
+/// # Errors
+///
+/// [`SandboxError::SeccompBuild`] for [`SeccompProfile::None`] (no filter: install nothing), on an
+/// unsupported architecture, or when the table cannot be compiled (a bug in the table).
+pub fn compile(
+    profile: SeccompProfile,
+    options: SeccompOptions,
+) -> Result<BpfProgram, SandboxError> {
+    let name = profile_name(profile);
+    let build_error = |message: String| SandboxError::SeccompBuild {
+        profile: name.to_owned(),
+        message,
+    };
+    match profile {
+        SeccompProfile::None => {
+            return Err(build_error(
+                "profile `none` has no filter; the launcher installs nothing for it".to_owned(),
+            ));
+        }
+        SeccompProfile::Confined | SeccompProfile::ConfinedNoNetwork => {}
+    }
+    let arch = running_arch().map_err(build_error)?;
+    build_program(&rules(profile, options), arch).map_err(build_error)
+}
+
+/// The architecture this process makes syscalls with.
+fn running_arch() -> Result<TargetArch, String> {
+    match std::env::consts::ARCH {
+        "x86_64" => Ok(TargetArch::x86_64),
+        "aarch64" => Ok(TargetArch::aarch64),
+        other => Err(format!(
+            "unsupported architecture `{other}` (bridle supports x86_64 and aarch64)"
+        )),
+    }
+}
+
+/// `seccompiler` compiles one action per filter, so the table is split by errno into one
+/// `SeccompFilter` per errno, each compiled separately; the bodies are then chained into one
+/// program in which the "allow" of one body falls through to the next body.
+fn build_program(table: &[DenyRule], arch: TargetArch) -> Result<BpfProgram, String> {
+    let mut groups: Vec<(i32, Vec<&DenyRule>)> = Vec::new();
+    for rule in table {
+        if let Some(other) = table
+            .iter()
+            .find(|other| other.nr == rule.nr && other.errno != rule.errno)
+        {
+            return Err(format!(
+                "syscall `{}` is denied with two errnos ({} and {})",
+                rule.syscall, rule.errno, other.errno
+            ));
+        }
+        match groups.iter_mut().find(|(errno, _)| *errno == rule.errno) {
+            Some((_, rows)) => rows.push(rule),
+            None => groups.push((rule.errno, vec![rule])),
+        }
+    }
+
+    let mut program = arch_check(arch)?;
+    program.extend(abi_guard(arch));
+    for (errno, rows) in groups {
+        let body = compile_group(errno, &rows, arch)?;
+        let prefix = body
+            .get(..ARCH_CHECK_LEN)
+            .ok_or("seccompiler returned a truncated program")?;
+        if prefix != arch_check(arch)?.as_slice() {
+            return Err("seccompiler's architecture check is not the expected one".to_owned());
+        }
+        program.extend(fall_through_on_allow(
+            body.get(ARCH_CHECK_LEN..).unwrap_or_default(),
+        )?);
+    }
+    program.push(ret(libc::SECCOMP_RET_ALLOW));
+
+    if program.len() > BPF_MAXINSNS {
+        return Err(format!(
+            "the filter has {} instructions, more than the kernel's {BPF_MAXINSNS}",
+            program.len()
+        ));
+    }
+    Ok(program)
+}
+
+/// The kernel's limit on the length of a seccomp program.
+const BPF_MAXINSNS: usize = 4096;
+
+/// Compiles the rows of one errno with `seccompiler` (mismatch: allow; match: that errno).
+fn compile_group(errno: i32, rows: &[&DenyRule], arch: TargetArch) -> Result<BpfProgram, String> {
+    let errno_u32 = u32::try_from(errno).map_err(|_| format!("errno {errno} is negative"))?;
+    let mut chains: std::collections::BTreeMap<i64, Option<Vec<SeccompRule>>> =
+        std::collections::BTreeMap::new();
+    for rule in rows {
+        let chain = chains.entry(rule.nr).or_insert_with(|| Some(Vec::new()));
+        match &rule.when {
+            // An empty rule vector means "whatever the arguments" to seccompiler, and dominates
+            // any conditional row of the same syscall (OR).
+            When::Always => *chain = None,
+            When::All(cmps) => {
+                if let Some(chain) = chain {
+                    chain.push(seccomp_rule(rule.syscall, cmps)?);
+                }
+            }
+        }
+    }
+    let chains = chains
+        .into_iter()
+        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
+        .collect();
+    let filter = SeccompFilter::new(
+        chains,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno_u32),
+        arch,
+    )
+    .map_err(|error| error.to_string())?;
+    BpfProgram::try_from(filter).map_err(|error| error.to_string())
+}
+
+fn seccomp_rule(syscall: &str, cmps: &[ArgCmp]) -> Result<SeccompRule, String> {
+    let conditions = cmps
+        .iter()
+        .map(|cmp| {
+            let op = match cmp.op {
+                CmpOp::Eq(value) => (SeccompCmpOp::Eq, value),
+                CmpOp::Ne(value) => (SeccompCmpOp::Ne, value),
+                CmpOp::MaskedEq { mask, value } => (SeccompCmpOp::MaskedEq(u64::from(mask)), value),
+            };
+            SeccompCondition::new(cmp.index, SeccompCmpArgLen::Dword, op.0, u64::from(op.1))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("row for `{syscall}`: {error}"))?;
+    SeccompRule::new(conditions).map_err(|error| format!("row for `{syscall}`: {error}"))
+}
+
+// Classic BPF opcodes and seccomp_data offsets (include/uapi/linux/{filter,bpf_common,seccomp}.h).
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JMP_JA: u16 = 0x05;
+const BPF_JMP_JEQ_K: u16 = 0x15;
+const BPF_JMP_JGE_K: u16 = 0x35;
+const BPF_RET_K: u16 = 0x06;
+const SECCOMP_DATA_NR: u32 = 0;
+const SECCOMP_DATA_ARCH: u32 = 4;
+const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+const AUDIT_ARCH_AARCH64: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+/// `__X32_SYSCALL_BIT`.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const ARCH_CHECK_LEN: usize = 3;
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+fn ret(action: u32) -> sock_filter {
+    stmt(BPF_RET_K, action)
+}
+
+/// What `seccompiler` puts first in every program (checked against its output): load the arch,
+/// skip the kill if it is ours, kill the process otherwise.
+fn arch_check(arch: TargetArch) -> Result<BpfProgram, String> {
+    let audit_arch = match arch {
+        TargetArch::x86_64 => AUDIT_ARCH_X86_64,
+        TargetArch::aarch64 => AUDIT_ARCH_AARCH64,
+        TargetArch::riscv64 => return Err("unsupported architecture `riscv64`".to_owned()),
+    };
+    Ok(vec![
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH),
+        jump(BPF_JMP_JEQ_K, audit_arch, 1, 0),
+        ret(libc::SECCOMP_RET_KILL_PROCESS),
+    ])
+}
+
+/// x86_64 only: kill the process on an x32 syscall number (bit 30 set), except -1.
+fn abi_guard(arch: TargetArch) -> Vec<sock_filter> {
+    match arch {
+        TargetArch::x86_64 => vec![
+            stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+            jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 2),
+            jump(BPF_JMP_JEQ_K, u32::MAX, 1, 0),
+            ret(libc::SECCOMP_RET_KILL_PROCESS),
+        ],
+        TargetArch::aarch64 | TargetArch::riscv64 => Vec::new(),
+    }
+}
+
+/// Rewrites every "return allow" of a compiled body into a jump just past the body's end, so the
+/// next body (or the final allow) decides. `seccompiler`'s jumps never leave the body, so the
+/// rewritten body is well formed; its match actions (errno) still return.
+fn fall_through_on_allow(body: &[sock_filter]) -> Result<Vec<sock_filter>, String> {
+    let allow = ret(libc::SECCOMP_RET_ALLOW);
+    let len = body.len();
+    body.iter()
+        .enumerate()
+        .map(|(index, instruction)| {
+            if *instruction == allow {
+                let distance = len - index - 1;
+                let distance =
+                    u32::try_from(distance).map_err(|_| "filter body too long".to_owned())?;
+                Ok(stmt(BPF_JMP_JA, distance))
+            } else {
+                Ok(instruction.clone())
+            }
+        })
+        .collect()
+}
+
+/// Installs a compiled program on the calling thread only (no thread sync): that thread and
+/// everything it forks or execs from now on run under the filter; other threads of the process
+/// do not. Irreversible.
+///
+/// `seccompiler` sets `PR_SET_NO_NEW_PRIVS` on the calling thread before installing (the kernel
+/// requires it, or `CAP_SYS_ADMIN`); the launcher sets it earlier anyway and verifies
+/// `NoNewPrivs: 1` and `Seccomp: 2` in `/proc/self/status` afterwards. Allocates only on error, so
+/// it is usable between `fork` and `exec`.
+///
+/// # Errors
+///
+/// [`SandboxError::SeccompInstall`] when the program is empty or longer than the kernel allows,
+/// or when `prctl` or `seccomp` fails.
+pub fn install_on_current_thread(
+    program: &[sock_filter],
+    profile_name: &str,
+) -> Result<(), SandboxError> {
+    let install_error = |source: io::Error| SandboxError::SeccompInstall {
+        profile: profile_name.to_owned(),
+        source,
+    };
+    if program.is_empty() || program.len() > BPF_MAXINSNS {
+        return Err(install_error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "program has {} instructions; 1 to {BPF_MAXINSNS} are allowed",
+                program.len()
+            ),
+        )));
+    }
+    seccompiler::apply_filter(program).map_err(|error| {
+        install_error(match error {
+            seccompiler::Error::Prctl(source) | seccompiler::Error::Seccomp(source) => source,
+            other => io::Error::other(other.to_string()),
+        })
+    })
+}
+
+#[cfg(test)]
+#[path = "seccomp_tests.rs"]
+mod tests;

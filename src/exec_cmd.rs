@@ -1,0 +1,87 @@
+//! `bridle exec`: run one command confined by the policy.
+
+use std::io::Write;
+
+use anyhow::Result;
+use bridle_policy::Overrides;
+use bridle_sandbox::{Outcome, Sandbox, Spawned};
+
+use crate::cli::{ExecArgs, GlobalArgs};
+use crate::session_facts::Facts;
+
+/// Exit status when the sandbox could not be established.
+pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 125;
+/// Exit status when `--timeout` passed.
+pub const EXIT_TIMEOUT: u8 = 124;
+
+fn say(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "bridle: {line}");
+}
+
+/// Runs `bridle exec`; returns the exit status.
+pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
+    match run_inner(global, args) {
+        Ok(code) => code,
+        Err(err) => {
+            say(&crate::error_chain(&err));
+            EXIT_SANDBOX_UNAVAILABLE
+        }
+    }
+}
+
+fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
+    let facts = Facts::gather(global)?;
+    let overrides = Overrides {
+        mode: args.mode,
+        network: args.network,
+        allow_write: args
+            .allow_write
+            .iter()
+            .map(|p| {
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+                    .to_string()
+            })
+            .collect(),
+    };
+    let policy = facts.load_policy(global, overrides)?;
+    let temp_dir = facts.run_temp_dir();
+    let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
+    let launcher = std::env::current_exe()?;
+    let sandbox = match Sandbox::prepare(plan.spec, bridle_sandbox::probe(), launcher) {
+        Ok(s) => s,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
+    let cwd = std::env::current_dir()?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    bridle_sandbox::launcher::ignore_terminal_signals();
+    let launch = sandbox.launch(args.argv.clone(), &cwd);
+    let code = match launch.spawn() {
+        Err(refusal) => {
+            say(&refusal.to_string());
+            EXIT_SANDBOX_UNAVAILABLE
+        }
+        Ok(Spawned::ExecFailed(failure)) => {
+            say(&failure.cause);
+            u8::try_from(failure.code).unwrap_or(127)
+        }
+        Ok(Spawned::Running(running)) => match running.wait(args.timeout) {
+            Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
+            Outcome::TimedOut => {
+                let secs = args.timeout.map_or(0.0, |d| d.as_secs_f64());
+                say(&format!(
+                    "timed out after {secs}s; the whole process tree was killed"
+                ));
+                EXIT_TIMEOUT
+            }
+        },
+    };
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(&temp_dir);
+    Ok(code)
+}
