@@ -47,10 +47,13 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             .collect(),
     };
     let policy = facts.load_policy(global, overrides)?;
+    crate::session_facts::ensure_temp_base()?;
+    sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
     let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
     let launcher = std::env::current_exe()?;
-    let sandbox = match Sandbox::prepare(plan.spec, bridle_sandbox::probe(), launcher) {
+    // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
+    let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {
         Ok(s) => s,
         Err(refusal) => {
             say(&refusal.to_string());
@@ -61,7 +64,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     bridle_sandbox::launcher::ignore_terminal_signals();
     let launch = sandbox.launch(args.argv.clone(), &cwd);
-    let code = match launch.spawn() {
+    let code = match sandbox.spawn(launch) {
         Err(refusal) => {
             say(&refusal.to_string());
             EXIT_SANDBOX_UNAVAILABLE
@@ -84,4 +87,25 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)
+}
+
+/// Removes private temp dirs left by earlier runs whose bridle process is gone (killed before
+/// it could clean up). Names are `run-<pid>-<nonce>`; a live pid is never touched.
+fn sweep_stale_run_dirs() {
+    let Ok(entries) = std::fs::read_dir(crate::session_facts::temp_base()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|r| r.split('-').next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }

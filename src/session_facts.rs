@@ -22,6 +22,41 @@ pub fn temp_base() -> PathBuf {
     PathBuf::from("/var/tmp").join(format!("bridle-{uid}"))
 }
 
+/// Creates [`temp_base`] if needed and checks it is safe to use: a real directory (not a
+/// symlink) owned by us and not writable by anyone else. `/var/tmp` is shared and sticky, so
+/// another user could have created the name first to make our private temp dirs theirs.
+pub fn ensure_temp_base() -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let base = temp_base();
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("creating the temp dir base `{}`", base.display()));
+        }
+    }
+    let meta = std::fs::symlink_metadata(&base)
+        .with_context(|| format!("inspecting `{}`", base.display()))?;
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    if !meta.is_dir() || meta.uid() != me || meta.permissions().mode() & 0o022 != 0 {
+        bail!(
+            "refusing the temp dir base `{}`: it must be a directory owned by uid {me} and writable only by it (found uid {}, mode {:o}{})",
+            base.display(),
+            meta.uid(),
+            meta.permissions().mode() & 0o7777,
+            if meta.file_type().is_symlink() {
+                ", a symlink"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(base)
+}
+
 /// The host facts for one invocation.
 #[derive(Debug, Clone)]
 pub struct Facts {

@@ -50,6 +50,8 @@ pub enum Mechanism {
     EnvFilter,
     /// setrlimit.
     Rlimits,
+    /// A pids cgroup (the process limit for root).
+    CgroupPids,
     /// The parent's wall-clock timer.
     WallTimer,
 }
@@ -101,6 +103,8 @@ pub struct MechanismPlan {
     pub seccomp_deny_unix: bool,
     /// Drop capabilities and set no_new_privs.
     pub drop_privileges: bool,
+    /// Enforce the process limit with a pids cgroup (root, where RLIMIT_NPROC does not bind).
+    pub cgroup_pids: bool,
 }
 
 /// The assessment of a spec on a host.
@@ -149,6 +153,7 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
         seccomp_network_off: network_off,
         seccomp_deny_unix: block_unix,
         drop_privileges: confine,
+        cgroup_pids: probe.root && spec.limits.processes.is_some() && probe.cgroup_pids.is_ok(),
     };
     let why_ns = || {
         let mut reasons = Vec::new();
@@ -279,7 +284,20 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                 }
                 Guarantee::Fd => by.push(Mechanism::CloseRange),
                 Guarantee::Env => by.push(Mechanism::EnvFilter),
-                Guarantee::Res => by.extend([Mechanism::Rlimits, Mechanism::WallTimer]),
+                Guarantee::Res => {
+                    if probe.root && spec.limits.processes.is_some() {
+                        match &probe.cgroup_pids {
+                            Ok(_) => by.extend([Mechanism::Rlimits, Mechanism::CgroupPids, Mechanism::WallTimer]),
+                            Err(e) => {
+                                note = Some(format!(
+                                    "the process limit cannot be enforced for root: the kernel never applies RLIMIT_NPROC to uid 0, and {e}"
+                                ));
+                            }
+                        }
+                    } else {
+                        by.extend([Mechanism::Rlimits, Mechanism::WallTimer]);
+                    }
+                }
             }
             GuaranteeStatus { guarantee: g, provided_by: by, note, accepted_missing: spec.accept_missing.contains(&g) }
         })

@@ -19,7 +19,10 @@
 #![warn(missing_docs)]
 
 pub mod assess;
+pub mod cgroup;
 mod error;
+#[cfg(feature = "test-support")]
+pub mod fault;
 pub mod landlock_rules;
 pub mod launcher;
 pub mod mounts;

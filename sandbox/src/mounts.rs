@@ -25,10 +25,11 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use bridle_policy::{Guarantee, SandboxSpec};
+use nix::fcntl::{Flock, FlockArg};
 use nix::mount::{MsFlags, mount};
 use serde::{Deserialize, Serialize};
 
@@ -76,20 +77,159 @@ pub struct MountPlan {
     pub keep_in_hidden: Vec<PathBuf>,
 }
 
+/// The name of the marker file inside every placeholder directory bridle creates, so that any
+/// later run (not only the one that created it) recognises it and may remove it.
+pub const PLACEHOLDER_MARKER: &str = ".bridle-placeholder";
+
 /// What the parent did to the host to prepare the plan, undone after the run.
+///
+/// Placeholders are shared between concurrent runs in one workspace: a run that finds an
+/// existing directory on a protected path binds it read-only like any other. Removing such a
+/// directory on the host while another run's mount view has it as a mount point would lazily
+/// detach that mount in the other run (the kernel does so for `rmdir` of a mount point in
+/// another mount namespace), and the other run could then create `.git/hooks` on the host. So
+/// every run holds a shared `flock` on each directory of its protected paths for as long as it
+/// lives, and a placeholder is removed only under an exclusive, non-blocking lock: by the last
+/// run that used it, whichever created it. Placeholders carry a [`PLACEHOLDER_MARKER`] file so
+/// that runs other than their creator (or a run after a crashed one) recognise them.
 #[derive(Debug, Default)]
 pub struct Placeholders {
     created: Vec<PathBuf>,
+    held: Vec<HeldDir>,
+}
+
+/// A directory on a protected path, with the shared lock this run holds on it.
+#[derive(Debug)]
+struct HeldDir {
+    path: PathBuf,
+    id: (u64, u64),
+    /// `None` when the filesystem does not support `flock`; such a placeholder is never removed.
+    _lock: Option<Flock<std::fs::File>>,
+}
+
+/// Whether the directory at `path` is still the one with identity `id` (device, inode).
+fn same_dir(path: &Path, id: (u64, u64)) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == id)
+}
+
+fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+        .open(path)
 }
 
 impl Placeholders {
-    /// Removes placeholder directories created for missing protected paths (only if still
-    /// empty; deepest first).
+    /// Takes a shared lock on the directory at `dir` and keeps it until [`Placeholders::remove`].
+    /// `Ok(false)` when the directory vanished or was replaced meanwhile (the caller walks again).
+    fn hold(&mut self, dir: &Path) -> Result<bool, MountFailure> {
+        let file = match open_dir(dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!("opening protected directory `{}`: {e}", dir.display()),
+                ));
+            }
+        };
+        let meta = file.metadata().map_err(|e| {
+            fail(
+                Guarantee::FsProtect,
+                format!("inspecting `{}`: {e}", dir.display()),
+            )
+        })?;
+        let id = (meta.dev(), meta.ino());
+        if self.held.iter().any(|h| h.path == dir && h.id == id) {
+            return Ok(same_dir(dir, id));
+        }
+        let mut pending = file;
+        let lock = loop {
+            match Flock::lock(pending, FlockArg::LockShared) {
+                Ok(lock) => break Some(lock),
+                Err((again, nix::errno::Errno::EINTR)) => pending = again,
+                // No flock on this filesystem: protect it anyway, never remove it.
+                Err(_) => break None,
+            }
+        };
+        // Another run may have removed (and someone re-created) it while we waited.
+        if !same_dir(dir, id) {
+            return Ok(false);
+        }
+        self.held.push(HeldDir {
+            path: dir.to_path_buf(),
+            id,
+            _lock: lock,
+        });
+        Ok(true)
+    }
+
+    /// Removes the placeholder directories no other run is using any more: the ones this run
+    /// created and the ones it found (marked by [`PLACEHOLDER_MARKER`]). Deepest first; a
+    /// placeholder another run still holds stays, and that run removes it when it ends.
     pub fn remove(&mut self) {
-        for dir in self.created.drain(..).rev() {
-            let _ = std::fs::remove_dir(&dir);
+        let held = std::mem::take(&mut self.held);
+        let created = std::mem::take(&mut self.created);
+        let mut candidates: Vec<(PathBuf, (u64, u64))> = held
+            .iter()
+            .filter(|h| created.contains(&h.path) || h.path.join(PLACEHOLDER_MARKER).is_file())
+            .map(|h| (h.path.clone(), h.id))
+            .collect();
+        // Created but never held (preparing failed in between): as found now.
+        for path in &created {
+            if !candidates.iter().any(|(p, _)| p == path)
+                && let Ok(meta) = std::fs::symlink_metadata(path)
+            {
+                candidates.push((path.clone(), (meta.dev(), meta.ino())));
+            }
+        }
+        // Release our own shared locks first: the exclusive lock below must only fail because
+        // of other runs.
+        drop(held);
+        candidates.sort_by(|(a, _), (b, _)| {
+            b.components()
+                .count()
+                .cmp(&a.components().count())
+                .then_with(|| a.cmp(b))
+        });
+        candidates.dedup_by(|a, b| a.0 == b.0);
+        for (path, id) in candidates {
+            remove_placeholder(&path, id);
         }
     }
+}
+
+/// Removes the placeholder at `path` when it is still the directory `id`, holds nothing but its
+/// marker, and no other run holds a lock on it.
+fn remove_placeholder(path: &Path, id: (u64, u64)) {
+    let Ok(file) = open_dir(path) else { return };
+    let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+        return;
+    };
+    if !same_dir(path, id) {
+        return;
+    }
+    if !holds_only_marker(path) {
+        return;
+    }
+    let _ = std::fs::remove_file(path.join(PLACEHOLDER_MARKER));
+    let _ = std::fs::remove_dir(path);
+    drop(lock);
+}
+
+/// Whether the directory `dir` is a bare placeholder: it holds its marker and nothing else.
+fn holds_only_marker(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut marked = false;
+    for entry in entries {
+        match entry {
+            Ok(e) if e.file_name() == PLACEHOLDER_MARKER => marked = true,
+            _ => return false,
+        }
+    }
+    marked
 }
 
 impl Drop for Placeholders {
@@ -104,11 +244,13 @@ fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
 
 /// Prepares the mount plan on the host side.
 ///
-/// For every protected path, walks its components below the writable root: a symlink on the
-/// way is a refusal (a protected path must not be redirectable); the first missing component
-/// gets an empty placeholder directory which is then protected itself (so a missing `.git` at
-/// the root cannot be created, and git ignores an empty `.git` directory); an existing
-/// non-directory on the way is protected itself.
+/// For every protected path (shallowest first; one below an already protected path is covered
+/// by it), walks its components below the writable root: a symlink on the way is a refusal (a
+/// protected path must not be redirectable); the first missing component gets a placeholder
+/// directory, holding only a [`PLACEHOLDER_MARKER`], which is then protected itself (so a
+/// missing `.git` at the root cannot be created, and git ignores a `.git` directory without
+/// `HEAD`); an existing placeholder or non-directory on the way is protected itself. See
+/// [`Placeholders`] for how concurrent runs share placeholders.
 pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFailure> {
     let mut placeholders = Placeholders::default();
     std::fs::create_dir_all(&spec.temp_dir)
@@ -157,8 +299,12 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         .collect();
 
     let mut pins = Vec::new();
-    let mut protected = Vec::new();
-    for path in &spec.protected_paths {
+    let mut protected: Vec<PathBuf> = Vec::new();
+    // Shallow first: a path below one that is already protected (read-only) needs nothing more,
+    // in particular no placeholder of its own inside a placeholder.
+    let mut requested: Vec<&PathBuf> = spec.protected_paths.iter().collect();
+    requested.sort_by_key(|p| p.components().count());
+    for path in requested {
         let Some(root) = outermost
             .iter()
             .filter(|r| path.starts_with(r))
@@ -166,49 +312,10 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         else {
             continue;
         };
-        let relative = path.strip_prefix(root).unwrap_or(path);
-        let mut current = root.clone();
-        let mut chain = Vec::new();
-        for component in relative.components() {
-            current.push(component);
-            match std::fs::symlink_metadata(&current) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(fail(
-                        Guarantee::FsProtect,
-                        format!(
-                            "protected path `{}` goes through the symlink `{}`, which the sandboxed command could redirect",
-                            path.display(),
-                            current.display()
-                        ),
-                    ));
-                }
-                Ok(meta) if meta.is_dir() => chain.push(current.clone()),
-                Ok(_) => {
-                    chain.push(current.clone());
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir(&current).map_err(|e| {
-                        fail(
-                            Guarantee::FsProtect,
-                            format!(
-                                "creating a placeholder for missing protected path `{}`: {e}",
-                                current.display()
-                            ),
-                        )
-                    })?;
-                    placeholders.created.push(current.clone());
-                    chain.push(current.clone());
-                    break;
-                }
-                Err(e) => {
-                    return Err(fail(
-                        Guarantee::FsProtect,
-                        format!("inspecting `{}`: {e}", current.display()),
-                    ));
-                }
-            }
+        if protected.iter().any(|t| path.starts_with(t)) {
+            continue;
         }
+        let chain = protected_chain(root, path, &mut placeholders)?;
         if let Some((target, ancestors)) = chain.split_last() {
             pins.extend(ancestors.iter().cloned());
             protected.push(target.clone());
@@ -257,6 +364,105 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         keep_in_hidden,
     };
     Ok((plan, placeholders))
+}
+
+/// The existing directories leading to the protected `path` below `root`, ending with what is
+/// protected: `path` itself, the first existing non-directory on the way, or a fresh placeholder
+/// for the first missing component. Every directory in the chain is held (shared lock). Walks
+/// again when a concurrent run changes the path meanwhile.
+fn protected_chain(
+    root: &Path,
+    path: &Path,
+    placeholders: &mut Placeholders,
+) -> Result<Vec<PathBuf>, MountFailure> {
+    for _ in 0..16 {
+        if let Some(chain) = try_protected_chain(root, path, placeholders)? {
+            return Ok(chain);
+        }
+    }
+    Err(fail(
+        Guarantee::FsProtect,
+        format!(
+            "protected path `{}` keeps changing while the sandbox is prepared",
+            path.display()
+        ),
+    ))
+}
+
+/// One walk of [`protected_chain`]; `None` when it raced with another run.
+fn try_protected_chain(
+    root: &Path,
+    path: &Path,
+    placeholders: &mut Placeholders,
+) -> Result<Option<Vec<PathBuf>>, MountFailure> {
+    let relative = path.strip_prefix(root).unwrap_or(path);
+    let mut current = root.to_path_buf();
+    let mut chain = Vec::new();
+    for component in relative.components() {
+        current.push(component);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!(
+                        "protected path `{}` goes through the symlink `{}`, which the sandboxed command could redirect",
+                        path.display(),
+                        current.display()
+                    ),
+                ));
+            }
+            Ok(meta) if meta.is_dir() => {
+                if !placeholders.hold(&current)? {
+                    return Ok(None);
+                }
+                chain.push(current.clone());
+                // Another run's placeholder: protect it as it is, as that run does, rather than
+                // nesting placeholders of our own inside it.
+                if holds_only_marker(&current) {
+                    break;
+                }
+            }
+            Ok(_) => {
+                chain.push(current.clone());
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::create_dir(&current) {
+                    Ok(()) => {}
+                    // Another run created it first: walk again and share it.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+                    Err(e) => {
+                        return Err(fail(
+                            Guarantee::FsProtect,
+                            format!(
+                                "creating a placeholder for missing protected path `{}`: {e}",
+                                current.display()
+                            ),
+                        ));
+                    }
+                }
+                placeholders.created.push(current.clone());
+                std::fs::File::create(current.join(PLACEHOLDER_MARKER)).map_err(|e| {
+                    fail(
+                        Guarantee::FsProtect,
+                        format!("marking the placeholder `{}`: {e}", current.display()),
+                    )
+                })?;
+                if !placeholders.hold(&current)? {
+                    return Ok(None);
+                }
+                chain.push(current.clone());
+                break;
+            }
+            Err(e) => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!("inspecting `{}`: {e}", current.display()),
+                ));
+            }
+        }
+    }
+    Ok(Some(chain))
 }
 
 fn cstr(path: &Path) -> Result<CString, MountFailure> {
@@ -322,6 +528,20 @@ fn remount_read_only(target: &Path, guarantee: Guarantee) -> Result<(), MountFai
     })
 }
 
+/// Whether `path` exists in the view being built. A masked path that is not there (for example
+/// a home below `/tmp`, which the private `/tmp` replaces) cannot be read by that path at all, so
+/// there is nothing to mask.
+fn visible_in_view(path: &Path) -> Result<bool, MountFailure> {
+    match std::fs::metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(fail(
+            Guarantee::FsMask,
+            format!("inspecting masked path `{}`: {e}", path.display()),
+        )),
+    }
+}
+
 /// Builds the view in the current (fresh) mount namespace, except `/proc`. Must run before the
 /// PID namespace's init mounts `/proc`, in a process that holds CAP_SYS_ADMIN over the mount
 /// namespace.
@@ -374,15 +594,6 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
                 )
             })?;
     }
-    let mask_tree = if plan.masked_files.is_empty() {
-        None
-    } else {
-        Some(clone_tree(&mask_file, FsMask)?)
-    };
-    if let Some(tree) = &mask_tree {
-        sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
-            .map_err(|e| fail(FsMask, format!("making the mask file read-only: {e}")))?;
-    }
 
     sys::mount_setattr_path(c"/", sys::MOUNT_ATTR_RDONLY, 0)
         .map_err(|e| fail(FsWrite, format!("making `/` read-only: {e}")))?;
@@ -416,15 +627,23 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
     let mask_flags =
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     for dir in &plan.masked_dirs {
+        if !visible_in_view(dir)? {
+            continue;
+        }
         mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", FsMask)?;
     }
-    if let Some(tree) = &mask_tree {
-        for file in &plan.masked_files {
-            let again = sys::open_tree_clone(&cstr(&mask_file)?)
-                .map_err(|e| fail(FsMask, format!("cloning the mask file: {e}")))?;
-            let _ = tree;
-            attach(&again, file, FsMask)?;
+    for file in &plan.masked_files {
+        if !visible_in_view(file)? {
+            continue;
         }
+        // Each bind needs its own clone (attaching consumes it), made read-only before it is
+        // attached, so not even the mask file's metadata can be
+        // changed through a masked path.
+        let again = sys::open_tree_clone(&cstr(&mask_file)?)
+            .map_err(|e| fail(FsMask, format!("cloning the mask file: {e}")))?;
+        sys::mount_setattr_fd(again.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| fail(FsMask, format!("making the mask file read-only: {e}")))?;
+        attach(&again, file, FsMask)?;
     }
 
     build_dev(dev_nodes, plan.private_tmp)?;
@@ -530,4 +749,60 @@ pub fn mount_proc() -> Result<(), MountFailure> {
             format!("mounting /proc for the PID namespace: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_protected_path_gets_a_marked_placeholder_that_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".git")]);
+        assert!(holds_only_marker(&ws.join(".git")));
+        run.remove();
+        assert!(!ws.join(".git").exists());
+    }
+
+    #[test]
+    fn placeholder_stays_while_another_run_holds_it() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let mut first = Placeholders::default();
+        let mut second = Placeholders::default();
+        protected_chain(ws, &ws.join(".git/hooks"), &mut first).unwrap();
+        // The second run protects the first run's placeholder as it is.
+        let chain = protected_chain(ws, &ws.join(".git/config"), &mut second).unwrap();
+        assert_eq!(chain, vec![ws.join(".git")]);
+        first.remove();
+        assert!(ws.join(".git").is_dir(), "removed under another run");
+        // The last run out removes it, though it did not create it.
+        second.remove();
+        assert!(!ws.join(".git").exists());
+    }
+
+    #[test]
+    fn existing_directories_are_held_and_never_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".git"), ws.join(".git/hooks")]);
+        run.remove();
+        assert!(ws.join(".git/hooks").is_dir());
+    }
+
+    #[test]
+    fn symlink_on_a_protected_path_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::os::unix::fs::symlink("/", ws.join(".git")).unwrap();
+        let mut run = Placeholders::default();
+        let err = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap_err();
+        assert_eq!(err.guarantee, Guarantee::FsProtect);
+    }
 }

@@ -22,6 +22,9 @@ pub const PINNED_LANDLOCK_ABI: i32 = 6;
 /// The result of probing the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostProbe {
+    /// Whether the namespace results were actually tried in a throwaway child (`false` for
+    /// [`quick`], whose namespace results are assumptions the launch itself verifies).
+    pub verified: bool,
     /// Whether bridle runs with euid 0.
     pub root: bool,
     /// The kernel's Landlock ABI, or why it is unavailable.
@@ -44,6 +47,9 @@ pub struct HostProbe {
     pub net_ns: Result<(), String>,
     /// Creating an IPC namespace worked.
     pub ipc_ns: Result<(), String>,
+    /// Where a pids cgroup can be created (the process limit for root, which RLIMIT_NPROC does
+    /// not bind).
+    pub cgroup_pids: Result<std::path::PathBuf, String>,
 }
 
 impl HostProbe {
@@ -68,6 +74,7 @@ pub fn probe_uncached() -> HostProbe {
     };
     let ns = probe_namespaces();
     HostProbe {
+        verified: true,
         root: geteuid().is_root(),
         landlock_abi,
         landlock_fs_rights,
@@ -79,6 +86,34 @@ pub fn probe_uncached() -> HostProbe {
         pid_ns: ns.pid,
         net_ns: ns.net,
         ipc_ns: ns.ipc,
+        cgroup_pids: crate::cgroup::pids_parent(),
+    }
+}
+
+/// A probe without the throwaway child: Landlock and seccomp are queried (cheap syscalls), the
+/// namespaces are assumed to work. Used on the launch path, where the launcher actually creates
+/// them: if one fails, the launch is refused and the caller re-plans with the full [`probe`].
+/// An assumption can therefore cost a retry, never confinement.
+pub fn quick() -> HostProbe {
+    let landlock_abi = sys::landlock_abi_version().map_err(|e| describe(&e));
+    let landlock_fs_rights = match landlock_abi {
+        Ok(v) => crate::landlock_rules::fs_right_names(v),
+        Err(_) => Vec::new(),
+    };
+    HostProbe {
+        verified: false,
+        root: geteuid().is_root(),
+        landlock_abi,
+        landlock_fs_rights,
+        seccomp: probe_seccomp(),
+        no_new_privs: Ok(()),
+        user_ns: Ok(()),
+        mount_ns: Ok(()),
+        mount_api: Ok(()),
+        pid_ns: Ok(()),
+        net_ns: Ok(()),
+        ipc_ns: Ok(()),
+        cgroup_pids: crate::cgroup::pids_parent(),
     }
 }
 

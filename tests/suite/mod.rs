@@ -1,3 +1,12 @@
+mod exec_fs;
+mod exec_ipc;
+mod exec_misc;
+mod exec_network;
+mod exec_priv;
+mod exec_proc;
+mod exec_tree;
+mod fail_closed;
 mod policy_bad_input;
 mod policy_cli;
+mod probe_cli;
 mod support;

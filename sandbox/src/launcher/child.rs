@@ -109,6 +109,16 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
             "the parent exited before the launcher started",
         ));
     }
+    // The run's pids cgroup (the process limit for root): join it before anything is forked,
+    // and while still in the host's user namespace, which owns the cgroup files.
+    if let Some(procs) = &config.cgroup_procs {
+        std::fs::write(procs, "0\n").map_err(|e| {
+            fail(
+                Guarantee::Res,
+                format!("joining the pids cgroup `{}`: {e}", procs.display()),
+            )
+        })?;
+    }
     // Signals the launcher and init handle synchronously; the command resets them.
     let mut handled = SigSet::empty();
     for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP] {
@@ -255,7 +265,11 @@ fn supervise(command: Pid, subreaper: bool) -> i32 {
             Ok(Signal::SIGTERM) | Ok(Signal::SIGHUP) => {
                 let _ = kill(command, Signal::SIGKILL);
                 if subreaper {
+                    // This also reaps the command (its status is not seen by the loop above
+                    // any more), so return now: waiting for it again would wait forever, and
+                    // the launcher would outlive the tree it was told to end.
                     kill_descendants();
+                    return 128 + Signal::SIGKILL as i32;
                 } else if getpid().as_raw() == 1 {
                     // Returning from init kills the whole namespace.
                     return 128 + Signal::SIGKILL as i32;
@@ -381,14 +395,20 @@ fn command_stage(
             ),
         )
     })?;
-    apply_rlimits(spec)?;
+    apply_rlimits(spec, m.cgroup_pids && config.cgroup_procs.is_some())?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
 
     let mut landlock_abi = None;
     if m.landlock {
+        // The private /dev/shm of the mount view is writable like the private /tmp (POSIX shared
+        // memory lives there); the host's is not, so only with the view.
+        let mut writable = spec.writable_roots.clone();
+        if m.mount_view && config.mounts.private_tmp {
+            writable.push(PathBuf::from("/dev/shm"));
+        }
         let request = landlock_rules::LandlockRequest {
             readable: &spec.readable_roots,
-            writable: &spec.writable_roots,
+            writable: &writable,
             deny_tcp: m.landlock_deny_tcp,
         };
         let done = landlock_rules::restrict_current_thread(&request)
@@ -445,8 +465,22 @@ fn command_stage(
     sys::exit_now(code)
 }
 
-fn apply_rlimits(spec: &SandboxSpec) -> Result<(), Fail> {
+/// `pids_cgroup`: the launcher joined a pids cgroup that enforces `limits.processes`.
+fn apply_rlimits(spec: &SandboxSpec, pids_cgroup: bool) -> Result<(), Fail> {
     let l = &spec.limits;
+    // The kernel never applies RLIMIT_NPROC to a real uid of 0 (the root user is exempt whatever
+    // its capabilities), so for root a process limit needs the pids cgroup; without it, refuse
+    // (unless the profile accepts G-RES missing), whatever the parent assessed.
+    if l.processes.is_some()
+        && nix::unistd::getuid().is_root()
+        && !pids_cgroup
+        && !spec.accept_missing.contains(&Guarantee::Res)
+    {
+        return Err(fail(
+            Guarantee::Res,
+            "the process limit cannot be enforced for uid 0: the kernel never applies RLIMIT_NPROC to root; run bridle as an unprivileged user or accept G-RES missing",
+        ));
+    }
     for (resource, value, name) in [
         (Resource::RLIMIT_NPROC, l.processes, "processes"),
         (Resource::RLIMIT_AS, l.memory_bytes, "memory"),

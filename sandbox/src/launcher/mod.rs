@@ -62,6 +62,8 @@ fn refusal(guarantee: Option<Guarantee>, cause: impl Into<String>) -> Refusal {
 pub struct Sandbox {
     spec: SandboxSpec,
     assessment: Assessment,
+    /// Whether the assessment rests on a full probe (see [`crate::probe::quick`]).
+    verified: bool,
     mounts: MountPlan,
     placeholders: Placeholders,
     launcher: PathBuf,
@@ -100,6 +102,7 @@ impl Sandbox {
         Ok(Sandbox {
             spec,
             assessment,
+            verified: probe.verified,
             mounts,
             placeholders,
             launcher,
@@ -116,6 +119,37 @@ impl Sandbox {
         &self.assessment
     }
 
+    /// Spawns `launch`. When the launch is refused and the assessment rested on assumptions
+    /// ([`crate::probe::quick`]), probes the host for real and, if that changes which mechanisms
+    /// apply and every required guarantee is still provided, tries once more with the new plan.
+    /// Never runs anything with less than the spec requires.
+    pub fn spawn(&mut self, mut launch: Launch) -> Result<Spawned, Refusal> {
+        let first = launch.spawn_once();
+        let Err(refused) = first else { return first };
+        if self.verified {
+            return Err(refused);
+        }
+        self.verified = true;
+        let full = crate::probe::probe();
+        let reassessed = assess(&self.spec, full);
+        if reassessed.plan == self.assessment.plan {
+            return Err(refused);
+        }
+        tracing::info!(first = %refused, "launch refused under assumed host features; retrying with the probed plan");
+        self.assessment = reassessed;
+        if let Some(missing) = self.assessment.refusal() {
+            return Err(refusal(
+                Some(missing.guarantee),
+                missing
+                    .note
+                    .clone()
+                    .unwrap_or_else(|| "no mechanism on this host".into()),
+            ));
+        }
+        launch.config.mechanisms = self.assessment.plan;
+        launch.spawn_once()
+    }
+
     /// A launch of `argv` in `cwd`. Set stdio on [`Launch::command`] before spawning.
     pub fn launch(&self, argv: Vec<String>, cwd: &Path) -> Launch {
         let mut command = Command::new(&self.launcher);
@@ -130,8 +164,13 @@ impl Sandbox {
             parent_pid: getpid().as_raw(),
             uid: geteuid().as_raw(),
             gid: getegid().as_raw(),
+            cgroup_procs: None,
         };
-        Launch { command, config }
+        Launch {
+            command,
+            config,
+            pids_group: None,
+        }
     }
 }
 
@@ -162,6 +201,7 @@ pub struct Launch {
     /// bridle's (the command's environment comes from the spec).
     pub command: Command,
     config: LaunchConfig,
+    pids_group: Option<crate::cgroup::PidsGroup>,
 }
 
 /// How a launched command ended.
@@ -199,7 +239,16 @@ impl Launch {
 
     /// Spawns the launcher, sends it the config and waits until it reports that the command
     /// was exec'd under verified confinement (or why not).
-    pub fn spawn(mut self) -> Result<Spawned, Refusal> {
+    pub fn spawn_once(&mut self) -> Result<Spawned, Refusal> {
+        if self.config.mechanisms.cgroup_pids && self.pids_group.is_none() {
+            let parent =
+                crate::cgroup::pids_parent().map_err(|e| refusal(Some(Guarantee::Res), e))?;
+            let max = self.config.spec.limits.processes.unwrap_or(u64::MAX);
+            let group = crate::cgroup::PidsGroup::create(&parent, max)
+                .map_err(|e| refusal(Some(Guarantee::Res), e))?;
+            self.config.cgroup_procs = Some(group.procs_file());
+            self.pids_group = Some(group);
+        }
         let (config_read, config_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -229,7 +278,11 @@ impl Launch {
         // A launcher that died early closes its end; its status line says why.
         let _ = pipe.write_all(&text);
         drop(pipe);
-        let mut running = Running { child, ready: None };
+        let mut running = Running {
+            child,
+            ready: None,
+            pids_group: self.pids_group.take(),
+        };
         match read_status(status_read) {
             Ok(ready) => {
                 running.ready = Some(ready);
@@ -289,6 +342,8 @@ fn read_status(fd: OwnedFd) -> Result<ReadyReport, StatusEnd> {
 pub struct Running {
     child: Child,
     ready: Option<ReadyReport>,
+    /// Removed when the run is over (dropped after the wait).
+    pids_group: Option<crate::cgroup::PidsGroup>,
 }
 
 impl Running {
@@ -312,7 +367,12 @@ impl Running {
     /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
     /// passes. When this returns, no process of the tree is left.
     pub fn wait(self, timeout: Option<Duration>) -> Outcome {
-        let Running { mut child, .. } = self;
+        let Running {
+            mut child,
+            pids_group,
+            ..
+        } = self;
+        let _pids_group = pids_group;
         let pid = child.id();
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {

@@ -43,6 +43,8 @@ pub struct LaunchConfig {
     pub uid: u32,
     /// See `uid`.
     pub gid: u32,
+    /// The `cgroup.procs` file of the run's pids cgroup, which the launcher joins first.
+    pub cgroup_procs: Option<PathBuf>,
 }
 
 /// What was enforced, reported with `ready`.

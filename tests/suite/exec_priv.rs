@@ -1,0 +1,219 @@
+//! `bridle exec` and privileges: G-PRIV.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use pretty_assertions::assert_eq;
+
+use super::support::{ExecEnv, is_root, path_str};
+
+#[test]
+fn confined_process_has_no_capabilities_and_is_filtered() {
+    let e = ExecEnv::new();
+    let r = e.sh(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \\t' | tr ':' '='
+         echo uid=$(id -u)",
+    );
+    r.assert_ok();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(r.value(set), "0000000000000000", "{set}");
+    }
+    assert_eq!(r.value("NoNewPrivs"), "1");
+    assert_eq!(r.value("Seccomp"), "2");
+    // Root stays root by uid (file ownership keeps working) but holds nothing.
+    assert_eq!(
+        r.value("uid"),
+        nix::unistd::geteuid().as_raw().to_string(),
+        "the uid inside differs from bridle's"
+    );
+}
+
+#[test]
+fn files_created_inside_belong_to_the_invoking_user() {
+    // Positive case: dropping privileges does not change who the command is; what it creates
+    // in the workspace is the user's own, as without a sandbox.
+    let e = ExecEnv::new();
+    let r = e.sh("echo mine > mine.txt; mkdir dir; echo uid=$(id -u) gid=$(id -g)");
+    r.assert_ok();
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    assert_eq!(r.value("uid"), format!("{uid} gid={gid}"));
+    for name in ["mine.txt", "dir"] {
+        let meta = std::fs::metadata(e.workspace.join(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (uid, gid), "{name}");
+    }
+}
+
+#[test]
+fn capabilities_cannot_be_regained_through_exec_or_setuid() {
+    let e = ExecEnv::new();
+    // `mount` is setuid root on most systems; under no_new_privs it gains nothing.
+    let r = e.sh(
+        "ls -l /usr/bin/mount | cut -c4 | sed 's/^/setuid_bit=/'
+         /usr/bin/python3 -c 'print(\"child_capeff=\" + [l.split()[1] for l in open(\"/proc/self/status\") if l.startswith(\"CapEff\")][0])'
+         /usr/bin/python3 -c 'import os; os.setuid(0)' 2>/dev/null; echo setuid0=$?
+         /usr/bin/python3 -c 'import ctypes, sys; sys.exit(0 if ctypes.CDLL(None).prctl(39, 0, 0, 0, 0) == 1 else 1)'; echo nnp_in_child=$?",
+    );
+    r.assert_ok();
+    assert_eq!(r.value("child_capeff"), "0000000000000000");
+    r.assert_succeeded("nnp_in_child");
+    if !is_root() {
+        r.assert_failed("setuid0");
+    }
+}
+
+#[test]
+fn new_user_namespaces_are_denied() {
+    let e = ExecEnv::new();
+    let r = e.sh("unshare -r true; echo unshare_user=$?
+         unshare -r -m sh -c 'echo inside-userns'; echo unshare_user_mount=$?
+         unshare -n true; echo unshare_net=$?
+         unshare -p -f true; echo unshare_pid=$?
+         /usr/bin/python3 -c 'import os; os.unshare(os.CLONE_NEWUSER)'; echo python_unshare=$?");
+    r.assert_ok();
+    for step in [
+        "unshare_user",
+        "unshare_user_mount",
+        "unshare_net",
+        "unshare_pid",
+        "python_unshare",
+    ] {
+        r.assert_failed(step);
+    }
+    assert!(!r.stdout.contains("inside-userns"));
+}
+
+#[test]
+fn mounting_is_denied() {
+    let e = ExecEnv::new();
+    let r = e.sh("mkdir -p /tmp/x
+         mount -t tmpfs none /tmp/x; echo mount_tmpfs=$?
+         mount --bind /tmp/x \"$PWD\"; echo mount_bind=$?
+         umount /proc; echo umount_proc=$?
+         mount -o remount,rw /; echo remount_root=$?
+         grep -c ' /tmp/x ' /proc/self/mountinfo | sed 's/^/tmpx_mounts=/'");
+    r.assert_ok();
+    for step in ["mount_tmpfs", "mount_bind", "umount_proc", "remount_root"] {
+        r.assert_failed(step);
+    }
+    assert_eq!(r.value("tmpx_mounts"), "0");
+}
+
+#[test]
+fn kernel_interfaces_are_denied() {
+    let e = ExecEnv::new();
+    let r = e.python(
+        r#"
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {
+    "x86_64": {"bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
+               "userfaultfd": 323, "kexec_load": 246, "init_module": 175,
+               "finit_module": 313, "open_by_handle_at": 304, "setns": 308, "reboot": 169},
+    "aarch64": {"bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217,
+                "userfaultfd": 282, "kexec_load": 104, "init_module": 105,
+                "finit_module": 273, "open_by_handle_at": 265, "setns": 268, "reboot": 142},
+}[os.uname().machine]
+buf = ctypes.create_string_buffer(256)
+for name, nr in sorted(numbers.items()):
+    ctypes.set_errno(0)
+    if name == "reboot":
+        # Bad magic numbers: a permitted call would fail with EINVAL, never reboot.
+        ret = libc.syscall(nr, 0, 0, 0, 0)
+    else:
+        ret = libc.syscall(nr, 0, buf, 0, 0, 0)
+    print(name + "=" + ("ok" if ret >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")))
+"#,
+    );
+    r.assert_ok();
+    for name in [
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "add_key",
+        "userfaultfd",
+        "kexec_load",
+        "init_module",
+        "finit_module",
+        "open_by_handle_at",
+        "setns",
+        "reboot",
+    ] {
+        assert_eq!(r.value(name), "EPERM", "{name}\n{}", r.stdout);
+    }
+}
+
+/// Even when the sandboxed process is uid 0 (bridle run by root), a root-owned file outside the
+/// workspace keeps its content, mode and owner. Unprivileged, the same holds for the user's own
+/// file, which the sandboxed process (same uid) owns.
+#[test]
+fn file_owned_by_the_sandboxed_uid_outside_stays_unchanged() {
+    let e = ExecEnv::new();
+    let victim = e.outside_file("owned.conf", "setting = 1\n");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::metadata(&victim).unwrap();
+    assert_eq!(before.uid(), nix::unistd::geteuid().as_raw());
+    let p = path_str(&victim);
+    let r = e.sh(&format!(
+        "echo uid=$(id -u)
+         echo 'setting = 2' > {p}; echo write=$?
+         chmod 666 {p}; echo chmod=$?
+         chown 65534 {p}; echo chown=$?
+         rm -f {p}; echo rm=$?
+         /usr/bin/python3 -c 'import os; os.chmod(\"{p}\", 0o777)'; echo python_chmod=$?"
+    ));
+    r.assert_ok();
+    if is_root() {
+        assert_eq!(
+            r.value("uid"),
+            "0",
+            "as root, the sandboxed process is expected to be uid 0"
+        );
+        assert_eq!(before.uid(), 0, "the victim is expected to be root-owned");
+    } else {
+        assert_eq!(r.value("uid"), before.uid().to_string());
+    }
+    for step in ["write", "chmod", "chown", "rm", "python_chmod"] {
+        r.assert_failed(step);
+    }
+    let after = std::fs::metadata(&victim).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "setting = 1\n");
+    assert_eq!(
+        (
+            after.mode(),
+            after.uid(),
+            after.gid(),
+            after.ctime(),
+            after.ctime_nsec()
+        ),
+        (
+            before.mode(),
+            before.uid(),
+            before.gid(),
+            before.ctime(),
+            before.ctime_nsec()
+        )
+    );
+}
+
+#[test]
+fn proc_and_sys_knobs_are_not_writable() {
+    let e = ExecEnv::new();
+    let r = e.python(
+        r#"
+import os
+for name, path in [("hostname", "/proc/sys/kernel/hostname"),
+                   ("core_pattern", "/proc/sys/kernel/core_pattern"),
+                   ("sysrq", "/proc/sysrq-trigger"),
+                   ("sys_kernel", "/sys/kernel/mm/transparent_hugepage/enabled")]:
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+        print(name + "=opened")
+    except OSError as e:
+        print(name + "=denied")
+"#,
+    );
+    r.assert_ok();
+    for name in ["hostname", "core_pattern", "sysrq", "sys_kernel"] {
+        assert_eq!(r.value(name), "denied", "{name}\n{}", r.stdout);
+    }
+}
