@@ -63,7 +63,15 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     let cwd = std::env::current_dir()?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     bridle_sandbox::launcher::ignore_terminal_signals();
+    // bridle exec is single-threaded here and passes its stdio through: fork the launcher
+    // instead of re-executing bridle (same launcher code, one exec less). The re-executed
+    // launcher (what multi-threaded callers use) can be selected for testing and comparison.
     let launch = sandbox.launch(args.argv.clone(), &cwd);
+    let launch = if std::env::var_os("BRIDLE_LAUNCHER").is_some_and(|v| v == "exec") {
+        launch
+    } else {
+        launch.in_process()
+    };
     let code = match sandbox.spawn(launch) {
         Err(refusal) => {
             say(&refusal.to_string());

@@ -479,3 +479,42 @@ print("typed=" + input())
     );
     assert_eq!(queued, "");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The re-executed launcher (the transport multi-threaded callers use) confines exactly like the
+// forked one that `bridle exec` uses by default.
+
+#[test]
+fn reexecuted_launcher_enforces_the_same_confinement() {
+    let e = ExecEnv::new();
+    let victim = e.outside_file("victim.txt", "original");
+    let script = format!(
+        "echo x > {v}; echo write=$?; touch inside.txt; echo inside=$?; grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status; exit 7",
+        v = path_str(&victim)
+    );
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", &script]);
+    cmd.env("BRIDLE_LAUNCHER", "exec");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(7);
+    r.assert_failed("write").assert_succeeded("inside");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+    for line in ["NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"] {
+        assert!(r.stdout.contains(line), "{line} missing: {}", r.stdout);
+    }
+
+    let tok = token("reexec");
+    let mut cmd = e.exec_cmd(
+        &[],
+        &["--timeout", "1"],
+        &[
+            "sh",
+            "-c",
+            &format!("setsid sleep 300 & sleep 300; : {tok}"),
+        ],
+    );
+    cmd.env("BRIDLE_LAUNCHER", "exec");
+    let started = Instant::now();
+    run_bounded(&mut cmd).assert_code(124);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    super::support::assert_no_survivor(&tok, "re-executed launcher after --timeout");
+}

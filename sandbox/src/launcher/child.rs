@@ -71,6 +71,42 @@ pub fn launcher_main() -> ! {
     sys::exit_now(code)
 }
 
+/// Entry point of a launcher forked (not re-executed) from a single-threaded bridle process:
+/// the same code path as [`launcher_main`] after the config has been read. `status` becomes
+/// the status pipe at [`STATUS_FD`]. Never returns.
+pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> ! {
+    use std::os::fd::AsRawFd;
+    if status.as_raw_fd() != STATUS_FD {
+        if sys::dup2_raw(status.as_raw_fd(), STATUS_FD).is_err() {
+            sys::exit_now(125);
+        }
+        drop(status);
+    } else {
+        std::mem::forget(status);
+    }
+    let _ = sys::set_cloexec(STATUS_FD);
+    // Never unwind into the parent's stack frames (their destructors belong to the parent, e.g.
+    // placeholder cleanup): a panic here ends this process at once.
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(config))) {
+        Ok(Ok(never)) => match never {},
+        Ok(Err(f)) => {
+            report(&StatusLine::Fail {
+                guarantee: f.guarantee,
+                cause: f.cause,
+            });
+            125
+        }
+        Err(_) => {
+            report(&StatusLine::Fail {
+                guarantee: None,
+                cause: "the launcher panicked".into(),
+            });
+            125
+        }
+    };
+    sys::exit_now(code)
+}
+
 fn read_config() -> Result<LaunchConfig, Fail> {
     let fd = sys::take_raw_fd(CONFIG_FD).map_err(|e| Fail {
         guarantee: None,

@@ -9,15 +9,15 @@ pub mod protocol;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use bridle_policy::{Guarantee, SandboxSpec};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Pid, getegid, geteuid, getpid};
 
 pub use child::launcher_main;
@@ -170,6 +170,7 @@ impl Sandbox {
             command,
             config,
             pids_group: None,
+            in_process: false,
         }
     }
 }
@@ -202,6 +203,7 @@ pub struct Launch {
     pub command: Command,
     config: LaunchConfig,
     pids_group: Option<crate::cgroup::PidsGroup>,
+    in_process: bool,
 }
 
 /// How a launched command ended.
@@ -232,6 +234,15 @@ pub enum Spawned {
 }
 
 impl Launch {
+    /// Forks the launcher from this process instead of re-executing the bridle binary: the
+    /// same launcher code, one exec less. Only for a caller that is single-threaded when it
+    /// spawns (checked; the spawn is refused otherwise) and passes its own stdio through;
+    /// [`Launch::command`] is then not used.
+    pub fn in_process(mut self) -> Launch {
+        self.in_process = true;
+        self
+    }
+
     /// The working directory the command will start in.
     pub fn cwd(&self) -> &Path {
         &self.config.cwd
@@ -249,17 +260,44 @@ impl Launch {
             self.config.cgroup_procs = Some(group.procs_file());
             self.pids_group = Some(group);
         }
+        let (pid, status_read) = if self.in_process {
+            self.fork_launcher()?
+        } else {
+            self.exec_launcher()?
+        };
+        let mut running = Running {
+            pid,
+            ready: None,
+            pids_group: self.pids_group.take(),
+        };
+        match read_status(status_read) {
+            Ok(ready) => {
+                running.ready = Some(ready);
+                Ok(Spawned::Running(running))
+            }
+            Err(StatusEnd::ExecFailed(failure)) => {
+                let _ = waitpid(running.pid, None);
+                Ok(Spawned::ExecFailed(failure))
+            }
+            Err(StatusEnd::Refused(r)) => {
+                let _ = waitpid(running.pid, None);
+                Err(r)
+            }
+        }
+    }
+
+    /// Re-executes the bridle binary as the launcher; the config goes over a pipe.
+    fn exec_launcher(&mut self) -> Result<(Pid, OwnedFd), Refusal> {
         let (config_read, config_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
-        let config_fd = config_read.as_raw_fd();
-        let status_fd = status_write.as_raw_fd();
-        // SAFETY-relevant contract of pre_exec: the hook below only calls dup2/fcntl through
-        // allocation-free wrappers, which is all that is allowed between fork and exec.
         sys::set_child_fds(
             &mut self.command,
-            [(config_fd, CONFIG_FD), (status_fd, STATUS_FD)],
+            [
+                (config_read.as_raw_fd(), CONFIG_FD),
+                (status_write.as_raw_fd(), STATUS_FD),
+            ],
         );
         let child = self.command.spawn().map_err(|e| {
             refusal(
@@ -272,30 +310,28 @@ impl Launch {
         })?;
         drop(config_read);
         drop(status_write);
+        // The launcher is waited for by pid (see `Running::wait`), not through `Child`.
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        drop(child);
         let text = serde_json::to_vec(&self.config)
             .map_err(|e| refusal(None, format!("encoding the launcher config: {e}")))?;
         let mut pipe = std::fs::File::from(config_write);
         // A launcher that died early closes its end; its status line says why.
         let _ = pipe.write_all(&text);
-        drop(pipe);
-        let mut running = Running {
-            child,
-            ready: None,
-            pids_group: self.pids_group.take(),
-        };
-        match read_status(status_read) {
-            Ok(ready) => {
-                running.ready = Some(ready);
-                Ok(Spawned::Running(running))
+        Ok((pid, status_read))
+    }
+
+    /// Forks the launcher from this (single-threaded) process.
+    fn fork_launcher(&mut self) -> Result<(Pid, OwnedFd), Refusal> {
+        let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
+        match sys::fork_single_threaded() {
+            Ok(nix::unistd::ForkResult::Child) => {
+                drop(status_read);
+                child::run_forked(self.config.clone(), status_write)
             }
-            Err(StatusEnd::ExecFailed(failure)) => {
-                let _ = running.child.wait();
-                Ok(Spawned::ExecFailed(failure))
-            }
-            Err(StatusEnd::Refused(r)) => {
-                let _ = running.child.wait();
-                Err(r)
-            }
+            Ok(nix::unistd::ForkResult::Parent { child }) => Ok((child, status_read)),
+            Err(e) => Err(refusal(None, format!("forking the launcher: {e}"))),
         }
     }
 }
@@ -340,7 +376,7 @@ fn read_status(fd: OwnedFd) -> Result<ReadyReport, StatusEnd> {
 /// A confined command that is running.
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
+    pid: Pid,
     ready: Option<ReadyReport>,
     /// Removed when the run is over (dropped after the wait).
     pids_group: Option<crate::cgroup::PidsGroup>,
@@ -354,29 +390,28 @@ impl Running {
 
     /// The launcher's pid (signal it with SIGTERM to kill the whole tree).
     pub fn launcher_pid(&self) -> u32 {
-        self.child.id()
+        u32::try_from(self.pid.as_raw()).unwrap_or(0)
     }
 
     /// Kills the whole process tree now.
     pub fn kill_tree(&self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-        }
+        let _ = kill(self.pid, Signal::SIGTERM);
     }
 
     /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
     /// passes. When this returns, no process of the tree is left.
     pub fn wait(self, timeout: Option<Duration>) -> Outcome {
         let Running {
-            mut child,
-            pids_group,
-            ..
+            pid, pids_group, ..
         } = self;
-        let _pids_group = pids_group;
-        let pid = child.id();
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {
-            let status = child.wait();
+            let status = loop {
+                match waitpid(pid, None) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    other => break other,
+                }
+            };
             let _ = tx.send(status);
         });
         let status = match timeout {
@@ -384,22 +419,19 @@ impl Running {
             Some(limit) => match rx.recv_timeout(limit) {
                 Ok(status) => Some(status),
                 Err(_) => {
-                    if let Ok(pid) = i32::try_from(pid) {
-                        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-                    }
+                    let _ = kill(pid, Signal::SIGTERM);
                     let _ = rx.recv();
                     let _ = waiter.join();
+                    drop(pids_group);
                     return Outcome::TimedOut;
                 }
             },
         };
         let _ = waiter.join();
+        drop(pids_group);
         match status {
-            Some(Ok(status)) => match (status.code(), status.signal()) {
-                (Some(code), _) => Outcome::Exited(code),
-                (None, Some(sig)) => Outcome::Exited(128 + sig),
-                (None, None) => Outcome::Exited(125),
-            },
+            Some(Ok(WaitStatus::Exited(_, code))) => Outcome::Exited(code),
+            Some(Ok(WaitStatus::Signaled(_, sig, _))) => Outcome::Exited(128 + sig as i32),
             _ => Outcome::Exited(125),
         }
     }
