@@ -55,6 +55,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Call one tool through the agent's pipeline, without a model.
+    ///
+    /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
+    /// was denied, 2 on a usage error. Tools: bash. With no terminal on stdin, approvals are
+    /// answered `unavailable`.
+    Tool {
+        /// The tool: bash.
+        name: String,
+        /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
+        /// writable root.
+        #[arg(long, value_name = "DIR")]
+        session_dir: Option<PathBuf>,
+        /// The tool's arguments as a JSON object, e.g. '{"command": "ls"}'.
+        #[arg(value_name = "JSON")]
+        arguments: String,
+    },
     /// Inspect, validate and explain the effective policy.
     #[command(subcommand)]
     Policy(PolicyCommand),

@@ -5,6 +5,7 @@ mod exec_cmd;
 mod policy_cmd;
 mod probe_cmd;
 mod session_facts;
+mod tool_cmd;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -45,6 +46,11 @@ fn main() -> ExitCode {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
+        Command::Tool {
+            name,
+            session_dir,
+            arguments,
+        } => tool_cmd::run(&cli.global, name, session_dir.as_deref(), arguments),
     };
     match result {
         Ok(code) => ExitCode::from(code),

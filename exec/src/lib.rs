@@ -1,5 +1,25 @@
-//! bridle's consumers: file tools, one-shot bash, the PTY terminal, the subprocess manager and
-//! the approvals seam. Each is interface / local implementation / model-facing tool.
+//! bridle's consumers: the tools an agent uses to touch the machine, all under the one
+//! `SandboxSpec` the policy plans — the one-shot `bash` tool (this increment), and next the file
+//! tools, the persistent terminal and the subprocess manager — plus the approvals seam and the
+//! pre-execute rules.
 //!
-//! Under construction: lands after the sandbox core.
+//! Kept apart, so a remote implementation can replace the local one without touching the tools:
+//! the interface ([`approvals::Approvals`], [`run::Runner`]), the local implementation
+//! ([`run::SandboxRunner`], which launches through `bridle-sandbox`), and the model-facing tools
+//! ([`bash_tool`]).
+//!
+//! What it must never do: run anything outside the sandbox launcher, or turn a denial back into
+//! an allow. `#![forbid(unsafe_code)]`: every syscall lives in `bridle-sandbox`.
+
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod approvals;
+pub mod bash_tool;
+mod error;
+pub mod output;
+pub mod rules;
+pub mod run;
+pub mod shell_split;
+
+pub use error::ExecError;

@@ -617,6 +617,18 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         }
         attach(tree, path, FsWrite)?;
     }
+    if temp_for_tmp.is_some() && plan.temp_dir.starts_with("/tmp") {
+        // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
+        std::fs::create_dir_all(&plan.temp_dir).map_err(|e| {
+            fail(
+                FsWrite,
+                format!(
+                    "creating the mount point `{}` in the private /tmp: {e}",
+                    plan.temp_dir.display()
+                ),
+            )
+        })?;
+    }
     attach(&temp, &plan.temp_dir, FsWrite)?;
     for pin in &plan.pins {
         bind_onto_itself(pin, false, FsProtect)?;

@@ -10,3 +10,4 @@ mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;
 mod support;
+mod tool_bash;

@@ -260,7 +260,7 @@ impl Launch {
             self.config.cgroup_procs = Some(group.procs_file());
             self.pids_group = Some(group);
         }
-        let (pid, status_read) = if self.in_process {
+        let (pid, status_read, io) = if self.in_process {
             self.fork_launcher()?
         } else {
             self.exec_launcher()?
@@ -269,6 +269,7 @@ impl Launch {
             pid,
             ready: None,
             pids_group: self.pids_group.take(),
+            io,
         };
         match read_status(status_read) {
             Ok(ready) => {
@@ -287,7 +288,7 @@ impl Launch {
     }
 
     /// Re-executes the bridle binary as the launcher; the config goes over a pipe.
-    fn exec_launcher(&mut self) -> Result<(Pid, OwnedFd), Refusal> {
+    fn exec_launcher(&mut self) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
         let (config_read, config_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -299,7 +300,7 @@ impl Launch {
                 (status_write.as_raw_fd(), STATUS_FD),
             ],
         );
-        let child = self.command.spawn().map_err(|e| {
+        let mut child = self.command.spawn().map_err(|e| {
             refusal(
                 None,
                 format!(
@@ -312,17 +313,22 @@ impl Launch {
         drop(status_write);
         // The launcher is waited for by pid (see `Running::wait`), not through `Child`.
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let io = ChildIo {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+        };
         drop(child);
         let text = serde_json::to_vec(&self.config)
             .map_err(|e| refusal(None, format!("encoding the launcher config: {e}")))?;
         let mut pipe = std::fs::File::from(config_write);
         // A launcher that died early closes its end; its status line says why.
         let _ = pipe.write_all(&text);
-        Ok((pid, status_read))
+        Ok((pid, status_read, io))
     }
 
     /// Forks the launcher from this (single-threaded) process.
-    fn fork_launcher(&mut self) -> Result<(Pid, OwnedFd), Refusal> {
+    fn fork_launcher(&mut self) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
         match sys::fork_single_threaded() {
@@ -330,10 +336,20 @@ impl Launch {
                 drop(status_read);
                 child::run_forked(self.config.clone(), status_write)
             }
-            Ok(nix::unistd::ForkResult::Parent { child }) => Ok((child, status_read)),
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                Ok((child, status_read, ChildIo::default()))
+            }
             Err(e) => Err(refusal(None, format!("forking the launcher: {e}"))),
         }
     }
+}
+
+/// Pipes to the command, when the launch asked for them.
+#[derive(Debug, Default)]
+struct ChildIo {
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Option<std::process::ChildStdout>,
+    stderr: Option<std::process::ChildStderr>,
 }
 
 enum StatusEnd {
@@ -377,6 +393,7 @@ fn read_status(fd: OwnedFd) -> Result<ReadyReport, StatusEnd> {
 #[derive(Debug)]
 pub struct Running {
     pid: Pid,
+    io: ChildIo,
     ready: Option<ReadyReport>,
     /// Removed when the run is over (dropped after the wait).
     pids_group: Option<crate::cgroup::PidsGroup>,
@@ -391,6 +408,21 @@ impl Running {
     /// The launcher's pid (signal it with SIGTERM to kill the whole tree).
     pub fn launcher_pid(&self) -> u32 {
         u32::try_from(self.pid.as_raw()).unwrap_or(0)
+    }
+
+    /// The command's stdin, when [`Launch::command`] had `Stdio::piped()` for it.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.io.stdin.take()
+    }
+
+    /// The command's stdout, when piped.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.io.stdout.take()
+    }
+
+    /// The command's stderr, when piped.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.io.stderr.take()
     }
 
     /// Kills the whole process tree now.

@@ -1,0 +1,478 @@
+//! The model-facing one-shot `bash` tool: `{command, timeout_secs?, workdir?,
+//! sandbox_permissions?, justification?}` → `bash -c` through the full pipeline: argument
+//! validation, pre-execute rules, the approvals seam (for `ask` rules and escalations), the
+//! sandbox, output caps, denial attribution.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bridle_policy::{Decision, Guarantee, Network, Plan, SandboxMode, SandboxSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::approvals::{ApprovalOutcome, ApprovalRequest, Approvals};
+use crate::rules::check_bash;
+use crate::run::{RunRequest, RunStatus, Runner};
+
+/// Default bytes of head and of tail kept per stream.
+pub const DEFAULT_OUTPUT_CAP: usize = 16 * 1024;
+
+/// The tool's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    /// The command line, run with `bash -c`.
+    pub command: String,
+    /// Wall-clock limit in seconds (default and maximum from the profile).
+    pub timeout_secs: Option<u64>,
+    /// Working directory (relative to the workspace).
+    pub workdir: Option<String>,
+    /// A strictly wider sandbox mode for this one call (needs approval).
+    pub sandbox_permissions: Option<SandboxMode>,
+    /// Why the wider mode is needed.
+    pub justification: Option<String>,
+}
+
+/// Who denied a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeniedBy {
+    /// A profile rule.
+    Rule,
+    /// The approvals seam (rejected, cancelled or unavailable).
+    Approval,
+    /// The sandbox could not be established.
+    Sandbox,
+}
+
+/// Facts about the sandbox a call ran (or would have run) under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxFacts {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// The network setting.
+    pub network: Network,
+    /// Guarantees in force.
+    pub guarantees: Vec<Guarantee>,
+    /// Whether an approved escalation widened this call.
+    pub escalated: bool,
+    /// When the command's failure looks caused by the sandbox: what was blocked.
+    pub denied_by_sandbox: Option<String>,
+}
+
+/// What the tool returns (the JSON `bridle tool` prints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolResult {
+    /// The call succeeded (exit status 0).
+    pub ok: bool,
+    /// The text the model sees.
+    pub content: String,
+    /// The exit status, when the command ran.
+    pub exit_code: Option<i32>,
+    /// The timeout passed.
+    pub timed_out: bool,
+    /// Who denied the call, when it was denied before running.
+    pub denied_by: Option<DeniedBy>,
+    /// The sandbox facts.
+    pub sandbox: SandboxFacts,
+}
+
+/// What the tool needs from its session.
+pub struct BashContext<'a> {
+    /// The session's plan (spec, approval policy, rules).
+    pub plan: &'a Plan,
+    /// The approvals seam.
+    pub approvals: &'a Approvals,
+    /// Where commands run.
+    pub runner: &'a dyn Runner,
+    /// Plans the spec for a wider mode (an approved escalation of one call).
+    pub replan: &'a dyn Fn(SandboxMode) -> Result<SandboxSpec, String>,
+    /// Bytes of head and tail kept per stream.
+    pub output_cap: usize,
+}
+
+impl std::fmt::Debug for BashContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BashContext")
+            .field("output_cap", &self.output_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
+    SandboxFacts {
+        mode: spec.mode,
+        network: spec.network,
+        guarantees: spec.guarantees.clone(),
+        escalated,
+        denied_by_sandbox: None,
+    }
+}
+
+fn failure(spec: &SandboxSpec, content: String, denied_by: Option<DeniedBy>) -> ToolResult {
+    ToolResult {
+        ok: false,
+        content,
+        exit_code: None,
+        timed_out: false,
+        denied_by,
+        sandbox: facts(spec, false),
+    }
+}
+
+/// Runs one `bash` tool call.
+pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
+    let spec = &ctx.plan.spec;
+    let args: BashArgs = match serde_json::from_str(raw_arguments) {
+        Ok(a) => a,
+        Err(e) => return failure(spec, format!("invalid arguments for `bash`: {e}"), None),
+    };
+    let arguments: serde_json::Value =
+        serde_json::from_str(raw_arguments).unwrap_or(serde_json::Value::Null);
+    if args.command.trim().is_empty() {
+        return failure(
+            spec,
+            "invalid arguments for `bash`: `command` is empty".into(),
+            None,
+        );
+    }
+    let limits = &spec.limits;
+    let timeout = match (args.timeout_secs, limits.command_timeout_max_secs) {
+        (Some(0), _) => {
+            return failure(
+                spec,
+                "invalid arguments for `bash`: `timeout_secs` must be at least 1".into(),
+                None,
+            );
+        }
+        (Some(t), Some(max)) if t > max => {
+            return failure(
+                spec,
+                format!(
+                    "invalid arguments for `bash`: `timeout_secs` {t} is above the profile's maximum of {max}"
+                ),
+                None,
+            );
+        }
+        (Some(t), _) => Some(t),
+        (None, _) => limits.command_timeout_secs,
+    };
+    let cwd = match resolve_workdir(&spec.workspace, args.workdir.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return failure(spec, format!("invalid arguments for `bash`: {e}"), None),
+    };
+
+    // Rules first: a denial is final.
+    let verdict = check_bash(ctx.plan, &args.command);
+    if verdict.decision == Decision::Deny {
+        return failure(
+            spec,
+            format!("denied: {}", verdict.reason),
+            Some(DeniedBy::Rule),
+        );
+    }
+    let mut reasons = Vec::new();
+    if verdict.decision == Decision::Ask {
+        reasons.push(verdict.reason.clone());
+    }
+    if let Some(wider) = args.sandbox_permissions {
+        if wider <= spec.mode {
+            return failure(
+                spec,
+                format!(
+                    "invalid arguments for `bash`: `sandbox_permissions` must be wider than the current mode `{}`",
+                    spec.mode
+                ),
+                None,
+            );
+        }
+        if args
+            .justification
+            .as_deref()
+            .is_none_or(|j| j.trim().is_empty())
+        {
+            return failure(
+                spec,
+                "invalid arguments for `bash`: `sandbox_permissions` needs a `justification`"
+                    .into(),
+                None,
+            );
+        }
+        reasons.push(format!(
+            "asks to run with sandbox mode `{wider}` instead of `{}`",
+            spec.mode
+        ));
+    }
+    if !reasons.is_empty() {
+        let request = ApprovalRequest {
+            tool: "bash".into(),
+            arguments,
+            reason: reasons.join("; "),
+            justification: args.justification.clone(),
+            escalation: args.sandbox_permissions,
+        };
+        let outcome = ctx.approvals.ask(&request);
+        if let Some(text) = outcome.denial(ctx.approvals.policy()) {
+            return failure(
+                spec,
+                format!("denied ({}): {text}", request.reason),
+                Some(DeniedBy::Approval),
+            );
+        }
+        debug_assert_eq!(outcome, ApprovalOutcome::AllowedOnce);
+    }
+    let (run_spec, escalated) = match args.sandbox_permissions {
+        Some(wider) => match (ctx.replan)(wider) {
+            Ok(s) => (s, true),
+            Err(e) => {
+                return failure(
+                    spec,
+                    format!("cannot plan the escalated sandbox: {e}"),
+                    Some(DeniedBy::Sandbox),
+                );
+            }
+        },
+        None => (spec.clone(), false),
+    };
+
+    let request = RunRequest {
+        argv: vec!["bash".into(), "-c".into(), args.command.clone()],
+        cwd,
+        spec: run_spec.clone(),
+        timeout: timeout.map(Duration::from_secs),
+        stdin: Vec::new(),
+        output_cap: ctx.output_cap,
+        spill_dir: run_spec.temp_dir.clone(),
+    };
+    let result = match ctx.runner.run(&request) {
+        Ok(r) => r,
+        Err(e) => return failure(&run_spec, format!("running the command failed: {e}"), None),
+    };
+    let mut sandbox = facts(&run_spec, escalated);
+    let mut content = String::new();
+    let stdout = result.stdout.render();
+    let stderr = result.stderr.render();
+    if !stdout.is_empty() {
+        content.push_str(&stdout);
+        if !content.ends_with('\n') {
+            content.push('\n');
+        }
+    }
+    if !stderr.is_empty() {
+        content.push_str("[stderr]\n");
+        content.push_str(&stderr);
+        if !content.ends_with('\n') {
+            content.push('\n');
+        }
+    }
+    let (ok, exit_code, timed_out, denied_by) = match &result.status {
+        RunStatus::Exited(code) => {
+            content.push_str(&format!("[exit code {code}]"));
+            (*code == 0, Some(*code), false, None)
+        }
+        RunStatus::TimedOut => {
+            content.push_str(&format!(
+                "[timed out after {}s; the whole process tree was killed]",
+                timeout.unwrap_or(0)
+            ));
+            (false, None, true, None)
+        }
+        RunStatus::NotExecuted { code, cause } => {
+            content.push_str(&format!("[{cause}]"));
+            (false, Some(*code), false, None)
+        }
+        RunStatus::Refused(r) => {
+            content = format!("not run: {r}");
+            (false, None, false, Some(DeniedBy::Sandbox))
+        }
+    };
+    if denied_by.is_none() {
+        sandbox.denied_by_sandbox = attribute(&run_spec, &stderr);
+    }
+    if !ok && let Some(what) = &sandbox.denied_by_sandbox {
+        content.push_str(&format!(
+                "\n[denied by the sandbox (mode {}): {what}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
+                run_spec.mode
+            ));
+    }
+    ToolResult {
+        ok,
+        content,
+        exit_code,
+        timed_out,
+        denied_by,
+        sandbox,
+    }
+}
+
+fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {
+    let Some(dir) = workdir else {
+        return Ok(workspace.to_path_buf());
+    };
+    let path = if Path::new(dir).is_absolute() {
+        PathBuf::from(dir)
+    } else {
+        workspace.join(dir)
+    };
+    let real = std::fs::canonicalize(&path).map_err(|e| format!("`workdir` `{dir}`: {e}"))?;
+    if !real.is_dir() {
+        return Err(format!("`workdir` `{dir}` is not a directory"));
+    }
+    Ok(real)
+}
+
+/// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
+///
+/// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
+/// writable root or inside a protected path (the mount view and Landlock produce exactly these);
+/// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
+/// with the network off, unreachable-network and name-resolution failures. Not attributed: a
+/// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
+/// Residual uncertainty: a read-only host filesystem, or a tool that prints no path, can be
+/// misattributed or missed; the wording says "looks caused".
+pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
+    for line in stderr.lines() {
+        let lower = line.to_ascii_lowercase();
+        let fs_error =
+            lower.contains("read-only file system") || lower.contains("permission denied");
+        if fs_error {
+            for path in paths_in(line) {
+                let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
+                let protected = spec.protected_paths.iter().any(|p| path.starts_with(p));
+                let masked = spec.masked_paths.iter().any(|p| path.starts_with(p));
+                if protected {
+                    return Some(format!("`{}` is a protected path", path.display()));
+                }
+                if masked {
+                    return Some(format!("`{}` is a masked path", path.display()));
+                }
+                if !inside_root {
+                    return Some(format!(
+                        "`{}` is outside the writable roots",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        if lower.contains("operation not permitted")
+            && [
+                "socket",
+                "connect",
+                "mount",
+                "unshare",
+                "ptrace",
+                "namespace",
+                "bind",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            return Some(format!("a blocked system call (`{}`)", line.trim()));
+        }
+        if spec.network == Network::Off
+            && [
+                "network is unreachable",
+                "could not resolve host",
+                "temporary failure in name resolution",
+                "name or service not known",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            return Some("the network is off".into());
+        }
+    }
+    None
+}
+
+/// Absolute paths mentioned in an error line (quoted or bare, trailing `:` dropped).
+fn paths_in(line: &str) -> Vec<PathBuf> {
+    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’'))
+        .map(|w| w.trim_end_matches([':', ',', ';']))
+        .filter(|w| w.starts_with('/'))
+        .map(|w| bridle_policy::normalize(Path::new(w)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec {
+            mode: SandboxMode::WorkspaceWrite,
+            workspace: "/w".into(),
+            guarantees: vec![],
+            accept_missing: vec![],
+            readable_roots: vec!["/".into()],
+            writable_roots: vec!["/w".into(), "/var/tmp/t".into(), "/dev/null".into()],
+            protected_paths: vec!["/w/.git/hooks".into()],
+            masked_paths: vec!["/home/u/.ssh".into()],
+            network: Network::Off,
+            unix_sockets: bridle_policy::UnixSockets::Block,
+            seccomp: bridle_policy::SeccompProfile::ConfinedNoNetwork,
+            limits: bridle_policy::ResourceLimits {
+                processes: None,
+                memory_bytes: None,
+                file_size_bytes: None,
+                open_files: None,
+                cpu_time_secs: None,
+                wall_time_secs: None,
+                command_timeout_secs: None,
+                command_timeout_max_secs: None,
+            },
+            env: Default::default(),
+            temp_dir: "/var/tmp/t".into(),
+            private_tmp: true,
+        }
+    }
+
+    #[test]
+    fn sandbox_caused_errors_are_attributed() {
+        let s = spec();
+        assert!(
+            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system")
+                .unwrap()
+                .contains("/etc/x")
+        );
+        assert!(
+            attribute(
+                &s,
+                "sh: 1: cannot create /w/.git/hooks/pre-commit: Read-only file system"
+            )
+            .unwrap()
+            .contains("protected")
+        );
+        assert!(
+            attribute(&s, "cat: /home/u/.ssh/id_rsa: Permission denied")
+                .unwrap()
+                .contains("masked")
+        );
+        assert!(
+            attribute(&s, "curl: (6) Could not resolve host: example.com")
+                .unwrap()
+                .contains("network is off")
+        );
+        assert!(
+            attribute(
+                &s,
+                "python3: socket.socket: [Errno 1] Operation not permitted"
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn ordinary_permission_errors_are_not_attributed() {
+        let s = spec();
+        assert_eq!(attribute(&s, "cat: /w/secret.txt: Permission denied"), None);
+        assert_eq!(
+            attribute(&s, "git@github.com: Permission denied (publickey)."),
+            None
+        );
+        assert_eq!(
+            attribute(&s, "rm: cannot remove 'x': Operation not permitted"),
+            None
+        );
+        assert_eq!(attribute(&s, "everything is fine"), None);
+    }
+}

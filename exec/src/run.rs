@@ -1,0 +1,183 @@
+//! Running one command to completion: the interface ([`Runner`]) and the local implementation
+//! ([`SandboxRunner`]) that launches through the sandbox launcher with piped stdio.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bridle_policy::SandboxSpec;
+use bridle_sandbox::{Outcome, Refusal, Sandbox, Spawned};
+
+use crate::error::ExecError;
+use crate::output::{Captured, capture};
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The command.
+    pub argv: Vec<String>,
+    /// Where it starts.
+    pub cwd: PathBuf,
+    /// The spec it runs under.
+    pub spec: SandboxSpec,
+    /// Wall-clock limit; the whole tree is killed when it passes.
+    pub timeout: Option<Duration>,
+    /// Bytes for stdin (closed after).
+    pub stdin: Vec<u8>,
+    /// Bytes of head and of tail kept per stream.
+    pub output_cap: usize,
+    /// Directory for spill files (the session's private temp dir).
+    pub spill_dir: PathBuf,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// It exited (128+N when killed by signal N).
+    Exited(i32),
+    /// The timeout passed; the tree was killed.
+    TimedOut,
+    /// Confined, but the program could not be executed (126/127).
+    NotExecuted {
+        /// 126 or 127.
+        code: i32,
+        /// Why.
+        cause: String,
+    },
+    /// The sandbox could not be established; nothing ran.
+    Refused(Refusal),
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunResult {
+    /// How it ended.
+    pub status: RunStatus,
+    /// Captured stdout.
+    pub stdout: Captured,
+    /// Captured stderr.
+    pub stderr: Captured,
+}
+
+/// Runs commands. The local implementation is [`SandboxRunner`]; a remote one would implement
+/// the same trait without the tools changing.
+pub trait Runner: Send + Sync {
+    /// Runs `request` to completion (or its timeout).
+    fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError>;
+}
+
+/// Runs commands through bridle's sandbox launcher (the re-executed `bridle` binary), so any
+/// thread of any process may call it.
+#[derive(Debug, Clone)]
+pub struct SandboxRunner {
+    launcher: PathBuf,
+}
+
+impl SandboxRunner {
+    /// A runner that re-executes `launcher` (the bridle binary) as the sandbox launcher.
+    pub fn new(launcher: PathBuf) -> SandboxRunner {
+        SandboxRunner { launcher }
+    }
+}
+
+static SPILL_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Runner for SandboxRunner {
+    fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError> {
+        let shown = request.argv.join(" ");
+        let refused = |r: Refusal| RunResult {
+            status: RunStatus::Refused(r),
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+        };
+        let mut sandbox = match Sandbox::prepare(
+            request.spec.clone(),
+            &bridle_sandbox::probe::quick(),
+            self.launcher.clone(),
+        ) {
+            Ok(s) => s,
+            Err(r) => return Ok(refused(r)),
+        };
+        let mut launch = sandbox.launch(request.argv.clone(), &request.cwd);
+        launch
+            .command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut running = match sandbox.spawn(launch) {
+            Ok(Spawned::Running(r)) => r,
+            Ok(Spawned::ExecFailed(f)) => {
+                let mut result = refused(Refusal {
+                    guarantee: None,
+                    cause: String::new(),
+                });
+                result.status = RunStatus::NotExecuted {
+                    code: f.code,
+                    cause: f.cause,
+                };
+                return Ok(result);
+            }
+            Err(r) => return Ok(refused(r)),
+        };
+        let serial = SPILL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stamp = format!("{}-{serial}", std::process::id());
+        let cap = request.output_cap;
+        let readers: Vec<_> = [
+            (
+                running
+                    .take_stdout()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                "stdout",
+            ),
+            (
+                running
+                    .take_stderr()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                "stderr",
+            ),
+        ]
+        .into_iter()
+        .map(|(stream, name)| {
+            let path = request.spill_dir.join(format!("bash-{stamp}.{name}"));
+            let shown = shown.clone();
+            std::thread::spawn(move || match stream {
+                Some(s) => capture(s, cap, &path, &shown),
+                None => Ok(Captured::default()),
+            })
+        })
+        .collect();
+        if let Some(mut stdin) = running.take_stdin() {
+            // A command that does not read its input closes the pipe early: not an error.
+            if let Err(source) = stdin.write_all(&request.stdin)
+                && source.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                running.kill_tree();
+                let _ = running.wait(None);
+                return Err(ExecError::WriteInput {
+                    command: shown,
+                    source,
+                });
+            }
+        }
+        let status = match running.wait(request.timeout) {
+            Outcome::Exited(code) => RunStatus::Exited(code),
+            Outcome::TimedOut => RunStatus::TimedOut,
+        };
+        let mut captured = Vec::new();
+        for reader in readers {
+            let result = reader.join().map_err(|_| ExecError::ReadOutput {
+                command: shown.clone(),
+                source: std::io::Error::other("the output reader panicked"),
+            })?;
+            captured.push(result?);
+        }
+        let stderr = captured.pop().unwrap_or_default();
+        let stdout = captured.pop().unwrap_or_default();
+        Ok(RunResult {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}

@@ -1,0 +1,325 @@
+//! `bridle tool bash`: the one-shot bash tool through the agent's pipeline (rules, approvals,
+//! sandbox, output caps, denial attribution).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::support::{Env, Run, path_str, run};
+
+fn tool(env: &Env, profile: &str, args: &str) -> (Run, Value) {
+    let mut cmd = env.bridle();
+    cmd.args(["--profile", profile, "tool", "bash", args])
+        .stdin(std::process::Stdio::null());
+    let r = run(&mut cmd);
+    let v: Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}):\n{}\n{}", r.stdout, r.stderr));
+    (r, v)
+}
+
+#[test]
+fn bash_runs_confined_and_reports_output_and_exit_status() {
+    let env = Env::new();
+    let (r, v) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "echo hello; echo oops >&2; touch made.txt; exit 3"}"#,
+    );
+    r.assert_code(1);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["exit_code"], 3);
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("hello")
+            && content.contains("[stderr]\noops")
+            && content.contains("[exit code 3]"),
+        "{content}"
+    );
+    assert!(env.workspace.join("made.txt").exists());
+    assert_eq!(v["sandbox"]["mode"], "workspace-write");
+    let (r, v) = tool(&env, "workspace-write", r#"{"command": "true"}"#);
+    r.assert_code(0);
+    assert_eq!(v["ok"], true);
+}
+
+#[test]
+fn git_push_inside_a_compound_command_is_denied_by_rule() {
+    let env = Env::new();
+    let (r, v) = tool(&env, "ci-locked", r#"{"command": "cd x && git push"}"#);
+    r.assert_code(1);
+    assert_eq!(v["denied_by"], "rule");
+    assert!(
+        v["content"].as_str().unwrap().contains("deny-git-push"),
+        "{v}"
+    );
+}
+
+#[test]
+fn ask_rule_without_a_terminal_is_unavailable() {
+    let env = Env::new();
+    let (r, v) = tool(
+        &env,
+        "workstation",
+        r#"{"command": "git push origin main"}"#,
+    );
+    r.assert_code(1);
+    assert_eq!(v["denied_by"], "approval");
+    assert!(
+        v["content"].as_str().unwrap().contains("unavailable"),
+        "{v}"
+    );
+}
+
+#[test]
+fn escalation_is_rejected_unavailable_or_invalid_with_distinct_messages() {
+    let env = Env::new();
+    let outside = env.home.join("outside.txt");
+    let args = format!(
+        r#"{{"command": "echo x > {}", "sandbox_permissions": "danger-full-access", "justification": "needs it"}}"#,
+        path_str(&outside)
+    );
+    let (_, never) = tool(&env, "ci-locked", &args);
+    assert_eq!(never["denied_by"], "approval");
+    assert!(
+        never["content"].as_str().unwrap().contains("`never`"),
+        "{never}"
+    );
+    let (_, unavailable) = tool(&env, "workstation", &args);
+    assert!(
+        unavailable["content"]
+            .as_str()
+            .unwrap()
+            .contains("unavailable"),
+        "{unavailable}"
+    );
+    assert_ne!(never["content"], unavailable["content"]);
+    assert!(!outside.exists(), "a denied escalation ran");
+    let (_, narrower) = tool(
+        &env,
+        "workstation",
+        r#"{"command": "true", "sandbox_permissions": "read-only", "justification": "x"}"#,
+    );
+    assert!(
+        narrower["content"]
+            .as_str()
+            .unwrap()
+            .contains("must be wider"),
+        "{narrower}"
+    );
+    let (_, unjustified) = tool(
+        &env,
+        "workstation",
+        r#"{"command": "true", "sandbox_permissions": "danger-full-access"}"#,
+    );
+    assert!(
+        unjustified["content"]
+            .as_str()
+            .unwrap()
+            .contains("justification"),
+        "{unjustified}"
+    );
+}
+
+#[test]
+fn approved_escalation_runs_that_one_call_wider() {
+    let env = Env::new();
+    let outside = env.home.join("escalated.txt");
+    let args = format!(
+        r#"{{"command": "echo x > {}", "sandbox_permissions": "danger-full-access", "justification": "write the report outside"}}"#,
+        path_str(&outside)
+    );
+    // A real terminal answers `y` at the prompt (python's pty gives bridle a controlling tty).
+    let script = r#"
+import os, pty, sys, select, time
+argv = sys.argv[1:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b""
+deadline = time.time() + 20
+answered = False
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if fd in r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"[y/N]" in out:
+            os.write(fd, b"y\n")
+            answered = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_bridle"))
+        .args(["--profile", "workstation", "tool", "bash", &args])
+        .env_clear()
+        .env("HOME", &env.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(&env.workspace);
+    let r = run(&mut cmd);
+    assert!(
+        r.stdout.contains("approval needed for tool `bash`")
+            && r.stdout.contains("write the report outside"),
+        "{}",
+        r.stdout
+    );
+    r.assert_code(0);
+    assert!(r.stdout.contains(r#""escalated":true"#), "{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "x\n");
+    // The next call is back to the profile's mode: the host file is out of reach again.
+    let (_, v) = tool(
+        &env,
+        "workstation",
+        &format!(r#"{{"command": "echo y > {}"}}"#, path_str(&outside)),
+    );
+    assert_eq!(v["sandbox"]["escalated"], false, "{v}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "x\n");
+}
+
+#[test]
+fn sandbox_denial_is_attributed_but_an_ordinary_permission_error_is_not() {
+    let env = Env::new();
+    let (_, denied) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "touch /etc/bridle-probe"}"#,
+    );
+    assert!(
+        denied["sandbox"]["denied_by_sandbox"]
+            .as_str()
+            .is_some_and(|s| s.contains("/etc/bridle-probe")),
+        "{denied}"
+    );
+    assert!(
+        denied["content"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the sandbox"),
+        "{denied}"
+    );
+    env.write("locked.txt", "secret");
+    let (_, own) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "chmod 000 locked.txt && cat locked.txt"}"#,
+    );
+    assert_eq!(own["ok"], false, "{own}");
+    assert!(
+        own["content"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{own}"
+    );
+    assert!(
+        own["sandbox"]["denied_by_sandbox"].is_null(),
+        "a permission error the sandbox did not cause was attributed: {own}"
+    );
+    let (_, net) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "curl -sS --max-time 5 http://example.invalid/"}"#,
+    );
+    assert!(
+        net["sandbox"]["denied_by_sandbox"]
+            .as_str()
+            .is_some_and(|s| s.contains("network")),
+        "{net}"
+    );
+}
+
+#[test]
+fn timeout_kills_the_whole_tree() {
+    let env = Env::new();
+    let token = format!("bridle-tool-timeout-{}", std::process::id());
+    let args =
+        format!(r#"{{"command": "setsid sleep 300 & sleep 300; : {token}", "timeout_secs": 1}}"#);
+    let start = Instant::now();
+    let (_, v) = tool(&env, "workspace-write", &args);
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert!(super::support::processes_with(&token).is_empty());
+    let (_, too_long) = tool(
+        &env,
+        "ci-locked",
+        r#"{"command": "true", "timeout_secs": 999999}"#,
+    );
+    assert!(
+        too_long["content"].as_str().unwrap().contains("maximum"),
+        "{too_long}"
+    );
+}
+
+#[test]
+fn a_gigabyte_of_output_keeps_memory_bounded_and_spills_completely() {
+    let env = Env::new();
+    let session = env.home.join("session");
+    let mut cmd = env.bridle();
+    cmd.args([
+        "tool",
+        "--session-dir",
+        path_str(&session),
+        "bash",
+        r#"{"command": "head -c 1073741824 /dev/zero | tr '\\0' 'z'"}"#,
+    ]);
+    let r = run(&mut cmd);
+    r.assert_code(0);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.len() < 100_000,
+        "content is {} bytes",
+        content.len()
+    );
+    let spill = content
+        .split_whitespace()
+        .find(|w| w.contains("/session/tmp/") && w.ends_with(".stdout"))
+        .unwrap_or_else(|| panic!("no spill path in {}", &content[..content.len().min(300)]));
+    let meta = std::fs::metadata(spill).unwrap();
+    assert_eq!(meta.len(), 1 << 30, "spill file incomplete");
+    std::fs::remove_file(spill).unwrap();
+    // Peak memory of the bridle process (the biggest child this test process waited for).
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    assert!(
+        usage.max_rss() < 200 * 1024,
+        "a child peaked at {} KiB",
+        usage.max_rss()
+    );
+}
+
+#[test]
+fn invalid_arguments_and_unknown_tools_are_reported() {
+    let env = Env::new();
+    let (r, v) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "true", "frobnicate": 1}"#,
+    );
+    r.assert_code(1);
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `frobnicate`"),
+        "{v}"
+    );
+    let (r, v) = tool(&env, "workspace-write", "not json");
+    r.assert_code(1);
+    assert!(
+        v["content"].as_str().unwrap().contains("invalid arguments"),
+        "{v}"
+    );
+    let r = run(env.bridle().args(["tool", "teleport", "{}"]));
+    r.assert_code(2);
+    assert!(r.stderr.contains("unknown tool `teleport`"), "{}", r.stderr);
+}
