@@ -58,10 +58,10 @@ pub enum Command {
     /// Call one tool through the agent's pipeline, without a model.
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
-    /// was denied, 2 on a usage error. Tools: bash. With no terminal on stdin, approvals are
-    /// answered `unavailable`.
+    /// was denied, 2 on a usage error. Tools: bash, read_file, write_file, edit_file, list_dir.
+    /// With no terminal on stdin, approvals are answered `unavailable`.
     Tool {
-        /// The tool: bash.
+        /// The tool: bash, read_file, write_file, edit_file or list_dir.
         name: String,
         /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
         /// writable root.

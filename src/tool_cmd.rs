@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use bridle_exec::approvals::{Answerer, Approvals, NoAnswerer, TerminalAnswerer};
 use bridle_exec::bash_tool::{self, BashContext, DEFAULT_OUTPUT_CAP};
+use bridle_exec::fs_tools::{self, FsContext};
 use bridle_exec::run::SandboxRunner;
 use bridle_policy::Overrides;
 
@@ -14,7 +15,7 @@ use crate::cli::GlobalArgs;
 use crate::session_facts::{Facts, ensure_temp_base};
 
 /// The tools `bridle tool` can call today.
-pub const TOOLS: &[&str] = &["bash"];
+pub const TOOLS: &[&str] = &["bash", "read_file", "write_file", "edit_file", "list_dir"];
 
 /// Exit status for a usage error.
 pub const EXIT_USAGE: u8 = 2;
@@ -84,7 +85,32 @@ pub fn run(
         replan: &replan,
         output_cap: DEFAULT_OUTPUT_CAP,
     };
-    let result = bash_tool::call(&ctx, arguments);
+    let result = if name == "bash" {
+        bash_tool::call(&ctx, arguments)
+    } else {
+        let fs = match bridle_sandbox::confined_fs::ConfinedFs::start(&plan.spec) {
+            Ok(fs) => fs,
+            Err(e) => {
+                let mut err = std::io::stderr().lock();
+                let _ = writeln!(
+                    err,
+                    "bridle: sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})"
+                );
+                return Ok(125);
+            }
+        };
+        let fctx = FsContext {
+            plan: &plan,
+            approvals: &approvals,
+            fs: &fs,
+        };
+        match name {
+            "read_file" => fs_tools::read_file(&fctx, arguments),
+            "write_file" => fs_tools::write_file(&fctx, arguments),
+            "edit_file" => fs_tools::edit_file(&fctx, arguments),
+            _ => fs_tools::list_dir(&fctx, arguments),
+        }
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
     Ok(if result.ok { 0 } else { 1 })

@@ -38,6 +38,8 @@ pub struct BashArgs {
 pub enum DeniedBy {
     /// A profile rule.
     Rule,
+    /// The policy itself: outside the writable roots, a protected or a masked path.
+    Policy,
     /// The approvals seam (rejected, cancelled or unavailable).
     Approval,
     /// The sandbox could not be established.

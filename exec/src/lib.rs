@@ -17,6 +17,7 @@
 pub mod approvals;
 pub mod bash_tool;
 mod error;
+pub mod fs_tools;
 pub mod output;
 pub mod rules;
 pub mod run;

@@ -20,6 +20,7 @@
 
 pub mod assess;
 pub mod cgroup;
+pub mod confined_fs;
 mod error;
 #[cfg(feature = "test-support")]
 pub mod fault;

@@ -11,3 +11,4 @@ mod policy_cli;
 mod probe_cli;
 mod support;
 mod tool_bash;
+mod tool_files;

@@ -1,0 +1,374 @@
+//! The model-facing file tools: `read_file {path, offset?, limit?}`, `write_file {path,
+//! content}`, `edit_file {path, old_string, new_string, replace_all?}`, `list_dir {path}`.
+//!
+//! Every path is resolved against the workspace and decided by the policy first (protected and
+//! masked paths, writable roots, path rules, approvals for `ask`); then the operation runs on
+//! the Landlock-confined worker ([`bridle_sandbox::confined_fs::ConfinedFs`]) with `openat2`
+//! and no symlink following for writes, so the kernel enforces the same roots as for commands.
+//! Reads and listings may run concurrently; writes and edits may not.
+
+use std::path::{Path, PathBuf};
+
+use bridle_policy::{Decision, Plan};
+use bridle_sandbox::confined_fs::ConfinedFs;
+use serde::Deserialize;
+
+use crate::approvals::{ApprovalRequest, Approvals};
+use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
+
+/// Largest file `read_file` and `edit_file` load (bytes).
+pub const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
+/// Most text `read_file` returns at once (bytes); the rest is reachable with `offset`/`limit`.
+pub const MAX_READ_CONTENT: usize = 256 * 1024;
+
+/// Whether a tool's calls may run in parallel with each other.
+pub fn concurrency_safe(tool: &str) -> bool {
+    matches!(tool, "read_file" | "list_dir" | "glob" | "grep")
+}
+
+/// What the file tools need from their session.
+#[derive(Debug)]
+pub struct FsContext<'a> {
+    /// The session's plan.
+    pub plan: &'a Plan,
+    /// The approvals seam.
+    pub approvals: &'a Approvals,
+    /// The confined worker.
+    pub fs: &'a ConfinedFs,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    path: String,
+}
+
+fn facts(plan: &Plan) -> SandboxFacts {
+    SandboxFacts {
+        mode: plan.spec.mode,
+        network: plan.spec.network,
+        guarantees: plan.spec.guarantees.clone(),
+        escalated: false,
+        denied_by_sandbox: None,
+    }
+}
+
+fn done(plan: &Plan, ok: bool, content: String, denied_by: Option<DeniedBy>) -> ToolResult {
+    let mut sandbox = facts(plan);
+    if denied_by == Some(DeniedBy::Sandbox) {
+        sandbox.denied_by_sandbox = Some(content.clone());
+    }
+    ToolResult {
+        ok,
+        content,
+        exit_code: None,
+        timed_out: false,
+        denied_by,
+        sandbox,
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(
+    plan: &Plan,
+    tool: &str,
+    raw: &str,
+) -> Result<T, ToolResult> {
+    serde_json::from_str(raw).map_err(|e| {
+        done(
+            plan,
+            false,
+            format!("invalid arguments for `{tool}`: {e}"),
+            None,
+        )
+    })
+}
+
+/// Resolves a tool path: relative to the workspace, lexically normalised, then with symlinks
+/// in its existing ancestors resolved (what the kernel will actually reach).
+pub fn resolve(workspace: &Path, raw: &str) -> PathBuf {
+    let joined = if Path::new(raw).is_absolute() {
+        PathBuf::from(raw)
+    } else {
+        workspace.join(raw)
+    };
+    let normal = bridle_policy::normalize(&joined);
+    let mut existing = normal.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return normal,
+        }
+    }
+}
+
+/// Policy, then approval, for a write to `path`.
+fn allow_write(
+    ctx: &FsContext<'_>,
+    tool: &str,
+    raw_args: &str,
+    path: &Path,
+) -> Result<(), ToolResult> {
+    let verdict = ctx.plan.decide_write(path);
+    match verdict.decision {
+        Decision::Allow => Ok(()),
+        Decision::Deny => {
+            let by = if matches!(verdict.by, bridle_policy::DecidedBy::Rule { .. }) {
+                DeniedBy::Rule
+            } else {
+                DeniedBy::Policy
+            };
+            Err(done(
+                ctx.plan,
+                false,
+                format!("denied: {}", verdict.reason),
+                Some(by),
+            ))
+        }
+        Decision::Ask => {
+            let request = ApprovalRequest {
+                tool: tool.into(),
+                arguments: serde_json::from_str(raw_args).unwrap_or(serde_json::Value::Null),
+                reason: verdict.reason.clone(),
+                justification: None,
+                escalation: None,
+            };
+            match ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
+                None => Ok(()),
+                Some(text) => Err(done(
+                    ctx.plan,
+                    false,
+                    format!("denied ({}): {text}", verdict.reason),
+                    Some(DeniedBy::Approval),
+                )),
+            }
+        }
+    }
+}
+
+fn sandbox_denied(plan: &Plan, err: &bridle_sandbox::confined_fs::FsDenied) -> ToolResult {
+    use bridle_sandbox::confined_fs::FsDenied;
+    let by = match err {
+        FsDenied::OutsideWritableRoots(_)
+        | FsDenied::Masked(_)
+        | FsDenied::Symlink(_)
+        | FsDenied::Landlock(_) => Some(DeniedBy::Sandbox),
+        _ => None,
+    };
+    done(plan, false, err.to_string(), by)
+}
+
+/// `read_file`.
+pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
+    let args: ReadArgs = match parse(ctx.plan, "read_file", raw) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES) {
+        Ok(r) => r,
+        Err(e) => return sandbox_denied(ctx.plan, &e),
+    };
+    if bytes.iter().take(8192).any(|b| *b == 0) {
+        return done(
+            ctx.plan,
+            true,
+            format!(
+                "`{}` is a binary file ({size} bytes); not shown",
+                path.display()
+            ),
+            None,
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let first = args.offset.unwrap_or(1).max(1);
+    let mut out = String::new();
+    let mut shown_last = first.saturating_sub(1);
+    let total_lines = text.lines().count();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(args.limit.unwrap_or(usize::MAX))
+    {
+        if out.len() + line.len() > MAX_READ_CONTENT {
+            break;
+        }
+        out.push_str(&format!("{:>6}\t{line}\n", i + 1));
+        shown_last = i + 1;
+    }
+    let complete = shown_last >= total_lines && u64::try_from(bytes.len()).unwrap_or(0) == size;
+    if !complete {
+        out.push_str(&format!(
+            "[showing lines {first}-{shown_last} of {total_lines}{}; use `offset` and `limit` for more]\n",
+            if u64::try_from(bytes.len()).unwrap_or(0) < size { format!(", first {MAX_FILE_BYTES} bytes of {size}") } else { String::new() }
+        ));
+    }
+    done(ctx.plan, true, out, None)
+}
+
+/// `write_file`.
+pub fn write_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
+    let args: WriteArgs = match parse(ctx.plan, "write_file", raw) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    if let Err(denied) = allow_write(ctx, "write_file", raw, &path) {
+        return denied;
+    }
+    let len = args.content.len();
+    match ctx.fs.write(&path, args.content.into_bytes()) {
+        Ok(()) => done(
+            ctx.plan,
+            true,
+            format!("wrote {len} bytes to `{}`", path.display()),
+            None,
+        ),
+        Err(e) => sandbox_denied(ctx.plan, &e),
+    }
+}
+
+/// `edit_file`: exact string replacement; the match must be unique unless `replace_all`.
+pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
+    let args: EditArgs = match parse(ctx.plan, "edit_file", raw) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    if args.old_string.is_empty() {
+        return done(
+            ctx.plan,
+            false,
+            "invalid arguments for `edit_file`: `old_string` is empty".into(),
+            None,
+        );
+    }
+    if args.old_string == args.new_string {
+        return done(
+            ctx.plan,
+            false,
+            "invalid arguments for `edit_file`: `old_string` and `new_string` are the same".into(),
+            None,
+        );
+    }
+    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    if let Err(denied) = allow_write(ctx, "edit_file", raw, &path) {
+        return denied;
+    }
+    let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES + 1) {
+        Ok(r) => r,
+        Err(e) => return sandbox_denied(ctx.plan, &e),
+    };
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) < size || bytes.len() > MAX_FILE_BYTES {
+        return done(
+            ctx.plan,
+            false,
+            format!(
+                "`{}` is larger than {MAX_FILE_BYTES} bytes; edit it with bash",
+                path.display()
+            ),
+            None,
+        );
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return done(
+            ctx.plan,
+            false,
+            format!("`{}` is not UTF-8 text; edit it with bash", path.display()),
+            None,
+        );
+    };
+    let count = text.matches(&args.old_string).count();
+    let updated = match (count, args.replace_all) {
+        (0, _) => {
+            return done(
+                ctx.plan,
+                false,
+                format!("`old_string` was not found in `{}`", path.display()),
+                None,
+            );
+        }
+        (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
+        (n, false) => {
+            return done(
+                ctx.plan,
+                false,
+                format!(
+                    "`old_string` occurs {n} times in `{}`; add context to make it unique, or set `replace_all`",
+                    path.display()
+                ),
+                None,
+            );
+        }
+    };
+    match ctx.fs.write(&path, updated.into_bytes()) {
+        Ok(()) => done(
+            ctx.plan,
+            true,
+            format!("replaced {count} occurrence(s) in `{}`", path.display()),
+            None,
+        ),
+        Err(e) => sandbox_denied(ctx.plan, &e),
+    }
+}
+
+/// `list_dir`.
+pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
+    let args: ListArgs = match parse(ctx.plan, "list_dir", raw) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    match ctx.fs.list_dir(&path) {
+        Ok(entries) => {
+            let mut out = String::new();
+            for (name, is_dir) in &entries {
+                out.push_str(name);
+                if *is_dir {
+                    out.push('/');
+                }
+                out.push('\n');
+            }
+            if entries.is_empty() {
+                out.push_str("(empty directory)\n");
+            }
+            done(ctx.plan, true, out, None)
+        }
+        Err(e) => sandbox_denied(ctx.plan, &e),
+    }
+}

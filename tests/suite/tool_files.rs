@@ -1,0 +1,260 @@
+//! `bridle tool read_file|write_file|edit_file|list_dir`: policy first, then the kernel
+//! (a Landlock-confined worker, `openat2` without following symlinks) under the same spec.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+
+use super::support::{Env, Run, path_str, run};
+
+fn tool(env: &Env, profile: &str, name: &str, args: &Value) -> (Run, Value) {
+    let mut cmd = env.bridle();
+    cmd.args(["--profile", profile, "tool", name, &args.to_string()])
+        .stdin(std::process::Stdio::null());
+    let r = run(&mut cmd);
+    let v: Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    (r, v)
+}
+
+fn content(v: &Value) -> &str {
+    v["content"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn write_read_edit_and_list_inside_the_workspace() {
+    let env = Env::new();
+    let (r, v) = tool(
+        &env,
+        "workspace-write",
+        "write_file",
+        &json!({"path": "src/a.txt", "content": "alpha\nbeta\nbeta\n"}),
+    );
+    r.assert_code(0);
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("src/a.txt")).unwrap(),
+        "alpha\nbeta\nbeta\n",
+        "{v}"
+    );
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "read_file",
+        &json!({"path": "src/a.txt", "offset": 2, "limit": 1}),
+    );
+    assert!(
+        content(&v).contains("     2\tbeta") && !content(&v).contains("alpha"),
+        "{v}"
+    );
+    let (r, v) = tool(
+        &env,
+        "workspace-write",
+        "edit_file",
+        &json!({"path": "src/a.txt", "old_string": "beta", "new_string": "gamma"}),
+    );
+    r.assert_code(1);
+    assert!(content(&v).contains("occurs 2 times"), "{v}");
+    let (r, _) = tool(
+        &env,
+        "workspace-write",
+        "edit_file",
+        &json!({"path": "src/a.txt", "old_string": "beta", "new_string": "gamma", "replace_all": true}),
+    );
+    r.assert_code(0);
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("src/a.txt")).unwrap(),
+        "alpha\ngamma\ngamma\n"
+    );
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "edit_file",
+        &json!({"path": "src/a.txt", "old_string": "delta", "new_string": "x"}),
+    );
+    assert!(content(&v).contains("not found"), "{v}");
+    let (_, v) = tool(&env, "workspace-write", "list_dir", &json!({"path": "."}));
+    assert!(content(&v).contains("src/"), "{v}");
+}
+
+#[test]
+fn writes_outside_through_dotdot_absolute_or_symlink_are_denied() {
+    let env = Env::new();
+    let outside = env.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, env.workspace.join("link")).unwrap();
+    for path in [
+        "../outside/a.txt".to_owned(),
+        format!("{}/b.txt", path_str(&outside)),
+        "link/c.txt".to_owned(),
+    ] {
+        let (r, v) = tool(
+            &env,
+            "workspace-write",
+            "write_file",
+            &json!({"path": path, "content": "x"}),
+        );
+        r.assert_code(1);
+        assert!(content(&v).contains("denied"), "{path}: {v}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "something landed outside"
+    );
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "edit_file",
+        &json!({"path": "link/c.txt", "old_string": "a", "new_string": "b"}),
+    );
+    assert_eq!(v["ok"], false);
+}
+
+#[test]
+fn protected_paths_cannot_be_written_or_edited() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.workspace.join(".git/hooks")).unwrap();
+    std::fs::write(env.workspace.join(".git/config"), "[core]\n").unwrap();
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "write_file",
+        &json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+    );
+    assert_eq!(v["denied_by"], "policy", "{v}");
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "edit_file",
+        &json!({"path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = evil"}),
+    );
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(!env.workspace.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+}
+
+#[test]
+fn masked_paths_are_unreadable_even_through_a_symlink() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "PRIVATE KEY").unwrap();
+    std::os::unix::fs::symlink(env.home.join(".ssh/id_rsa"), env.workspace.join("key")).unwrap();
+    for path in [
+        path_str(&env.home.join(".ssh/id_rsa")).to_owned(),
+        "key".to_owned(),
+    ] {
+        let (r, v) = tool(&env, "workstation", "read_file", &json!({"path": path}));
+        r.assert_code(1);
+        assert!(
+            !content(&v).contains("PRIVATE KEY") && content(&v).contains("masked"),
+            "{path}: {v}"
+        );
+    }
+    let (_, v) = tool(
+        &env,
+        "workstation",
+        "list_dir",
+        &json!({"path": path_str(&env.home.join(".ssh"))}),
+    );
+    assert!(!content(&v).contains("id_rsa"), "{v}");
+}
+
+#[test]
+fn ask_rule_on_a_write_is_unavailable_without_a_terminal() {
+    let env = Env::new();
+    let (_, v) = tool(
+        &env,
+        "workstation",
+        "write_file",
+        &json!({"path": "app/.env", "content": "TOKEN=1"}),
+    );
+    assert_eq!(v["denied_by"], "approval", "{v}");
+    assert!(!env.workspace.join("app/.env").exists());
+}
+
+#[test]
+fn binary_and_huge_files_get_clear_messages() {
+    let env = Env::new();
+    env.write("blob.bin", [0u8, 1, 2, 3, 0, 255]);
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "read_file",
+        &json!({"path": "blob.bin"}),
+    );
+    assert!(content(&v).contains("binary file"), "{v}");
+    let big: String = (0..400_000).map(|i| format!("line {i}\n")).collect();
+    env.write("big.txt", big);
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "read_file",
+        &json!({"path": "big.txt"}),
+    );
+    assert!(
+        content(&v).len() < 300 * 1024,
+        "{} bytes",
+        content(&v).len()
+    );
+    assert!(
+        content(&v).contains("use `offset` and `limit`"),
+        "{}",
+        &content(&v)[content(&v).len() - 200..]
+    );
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "read_file",
+        &json!({"path": "big.txt", "offset": 399_999, "limit": 1}),
+    );
+    assert!(content(&v).contains("line 399998"), "{v}");
+}
+
+#[test]
+fn swapping_a_directory_for_a_symlink_never_redirects_a_write() {
+    let env = Env::new();
+    let outside = env.home.join("outside-race");
+    std::fs::create_dir_all(&outside).unwrap();
+    let dir = env.workspace.join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let swapper = {
+        let (stop, swaps, dir, outside) =
+            (stop.clone(), swaps.clone(), dir.clone(), outside.clone());
+        let real = env.workspace.join("dir.real");
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                // dir: real directory -> symlink to outside -> real directory again.
+                let _ = std::fs::rename(&dir, &real);
+                let _ = std::os::unix::fs::symlink(&outside, &dir);
+                std::thread::yield_now();
+                let _ = std::fs::remove_file(&dir);
+                let _ = std::fs::rename(&real, &dir);
+                swaps.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let mut calls = 0;
+    while swaps.load(Ordering::SeqCst) < 200 || calls < 50 {
+        let _ = tool(
+            &env,
+            "workspace-write",
+            "write_file",
+            &json!({"path": "dir/f.txt", "content": "x"}),
+        );
+        calls += 1;
+        assert!(calls < 5000, "the swapper did not make progress");
+    }
+    stop.store(true, Ordering::SeqCst);
+    swapper.join().unwrap();
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "a write landed outside after {calls} calls"
+    );
+}
