@@ -58,10 +58,11 @@ pub enum Command {
     /// Call one tool through the agent's pipeline, without a model.
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
-    /// was denied, 2 on a usage error. Tools: bash, read_file, write_file, edit_file, list_dir.
+    /// was denied, 2 on a usage error. Tools: bash, read_file, write_file, edit_file, list_dir,
+    /// glob, grep.
     /// With no terminal on stdin, approvals are answered `unavailable`.
     Tool {
-        /// The tool: bash, read_file, write_file, edit_file or list_dir.
+        /// The tool: bash, read_file, write_file, edit_file, list_dir, glob or grep.
         name: String,
         /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
         /// writable root.

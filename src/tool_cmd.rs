@@ -15,7 +15,15 @@ use crate::cli::GlobalArgs;
 use crate::session_facts::{Facts, ensure_temp_base};
 
 /// The tools `bridle tool` can call today.
-pub const TOOLS: &[&str] = &["bash", "read_file", "write_file", "edit_file", "list_dir"];
+pub const TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "glob",
+    "grep",
+];
 
 /// Exit status for a usage error.
 pub const EXIT_USAGE: u8 = 2;
@@ -87,6 +95,8 @@ pub fn run(
     };
     let result = if name == "bash" {
         bash_tool::call(&ctx, arguments)
+    } else if name == "grep" {
+        bash_tool::grep(&ctx, arguments)
     } else {
         let fs = match bridle_sandbox::confined_fs::ConfinedFs::start(&plan.spec) {
             Ok(fs) => fs,
@@ -108,6 +118,7 @@ pub fn run(
             "read_file" => fs_tools::read_file(&fctx, arguments),
             "write_file" => fs_tools::write_file(&fctx, arguments),
             "edit_file" => fs_tools::edit_file(&fctx, arguments),
+            "glob" => fs_tools::glob(&fctx, arguments),
             _ => fs_tools::list_dir(&fctx, arguments),
         }
     };

@@ -478,3 +478,79 @@ mod tests {
         assert_eq!(attribute(&s, "everything is fine"), None);
     }
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+}
+
+/// `grep {pattern, path?, glob?}`: GNU `grep -rnIE` run in the sandbox (so masked paths are
+/// invisible to it exactly as to commands), without a shell: the pattern is one argument.
+/// Binary files are skipped; output is capped like `bash`.
+pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
+    let spec = &ctx.plan.spec;
+    let args: GrepArgs = match serde_json::from_str(raw_arguments) {
+        Ok(a) => a,
+        Err(e) => return failure(spec, format!("invalid arguments for `grep`: {e}"), None),
+    };
+    if args.pattern.is_empty() {
+        return failure(
+            spec,
+            "invalid arguments for `grep`: `pattern` is empty".into(),
+            None,
+        );
+    }
+    let target = args.path.clone().unwrap_or_else(|| ".".into());
+    let mut argv: Vec<String> = ["grep", "-rnIEs", "--color=never", "--exclude-dir=.git"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(g) = &args.glob {
+        argv.push(format!("--include={g}"));
+    }
+    argv.extend([
+        "-e".to_owned(),
+        args.pattern.clone(),
+        "--".to_owned(),
+        target,
+    ]);
+    let request = RunRequest {
+        argv,
+        cwd: spec.workspace.clone(),
+        spec: spec.clone(),
+        timeout: spec.limits.command_timeout_secs.map(Duration::from_secs),
+        stdin: Vec::new(),
+        output_cap: ctx.output_cap,
+        spill_dir: spec.temp_dir.clone(),
+    };
+    let result = match ctx.runner.run(&request) {
+        Ok(r) => r,
+        Err(e) => return failure(spec, format!("running grep failed: {e}"), None),
+    };
+    let stdout = result.stdout.render();
+    let stderr = result.stderr.render();
+    let (ok, content) = match &result.status {
+        RunStatus::Exited(0) => (true, stdout),
+        RunStatus::Exited(1) => (true, "no matches".to_owned()),
+        // Matches, but some paths were unreadable (masked or without permission).
+        RunStatus::Exited(2) if !stdout.trim().is_empty() => (
+            true,
+            format!("{stdout}[some paths could not be read and were skipped]"),
+        ),
+        RunStatus::Exited(code) => (false, format!("grep failed (exit {code}): {stderr}")),
+        RunStatus::TimedOut => (false, "grep timed out".to_owned()),
+        RunStatus::NotExecuted { cause, .. } => (false, cause.clone()),
+        RunStatus::Refused(r) => (false, format!("not run: {r}")),
+    };
+    ToolResult {
+        ok,
+        content,
+        exit_code: None,
+        timed_out: matches!(result.status, RunStatus::TimedOut),
+        denied_by: None,
+        sandbox: facts(spec, false),
+    }
+}

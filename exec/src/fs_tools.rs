@@ -372,3 +372,74 @@ pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Err(e) => sandbox_denied(ctx.plan, &e),
     }
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GlobArgs {
+    pattern: String,
+    path: Option<String>,
+}
+
+/// Most entries `glob` visits, and most matches it returns.
+pub const GLOB_MAX_VISITED: usize = 100_000;
+/// Most matches `glob` returns.
+pub const GLOB_MAX_MATCHES: usize = 2_000;
+
+/// `glob {pattern, path?}`: paths below `path` (default: the workspace) matching the pattern
+/// (`*`, `?`, `**/`, `[...]`), relative to it. Symlinks are not followed, `.git` and masked
+/// directories are skipped.
+pub fn glob(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
+    let args: GlobArgs = match parse(ctx.plan, "glob", raw) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let pattern = match bridle_policy::glob::Glob::new(&args.pattern) {
+        Ok(p) => p,
+        Err(e) => {
+            return done(
+                ctx.plan,
+                false,
+                format!("invalid arguments for `glob`: {e}"),
+                None,
+            );
+        }
+    };
+    let base = resolve(
+        &ctx.plan.spec.workspace,
+        args.path.as_deref().unwrap_or("."),
+    );
+    let (entries, stopped) = match ctx.fs.walk(&base, GLOB_MAX_VISITED) {
+        Ok(r) => r,
+        Err(e) => return sandbox_denied(ctx.plan, &e),
+    };
+    let mut out = String::new();
+    let mut matches = 0;
+    for (path, is_dir) in &entries {
+        let text = path.to_string_lossy();
+        if pattern.is_match(&text) {
+            matches += 1;
+            if matches > GLOB_MAX_MATCHES {
+                continue;
+            }
+            out.push_str(&text);
+            if *is_dir {
+                out.push('/');
+            }
+            out.push('\n');
+        }
+    }
+    if matches == 0 {
+        out.push_str("no matches\n");
+    }
+    if matches > GLOB_MAX_MATCHES {
+        out.push_str(&format!(
+            "[{matches} matches; the first {GLOB_MAX_MATCHES} are shown; narrow the pattern]\n"
+        ));
+    }
+    if stopped {
+        out.push_str(&format!(
+            "[stopped after visiting {GLOB_MAX_VISITED} entries; search a smaller `path`]\n"
+        ));
+    }
+    done(ctx.plan, true, out, None)
+}

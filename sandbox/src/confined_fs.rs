@@ -258,6 +258,51 @@ impl ConfinedFs {
         })
     }
 
+    /// Walks the tree below `base` (not following symlinks, skipping masked directories and
+    /// `.git`), returning `(path relative to base, is_dir)` for at most `max_entries` entries,
+    /// and whether the walk stopped early.
+    pub fn walk(
+        &self,
+        base: &Path,
+        max_entries: usize,
+    ) -> Result<(Vec<(PathBuf, bool)>, bool), FsDenied> {
+        let shown = base.to_path_buf();
+        let masked = self.masked.clone();
+        Self::check_masked(&masked, base)?;
+        self.run(move || {
+            let mut out = Vec::new();
+            let mut stack = vec![PathBuf::new()];
+            while let Some(relative) = stack.pop() {
+                let dir = shown.join(&relative);
+                if masked.iter().any(|m| dir.starts_with(m)) {
+                    continue;
+                }
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                let mut names: Vec<(PathBuf, bool)> = entries
+                    .flatten()
+                    .map(|e| {
+                        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                        (relative.join(e.file_name()), is_dir)
+                    })
+                    .collect();
+                names.sort();
+                for (path, is_dir) in names.into_iter().rev() {
+                    if out.len() >= max_entries {
+                        return Ok((out, true));
+                    }
+                    if is_dir && path.file_name().is_some_and(|n| n != ".git") {
+                        stack.push(path.clone());
+                    }
+                    out.push((path, is_dir));
+                }
+            }
+            out.sort();
+            Ok((out, false))
+        })
+    }
+
     /// Lists a directory: `(name, is_dir)` sorted by name. Refuses masked directories.
     pub fn list_dir(&self, path: &Path) -> Result<Vec<(String, bool)>, FsDenied> {
         let shown = path.to_path_buf();

@@ -258,3 +258,70 @@ fn swapping_a_directory_for_a_symlink_never_redirects_a_write() {
         "a write landed outside after {calls} calls"
     );
 }
+
+#[test]
+fn glob_lists_matches_without_git_internals() {
+    let env = Env::new();
+    env.write("src/main.rs", "fn main() {}");
+    env.write("src/lib/mod.rs", "");
+    env.write("README.md", "");
+    std::fs::create_dir_all(env.workspace.join(".git/objects")).unwrap();
+    std::fs::write(env.workspace.join(".git/objects/x.rs"), "").unwrap();
+    let (r, v) = tool(
+        &env,
+        "workspace-write",
+        "glob",
+        &json!({"pattern": "**/*.rs"}),
+    );
+    r.assert_code(0);
+    assert_eq!(content(&v), "src/lib/mod.rs\nsrc/main.rs\n", "{v}");
+    let (_, v) = tool(&env, "workspace-write", "glob", &json!({"pattern": "*.md"}));
+    assert_eq!(content(&v), "README.md\n");
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        "glob",
+        &json!({"pattern": "[unclosed"}),
+    );
+    assert_eq!(v["ok"], false);
+}
+
+#[test]
+fn grep_finds_matches_but_never_masked_secrets() {
+    // A home the sandbox can see (below /var/tmp, not the private /tmp), so only the mask hides it.
+    let exec_env = super::support::ExecEnv::new();
+    let env: &Env = &exec_env;
+    env.write("src/a.rs", "let needle = 1;\nother\n");
+    let (r, v) = tool(
+        env,
+        "workspace-write",
+        "grep",
+        &json!({"pattern": "need+le", "glob": "*.rs"}),
+    );
+    r.assert_code(0);
+    assert!(content(&v).contains("src/a.rs:1:let needle = 1;"), "{v}");
+    let (_, v) = tool(
+        env,
+        "workspace-write",
+        "grep",
+        &json!({"pattern": "absent-token"}),
+    );
+    assert_eq!(content(&v), "no matches");
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "secret-token-4711").unwrap();
+    std::fs::write(env.home.join("visible.txt"), "secret-token-0815").unwrap();
+    let (_, v) = tool(
+        env,
+        "workstation",
+        "grep",
+        &json!({"pattern": "secret-token", "path": path_str(&env.home)}),
+    );
+    assert!(
+        content(&v).contains("0815"),
+        "the unmasked file must be found: {v}"
+    );
+    assert!(
+        !content(&v).contains("4711"),
+        "a masked secret was found: {v}"
+    );
+}
