@@ -59,10 +59,10 @@ pub enum Command {
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
     /// was denied, 2 on a usage error. Tools: bash, read_file, write_file, edit_file, list_dir,
-    /// glob, grep.
+    /// glob, grep, terminal.
     /// With no terminal on stdin, approvals are answered `unavailable`.
     Tool {
-        /// The tool: bash, read_file, write_file, edit_file, list_dir, glob or grep.
+        /// The tool: bash, read_file, write_file, edit_file, list_dir, glob, grep or terminal.
         name: String,
         /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
         /// writable root.

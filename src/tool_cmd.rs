@@ -23,6 +23,7 @@ pub const TOOLS: &[&str] = &[
     "list_dir",
     "glob",
     "grep",
+    "terminal",
 ];
 
 /// Exit status for a usage error.
@@ -97,6 +98,8 @@ pub fn run(
         bash_tool::call(&ctx, arguments)
     } else if name == "grep" {
         bash_tool::grep(&ctx, arguments)
+    } else if name == "terminal" {
+        bridle_exec::terminal::call_once(&plan, &approvals, std::env::current_exe()?, arguments)
     } else {
         let fs = match bridle_sandbox::confined_fs::ConfinedFs::start(&plan.spec) {
             Ok(fs) => fs,

@@ -22,5 +22,6 @@ pub mod output;
 pub mod rules;
 pub mod run;
 pub mod shell_split;
+pub mod terminal;
 
 pub use error::ExecError;

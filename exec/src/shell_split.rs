@@ -216,16 +216,34 @@ fn tokenize(line: &str, opaque: &mut Vec<String>) -> Option<Vec<Tok>> {
                 word.push(c);
             }
             '$' if chars.get(i + 1) == Some(&'(') => {
-                opaque.push(
-                    if chars.get(i + 2) == Some(&'(') {
-                        "arithmetic expansion"
-                    } else {
-                        "command substitution"
+                // Take the whole `$( ... )` / `$(( ... ))` into the word, balancing parentheses.
+                let mut depth = 0usize;
+                let mut j = i + 1;
+                while j < chars.len() {
+                    match chars[j] {
+                        '(' => depth += 1,
+                        ')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
                     }
-                    .into(),
-                );
+                    j += 1;
+                }
+                if j >= chars.len() {
+                    opaque.push("unbalanced `$(`".into());
+                    return None;
+                }
+                let inner: String = chars[i..=j].iter().collect();
+                let arithmetic = chars.get(i + 2) == Some(&'(');
+                if !arithmetic || inner[3..].contains("$(") || inner.contains('`') {
+                    opaque.push("command substitution".into());
+                }
                 in_word = true;
-                word.push(c);
+                word.push_str(&inner);
+                i = j;
             }
             '#' if !in_word => {
                 while i < chars.len() && chars[i] != '\n' {
@@ -381,6 +399,16 @@ mod tests {
         ] {
             assert!(!split(line).opaque.is_empty(), "{line} should be opaque");
         }
+    }
+
+    #[test]
+    fn arithmetic_without_substitution_is_understood() {
+        assert_eq!(
+            cmds("echo $((6*7)); ls"),
+            [v(&["echo", "$((6*7))"]), v(&["ls"])]
+        );
+        assert!(!split("echo $(( $(git push) ))").opaque.is_empty());
+        assert!(!split("echo $(git push").opaque.is_empty());
     }
 
     #[test]

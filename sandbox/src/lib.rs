@@ -31,6 +31,7 @@ pub mod privileges;
 pub mod probe;
 pub mod seccomp;
 mod sys;
+pub mod tty;
 
 pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
 pub use error::SandboxError;

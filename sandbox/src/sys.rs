@@ -405,9 +405,20 @@ pub fn default_signal(signal: nix::sys::signal::Signal) -> io::Result<()> {
 
 /// Arranges for `command`'s child to have each `(from, to)` descriptor at number `to`
 /// (inheritable), through a `pre_exec` hook that only makes allocation-free syscalls.
-pub fn set_child_fds(command: &mut std::process::Command, pairs: [(RawFd, RawFd); 2]) {
+pub fn set_child_fds(
+    command: &mut std::process::Command,
+    pairs: [(RawFd, RawFd); 2],
+    controlling_tty: bool,
+) {
     use std::os::unix::process::CommandExt;
     let hook = move || -> io::Result<()> {
+        if controlling_tty {
+            // A new session whose controlling terminal is stdin (a pty slave).
+            // SAFETY: setsid takes no arguments and touches no memory.
+            check(c_long::from(unsafe { libc::setsid() }))?;
+            // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal); no memory is passed.
+            check(c_long::from(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) }))?;
+        }
         // Move every source out of the way first, so a target number that equals another
         // pair's source cannot clobber it.
         let mut moved = [0 as RawFd; 2];
@@ -428,4 +439,43 @@ pub fn set_child_fds(command: &mut std::process::Command, pairs: [(RawFd, RawFd)
     unsafe {
         command.pre_exec(hook);
     }
+}
+
+/// The window size (rows, columns) of the terminal `fd`.
+pub fn terminal_size(fd: BorrowedFd<'_>) -> io::Result<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `struct winsize` into `ws`, a live local of that type.
+    let ret = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCGWINSZ,
+            &mut ws as *mut libc::winsize,
+        )
+    };
+    check(c_long::from(ret))?;
+    Ok((ws.ws_row, ws.ws_col))
+}
+
+/// Sets the window size of the terminal `fd`.
+pub fn set_terminal_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `struct winsize` from `ws`, a live local of that type.
+    let ret = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCSWINSZ,
+            &ws as *const libc::winsize,
+        )
+    };
+    check(c_long::from(ret)).map(drop)
 }

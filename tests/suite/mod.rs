@@ -12,3 +12,4 @@ mod probe_cli;
 mod support;
 mod tool_bash;
 mod tool_files;
+mod tool_terminal;

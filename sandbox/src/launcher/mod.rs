@@ -171,6 +171,7 @@ impl Sandbox {
             config,
             pids_group: None,
             in_process: false,
+            controlling_tty: false,
         }
     }
 }
@@ -204,6 +205,7 @@ pub struct Launch {
     config: LaunchConfig,
     pids_group: Option<crate::cgroup::PidsGroup>,
     in_process: bool,
+    controlling_tty: bool,
 }
 
 /// How a launched command ended.
@@ -240,6 +242,24 @@ impl Launch {
     /// [`Launch::command`] is then not used.
     pub fn in_process(mut self) -> Launch {
         self.in_process = true;
+        self
+    }
+
+    /// Starts the launcher in a new session whose controlling terminal is its stdin (which the
+    /// caller set to a pseudo-terminal slave on [`Launch::command`]): the command then has job
+    /// control on that terminal, and Ctrl-C on it is a real SIGINT to its foreground group.
+    pub fn with_controlling_terminal(mut self) -> Launch {
+        self.controlling_tty = true;
+        self
+    }
+
+    /// Adds or replaces an environment variable of the command (the spec's environment is the
+    /// base).
+    pub fn env(mut self, name: &str, value: &str) -> Launch {
+        self.config
+            .spec
+            .env
+            .insert(name.to_owned(), value.to_owned());
         self
     }
 
@@ -299,6 +319,7 @@ impl Launch {
                 (config_read.as_raw_fd(), CONFIG_FD),
                 (status_write.as_raw_fd(), STATUS_FD),
             ],
+            self.controlling_tty,
         );
         let mut child = self.command.spawn().map_err(|e| {
             refusal(

@@ -1,0 +1,255 @@
+//! The persistent terminal: one interactive bash per session in a pseudo-terminal, started
+//! through the sandbox launcher under the session's spec, with the pty as its controlling
+//! terminal (job control and `/dev/tty` work; Ctrl-C is a real SIGINT to the foreground
+//! group). Closing it kills the whole process tree.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bridle_policy::SandboxSpec;
+use bridle_sandbox::{Running, Sandbox, Spawned};
+
+/// The prompt bridle gives the terminal's bash, to see when a command has finished.
+pub const PROMPT_MARK: &str = "\u{1b}[bridle-prompt]$ ";
+
+/// A running terminal.
+#[derive(Debug)]
+pub struct Terminal {
+    running: Option<Running>,
+    master: std::fs::File,
+    output: mpsc::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    // Dropped last: removes placeholders only after the tree is gone.
+    _sandbox: Sandbox,
+}
+
+impl Terminal {
+    /// Starts `bash -i` in a new pty, confined by `spec`, in `cwd`. `launcher` is the bridle
+    /// binary. Waits for the first prompt (up to five seconds).
+    pub fn start(
+        spec: &SandboxSpec,
+        launcher: PathBuf,
+        cwd: &Path,
+        rows: u16,
+        cols: u16,
+    ) -> Result<Terminal, String> {
+        let (master, slave) = bridle_sandbox::tty::open_pty(rows, cols)
+            .map_err(|e| format!("opening a pseudo-terminal: {e}"))?;
+        let mut sandbox = Sandbox::prepare(spec.clone(), &bridle_sandbox::probe::quick(), launcher)
+            .map_err(|r| r.to_string())?;
+        let argv = ["bash", "--noprofile", "--norc", "-i"]
+            .map(String::from)
+            .to_vec();
+        let mut launch = sandbox
+            .launch(argv, cwd)
+            .env("PS1", PROMPT_MARK)
+            .env("PS2", "")
+            .env("TERM", "dumb")
+            .env("HISTFILE", "/dev/null")
+            .with_controlling_terminal();
+
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| format!("duplicating the pty: {e}"))
+        };
+        launch
+            .command
+            .stdin(dup(&slave)?)
+            .stdout(dup(&slave)?)
+            .stderr(dup(&slave)?);
+        let running = match sandbox.spawn(launch) {
+            Ok(Spawned::Running(r)) => r,
+            Ok(Spawned::ExecFailed(f)) => return Err(f.cause),
+            Err(r) => return Err(r.to_string()),
+        };
+        drop(slave);
+        let master = std::fs::File::from(master);
+        let mut reader = master
+            .try_clone()
+            .map_err(|e| format!("cloning the pty: {e}"))?;
+        let (tx, output) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            // EIO once every slave is closed (the shell exited).
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut terminal = Terminal {
+            running: Some(running),
+            master,
+            output,
+            pending: Vec::new(),
+            _sandbox: sandbox,
+        };
+        terminal.read(Duration::from_secs(5), Duration::from_secs(5));
+        Ok(terminal)
+    }
+
+    /// Writes `input` to the terminal as typed (include `\n` to run a line, `\u{3}` for Ctrl-C).
+    pub fn input(&mut self, input: &str) -> Result<(), String> {
+        self.master
+            .write_all(input.as_bytes())
+            .map_err(|e| format!("writing to the terminal: {e}"))
+    }
+
+    /// Sends Ctrl-C (the terminal turns it into SIGINT for the foreground process group).
+    pub fn interrupt(&mut self) -> Result<(), String> {
+        self.input("\u{3}")
+    }
+
+    /// Reads what the terminal prints until the prompt comes back, nothing arrives for `quiet`
+    /// after some output, or `wait` passes. The prompt marker is shown as `$ `.
+    pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
+        let deadline = Instant::now() + wait;
+        let mut got = std::mem::take(&mut self.pending);
+        let mut last = Instant::now();
+        loop {
+            if ends_with_prompt(&got) {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline || (!got.is_empty() && now.duration_since(last) >= quiet) {
+                break;
+            }
+            let step = deadline
+                .saturating_duration_since(now)
+                .min(if got.is_empty() { wait } else { quiet });
+            match self.output.recv_timeout(step) {
+                Ok(chunk) => {
+                    got.extend_from_slice(&chunk);
+                    last = Instant::now();
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        String::from_utf8_lossy(&got)
+            .replace('\r', "")
+            .replace(PROMPT_MARK, "$ ")
+    }
+
+    /// Kills the whole process tree and waits until it is gone.
+    pub fn close(mut self) {
+        if let Some(running) = self.running.take() {
+            running.kill_tree();
+            let _ = running.wait(None);
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.kill_tree();
+            let _ = running.wait(None);
+        }
+    }
+}
+
+fn ends_with_prompt(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    text.trim_end_matches(['\r', '\n'])
+        .ends_with(PROMPT_MARK.trim_end())
+        || text.ends_with(PROMPT_MARK)
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TerminalArgs {
+    input: Option<String>,
+    wait_ms: Option<u64>,
+    #[serde(default)]
+    close: bool,
+}
+
+/// The `terminal` tool for a one-call terminal (`bridle tool terminal`): starts the session's
+/// shell, feeds `input` (checked by the command rules like a `bash` command line), reads until
+/// the prompt returns, quiet, or `wait_ms` (default 2000), and closes it (the whole tree is gone
+/// when this returns).
+pub fn call_once(
+    plan: &bridle_policy::Plan,
+    approvals: &crate::approvals::Approvals,
+    launcher: PathBuf,
+    raw_arguments: &str,
+) -> crate::bash_tool::ToolResult {
+    use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
+    let spec = &plan.spec;
+    let result = |ok: bool, content: String, denied_by: Option<DeniedBy>| ToolResult {
+        ok,
+        content,
+        exit_code: None,
+        timed_out: false,
+        denied_by,
+        sandbox: SandboxFacts {
+            mode: spec.mode,
+            network: spec.network,
+            guarantees: spec.guarantees.clone(),
+            escalated: false,
+            denied_by_sandbox: None,
+        },
+    };
+    let args: TerminalArgs = match serde_json::from_str(raw_arguments) {
+        Ok(a) => a,
+        Err(e) => {
+            return result(
+                false,
+                format!("invalid arguments for `terminal`: {e}"),
+                None,
+            );
+        }
+    };
+    if let Some(input) = &args.input {
+        let verdict = crate::rules::check_bash(plan, input);
+        match verdict.decision {
+            bridle_policy::Decision::Deny if !input.trim().is_empty() => {
+                return result(
+                    false,
+                    format!("denied: {}", verdict.reason),
+                    Some(DeniedBy::Rule),
+                );
+            }
+            bridle_policy::Decision::Ask => {
+                let request = crate::approvals::ApprovalRequest {
+                    tool: "terminal".into(),
+                    arguments: serde_json::from_str(raw_arguments)
+                        .unwrap_or(serde_json::Value::Null),
+                    reason: verdict.reason.clone(),
+                    justification: None,
+                    escalation: None,
+                };
+                if let Some(text) = approvals.ask(&request).denial(approvals.policy()) {
+                    return result(
+                        false,
+                        format!("denied ({}): {text}", verdict.reason),
+                        Some(DeniedBy::Approval),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut terminal = match Terminal::start(spec, launcher, &spec.workspace, 40, 120) {
+        Ok(t) => t,
+        Err(e) => return result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox)),
+    };
+    let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
+    let mut out = String::new();
+    if let Some(input) = &args.input {
+        if let Err(e) = terminal.input(input) {
+            terminal.close();
+            return result(false, e, None);
+        }
+        out = terminal.read(wait, wait.min(Duration::from_millis(500)));
+    }
+    let _ = args.close;
+    terminal.close();
+    result(true, out, None)
+}
