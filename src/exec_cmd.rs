@@ -62,7 +62,20 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     };
     let cwd = std::env::current_dir()?;
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    // The profile's wall-time limit caps --timeout.
+    let wall = sandbox
+        .spec()
+        .limits
+        .wall_time_secs
+        .map(std::time::Duration::from_secs);
+    let timeout = match (args.timeout, wall) {
+        (Some(t), Some(w)) => Some(t.min(w)),
+        (t, w) => t.or(w),
+    };
     bridle_sandbox::launcher::ignore_terminal_signals();
+    // Orphans of a launcher the command managed to kill (danger-full-access has no PID
+    // namespace) are reparented to bridle, which kills them when the run ends.
+    bridle_sandbox::launcher::become_subreaper();
     // bridle exec is single-threaded here and passes its stdio through: fork the launcher
     // instead of re-executing bridle (same launcher code, one exec less). The re-executed
     // launcher (what multi-threaded callers use) can be selected for testing and comparison.
@@ -81,10 +94,10 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             say(&failure.cause);
             u8::try_from(failure.code).unwrap_or(127)
         }
-        Ok(Spawned::Running(running)) => match running.wait(args.timeout) {
+        Ok(Spawned::Running(running)) => match running.wait(timeout) {
             Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
             Outcome::TimedOut => {
-                let secs = args.timeout.map_or(0.0, |d| d.as_secs_f64());
+                let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
                 say(&format!(
                     "timed out after {secs}s; the whole process tree was killed"
                 ));
@@ -92,6 +105,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             }
         },
     };
+    bridle_sandbox::launcher::kill_orphans();
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)

@@ -253,15 +253,21 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                     }
                 }
                 Guarantee::Proc => {
-                    if pid_ns {
-                        by.push(Mechanism::PidNamespace);
-                    }
-                    if landlock && seccomp {
+                    // A PID namespace hides outside processes by pid, but kill(0) and
+                    // kill(-pgid) still reach bridle's own process group: Landlock's signal
+                    // scope is what stops that, so it is required.
+                    if landlock && (pid_ns || seccomp) {
+                        if pid_ns {
+                            by.push(Mechanism::PidNamespace);
+                        }
                         by.push(Mechanism::LandlockScopes);
-                        by.push(Mechanism::SeccompPtrace);
-                    }
-                    if by.is_empty() {
-                        note = Some(format!("needs a PID namespace, or Landlock scopes with seccomp: {}", why_ns()));
+                        if seccomp {
+                            by.push(Mechanism::SeccompPtrace);
+                        }
+                    } else {
+                        note = Some(
+                            "needs Landlock signal scoping (ABI >= 6): a PID namespace alone does not stop kill(0) reaching bridle's process group".to_owned(),
+                        );
                     }
                 }
                 Guarantee::Priv => {

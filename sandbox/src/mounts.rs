@@ -760,7 +760,22 @@ pub fn mount_proc() -> Result<(), MountFailure> {
             Guarantee::Proc,
             format!("mounting /proc for the PID namespace: {e}"),
         )
-    })
+    })?;
+    // Kernel knobs stay read-only even where Landlock is missing: sysctls only check the uid,
+    // so uid 0 in the sandbox could otherwise write /proc/sys/kernel/core_pattern.
+    for knob in [
+        "/proc/sys",
+        "/proc/sysrq-trigger",
+        "/proc/irq",
+        "/proc/bus",
+        "/proc/fs",
+    ] {
+        let path = Path::new(knob);
+        if path.exists() {
+            bind_onto_itself(path, true, Guarantee::Priv)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -214,3 +214,14 @@ fn background_work_finishing_in_time_is_not_cut_short() {
         "late\n"
     );
 }
+
+#[test]
+fn danger_full_access_tree_dies_even_when_the_command_kills_its_launcher() {
+    let e = ExecEnv::new();
+    let tok = token("killed-launcher");
+    // The command kills its own (subreaper) launcher; bridle itself reaps what is left.
+    let script = format!("setsid bash -c 'exec -a {tok} sleep 300' & sleep 0.5; kill -9 $PPID");
+    let r = e.sh_with(&[], &["--mode", "danger-full-access"], &script);
+    assert!(r.code.is_some(), "{}", r.stderr);
+    assert_no_survivor(&tok, "danger-full-access after the launcher was killed");
+}

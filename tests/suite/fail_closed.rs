@@ -86,9 +86,30 @@ impl Case {
 }
 
 #[test]
-fn without_landlock_the_mount_view_still_confines_writes() {
+fn without_landlock_signals_cannot_be_scoped_so_the_command_is_refused() {
     let case = Case::new();
     let r = case.exec(Fault::LandlockUnavailable, None);
+    case.assert_refused(&r, "G-PROC");
+    let p = case.probe(Fault::LandlockUnavailable, None);
+    p.assert_code(125);
+    assert!(
+        p.stdout.contains("landlock        unavailable"),
+        "{}",
+        p.stdout
+    );
+}
+
+#[test]
+fn without_landlock_the_mount_view_still_confines_writes() {
+    let case = Case::new();
+    let profile = case.env.home.join("no-signal-scope.yaml");
+    std::fs::write(
+        &profile,
+        "extends: workspace-write\naccept_missing: [G-PROC]\n",
+    )
+    .unwrap();
+    let profile = path_str(&profile).to_owned();
+    let r = case.exec(Fault::LandlockUnavailable, Some(&profile));
     // The outside touch fails (read-only view); grep's success is the last status.
     assert!(r.code == Some(0), "{}", r.stderr);
     assert!(case.mark_in() && !case.mark_out(), "{}", r.stderr);
@@ -97,13 +118,8 @@ fn without_landlock_the_mount_view_still_confines_writes() {
         "{}",
         r.stdout
     );
-    let p = case.probe(Fault::LandlockUnavailable, None);
+    let p = case.probe(Fault::LandlockUnavailable, Some(&profile));
     p.assert_code(0);
-    assert!(
-        p.stdout.contains("landlock        unavailable"),
-        "{}",
-        p.stdout
-    );
     let fs_write = p
         .stdout
         .lines()
@@ -112,6 +128,25 @@ fn without_landlock_the_mount_view_still_confines_writes() {
     assert!(
         fs_write.contains("mount-view") && !fs_write.contains("landlock"),
         "{fs_write}"
+    );
+    // Kernel knobs stay read-only without Landlock (sysctls only check the uid).
+    let mut cmd = case.env.bridle();
+    cmd.args([
+        "--profile",
+        &profile,
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern; echo rc=$?",
+    ]);
+    inject(&mut cmd, Fault::LandlockUnavailable).unwrap();
+    let w = run(&mut cmd);
+    assert!(
+        w.stdout.contains("rc=") && !w.stdout.contains("rc=0"),
+        "a sysctl was writable: {} {}",
+        w.stdout,
+        w.stderr
     );
 }
 

@@ -195,7 +195,8 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if m.ipc_ns {
-        flags |= CloneFlags::CLONE_NEWIPC;
+        // A private hostname too: sethostname would otherwise change the host's.
+        flags |= CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     }
     if !flags.is_empty() {
         nix::sched::unshare(flags)
@@ -219,11 +220,16 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     if m.pid_ns {
         nix::sched::unshare(CloneFlags::CLONE_NEWPID)
             .map_err(|e| fail(Guarantee::Tree, format!("unshare(CLONE_NEWPID): {e}")))?;
+        // Only the launcher holds the write end: init sees end-of-file on the read end once the
+        // launcher is gone (getppid() is 0 inside the new PID namespace, so it cannot ask).
+        let (alive_read, alive_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| fail(Guarantee::Tree, format!("creating the liveness pipe: {e}")))?;
         match sys::fork_single_threaded()
             .map_err(|e| fail(Guarantee::Tree, format!("forking init: {e}")))?
         {
             ForkResult::Child => {
-                let code = match init(&config, program.as_ref()) {
+                drop(alive_write);
+                let code = match init(&config, program.as_ref(), alive_read) {
                     Ok(code) => code,
                     Err(f) => {
                         report(&StatusLine::Fail {
@@ -236,8 +242,10 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
                 sys::exit_now(code)
             }
             ForkResult::Parent { child } => {
+                drop(alive_read);
                 sys::close_raw_fd(STATUS_FD);
                 let code = supervise(child, false);
+                drop(alive_write);
                 sys::exit_now(code)
             }
         }
@@ -261,9 +269,28 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {
 }
 
 /// PID 1 of the sandbox's PID namespace.
-fn init(config: &LaunchConfig, program: Option<&seccompiler::BpfProgram>) -> Result<i32, Fail> {
+fn init(
+    config: &LaunchConfig,
+    program: Option<&seccompiler::BpfProgram>,
+    launcher_alive: std::os::fd::OwnedFd,
+) -> Result<i32, Fail> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| fail(Guarantee::Tree, format!("init parent-death signal: {e}")))?;
+    // The launcher may have died before the parent-death signal was armed: then the pipe is
+    // already at end-of-file.
+    nix::fcntl::fcntl(
+        &launcher_alive,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .map_err(|e| fail(Guarantee::Tree, format!("liveness pipe: {e}")))?;
+    let mut probe = [0u8; 1];
+    if matches!(nix::unistd::read(&launcher_alive, &mut probe), Ok(0)) {
+        return Err(fail(
+            Guarantee::Tree,
+            "the launcher exited before init started",
+        ));
+    }
+    drop(launcher_alive);
     mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
     let child = fork_command(config, program)?;
     sys::close_raw_fd(STATUS_FD);
@@ -318,7 +345,7 @@ fn supervise(command: Pid, subreaper: bool) -> i32 {
 
 /// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they
 /// show up as direct children on the next scan).
-fn kill_descendants() {
+pub(crate) fn kill_descendants() {
     for _ in 0..10_000 {
         let children = direct_children();
         if children.is_empty() {

@@ -497,3 +497,15 @@ pub fn ignore_terminal_signals() {
     let _ = sys::ignore_signal(Signal::SIGINT);
     let _ = sys::ignore_signal(Signal::SIGQUIT);
 }
+
+/// Makes the calling process a child subreaper: orphans of its descendants are reparented to it
+/// (so [`kill_orphans`] can find them) instead of to init.
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// Kills and reaps every remaining child of the calling process (a subreaper after
+/// [`become_subreaper`]). For a single-purpose process such as `bridle exec` once its run is over.
+pub fn kill_orphans() {
+    child::kill_descendants();
+}
