@@ -59,6 +59,9 @@ fn fail(guarantee: Guarantee, cause: impl Into<String>) -> MountFailure {
 pub struct MountPlan {
     /// Writable roots that exist, outermost only, in order.
     pub writable: Vec<PathBuf>,
+    /// Device and inode of each writable root when the parent checked it; the launcher refuses
+    /// a root that is no longer the same directory.
+    pub writable_ids: Vec<(u64, u64)>,
     /// The session temp dir (also mounted on `/tmp` when `private_tmp`).
     pub temp_dir: PathBuf,
     /// Mount the temp dir on `/tmp` and a private tmpfs on `/dev/shm`.
@@ -352,8 +355,20 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     {
         keep_in_hidden.push(resolv);
     }
+    let mut writable_ids = Vec::new();
+    for root in &outermost {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(root).map_err(|e| {
+            fail(
+                Guarantee::FsWrite,
+                format!("inspecting writable root `{}`: {e}", root.display()),
+            )
+        })?;
+        writable_ids.push((meta.dev(), meta.ino()));
+    }
     let plan = MountPlan {
         writable: outermost,
+        writable_ids,
         temp_dir: spec.temp_dir.clone(),
         private_tmp: spec.private_tmp,
         pins,
@@ -488,12 +503,67 @@ fn attach(tree: &OwnedFd, target: &Path, guarantee: Guarantee) -> Result<(), Mou
     })
 }
 
+/// Opens `path` as an `O_PATH` descriptor without following any symlink on the way, so a
+/// component swapped for a symlink after the parent checked it makes the launch fail instead of
+/// redirecting a mount.
+fn open_strict(path: &Path, guarantee: Guarantee) -> Result<OwnedFd, MountFailure> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    openat2(nix::fcntl::AT_FDCWD, path, how).map_err(|e| {
+        fail(
+            guarantee,
+            format!(
+                "opening `{}` without following symlinks: {e}",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// Clones the tree at `path` through [`open_strict`], checking it is still the directory the
+/// parent prepared (`expect`: device and inode).
+fn clone_tree_strict(
+    path: &Path,
+    guarantee: Guarantee,
+    expect: Option<(u64, u64)>,
+) -> Result<OwnedFd, MountFailure> {
+    let fd = open_strict(path, guarantee)?;
+    if let Some((dev, ino)) = expect {
+        let st = nix::sys::stat::fstat(&fd)
+            .map_err(|e| fail(guarantee, format!("inspecting `{}`: {e}", path.display())))?;
+        if (st.st_dev, st.st_ino) != (dev, ino) {
+            return Err(fail(
+                guarantee,
+                format!(
+                    "`{}` changed between preparation and launch",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    sys::open_tree_clone_fd(fd.as_fd())
+        .map_err(|e| fail(guarantee, format!("open_tree(`{}`): {e}", path.display())))
+}
+
+/// Attaches `tree` on `target`, opened through [`open_strict`].
+fn attach_strict(tree: &OwnedFd, target: &Path, guarantee: Guarantee) -> Result<(), MountFailure> {
+    let fd = open_strict(target, guarantee)?;
+    sys::move_mount_to_fd(tree.as_fd(), fd.as_fd()).map_err(|e| {
+        fail(
+            guarantee,
+            format!("move_mount onto `{}`: {e}", target.display()),
+        )
+    })
+}
+
 fn bind_onto_itself(
     path: &Path,
     read_only: bool,
     guarantee: Guarantee,
 ) -> Result<(), MountFailure> {
-    let tree = clone_tree(path, guarantee)?;
+    let tree = clone_tree_strict(path, guarantee, None)?;
     if read_only {
         sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| {
             fail(
@@ -502,7 +572,7 @@ fn bind_onto_itself(
             )
         })?;
     }
-    attach(&tree, path, guarantee)
+    attach_strict(&tree, path, guarantee)
 }
 
 fn mount_tmpfs(
@@ -559,9 +629,15 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
     let writable: Vec<(PathBuf, OwnedFd)> = plan
         .writable
         .iter()
-        .map(|w| Ok((w.clone(), clone_tree(w, FsWrite)?)))
+        .enumerate()
+        .map(|(i, w)| {
+            Ok((
+                w.clone(),
+                clone_tree_strict(w, FsWrite, plan.writable_ids.get(i).copied())?,
+            ))
+        })
         .collect::<Result<_, MountFailure>>()?;
-    let temp = clone_tree(&plan.temp_dir, FsWrite)?;
+    let temp = clone_tree_strict(&plan.temp_dir, FsWrite, None)?;
     let temp_for_tmp = if plan.private_tmp {
         Some(clone_tree(&plan.temp_dir, FsWrite)?)
     } else {
@@ -615,7 +691,7 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
                 )
             })?;
         }
-        attach(tree, path, FsWrite)?;
+        attach_strict(tree, path, FsWrite)?;
     }
     if temp_for_tmp.is_some() && plan.temp_dir.starts_with("/tmp") {
         // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
@@ -629,7 +705,7 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
             )
         })?;
     }
-    attach(&temp, &plan.temp_dir, FsWrite)?;
+    attach_strict(&temp, &plan.temp_dir, FsWrite)?;
     for pin in &plan.pins {
         bind_onto_itself(pin, false, FsProtect)?;
     }

@@ -38,6 +38,7 @@
 //! | `open_by_handle_at`, `name_to_handle_at` | always | G-PRIV | file handles bypass path-based confinement ("shocker") |
 //! | `io_uring_setup`, `io_uring_enter`, `io_uring_register` | always | G-PRIV | io_uring operations (sockets, opens) bypass this filter entirely; large attack surface. Load-bearing for G-NET too |
 //! | `ioctl` | request (low 32 bits) is `TIOCSTI` or `TIOCLINUX` | G-TTY | injecting input into a terminal outside the sandbox |
+//! | `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat` | the mode sets `S_ISUID` or `S_ISGID` | G-PRIV | a sandboxed uid 0 leaving a setuid-root binary for the host (cost: `chmod u+s`/`g+s` fails inside, including on directories) |
 //! | `personality` | persona is not one of `PER_LINUX` (0), `PER_LINUX32` (8), `UNAME26` (0x20000), `PER_LINUX32\|UNAME26`, or the query 0xffffffff | G-PRIV | `ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC` and friends weaken the hardening of the programs we exec; the allowed set is Docker's default |
 //!
 //! Sockets, when network is off ([`SeccompProfile::ConfinedNoNetwork`], or
@@ -236,6 +237,10 @@ const SOCK_RAW: u32 = 3;
 /// `SOCK_TYPE_MASK`: the type without `SOCK_NONBLOCK`/`SOCK_CLOEXEC`.
 const SOCK_TYPE_MASK: u32 = 0xf;
 const TIOCSTI: u32 = 0x5412;
+const S_ISUID: u32 = 0o4000;
+const S_ISGID: u32 = 0o2000;
+/// `fchmodat2` (Linux 6.6) has the same number on x86_64 and aarch64.
+const SYS_FCHMODAT2: i64 = 452;
 const TIOCLINUX: u32 = 0x541C;
 const PER_LINUX: u32 = 0;
 const PER_LINUX32: u32 = 0x0008;
@@ -398,6 +403,36 @@ pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> 
             eperm,
             Guarantee::Tty,
         ));
+    }
+
+    // No set-user-id or set-group-id files: a sandboxed uid 0 could otherwise leave a
+    // setuid-root binary in a writable root for anyone on the host to run. Covers changing a
+    // mode and creating a file with one.
+    for bit in [S_ISUID, S_ISGID] {
+        let set = CmpOp::MaskedEq {
+            mask: bit,
+            value: bit,
+        };
+        let mut mode_args = vec![
+            (sys!(SYS_fchmod), 1),
+            (sys!(SYS_fchmodat), 2),
+            (sys!(SYS_openat), 3),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        mode_args.extend([
+            (sys!(SYS_chmod), 1),
+            (sys!(SYS_open), 2),
+            (sys!(SYS_creat), 1),
+        ]);
+        mode_args.push((("SYS_fchmodat2", SYS_FCHMODAT2), 2));
+        for (call, index) in mode_args {
+            table.push(row(
+                call,
+                When::All(vec![arg(index, set)]),
+                eperm,
+                Guarantee::Priv,
+            ));
+        }
     }
 
     let personas = [

@@ -479,3 +479,36 @@ pub fn set_terminal_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result
     };
     check(c_long::from(ret)).map(drop)
 }
+
+/// Clones the mount tree at the already-open `fd` (an `O_PATH` descriptor) into a detached
+/// mount: no path is resolved again, so nothing can be swapped in between.
+pub fn open_tree_clone_fd(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let flags = OPEN_TREE_CLONE
+        | AT_RECURSIVE
+        | AT_EMPTY_PATH
+        | u32::try_from(libc::O_CLOEXEC).unwrap_or(0);
+    // SAFETY: the empty path with AT_EMPTY_PATH makes the kernel use `fd`, borrowed for the call.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
+    let raw =
+        RawFd::try_from(check(ret)?).map_err(|_| io::Error::other("open_tree fd out of range"))?;
+    // SAFETY: the kernel just returned `raw` as a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Attaches the detached mount `tree` on the already-open target `target` (an `O_PATH` fd).
+pub fn move_mount_to_fd(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+    // SAFETY: both descriptors are borrowed for the call; the empty paths with the EMPTY_PATH
+    // flags make the kernel use them directly.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    check(ret).map(drop)
+}

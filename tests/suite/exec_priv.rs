@@ -217,3 +217,32 @@ for name, path in [("hostname", "/proc/sys/kernel/hostname"),
         assert_eq!(r.value(name), "denied", "{name}\n{}", r.stdout);
     }
 }
+
+#[test]
+fn setuid_and_setgid_files_cannot_be_made() {
+    let e = ExecEnv::new();
+    let r = e.sh(
+        "cp /bin/true mytrue; chmod 4755 mytrue; echo chmod_suid=$?; chmod g+s mytrue; echo chmod_sgid=$?; \
+         /usr/bin/python3 -c \"import os; os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)\"; echo create_suid=$?; \
+         chmod 755 mytrue; echo chmod_plain=$?",
+    );
+    r.assert_failed("chmod_suid")
+        .assert_failed("chmod_sgid")
+        .assert_failed("create_suid")
+        .assert_succeeded("chmod_plain");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(e.workspace.join("mytrue"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o6000, 0, "a setuid/setgid bit landed: {mode:o}");
+    assert!(
+        !e.workspace.join("made").exists()
+            || std::fs::metadata(e.workspace.join("made"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o6000
+                == 0
+    );
+}

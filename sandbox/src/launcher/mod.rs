@@ -185,6 +185,7 @@ impl Drop for Sandbox {
 fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
     MountPlan {
         writable: Vec::new(),
+        writable_ids: Vec::new(),
         temp_dir: spec.temp_dir.clone(),
         private_tmp: false,
         pins: Vec::new(),
