@@ -85,7 +85,13 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     } else {
         launch.in_process()
     };
-    let code = match sandbox.spawn(launch) {
+    // Stdio that is a plain file (a redirection) reaches the command as a pipe bridle pumps:
+    // a file descriptor would let it fchmod, futimens or ftruncate a file outside its roots.
+    let (stdio, pumps) = StdioPumps::prepare()?;
+    let launch = launch.with_stdio(stdio);
+    let spawned = sandbox.spawn(launch);
+    let pumps = pumps.start();
+    let code = match spawned {
         Err(refusal) => {
             say(&refusal.to_string());
             EXIT_SANDBOX_UNAVAILABLE
@@ -106,6 +112,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
         },
     };
     bridle_sandbox::launcher::kill_orphans();
+    pumps.finish();
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)
@@ -128,6 +135,80 @@ fn sweep_stale_run_dirs() {
         };
         if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Pipes standing in for stdio descriptors that are plain files, and the copying between them.
+struct StdioPumps {
+    stdin: Option<std::io::PipeWriter>,
+    outputs: Vec<(std::io::PipeReader, bool)>,
+}
+
+/// Running pump threads.
+struct RunningPumps {
+    outputs: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl StdioPumps {
+    /// Decides which of fds 0, 1, 2 need a pipe; returns the command's ends and the pumps.
+    fn prepare() -> Result<([Option<std::os::fd::OwnedFd>; 3], StdioPumps)> {
+        use std::os::fd::AsFd;
+        let mut ends: [Option<std::os::fd::OwnedFd>; 3] = [None, None, None];
+        let mut pumps = StdioPumps {
+            stdin: None,
+            outputs: Vec::new(),
+        };
+        if bridle_sandbox::launcher::needs_pipe(std::io::stdin().as_fd()) {
+            let (reader, writer) = std::io::pipe()?;
+            ends[0] = Some(reader.into());
+            pumps.stdin = Some(writer);
+        }
+        for (index, is_stdout) in [(1usize, true), (2, false)] {
+            let needs = if is_stdout {
+                bridle_sandbox::launcher::needs_pipe(std::io::stdout().as_fd())
+            } else {
+                bridle_sandbox::launcher::needs_pipe(std::io::stderr().as_fd())
+            };
+            if needs {
+                let (reader, writer) = std::io::pipe()?;
+                ends[index] = Some(writer.into());
+                pumps.outputs.push((reader, is_stdout));
+            }
+        }
+        Ok((ends, pumps))
+    }
+
+    /// Starts copying (after the launcher was forked: threads must not exist before).
+    fn start(self) -> RunningPumps {
+        if let Some(mut writer) = self.stdin {
+            // Ends at end of input, or with EPIPE once the command is gone; never joined.
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut writer);
+            });
+        }
+        let outputs = self
+            .outputs
+            .into_iter()
+            .map(|(mut reader, is_stdout)| {
+                std::thread::spawn(move || {
+                    let _ = if is_stdout {
+                        std::io::copy(&mut reader, &mut std::io::stdout().lock())
+                    } else {
+                        std::io::copy(&mut reader, &mut std::io::stderr().lock())
+                    };
+                })
+            })
+            .collect();
+        RunningPumps { outputs }
+    }
+}
+
+impl RunningPumps {
+    /// Waits until the command's output has been copied (the tree is gone, so the pipes end).
+    fn finish(self) {
+        for pump in self.outputs {
+            let _ = pump.join();
         }
     }
 }

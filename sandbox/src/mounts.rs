@@ -705,6 +705,34 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
             )
         })?;
     }
+    // Other runs' temp dirs live next to ours: hide the directory that holds them behind an
+    // empty read-only tmpfs that has only a mount point for ours.
+    if let Some(base) = plan.temp_dir.parent()
+        && plan.private_tmp
+        && base != Path::new("/")
+        && !base.starts_with("/tmp")
+        && !plan
+            .writable
+            .iter()
+            .any(|w| base.starts_with(w) || w.starts_with(base))
+    {
+        mount_tmpfs(
+            base,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            "size=16k,mode=755",
+            FsWrite,
+        )?;
+        std::fs::create_dir(&plan.temp_dir).map_err(|e| {
+            fail(
+                FsWrite,
+                format!(
+                    "creating the mount point `{}`: {e}",
+                    plan.temp_dir.display()
+                ),
+            )
+        })?;
+        remount_read_only(base, FsWrite)?;
+    }
     attach_strict(&temp, &plan.temp_dir, FsWrite)?;
     for pin in &plan.pins {
         bind_onto_itself(pin, false, FsProtect)?;

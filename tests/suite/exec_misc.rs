@@ -518,3 +518,44 @@ fn reexecuted_launcher_enforces_the_same_confinement() {
     assert!(started.elapsed() < Duration::from_secs(20));
     super::support::assert_no_survivor(&tok, "re-executed launcher after --timeout");
 }
+
+#[test]
+fn stdio_redirected_to_files_cannot_change_those_files_metadata() {
+    let e = ExecEnv::new();
+    let input = e.outside_file("in.txt", "line-from-file\n");
+    let output = e.outside_file("out.log", "previous\n");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&output, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::metadata(&output).unwrap();
+    let input_mode = std::fs::metadata(&input).unwrap().permissions().mode();
+    let bridle = env!("CARGO_BIN_EXE_bridle");
+    let inner = "cat; chmod 777 /proc/self/fd/1; echo chmod=$? >&2; touch -d 2001-01-01 /proc/self/fd/1; echo touch=$? >&2; \
+                 truncate -s 0 /proc/self/fd/1; echo truncate=$? >&2; chmod 777 /proc/self/fd/0; echo chmod_in=$? >&2";
+    let script = format!(
+        "exec {bridle} exec -- sh -c '{inner}' < {} >> {}",
+        path_str(&input),
+        path_str(&output)
+    );
+    let mut cmd = Command::new("/bin/bash");
+    cmd.args(["-c", &script])
+        .env_clear()
+        .env("HOME", &e.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(&e.workspace);
+    let r = run_bounded(&mut cmd);
+    r.assert_ok();
+    assert_eq!(
+        std::fs::read_to_string(&output).unwrap(),
+        "previous\nline-from-file\n",
+        "{}",
+        r.stderr
+    );
+    let after = std::fs::metadata(&output).unwrap();
+    assert_eq!(after.permissions().mode() & 0o7777, 0o644);
+    use std::os::unix::fs::MetadataExt;
+    assert!(after.mtime() >= before.mtime(), "mtime moved back");
+    assert_eq!(
+        std::fs::metadata(&input).unwrap().permissions().mode(),
+        input_mode
+    );
+}

@@ -85,6 +85,10 @@ pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> 
         std::mem::forget(status);
     }
     let _ = sys::set_cloexec(STATUS_FD);
+    // Everything else the parent had open stays with the parent: a pipe end held here would
+    // keep its reader from ever seeing end-of-file.
+    sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
+    let _ = sys::close_fds_from(u32::try_from(STATUS_FD + 1).unwrap_or(5));
     // Never unwind into the parent's stack frames (their destructors belong to the parent, e.g.
     // placeholder cleanup): a panic here ends this process at once.
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(config))) {

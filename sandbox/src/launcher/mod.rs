@@ -172,6 +172,7 @@ impl Sandbox {
             pids_group: None,
             in_process: false,
             controlling_tty: false,
+            stdio: [None, None, None],
         }
     }
 }
@@ -207,6 +208,9 @@ pub struct Launch {
     pids_group: Option<crate::cgroup::PidsGroup>,
     in_process: bool,
     controlling_tty: bool,
+    /// Replacements for the command's stdin, stdout and stderr (forked launcher only; the
+    /// re-executed one takes its stdio from [`Launch::command`]).
+    stdio: [Option<OwnedFd>; 3],
 }
 
 /// How a launched command ended.
@@ -251,6 +255,13 @@ impl Launch {
     /// control on that terminal, and Ctrl-C on it is a real SIGINT to its foreground group.
     pub fn with_controlling_terminal(mut self) -> Launch {
         self.controlling_tty = true;
+        self
+    }
+
+    /// Gives the command these descriptors as stdin, stdout and stderr instead of the caller's
+    /// (for example pipes the caller pumps, when its own stdio is a regular file).
+    pub fn with_stdio(mut self, stdio: [Option<OwnedFd>; 3]) -> Launch {
+        self.stdio = stdio;
         self
     }
 
@@ -322,6 +333,16 @@ impl Launch {
             ],
             self.controlling_tty,
         );
+        let [stdin, stdout, stderr] = std::mem::take(&mut self.stdio);
+        if let Some(fd) = stdin {
+            self.command.stdin(std::process::Stdio::from(fd));
+        }
+        if let Some(fd) = stdout {
+            self.command.stdout(std::process::Stdio::from(fd));
+        }
+        if let Some(fd) = stderr {
+            self.command.stderr(std::process::Stdio::from(fd));
+        }
         let mut child = self.command.spawn().map_err(|e| {
             refusal(
                 None,
@@ -356,6 +377,15 @@ impl Launch {
         match sys::fork_single_threaded() {
             Ok(nix::unistd::ForkResult::Child) => {
                 drop(status_read);
+                for (target, fd) in self.stdio.iter().enumerate() {
+                    if let Some(fd) = fd {
+                        let target = i32::try_from(target).unwrap_or(0);
+                        if sys::dup2_raw(fd.as_raw_fd(), target).is_err() {
+                            sys::exit_now(125);
+                        }
+                    }
+                }
+                self.stdio = [None, None, None];
                 child::run_forked(self.config.clone(), status_write)
             }
             Ok(nix::unistd::ForkResult::Parent { child }) => {
@@ -509,4 +539,19 @@ pub fn become_subreaper() {
 /// [`become_subreaper`]). For a single-purpose process such as `bridle exec` once its run is over.
 pub fn kill_orphans() {
     child::kill_descendants();
+}
+
+/// Whether the descriptor is a plain file, directory or block device: passing such a
+/// descriptor to a confined command would let it change the file's metadata (`fchmod`,
+/// `futimens`, `ftruncate`) outside the read-only view. Such stdio should be replaced by a pipe
+/// the caller pumps.
+pub fn needs_pipe(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::sys::stat::SFlag;
+    match nix::sys::stat::fstat(fd) {
+        Ok(st) => {
+            let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+            kind == SFlag::S_IFREG || kind == SFlag::S_IFDIR || kind == SFlag::S_IFBLK
+        }
+        Err(_) => false,
+    }
 }
