@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 use bridle_policy::SandboxSpec;
 use bridle_sandbox::{Running, Sandbox, Spawned};
 
+/// Bytes of terminal output kept at the start and at the end of one read.
+pub const OUTPUT_CAP: usize = 32 * 1024;
+
 /// The prompt bridle gives the terminal's bash, to see when a command has finished.
 pub const PROMPT_MARK: &str = "\u{1b}[bridle-prompt]$ ";
 
@@ -109,31 +112,58 @@ impl Terminal {
     /// after some output, or `wait` passes. The prompt marker is shown as `$ `.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
         let deadline = Instant::now() + wait;
-        let mut got = std::mem::take(&mut self.pending);
+        // Memory stays bounded whatever the program prints: the first and the last
+        // `OUTPUT_CAP` bytes are kept, the middle is counted.
+        let mut head = std::mem::take(&mut self.pending);
+        let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+        let mut dropped: u64 = 0;
         let mut last = Instant::now();
         loop {
-            if ends_with_prompt(&got) {
+            let recent: Vec<u8> = if tail.is_empty() {
+                head.clone()
+            } else {
+                tail.iter().copied().collect()
+            };
+            if ends_with_prompt(&recent) {
                 break;
             }
             let now = Instant::now();
-            if now >= deadline || (!got.is_empty() && now.duration_since(last) >= quiet) {
+            let seen = !head.is_empty();
+            if now >= deadline || (seen && now.duration_since(last) >= quiet) {
                 break;
             }
             let step = deadline
                 .saturating_duration_since(now)
-                .min(if got.is_empty() { wait } else { quiet });
+                .min(if seen { quiet } else { wait });
             match self.output.recv_timeout(step) {
                 Ok(chunk) => {
-                    got.extend_from_slice(&chunk);
+                    let room = OUTPUT_CAP.saturating_sub(head.len());
+                    let (to_head, rest) = chunk.split_at(room.min(chunk.len()));
+                    head.extend_from_slice(to_head);
+                    tail.extend(rest);
+                    if tail.len() > OUTPUT_CAP {
+                        let excess = tail.len() - OUTPUT_CAP;
+                        tail.drain(..excess);
+                        dropped += u64::try_from(excess).unwrap_or(u64::MAX);
+                    }
                     last = Instant::now();
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        String::from_utf8_lossy(&got)
-            .replace('\r', "")
-            .replace(PROMPT_MARK, "$ ")
+        let mut text = String::from_utf8_lossy(&head).into_owned();
+        if dropped > 0 {
+            text.push_str(&format!(
+                "\n[... {dropped} bytes of terminal output omitted ...]\n"
+            ));
+        }
+        if !tail.is_empty() {
+            text.push_str(&String::from_utf8_lossy(
+                &tail.into_iter().collect::<Vec<u8>>(),
+            ));
+        }
+        text.replace('\r', "").replace(PROMPT_MARK, "$ ")
     }
 
     /// Kills the whole process tree and waits until it is gone.
