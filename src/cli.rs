@@ -55,6 +55,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// An interactive bash in a pseudo-terminal, confined like `exec`.
+    ///
+    /// Exits with the shell's status.
+    Shell,
     /// Call one tool through the agent's pipeline, without a model.
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or

@@ -5,6 +5,7 @@ mod exec_cmd;
 mod policy_cmd;
 mod probe_cmd;
 mod session_facts;
+mod shell_cmd;
 mod tool_cmd;
 
 use std::io::Write;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
+        Command::Shell => shell_cmd::run(&cli.global),
         Command::Tool {
             name,
             session_dir,

@@ -1,0 +1,128 @@
+//! `bridle shell`: an interactive bash in a pseudo-terminal, confined like `bridle exec`.
+//!
+//! The user's terminal is put in raw mode and relayed to a new pty whose slave is the shell's
+//! controlling terminal, so the shell never holds the user's real terminal (TIOCSTI-style
+//! injection has nothing outside to reach even apart from seccomp). The window size follows
+//! the user's terminal. Exits with the shell's status.
+
+use std::io::{IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bridle_policy::Overrides;
+use bridle_sandbox::{Outcome, Sandbox, Spawned};
+
+use crate::cli::GlobalArgs;
+use crate::exec_cmd::EXIT_SANDBOX_UNAVAILABLE;
+use crate::session_facts::{Facts, ensure_temp_base};
+
+fn say(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "bridle: {line}");
+}
+
+pub fn run(global: &GlobalArgs) -> Result<u8> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        say("`bridle shell` needs a terminal; for scripts use `bridle exec -- bash -c ...`");
+        return Ok(2);
+    }
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    ensure_temp_base()?;
+    let temp_dir = facts.run_temp_dir();
+    let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
+    let mut sandbox = match Sandbox::prepare(
+        plan.spec,
+        &bridle_sandbox::probe::quick(),
+        std::env::current_exe()?,
+    ) {
+        Ok(s) => s,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
+    let (rows, cols) = bridle_sandbox::tty::size(std::io::stdin().as_fd()).unwrap_or((24, 80));
+    let (master, slave) =
+        bridle_sandbox::tty::open_pty(rows, cols).context("opening a pseudo-terminal")?;
+    let cwd = std::env::current_dir()?;
+    let mut launch = sandbox
+        .launch(vec!["bash".into(), "-i".into()], &cwd)
+        .with_controlling_terminal();
+    launch
+        .command
+        .stdin(slave.try_clone()?)
+        .stdout(slave.try_clone()?)
+        .stderr(slave.try_clone()?);
+    let running = match sandbox.spawn(launch) {
+        Ok(Spawned::Running(r)) => r,
+        Ok(Spawned::ExecFailed(f)) => {
+            say(&f.cause);
+            return Ok(u8::try_from(f.code).unwrap_or(127));
+        }
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
+    drop(slave);
+
+    let saved = bridle_sandbox::tty::make_raw(std::io::stdin().as_fd())
+        .context("putting the terminal in raw mode")?;
+    let mut master_out = std::fs::File::from(master);
+    let mut master_in = master_out.try_clone()?;
+    let resize_target = master_out.try_clone()?;
+    let done = Arc::new(AtomicBool::new(false));
+    // Keyboard → shell. Ends when stdin ends or the shell is gone.
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let mut stdin = std::io::stdin().lock();
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 || master_in.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    // The window size follows the user's terminal.
+    {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut last = (rows, cols);
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(200));
+                if let Some(size) = bridle_sandbox::tty::size(std::io::stdin().as_fd())
+                    && size != last
+                {
+                    let _ = bridle_sandbox::tty::set_size(resize_target.as_fd(), size.0, size.1);
+                    last = size;
+                }
+            }
+        });
+    }
+    // Shell → screen, until the pty reports the end (EIO once the shell and its tree are gone).
+    let mut buf = [0u8; 16 * 1024];
+    let mut stdout = std::io::stdout().lock();
+    while let Ok(n) = master_out.read(&mut buf) {
+        if n == 0
+            || stdout
+                .write_all(&buf[..n])
+                .and_then(|()| stdout.flush())
+                .is_err()
+        {
+            break;
+        }
+    }
+    drop(stdout);
+    done.store(true, Ordering::SeqCst);
+    let _ = bridle_sandbox::tty::restore(std::io::stdin().as_fd(), &saved);
+    let code = match running.wait(None) {
+        Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
+        Outcome::TimedOut => 124,
+    };
+    drop(sandbox);
+    let _ = std::fs::remove_dir_all(&temp_dir);
+    Ok(code)
+}
