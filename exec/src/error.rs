@@ -35,6 +35,14 @@ pub enum ExecError {
         #[source]
         source: io::Error,
     },
+    /// A job could not be started (refused by the sandbox, or not executable).
+    #[error("starting `{command}`: {reason}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        reason: String,
+    },
     /// Planning a wider spec for an approved escalation failed.
     #[error("planning the escalated sandbox: {0}")]
     Replan(String),

@@ -19,6 +19,7 @@ pub mod bash_tool;
 mod error;
 pub mod fs_tools;
 pub mod output;
+pub mod process;
 pub mod rules;
 pub mod run;
 pub mod shell_split;

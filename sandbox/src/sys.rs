@@ -512,3 +512,27 @@ pub fn move_mount_to_fd(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Res
     };
     check(ret).map(drop)
 }
+
+/// A pidfd for `pid` (which must be our unreaped child, so it cannot have been recycled).
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; no memory is passed.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+    let raw = RawFd::try_from(check(ret)?).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: the kernel just returned `raw` as a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Sends `signal` to the process behind `pidfd` (never to a recycled pid).
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
+    // SAFETY: a null siginfo is allowed (the kernel fills it in as for kill); no other memory.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
+    check(ret).map(drop)
+}

@@ -9,6 +9,7 @@ mod fail_closed;
 mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;
+mod process_manager;
 mod shell_cli;
 mod support;
 mod tool_bash;

@@ -161,7 +161,12 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     }
     // Signals the launcher and init handle synchronously; the command resets them.
     let mut handled = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
         handled.add(s);
     }
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled), None)
@@ -301,12 +306,18 @@ fn init(
     Ok(supervise(child, false))
 }
 
-/// Waits for `command`; on SIGTERM/SIGHUP kills the tree. Returns the exit code to pass up:
+/// Waits for `command`; on SIGTERM/SIGHUP kills the tree; on SIGUSR1 asks the command to
+/// terminate (SIGTERM), passing the request down through init. Returns the exit code to pass up:
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
 /// remaining descendant before returning.
 fn supervise(command: Pid, subreaper: bool) -> i32 {
     let mut waited = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
         waited.add(s);
     }
     let mut result: Option<i32> = None;
@@ -329,6 +340,17 @@ fn supervise(command: Pid, subreaper: bool) -> i32 {
             return code;
         }
         match waited.wait() {
+            Ok(Signal::SIGUSR1) => {
+                // Graceful cancel: the launcher passes it on to init, which (like a subreaper
+                // launcher) asks the command to terminate; a SIGTERM to the launcher follows if
+                // it does not.
+                let forward = if subreaper || getpid().as_raw() == 1 {
+                    Signal::SIGTERM
+                } else {
+                    Signal::SIGUSR1
+                };
+                let _ = kill(command, forward);
+            }
             Ok(Signal::SIGTERM) | Ok(Signal::SIGHUP) => {
                 let _ = kill(command, Signal::SIGKILL);
                 if subreaper {

@@ -477,6 +477,22 @@ impl Running {
         self.io.stderr.take()
     }
 
+    /// A handle that can signal this run from another thread, even after [`Running::wait`]
+    /// took it (through a pidfd: never a recycled pid).
+    pub fn controller(&self) -> Result<Controller, Refusal> {
+        let fd = sys::pidfd_open(self.pid.as_raw())
+            .map_err(|e| refusal(None, format!("pidfd_open: {e}")))?;
+        Ok(Controller {
+            pidfd: std::sync::Arc::new(fd),
+        })
+    }
+
+    /// Asks the command to terminate (SIGTERM to the command, delivered through the launcher);
+    /// follow with [`Running::kill_tree`] after a grace period.
+    pub fn terminate_gracefully(&self) {
+        let _ = kill(self.pid, Signal::SIGUSR1);
+    }
+
     /// Kills the whole process tree now.
     pub fn kill_tree(&self) {
         let _ = kill(self.pid, Signal::SIGTERM);
@@ -553,5 +569,29 @@ pub fn needs_pipe(fd: std::os::fd::BorrowedFd<'_>) -> bool {
             kind == SFlag::S_IFREG || kind == SFlag::S_IFDIR || kind == SFlag::S_IFBLK
         }
         Err(_) => false,
+    }
+}
+
+/// Signals a run from any thread (see [`Running::controller`]).
+#[derive(Debug, Clone)]
+pub struct Controller {
+    pidfd: std::sync::Arc<OwnedFd>,
+}
+
+impl Controller {
+    /// Asks the command to terminate (SIGTERM); follow with [`Controller::kill_tree`].
+    pub fn terminate_gracefully(&self) {
+        let _ = sys::pidfd_send_signal(
+            std::os::fd::AsFd::as_fd(&*self.pidfd),
+            Signal::SIGUSR1 as i32,
+        );
+    }
+
+    /// Kills the whole process tree now.
+    pub fn kill_tree(&self) {
+        let _ = sys::pidfd_send_signal(
+            std::os::fd::AsFd::as_fd(&*self.pidfd),
+            Signal::SIGTERM as i32,
+        );
     }
 }
