@@ -203,40 +203,11 @@ fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
     Ok(0)
 }
 
-/// Canonicalises as much of `path` as exists, so a path that does not exist yet (a file about to
-/// be written) still resolves symlinks in its existing ancestors.
-fn resolve_for_write(workspace: &Path, path: &Path) -> PathBuf {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        workspace.join(path)
-    };
-    let normal = bridle_policy::normalize(&joined);
-    let mut existing = normal.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return normal,
-        }
-    }
-}
-
 fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
-    let resolved = resolve_for_write(&facts.workspace, path);
+    let resolved = bridle_exec::fs_tools::resolve(&facts.workspace, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
     print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
 }

@@ -4,37 +4,18 @@
 use std::time::{Duration, Instant};
 
 use bridle_exec::process::{JobState, ProcessManager, SpawnRequest};
-use bridle_policy::{FsProfileSource, LoadRequest, Overrides, PlanContext};
 
-use super::support::{ExecEnv, assert_no_survivor, processes_with, token};
+use super::support::{ExecEnv, assert_no_survivor, processes_with, spec_for, token};
 
 fn request(env: &ExecEnv, script: &str) -> SpawnRequest {
-    let policy = bridle_policy::load(
-        &FsProfileSource,
-        &LoadRequest {
-            profile: "workspace-write".into(),
-            overrides: Overrides::default(),
-            workspace_layer: None,
-        },
-    )
-    .unwrap();
-    let temp = env.home.join("session-tmp");
-    std::fs::create_dir_all(&temp).unwrap();
-    let ctx = PlanContext {
-        workspace: env.workspace.clone(),
-        home: env.home.clone(),
-        state_dir: env.home.join(".local/state/bridle"),
-        config_dir: env.home.join(".config/bridle"),
-        temp_dir: temp.clone(),
-        host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
-    };
+    let spec = spec_for(env);
     SpawnRequest {
         argv: vec!["sh".into(), "-c".into(), script.into()],
         cwd: env.workspace.clone(),
-        spec: bridle_policy::plan(&policy, &ctx).unwrap().spec,
+        spill_dir: spec.temp_dir.clone(),
+        spec,
         stdin: Vec::new(),
         output_cap: 4096,
-        spill_dir: temp,
     }
 }
 

@@ -460,3 +460,28 @@ pub fn still_running(procs: &[ProcId]) -> Vec<ProcId> {
         .filter(|p| matches!(stat_fields(p.pid), Some((state, start)) if start == p.start && state != 'Z'))
         .collect()
 }
+
+/// The `workspace-write` spec for `env`'s workspace, planned in-process (for tests that use the
+/// library API directly), with a private temp dir in the home.
+pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
+    let policy = bridle_policy::load(
+        &bridle_policy::FsProfileSource,
+        &bridle_policy::LoadRequest {
+            profile: "workspace-write".into(),
+            overrides: bridle_policy::Overrides::default(),
+            workspace_layer: None,
+        },
+    )
+    .expect("load workspace-write");
+    let temp = env.home.join("session-tmp");
+    std::fs::create_dir_all(&temp).expect("create session temp dir");
+    let ctx = bridle_policy::PlanContext {
+        workspace: env.workspace.clone(),
+        home: env.home.clone(),
+        state_dir: env.home.join(".local/state/bridle"),
+        config_dir: env.home.join(".config/bridle"),
+        temp_dir: temp,
+        host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
+    };
+    bridle_policy::plan(&policy, &ctx).expect("plan").spec
+}

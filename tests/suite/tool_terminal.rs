@@ -3,10 +3,9 @@
 use std::time::{Duration, Instant};
 
 use bridle_exec::terminal::Terminal;
-use bridle_policy::{FsProfileSource, LoadRequest, Overrides, PlanContext};
 use serde_json::{Value, json};
 
-use super::support::{Env, assert_no_survivor, run, token};
+use super::support::{Env, assert_no_survivor, run, spec_for, token};
 
 fn tool(env: &Env, profile: &str, args: &Value) -> Value {
     let mut cmd = env.bridle();
@@ -15,28 +14,6 @@ fn tool(env: &Env, profile: &str, args: &Value) -> Value {
     let r = run(&mut cmd);
     serde_json::from_str(r.stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
-}
-
-fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
-    let policy = bridle_policy::load(
-        &FsProfileSource,
-        &LoadRequest {
-            profile: "workspace-write".into(),
-            overrides: Overrides::default(),
-            workspace_layer: None,
-        },
-    )
-    .unwrap();
-    let temp = env.home.join("session-tmp");
-    let ctx = PlanContext {
-        workspace: env.workspace.clone(),
-        home: env.home.clone(),
-        state_dir: env.home.join(".local/state/bridle"),
-        config_dir: env.home.join(".config/bridle"),
-        temp_dir: temp,
-        host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
-    };
-    bridle_policy::plan(&policy, &ctx).unwrap().spec
 }
 
 #[test]

@@ -48,6 +48,15 @@ fn fail(guarantee: Guarantee, cause: impl Into<String>) -> Fail {
     }
 }
 
+/// Reports a setup failure on the status pipe; returns the launcher's exit status for it.
+fn refused(f: Fail) -> i32 {
+    report(&StatusLine::Fail {
+        guarantee: f.guarantee,
+        cause: f.cause,
+    });
+    125
+}
+
 fn report(line: &StatusLine) {
     let mut text = line.render();
     text.push('\n');
@@ -60,13 +69,7 @@ pub fn launcher_main() -> ! {
     let _ = sys::set_cloexec(STATUS_FD);
     let code = match read_config().and_then(run) {
         Ok(never) => match never {},
-        Err(f) => {
-            report(&StatusLine::Fail {
-                guarantee: f.guarantee,
-                cause: f.cause,
-            });
-            125
-        }
+        Err(f) => refused(f),
     };
     sys::exit_now(code)
 }
@@ -93,13 +96,7 @@ pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> 
     // placeholder cleanup): a panic here ends this process at once.
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(config))) {
         Ok(Ok(never)) => match never {},
-        Ok(Err(f)) => {
-            report(&StatusLine::Fail {
-                guarantee: f.guarantee,
-                cause: f.cause,
-            });
-            125
-        }
+        Ok(Err(f)) => refused(f),
         Err(_) => {
             report(&StatusLine::Fail {
                 guarantee: None,
@@ -240,13 +237,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
                 drop(alive_write);
                 let code = match init(&config, program.as_ref(), alive_read) {
                     Ok(code) => code,
-                    Err(f) => {
-                        report(&StatusLine::Fail {
-                            guarantee: f.guarantee,
-                            cause: f.cause,
-                        });
-                        125
-                    }
+                    Err(f) => refused(f),
                 };
                 sys::exit_now(code)
             }
@@ -445,11 +436,7 @@ fn fork_command(
                 Ok(never) => match never {},
                 Err(f) => f,
             };
-            report(&StatusLine::Fail {
-                guarantee: f.guarantee,
-                cause: f.cause,
-            });
-            sys::exit_now(125)
+            sys::exit_now(refused(f))
         }
         ForkResult::Parent { child } => Ok(child),
     }

@@ -57,6 +57,17 @@ fn refusal(guarantee: Option<Guarantee>, cause: impl Into<String>) -> Refusal {
     }
 }
 
+/// The refusal for a required guarantee that no mechanism provides.
+fn missing_refusal(missing: &crate::assess::GuaranteeStatus) -> Refusal {
+    refusal(
+        Some(missing.guarantee),
+        missing
+            .note
+            .clone()
+            .unwrap_or_else(|| "no mechanism on this host".into()),
+    )
+}
+
 /// A spec checked against the host and prepared for launches.
 #[derive(Debug)]
 pub struct Sandbox {
@@ -80,13 +91,7 @@ impl Sandbox {
     ) -> Result<Sandbox, Refusal> {
         let assessment = assess(&spec, probe);
         if let Some(missing) = assessment.refusal() {
-            return Err(refusal(
-                Some(missing.guarantee),
-                missing
-                    .note
-                    .clone()
-                    .unwrap_or_else(|| "no mechanism on this host".into()),
-            ));
+            return Err(missing_refusal(missing));
         }
         let (mounts, placeholders) = if assessment.plan.mount_view {
             mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?
@@ -138,13 +143,7 @@ impl Sandbox {
         tracing::info!(first = %refused, "launch refused under assumed host features; retrying with the probed plan");
         self.assessment = reassessed;
         if let Some(missing) = self.assessment.refusal() {
-            return Err(refusal(
-                Some(missing.guarantee),
-                missing
-                    .note
-                    .clone()
-                    .unwrap_or_else(|| "no mechanism on this host".into()),
-            ));
+            return Err(missing_refusal(missing));
         }
         launch.config.mechanisms = self.assessment.plan;
         launch.spawn_once()
