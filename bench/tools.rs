@@ -50,6 +50,7 @@ fn file_tools(c: &mut Criterion) {
         plan: &plan,
         approvals: &approvals,
         fs: &fs,
+        replan: None,
     };
     let content = "x".repeat(4095) + "\n";
     let write = serde_json::json!({"path": "bench.txt", "content": content}).to_string();

@@ -73,7 +73,8 @@ pub fn run(
         };
     let approvals = Approvals::new(plan.approval, answerer);
     let runner = SandboxRunner::new(std::env::current_exe()?);
-    let replan = |mode| -> Result<bridle_policy::SandboxSpec, String> {
+    // An approved escalation re-plans the session with the wider mode for that one call.
+    let replan_plan = |mode| -> Result<bridle_policy::Plan, String> {
         let wider = facts
             .load_policy(
                 global,
@@ -84,9 +85,9 @@ pub fn run(
             )
             .map_err(|e| e.to_string())?;
         bridle_policy::plan(&wider, &facts.plan_context(temp_dir.clone()))
-            .map(|p| p.spec)
             .map_err(|e| e.to_string())
     };
+    let replan = |mode| replan_plan(mode).map(|p| p.spec);
     let ctx = BashContext {
         plan: &plan,
         approvals: &approvals,
@@ -116,6 +117,7 @@ pub fn run(
             plan: &plan,
             approvals: &approvals,
             fs: &fs,
+            replan: Some(&replan_plan),
         };
         match name {
             "read_file" => fs_tools::read_file(&fctx, arguments),

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bridle_policy::{Decision, Plan};
+use bridle_policy::{Decision, Plan, SandboxMode};
 use bridle_sandbox::confined_fs::ConfinedFs;
 use serde::Deserialize;
 
@@ -27,7 +27,6 @@ pub fn concurrency_safe(tool: &str) -> bool {
 }
 
 /// What the file tools need from their session.
-#[derive(Debug)]
 pub struct FsContext<'a> {
     /// The session's plan.
     pub plan: &'a Plan,
@@ -35,6 +34,9 @@ pub struct FsContext<'a> {
     pub approvals: &'a Approvals,
     /// The confined worker.
     pub fs: &'a ConfinedFs,
+    /// Plans the session for a wider mode (an approved escalation of one call); `None` when
+    /// escalation is not offered.
+    pub replan: Option<&'a dyn Fn(SandboxMode) -> Result<Plan, String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +52,8 @@ struct ReadArgs {
 struct WriteArgs {
     path: String,
     content: String,
+    sandbox_permissions: Option<SandboxMode>,
+    justification: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +64,8 @@ struct EditArgs {
     new_string: String,
     #[serde(default)]
     replace_all: bool,
+    sandbox_permissions: Option<SandboxMode>,
+    justification: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -193,6 +199,132 @@ fn sandbox_denied(plan: &Plan, err: &bridle_sandbox::confined_fs::FsDenied) -> T
     done(plan, false, err.to_string(), by)
 }
 
+impl std::fmt::Debug for FsContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FsContext")
+            .field("fs", &self.fs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where an allowed write goes.
+enum Writer<'a> {
+    /// The session's confined worker.
+    Session(&'a ConfinedFs),
+    /// A worker confined by an approved wider (but still confined) mode.
+    Escalated(ConfinedFs),
+    /// Approved danger-full-access: a plain write.
+    Unconfined,
+}
+
+impl Writer<'_> {
+    fn write(&self, path: &Path, bytes: Vec<u8>) -> Result<(), String> {
+        match self {
+            Writer::Session(fs) => fs.write(path, bytes).map_err(|e| e.to_string()),
+            Writer::Escalated(fs) => fs.write(path, bytes).map_err(|e| e.to_string()),
+            Writer::Unconfined => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("`{}`: {e}", parent.display()))?;
+                }
+                std::fs::write(path, bytes).map_err(|e| format!("`{}`: {e}", path.display()))
+            }
+        }
+    }
+}
+
+/// Decides a write (policy, rules, approvals; an escalation needs a person's approval and runs
+/// this one call under the wider mode) and returns where it goes.
+fn writer_for<'a>(
+    ctx: &'a FsContext<'_>,
+    tool: &str,
+    raw_args: &str,
+    path: &Path,
+    escalation: Option<(SandboxMode, Option<&str>)>,
+) -> Result<Writer<'a>, ToolResult> {
+    let Some((wider, justification)) = escalation else {
+        allow_write(ctx, tool, raw_args, path)?;
+        return Ok(Writer::Session(ctx.fs));
+    };
+    let invalid = |m: String| {
+        done(
+            ctx.plan,
+            false,
+            format!("invalid arguments for `{tool}`: {m}"),
+            None,
+        )
+    };
+    if wider <= ctx.plan.spec.mode {
+        return Err(invalid(format!(
+            "`sandbox_permissions` must be wider than the current mode `{}`",
+            ctx.plan.spec.mode
+        )));
+    }
+    let Some(justification) = justification.filter(|j| !j.trim().is_empty()) else {
+        return Err(invalid(
+            "`sandbox_permissions` needs a `justification`".into(),
+        ));
+    };
+    let Some(replan) = ctx.replan else {
+        return Err(invalid(
+            "escalation is not available in this session".into(),
+        ));
+    };
+    let wide = replan(wider).map_err(|e| {
+        done(
+            ctx.plan,
+            false,
+            format!("cannot plan the escalated sandbox: {e}"),
+            Some(DeniedBy::Sandbox),
+        )
+    })?;
+    let verdict = wide.decide_write(path);
+    if verdict.decision == Decision::Deny {
+        return Err(done(
+            ctx.plan,
+            false,
+            format!("denied even with `{wider}`: {}", verdict.reason),
+            Some(DeniedBy::Policy),
+        ));
+    }
+    let mut reason = format!(
+        "asks to write `{}` with sandbox mode `{wider}` instead of `{}`",
+        path.display(),
+        ctx.plan.spec.mode
+    );
+    if verdict.decision == Decision::Ask {
+        reason.push_str(&format!("; {}", verdict.reason));
+    }
+    let request = ApprovalRequest {
+        tool: tool.into(),
+        arguments: serde_json::from_str(raw_args).unwrap_or(serde_json::Value::Null),
+        reason: reason.clone(),
+        justification: Some(justification.to_owned()),
+        escalation: Some(wider),
+    };
+    if let Some(text) = ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
+        return Err(done(
+            ctx.plan,
+            false,
+            format!("denied ({reason}): {text}"),
+            Some(DeniedBy::Approval),
+        ));
+    }
+    if wider == SandboxMode::DangerFullAccess {
+        return Ok(Writer::Unconfined);
+    }
+    ConfinedFs::start(&wide.spec)
+        .map(Writer::Escalated)
+        .map_err(|e| {
+            done(
+                ctx.plan,
+                false,
+                format!("not run: sandbox unavailable: {e}"),
+                Some(DeniedBy::Sandbox),
+            )
+        })
+}
+
 /// `read_file`.
 pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     let args: ReadArgs = match parse(ctx.plan, "read_file", raw) {
@@ -249,18 +381,22 @@ pub fn write_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Err(r) => return r,
     };
     let path = resolve(&ctx.plan.spec.workspace, &args.path);
-    if let Err(denied) = allow_write(ctx, "write_file", raw, &path) {
-        return denied;
-    }
+    let escalation = args
+        .sandbox_permissions
+        .map(|m| (m, args.justification.as_deref()));
+    let writer = match writer_for(ctx, "write_file", raw, &path, escalation) {
+        Ok(w) => w,
+        Err(denied) => return denied,
+    };
     let len = args.content.len();
-    match ctx.fs.write(&path, args.content.into_bytes()) {
+    match writer.write(&path, args.content.into_bytes()) {
         Ok(()) => done(
             ctx.plan,
             true,
             format!("wrote {len} bytes to `{}`", path.display()),
             None,
         ),
-        Err(e) => sandbox_denied(ctx.plan, &e),
+        Err(e) => done(ctx.plan, false, e, Some(DeniedBy::Sandbox)),
     }
 }
 
@@ -287,9 +423,13 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         );
     }
     let path = resolve(&ctx.plan.spec.workspace, &args.path);
-    if let Err(denied) = allow_write(ctx, "edit_file", raw, &path) {
-        return denied;
-    }
+    let escalation = args
+        .sandbox_permissions
+        .map(|m| (m, args.justification.as_deref()));
+    let writer = match writer_for(ctx, "edit_file", raw, &path, escalation) {
+        Ok(w) => w,
+        Err(denied) => return denied,
+    };
     let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES + 1) {
         Ok(r) => r,
         Err(e) => return sandbox_denied(ctx.plan, &e),
@@ -336,14 +476,14 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             );
         }
     };
-    match ctx.fs.write(&path, updated.into_bytes()) {
+    match writer.write(&path, updated.into_bytes()) {
         Ok(()) => done(
             ctx.plan,
             true,
             format!("replaced {count} occurrence(s) in `{}`", path.display()),
             None,
         ),
-        Err(e) => sandbox_denied(ctx.plan, &e),
+        Err(e) => done(ctx.plan, false, e, Some(DeniedBy::Sandbox)),
     }
 }
 

@@ -95,3 +95,21 @@ fn interrupt_reaches_the_foreground_job_and_close_leaves_nothing_behind() {
     term.close();
     assert_no_survivor(&tok, "terminal close");
 }
+
+#[test]
+fn writes_through_the_terminal_are_confined_like_bash() {
+    let env = super::support::ExecEnv::new();
+    let victim = env.outside_file("victim.txt", "original");
+    let input = format!(
+        "echo x > {}; echo rc=$?; echo y > inside.txt\n",
+        victim.display()
+    );
+    let v = tool(&env, "workspace-write", &json!({"input": input}));
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("rc=1") || content.contains("rc=2"),
+        "{content}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+    assert!(env.workspace.join("inside.txt").exists());
+}
