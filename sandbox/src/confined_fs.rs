@@ -70,6 +70,8 @@ fn io_denied(path: &Path, err: nix::errno::Errno) -> FsDenied {
 #[derive(Debug)]
 pub struct ConfinedFs {
     jobs: mpsc::Sender<Job>,
+    /// danger-full-access: no roots, no Landlock.
+    unconfined: bool,
     writable: Vec<PathBuf>,
     masked: Vec<PathBuf>,
 }
@@ -87,6 +89,7 @@ impl ConfinedFs {
             .cloned()
             .collect();
         let landlock_writable = writable.clone();
+        let unconfined = spec.mode == bridle_policy::SandboxMode::DangerFullAccess;
         std::thread::Builder::new()
             .name("bridle-confined-fs".into())
             .spawn(move || {
@@ -95,7 +98,12 @@ impl ConfinedFs {
                     writable: &landlock_writable,
                     deny_tcp: false,
                 };
-                let outcome = restrict_current_thread(&request).map(drop);
+                // danger-full-access confines nothing: the worker stays unrestricted.
+                let outcome = if unconfined {
+                    Ok(())
+                } else {
+                    restrict_current_thread(&request).map(drop)
+                };
                 let ok = outcome.is_ok();
                 let _ = ready_tx.send(outcome);
                 if ok {
@@ -116,6 +124,7 @@ impl ConfinedFs {
             })??;
         Ok(ConfinedFs {
             jobs,
+            unconfined,
             writable,
             masked: spec.masked_paths.clone(),
         })
@@ -171,6 +180,19 @@ impl ConfinedFs {
     /// Writes `content` to `path` (absolute), creating missing parent directories below its
     /// writable root. No symlink is followed anywhere below the root.
     pub fn write(&self, path: &Path, content: Vec<u8>) -> Result<(), FsDenied> {
+        if self.unconfined {
+            let shown = path.to_path_buf();
+            return self.run(move || {
+                let io = |e: std::io::Error| FsDenied::Io {
+                    path: shown.clone(),
+                    message: e.to_string(),
+                };
+                if let Some(parent) = shown.parent() {
+                    std::fs::create_dir_all(parent).map_err(io)?;
+                }
+                std::fs::write(&shown, &content).map_err(io)
+            });
+        }
         let (root, relative) = self.root_of(path)?;
         let shown = path.to_path_buf();
         self.run(move || {

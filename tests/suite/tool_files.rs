@@ -411,3 +411,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
     assert_eq!(v["ok"], false, "{v}");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "r");
 }
+
+#[test]
+fn danger_full_access_file_tools_write_anywhere() {
+    let env = Env::new();
+    let target = env.home.join("anywhere/file.txt");
+    let (r, v) = tool(
+        &env,
+        "danger-full-access",
+        "write_file",
+        &json!({"path": path_str(&target), "content": "d"}),
+    );
+    r.assert_code(0);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "d", "{v}");
+}
