@@ -90,6 +90,7 @@ impl ConfinedFs {
             .collect();
         let landlock_writable = writable.clone();
         let unconfined = spec.mode == bridle_policy::SandboxMode::DangerFullAccess;
+        let masked_for_worker = spec.masked_paths.clone();
         std::thread::Builder::new()
             .name("bridle-confined-fs".into())
             .spawn(move || {
@@ -97,6 +98,7 @@ impl ConfinedFs {
                     readable: &readable,
                     writable: &landlock_writable,
                     deny_tcp: false,
+                    masked: &masked_for_worker,
                 };
                 // danger-full-access confines nothing: the worker stays unrestricted.
                 let outcome = if unconfined {

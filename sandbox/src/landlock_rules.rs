@@ -12,7 +12,7 @@
 //! paths), and before ABI 9 does not govern connecting to pathname unix sockets. The mount view
 //! and seccomp cover those.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -84,6 +84,8 @@ pub struct LandlockRequest<'a> {
     pub writable: &'a [std::path::PathBuf],
     /// Deny TCP bind and connect (network off without a network namespace).
     pub deny_tcp: bool,
+    /// Masked paths: left out of the readable set (see [`readable_rules`]).
+    pub masked: &'a [std::path::PathBuf],
 }
 
 /// What was enforced, for the launcher's report.
@@ -123,8 +125,12 @@ pub fn restrict_current_thread(req: &LandlockRequest<'_>) -> Result<LandlockRepo
     let read = AccessFs::from_read(PINNED);
     let all = AccessFs::from_all(PINNED);
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate;
-    for path in req.readable {
+    let (full, list_only) = readable_rules(req.readable, req.masked);
+    for path in &full {
         created = add_path(created, path, read)?;
+    }
+    for path in &list_only {
+        created = add_path(created, path, AccessFs::ReadDir.into())?;
     }
     for path in req.writable {
         created = add_path(created, path, all)?;
@@ -148,6 +154,42 @@ pub fn restrict_current_thread(req: &LandlockRequest<'_>) -> Result<LandlockRepo
         abi: PINNED_LANDLOCK_ABI,
         tcp_denied: req.deny_tcp,
     })
+}
+
+/// The readable set with masked paths carved out, so a masked path stays unreadable whatever
+/// happens to the bind mount that hides it (a host-side rename detaches a bind; a masked file
+/// created after the start has no bind at all): returns the paths granted read + execute, and
+/// the directories on the way to a masked path, granted listing only. Each directory that holds
+/// a masked path is granted entry by entry, skipping the masked entry and symlinks (whose
+/// targets are reached through their own grants, if any). An entry created there later is not
+/// readable: the cost of the carve-out.
+pub fn readable_rules(readable: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut full = Vec::new();
+    let mut list_only = Vec::new();
+    let mut stack: Vec<PathBuf> = readable.to_vec();
+    while let Some(path) = stack.pop() {
+        if masked.iter().any(|m| m == &path) {
+            continue;
+        }
+        if !masked.iter().any(|m| m.starts_with(&path)) {
+            full.push(path);
+            continue;
+        }
+        // An ancestor of a masked path: grant its entries one by one.
+        list_only.push(path.clone());
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            stack.push(entry.path());
+        }
+    }
+    full.sort();
+    list_only.sort();
+    (full, list_only)
 }
 
 fn add_path(

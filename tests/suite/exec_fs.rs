@@ -969,3 +969,31 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
         "the user's git ran a command planted from inside the sandbox"
     );
 }
+
+#[test]
+fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run() {
+    let e = ExecEnv::new();
+    let creds = e.home.join(".git-credentials");
+    let netrc = e.home.join(".netrc");
+    std::fs::write(&creds, "old-secret-1111").unwrap();
+    let script = format!(
+        "i=0; while [ $i -lt 25 ]; do cat {c} {n} 2>/dev/null; sleep 0.1; i=$((i+1)); done; echo finished",
+        c = path_str(&creds),
+        n = path_str(&netrc)
+    );
+    let mut cmd = e.exec_cmd(&["--profile", "workstation"], &[], &["sh", "-c", &script]);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    // The host replaces the masked file by rename (as git and editors do) and creates another.
+    let tmp = e.home.join(".gc.tmp");
+    std::fs::write(&tmp, "new-secret-2222").unwrap();
+    std::fs::rename(&tmp, &creds).unwrap();
+    std::fs::write(&netrc, "netrc-secret-3333").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("finished"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for secret in ["1111", "2222", "3333"] {
+        assert!(!stdout.contains(secret), "masked content {secret} was read: {stdout}");
+    }
+}

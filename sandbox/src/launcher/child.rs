@@ -486,6 +486,7 @@ fn command_stage(
             readable: &spec.readable_roots,
             writable: &writable,
             deny_tcp: m.landlock_deny_tcp,
+            masked: &spec.masked_paths,
         };
         let done = landlock_rules::restrict_current_thread(&request)
             .map_err(|e| fail(Guarantee::FsWrite, e.to_string()))?;
