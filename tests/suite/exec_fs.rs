@@ -982,7 +982,8 @@ fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run()
         n = path_str(&netrc)
     );
     let mut cmd = e.exec_cmd(&["--profile", "workstation"], &[], &["sh", "-c", &script]);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(600));
     // The host replaces the masked file by rename (as git and editors do) and creates another.
@@ -992,8 +993,15 @@ fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run()
     std::fs::write(&netrc, "netrc-secret-3333").unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("finished"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("finished"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for secret in ["1111", "2222", "3333"] {
-        assert!(!stdout.contains(secret), "masked content {secret} was read: {stdout}");
+        assert!(
+            !stdout.contains(secret),
+            "masked content {secret} was read: {stdout}"
+        );
     }
 }
