@@ -124,16 +124,29 @@ fn sweep_stale_run_dirs() {
     let Ok(entries) = std::fs::read_dir(crate::session_facts::temp_base()) else {
         return;
     };
+    let day = std::time::Duration::from_secs(24 * 3600);
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("run-"))
-            .and_then(|r| r.split('-').next())
-        else {
+        let Some(name) = name.to_str() else { continue };
+        let (kind, rest) = match name.split_once('-') {
+            Some(("run", rest)) => ("run", rest),
+            // `bridle tool` keeps its dir while a spill file in it may still be read: a day.
+            Some(("tool", rest)) => ("tool", rest),
+            _ => continue,
+        };
+        let Some(pid) = rest.split('-').next().filter(|p| p.parse::<u32>().is_ok()) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
+        if std::path::Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > day);
+        if kind == "run" || old {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -129,6 +129,10 @@ pub fn run(
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
+    if session_dir.is_none() && !result.content.contains(&temp_dir.display().to_string()) {
+        // Kept only when the result names a spill file inside it (swept after a day).
+        let _ = std::fs::remove_dir_all(&temp_dir);
+    }
     Ok(if result.ok { 0 } else { 1 })
 }
 
