@@ -937,3 +937,82 @@ mod tests {
         assert_eq!(err.guarantee, Guarantee::FsProtect);
     }
 }
+
+/// Mount points listed in a `/proc/self/mountinfo` text (field 5, octal escapes decoded).
+fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| {
+            let mut out = Vec::new();
+            let bytes = field.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'\\' && i + 3 < bytes.len() {
+                    let code = std::str::from_utf8(&bytes[i + 1..i + 4])
+                        .ok()
+                        .and_then(|o| u8::from_str_radix(o, 8).ok());
+                    if let Some(c) = code {
+                        out.push(c);
+                        i += 4;
+                        continue;
+                    }
+                }
+                out.push(bytes[i]);
+                i += 1;
+            }
+            PathBuf::from(std::ffi::OsStr::from_bytes(&out))
+        })
+        .collect()
+}
+
+/// Watches the protected-path binds from init: when one disappears (the host renamed or deleted
+/// the file, which detaches a bind in every other mount namespace), the path is no longer
+/// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
+/// Runs on its own thread in init (PID 1), for the life of the run.
+pub fn watch_protected(protected: Vec<PathBuf>) {
+    if protected.is_empty() {
+        return;
+    }
+    let _ = std::thread::Builder::new().name("bridle-protect-watch".into()).spawn(move || {
+        use std::io::{Read, Seek};
+        let Ok(mut file) = std::fs::File::open("/proc/self/mountinfo") else { return };
+        let read_points = |file: &mut std::fs::File| {
+            let mut text = String::new();
+            let _ = file.rewind();
+            let _ = file.read_to_string(&mut text);
+            mount_points(&text)
+        };
+        let initial = read_points(&mut file);
+        let watched: Vec<PathBuf> = protected.into_iter().filter(|p| initial.contains(p)).collect();
+        loop {
+            let mut fds = [nix::poll::PollFd::new(file.as_fd(), nix::poll::PollFlags::POLLPRI)];
+            if nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE).is_err() {
+                continue;
+            }
+            let now = read_points(&mut file);
+            if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
+                let message = format!(
+                    "bridle: protected path `{}` was replaced from outside the sandbox during the run, which made it writable inside; the sandbox was stopped. Check the file: the command may have changed it.\n",
+                    gone.display()
+                );
+                let _ = sys::write_all_raw(2, message.as_bytes());
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+                sys::exit_now(137);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod mountinfo_tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_parsed_with_escapes() {
+        let text = "36 35 98:0 / /mnt/a\\040b rw - ext3 /dev/root rw\n37 35 98:0 / /w/.git/config ro - ext4 x rw\n";
+        let points = mount_points(text);
+        assert!(points.contains(Path::new("/mnt/a b")));
+        assert!(points.contains(Path::new("/w/.git/config")));
+    }
+}

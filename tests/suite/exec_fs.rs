@@ -1005,3 +1005,36 @@ fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run()
         );
     }
 }
+
+#[test]
+fn a_protected_file_replaced_on_the_host_stops_the_sandbox() {
+    let e = ExecEnv::new();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&e.workspace)
+            .env("HOME", &e.home)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "."]);
+    // The command waits, then tries to plant configuration once the host has rewritten it.
+    let script = "sleep 1.5; printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo appended=$?; sleep 1; echo end";
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // `git config` rewrites .git/config by rename, which detaches the read-only bind inside.
+    git(&["config", "user.name", "host-user"]);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    assert!(
+        stderr.contains("was replaced from outside the sandbox"),
+        "{stderr}"
+    );
+    let config = std::fs::read_to_string(e.workspace.join(".git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+}

@@ -294,6 +294,9 @@ fn init(
     mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
     let child = fork_command(config, program)?;
     sys::close_raw_fd(STATUS_FD);
+    if config.mechanisms.mount_view {
+        mounts::watch_protected(config.mounts.protected.clone());
+    }
     Ok(supervise(child, false))
 }
 
