@@ -78,6 +78,10 @@ pub struct MountPlan {
     pub hidden: Vec<PathBuf>,
     /// Files kept visible inside hidden directories (e.g. the resolv.conf target under /run).
     pub keep_in_hidden: Vec<PathBuf>,
+    /// Paths that must not come into existence during the run (`.git/commondir`, which would
+    /// redirect git's configuration and hooks to a directory the command controls). Missing
+    /// files cannot be bound read-only, so init watches for them instead.
+    pub must_stay_absent: Vec<PathBuf>,
 }
 
 /// The name of the marker file inside every placeholder directory bridle creates, so that any
@@ -366,8 +370,16 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         })?;
         writable_ids.push((meta.dev(), meta.ino()));
     }
+    let must_stay_absent: Vec<PathBuf> = outermost
+        .iter()
+        .map(|root| root.join(".git"))
+        .filter(|git| std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()))
+        .map(|git| git.join("commondir"))
+        .filter(|c| std::fs::symlink_metadata(c).is_err())
+        .collect();
     let plan = MountPlan {
         writable: outermost,
+        must_stay_absent,
         writable_ids,
         temp_dir: spec.temp_dir.clone(),
         private_tmp: spec.private_tmp,
@@ -970,8 +982,8 @@ fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
 /// the file, which detaches a bind in every other mount namespace), the path is no longer
 /// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
 /// Runs on its own thread in init (PID 1), for the life of the run.
-pub fn watch_protected(protected: Vec<PathBuf>) {
-    if protected.is_empty() {
+pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
+    if protected.is_empty() && must_stay_absent.is_empty() {
         return;
     }
     let _ = std::thread::Builder::new().name("bridle-protect-watch".into()).spawn(move || {
@@ -986,9 +998,20 @@ pub fn watch_protected(protected: Vec<PathBuf>) {
         let initial = read_points(&mut file);
         let watched: Vec<PathBuf> = protected.into_iter().filter(|p| initial.contains(p)).collect();
         loop {
+            // Mount changes wake us at once; files that must stay absent are checked a few times a
+            // second.
             let mut fds = [nix::poll::PollFd::new(file.as_fd(), nix::poll::PollFlags::POLLPRI)];
-            if nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE).is_err() {
-                continue;
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(250u16));
+            if let Some(planted) = must_stay_absent.iter().find(|p| std::fs::symlink_metadata(p).is_ok()) {
+                // Remove it before anything on the host reads it, then stop everything.
+                let _ = std::fs::remove_file(planted).or_else(|_| std::fs::remove_dir_all(planted));
+                let message = format!(
+                    "bridle: the command created `{}`, which would redirect git's configuration and hooks outside the protected paths; it was removed and the sandbox was stopped.\n",
+                    planted.display()
+                );
+                let _ = sys::write_all_raw(2, message.as_bytes());
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-1), nix::sys::signal::Signal::SIGKILL);
+                sys::exit_now(137);
             }
             let now = read_points(&mut file);
             if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {

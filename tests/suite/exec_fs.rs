@@ -923,15 +923,12 @@ fn default_profile_does_not_mask_but_still_protects_home() {
     assert_eq!(snapshot(&key), before);
 }
 
-/// Known gap (G-FS-PROTECT): `.git/config` and `.git/hooks` are read-only, but `.git` itself must
-/// stay writable for ordinary git use, and git reads its config and hooks from the directory
-/// named in `$GIT_DIR/commondir` when that file exists. The sandbox can create it, pointing at a
-/// config it wrote, and the user's next `git status` outside runs that config's `core.fsmonitor`
-/// command unconfined. Protecting a missing *file* needs more than a placeholder directory (git
-/// dies on a `commondir` that is a directory), so the fix belongs in the policy's protected paths
-/// and the mount view together; see the report of the suite that added this test.
+/// `.git/config` and `.git/hooks` are read-only, but `.git` itself must stay writable for
+/// ordinary git use, and git reads its config and hooks from the directory named in
+/// `$GIT_DIR/commondir` when that file exists. A missing file cannot be bound read-only, so
+/// bridle's init watches for it: a planted `commondir` is removed and the sandbox stopped, and the
+/// user's next `git status` outside does not run the planted `core.fsmonitor` command.
 #[test]
-#[ignore = "known G-FS-PROTECT gap: a planted .git/commondir redirects git's config and hooks"]
 fn git_commondir_cannot_redirect_config_and_hooks() {
     let e = git_repo();
     git(
@@ -953,9 +950,20 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
     let r = e.sh(&format!(
         "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
          printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/config
-         echo ../evil > .git/commondir; echo commondir=$?"
+         echo ../evil > .git/commondir; echo commondir=$?; sleep 5; echo survived"
     ));
-    r.assert_ok();
+    // Init notices the planted file, removes it and stops the sandbox.
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("survived"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("redirect git's configuration"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !e.workspace.join(".git/commondir").exists(),
+        "the planted commondir is still there"
+    );
     // Judged from outside: the user's own git, after the run, must not run the planted command.
     let _ = Command::new("git")
         .args(["status", "--porcelain"])

@@ -295,7 +295,10 @@ fn init(
     let child = fork_command(config, program)?;
     sys::close_raw_fd(STATUS_FD);
     if config.mechanisms.mount_view {
-        mounts::watch_protected(config.mounts.protected.clone());
+        mounts::watch_protected(
+            config.mounts.protected.clone(),
+            config.mounts.must_stay_absent.clone(),
+        );
     }
     Ok(supervise(child, false))
 }

@@ -194,6 +194,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         masked_files: Vec::new(),
         hidden: Vec::new(),
         keep_in_hidden: Vec::new(),
+        must_stay_absent: Vec::new(),
     }
 }
 
