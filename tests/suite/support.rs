@@ -485,3 +485,60 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec
 }
+
+/// Runs `bridle ARGS...` in a fresh pseudo-terminal (python's `pty.fork`, so it has a
+/// controlling terminal), in `cwd` with `home` as HOME. `answer` is typed when an approval
+/// prompt (`[y/N]`) appears; `input` is typed one second after the start. Returns what the
+/// terminal showed and the exit status.
+pub fn bridle_in_pty(
+    args: &[&str],
+    home: &Path,
+    cwd: &Path,
+    answer: Option<&str>,
+    input: Option<&str>,
+) -> Run {
+    const DRIVER: &str = r#"
+import os, pty, sys, select, time
+answer, typed = sys.argv[1], sys.argv[2]
+argv = sys.argv[3:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out = b""
+answered = not answer
+sent = not typed
+start = time.time()
+while time.time() - start < 20:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if fd in r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"[y/N]" in out:
+            os.write(fd, answer.encode() + b"\n")
+            answered = True
+    if not sent and time.time() - start > 1.0:
+        os.write(fd, typed.encode())
+        sent = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg("-c")
+        .arg(DRIVER)
+        .arg(answer.unwrap_or(""))
+        .arg(input.unwrap_or(""))
+        .arg(env!("CARGO_BIN_EXE_bridle"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("TERM", "dumb")
+        .current_dir(cwd);
+    run(&mut cmd)
+}

@@ -1,7 +1,6 @@
 //! `bridle tool bash`: the one-shot bash tool through the agent's pipeline (rules, approvals,
 //! sandbox, output caps, denial attribution).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -129,43 +128,14 @@ fn approved_escalation_runs_that_one_call_wider() {
         r#"{{"command": "echo x > {}", "sandbox_permissions": "danger-full-access", "justification": "write the report outside"}}"#,
         path_str(&outside)
     );
-    // A real terminal answers `y` at the prompt (python's pty gives bridle a controlling tty).
-    let script = r#"
-import os, pty, sys, select, time
-argv = sys.argv[1:]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(argv[0], argv)
-out = b""
-deadline = time.time() + 20
-answered = False
-while time.time() < deadline:
-    r, _, _ = select.select([fd], [], [], 0.2)
-    if fd in r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-        if not answered and b"[y/N]" in out:
-            os.write(fd, b"y\n")
-            answered = True
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-sys.exit(os.waitstatus_to_exitcode(status))
-"#;
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.arg("-c")
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_bridle"))
-        .args(["--profile", "workstation", "tool", "bash", &args])
-        .env_clear()
-        .env("HOME", &env.home)
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir(&env.workspace);
-    let r = run(&mut cmd);
+    // A real terminal answers `y` at the prompt.
+    let r = super::support::bridle_in_pty(
+        &["--profile", "workstation", "tool", "bash", &args],
+        &env.home,
+        &env.workspace,
+        Some("y"),
+        None,
+    );
     assert!(
         r.stdout.contains("approval needed for tool `bash`")
             && r.stdout.contains("write the report outside"),

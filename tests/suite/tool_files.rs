@@ -352,48 +352,19 @@ fn write_escalation_needs_a_person_and_runs_only_that_call_wider() {
     );
 
     // A person approves on the terminal.
-    let script = r#"
-import os, pty, sys, select, time
-argv = sys.argv[1:]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(argv[0], argv)
-out = b""
-answered = False
-deadline = time.time() + 20
-while time.time() < deadline:
-    r, _, _ = select.select([fd], [], [], 0.2)
-    if fd in r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-        if not answered and b"[y/N]" in out:
-            os.write(fd, b"y\n")
-            answered = True
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-sys.exit(os.waitstatus_to_exitcode(status))
-"#;
-    let mut cmd = std::process::Command::new("/usr/bin/python3");
-    cmd.arg("-c")
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_bridle"))
-        .args([
+    let r = super::support::bridle_in_pty(
+        &[
             "--profile",
             "workstation",
             "tool",
             "write_file",
             &args.to_string(),
-        ])
-        .env_clear()
-        .env("HOME", &env.home)
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir(&env.workspace);
-    let r = run(&mut cmd);
+        ],
+        &env.home,
+        &env.workspace,
+        Some("y"),
+        None,
+    );
     r.assert_code(0);
     assert_eq!(
         std::fs::read_to_string(&outside).unwrap(),
