@@ -50,7 +50,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     crate::session_facts::ensure_temp_base()?;
     sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
+    let plan = facts.plan(&policy, temp_dir.clone())?;
     let launcher = std::env::current_exe()?;
     // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
     let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {

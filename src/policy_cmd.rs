@@ -29,7 +29,7 @@ pub fn run(global: &GlobalArgs, command: &PolicyCommand) -> Result<u8> {
 fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
     let mut out = std::io::stdout().lock();
     if as_json {
         let value = json!({
@@ -206,7 +206,7 @@ fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
 fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
     let resolved = bridle_exec::fs_tools::resolve(&facts.workspace, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
     print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
@@ -215,7 +215,7 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
 fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(facts.preview_temp_dir()))?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
     let verdict = plan.decide_exec(argv);
     print_verdict(&verdict, plan.approval, as_json, json!({"exec": argv}))
 }

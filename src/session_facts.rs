@@ -6,7 +6,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use bridle_policy::{FsProfileSource, LoadRequest, Overrides, PlanContext, Policy, SourceFile};
+use bridle_policy::{
+    FsProfileSource, LoadRequest, Overrides, Plan, PlanContext, Policy, PolicyError, SourceFile,
+};
 
 use crate::cli::GlobalArgs;
 
@@ -116,6 +118,16 @@ impl Facts {
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         temp_base().join(format!("run-{}-{nanos:08x}", std::process::id()))
+    }
+
+    /// Plans `policy` for this invocation: the profile's decisions, plus protection for the
+    /// other git directories the repositories in writable roots use (see
+    /// [`bridle_exec::git_dirs`]).
+    pub fn plan(&self, policy: &Policy, temp_dir: PathBuf) -> Result<Plan, PolicyError> {
+        let mut plan = bridle_policy::plan(policy, &self.plan_context(temp_dir))?;
+        let found = bridle_exec::git_dirs::discover(&plan);
+        plan.protect_found(found);
+        Ok(plan)
     }
 
     pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {

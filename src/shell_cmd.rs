@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
     let policy = facts.load_policy(global, Overrides::default())?;
     ensure_temp_base()?;
     let temp_dir = facts.run_temp_dir();
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
+    let plan = facts.plan(&policy, temp_dir.clone())?;
     let mut sandbox = match Sandbox::prepare(
         plan.spec,
         &bridle_sandbox::probe::quick(),

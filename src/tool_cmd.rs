@@ -47,7 +47,7 @@ pub fn run(
     let facts = Facts::gather(global)?;
     let temp_dir = private_temp_dir(session_dir)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = bridle_policy::plan(&policy, &facts.plan_context(temp_dir.clone()))?;
+    let plan = facts.plan(&policy, temp_dir.clone())?;
     if let Some(dir) = session_dir {
         let dir = std::fs::canonicalize(dir)
             .with_context(|| format!("session dir `{}`", dir.display()))?;
@@ -84,7 +84,8 @@ pub fn run(
                 },
             )
             .map_err(|e| e.to_string())?;
-        bridle_policy::plan(&wider, &facts.plan_context(temp_dir.clone()))
+        facts
+            .plan(&wider, temp_dir.clone())
             .map_err(|e| e.to_string())
     };
     let replan = |mode| replan_plan(mode).map(|p| p.spec);

@@ -24,6 +24,12 @@ pub enum Origin {
     },
     /// bridle's built-in default: no layer set the value.
     Builtin,
+    /// Found on disk when the session was planned (for example the git directory of a
+    /// submodule, protected like the repository's own).
+    Found {
+        /// What was found, e.g. "submodule git dir `/w/.git/modules/lib`".
+        what: String,
+    },
 }
 
 impl Origin {
@@ -48,6 +54,7 @@ impl fmt::Display for Origin {
             Origin::File { file, line, column } => write!(f, "{file}:{line}:{column}"),
             Origin::Flag { flag } => write!(f, "command line {flag}"),
             Origin::Builtin => f.write_str("built-in default"),
+            Origin::Found { what } => write!(f, "found on disk: {what}"),
         }
     }
 }

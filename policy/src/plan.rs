@@ -387,6 +387,70 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 impl Plan {
+    /// The roots whose content the command may change: the writable roots other than the temp
+    /// dir and `/dev/null`.
+    pub fn content_roots(&self) -> Vec<&Path> {
+        self.spec
+            .writable_roots
+            .iter()
+            .filter(|r| **r != self.spec.temp_dir && r.as_path() != Path::new("/dev/null"))
+            .map(PathBuf::as_path)
+            .collect()
+    }
+
+    /// The names protected inside `root/.git` (`hooks`, `config` by default): what must be
+    /// protected in every other git directory the repository uses.
+    pub fn protected_git_names(&self, root: &Path) -> Vec<PathBuf> {
+        let git = root.join(".git");
+        self.spec
+            .protected_paths
+            .iter()
+            .filter_map(|p| p.strip_prefix(&git).ok())
+            .filter(|rest| !rest.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .collect()
+    }
+
+    /// Protects paths found on disk (each with what it is, for provenance) in addition to the
+    /// profile's, when they lie inside a content root; others are ignored. Only
+    /// `workspace-write` has protected paths.
+    pub fn protect_found(&mut self, found: Vec<(PathBuf, String)>) {
+        if self.spec.mode != SandboxMode::WorkspaceWrite {
+            return;
+        }
+        let roots: Vec<PathBuf> = self
+            .content_roots()
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect();
+        let mut added = false;
+        for (path, what) in found {
+            let path = normalize(&path);
+            if !roots.iter().any(|r| path.starts_with(r))
+                || self.spec.protected_paths.contains(&path)
+            {
+                continue;
+            }
+            self.provenance
+                .entry(path.clone())
+                .or_insert(Origin::Found { what });
+            self.spec.protected_paths.push(path);
+            added = true;
+        }
+        if added {
+            self.spec.protected_paths.sort();
+            if !self.spec.guarantees.contains(&Guarantee::FsProtect) {
+                self.spec.guarantees.push(Guarantee::FsProtect);
+                self.spec.guarantees.sort_by_key(|g| {
+                    Guarantee::ALL
+                        .iter()
+                        .position(|x| x == g)
+                        .unwrap_or(usize::MAX)
+                });
+            }
+        }
+    }
+
     fn origin_of(&self, path: &Path) -> Origin {
         self.provenance
             .get(path)

@@ -549,3 +549,73 @@ fn config_and_state_dirs_stay_out_of_the_default_spec() {
         }
     }
 }
+
+#[test]
+fn found_paths_are_protected_inside_content_roots_only() {
+    let mut plan = plan(&shipped("workspace-write"), &ctx()).unwrap();
+    let module = Path::new(WORKSPACE).join(".git/modules/lib");
+    assert_eq!(
+        plan.protected_git_names(Path::new(WORKSPACE)),
+        paths(&["config", "hooks"])
+    );
+    plan.protect_found(vec![
+        (module.join("config"), "git dir of submodule `lib`".into()),
+        (PathBuf::from("/elsewhere/.git/config"), "outside".into()),
+        (
+            Path::new(TEMP).join("x/.git/config"),
+            "in the temp dir".into(),
+        ),
+    ]);
+    assert!(plan.spec.protected_paths.contains(&module.join("config")));
+    assert!(
+        !plan
+            .spec
+            .protected_paths
+            .iter()
+            .any(|p| p.starts_with("/elsewhere"))
+    );
+    assert!(
+        !plan
+            .spec
+            .protected_paths
+            .iter()
+            .any(|p| p.starts_with(TEMP))
+    );
+    let verdict = plan.decide_write(&module.join("config"));
+    assert!(
+        verdict
+            .reason
+            .contains("found on disk: git dir of submodule `lib`"),
+        "{}",
+        verdict.reason
+    );
+}
+
+#[test]
+fn found_paths_add_the_protect_guarantee_when_the_profile_had_none() {
+    let text = "mode: workspace-write\nprotected_paths: { replace: [] }\n";
+    let mut plan = plan(&policy(text), &ctx()).unwrap();
+    assert!(!plan.spec.guarantees.contains(&Guarantee::FsProtect));
+    plan.protect_found(vec![(
+        Path::new(WORKSPACE).join("lib/.git"),
+        "git file".into(),
+    )]);
+    assert!(plan.spec.guarantees.contains(&Guarantee::FsProtect));
+    let order: Vec<usize> = plan
+        .spec
+        .guarantees
+        .iter()
+        .map(|g| Guarantee::ALL.iter().position(|x| x == g).unwrap())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+}
+
+#[test]
+fn read_only_mode_protects_nothing_found() {
+    let mut plan = plan(&shipped("read-only"), &ctx()).unwrap();
+    plan.protect_found(vec![(
+        Path::new(WORKSPACE).join(".git/modules/lib/config"),
+        "x".into(),
+    )]);
+    assert!(plan.spec.protected_paths.is_empty());
+}

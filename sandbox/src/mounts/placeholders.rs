@@ -1,0 +1,327 @@
+//! Placeholders for missing protected paths, and the shared locks that let concurrent runs in
+//! one workspace share them.
+
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use bridle_policy::Guarantee;
+use nix::fcntl::{Flock, FlockArg};
+
+use super::{ConfigLock, MountFailure, fail, lock_shared};
+
+/// The name of the marker file inside every placeholder directory bridle creates, so that any
+/// later run (not only the one that created it) recognises it and may remove it.
+pub const PLACEHOLDER_MARKER: &str = ".bridle-placeholder";
+
+/// What the parent did to the host to prepare the plan, undone after the run.
+///
+/// Placeholders are shared between concurrent runs in one workspace: a run that finds an
+/// existing directory on a protected path binds it read-only like any other. Removing such a
+/// directory on the host while another run's mount view has it as a mount point would lazily
+/// detach that mount in the other run (the kernel does so for `rmdir` of a mount point in
+/// another mount namespace), and the other run could then create `.git/hooks` on the host. So
+/// every run holds a shared `flock` on each directory of its protected paths for as long as it
+/// lives, and a placeholder is removed only under an exclusive, non-blocking lock: by the last
+/// run that used it, whichever created it. Placeholders carry a [`PLACEHOLDER_MARKER`] file so
+/// that runs other than their creator (or a run after a crashed one) recognise them.
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    created: Vec<PathBuf>,
+    held: Vec<HeldDir>,
+    /// Repository config locks (see [`super::git_lock`]), released when the run ends.
+    locks: Vec<ConfigLock>,
+}
+
+/// A directory on a protected path, with the shared lock this run holds on it.
+#[derive(Debug)]
+struct HeldDir {
+    path: PathBuf,
+    id: (u64, u64),
+    /// `None` when the filesystem does not support `flock`; such a placeholder is never removed.
+    _lock: Option<Flock<std::fs::File>>,
+}
+
+/// Whether the directory at `path` is still the one with identity `id` (device, inode).
+fn same_dir(path: &Path, id: (u64, u64)) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == id)
+}
+
+fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
+impl Placeholders {
+    /// Keeps `lock` until [`Placeholders::remove`].
+    pub(super) fn hold_lock(&mut self, lock: ConfigLock) {
+        self.locks.push(lock);
+    }
+
+    /// Takes a shared lock on the directory at `dir` and keeps it until [`Placeholders::remove`].
+    /// `Ok(false)` when the directory vanished or was replaced meanwhile (the caller walks again).
+    fn hold(&mut self, dir: &Path) -> Result<bool, MountFailure> {
+        let file = match open_dir(dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!("opening protected directory `{}`: {e}", dir.display()),
+                ));
+            }
+        };
+        let meta = file.metadata().map_err(|e| {
+            fail(
+                Guarantee::FsProtect,
+                format!("inspecting `{}`: {e}", dir.display()),
+            )
+        })?;
+        let id = (meta.dev(), meta.ino());
+        if self.held.iter().any(|h| h.path == dir && h.id == id) {
+            return Ok(same_dir(dir, id));
+        }
+        // No flock on this filesystem: protect it anyway, never remove it.
+        let lock = lock_shared(file);
+        // Another run may have removed (and someone re-created) it while we waited.
+        if !same_dir(dir, id) {
+            return Ok(false);
+        }
+        self.held.push(HeldDir {
+            path: dir.to_path_buf(),
+            id,
+            _lock: lock,
+        });
+        Ok(true)
+    }
+
+    /// Removes the placeholder directories no other run is using any more: the ones this run
+    /// created and the ones it found (marked by [`PLACEHOLDER_MARKER`]). Deepest first; a
+    /// placeholder another run still holds stays, and that run removes it when it ends.
+    pub fn remove(&mut self) {
+        self.locks.clear();
+        let held = std::mem::take(&mut self.held);
+        let created = std::mem::take(&mut self.created);
+        let mut candidates: Vec<(PathBuf, (u64, u64))> = held
+            .iter()
+            .filter(|h| created.contains(&h.path) || h.path.join(PLACEHOLDER_MARKER).is_file())
+            .map(|h| (h.path.clone(), h.id))
+            .collect();
+        // Created but never held (preparing failed in between): as found now.
+        for path in &created {
+            if !candidates.iter().any(|(p, _)| p == path)
+                && let Ok(meta) = std::fs::symlink_metadata(path)
+            {
+                candidates.push((path.clone(), (meta.dev(), meta.ino())));
+            }
+        }
+        // Release our own shared locks first: the exclusive lock below must only fail because
+        // of other runs.
+        drop(held);
+        candidates.sort_by(|(a, _), (b, _)| {
+            b.components()
+                .count()
+                .cmp(&a.components().count())
+                .then_with(|| a.cmp(b))
+        });
+        candidates.dedup_by(|a, b| a.0 == b.0);
+        for (path, id) in candidates {
+            remove_placeholder(&path, id);
+        }
+    }
+}
+
+/// Removes the placeholder at `path` when it is still the directory `id`, holds nothing but its
+/// marker, and no other run holds a lock on it.
+fn remove_placeholder(path: &Path, id: (u64, u64)) {
+    let Ok(file) = open_dir(path) else { return };
+    let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+        return;
+    };
+    if !same_dir(path, id) {
+        return;
+    }
+    if !holds_only_marker(path) {
+        return;
+    }
+    let _ = std::fs::remove_file(path.join(PLACEHOLDER_MARKER));
+    let _ = std::fs::remove_dir(path);
+    drop(lock);
+}
+
+/// Whether the directory `dir` is a bare placeholder: it holds its marker and nothing else.
+fn holds_only_marker(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut marked = false;
+    for entry in entries {
+        match entry {
+            Ok(e) if e.file_name() == PLACEHOLDER_MARKER => marked = true,
+            _ => return false,
+        }
+    }
+    marked
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The existing directories leading to the protected `path` below `root`, ending with what is
+/// protected: `path` itself, the first existing non-directory on the way, or a fresh placeholder
+/// for the first missing component. Every directory in the chain is held (shared lock). Walks
+/// again when a concurrent run changes the path meanwhile.
+pub(super) fn protected_chain(
+    root: &Path,
+    path: &Path,
+    placeholders: &mut Placeholders,
+) -> Result<Vec<PathBuf>, MountFailure> {
+    for _ in 0..16 {
+        if let Some(chain) = try_protected_chain(root, path, placeholders)? {
+            return Ok(chain);
+        }
+    }
+    Err(fail(
+        Guarantee::FsProtect,
+        format!(
+            "protected path `{}` keeps changing while the sandbox is prepared",
+            path.display()
+        ),
+    ))
+}
+
+/// One walk of [`protected_chain`]; `None` when it raced with another run.
+fn try_protected_chain(
+    root: &Path,
+    path: &Path,
+    placeholders: &mut Placeholders,
+) -> Result<Option<Vec<PathBuf>>, MountFailure> {
+    let relative = path.strip_prefix(root).unwrap_or(path);
+    let mut current = root.to_path_buf();
+    let mut chain = Vec::new();
+    for component in relative.components() {
+        current.push(component);
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!(
+                        "protected path `{}` goes through the symlink `{}`, which the sandboxed command could redirect",
+                        path.display(),
+                        current.display()
+                    ),
+                ));
+            }
+            Ok(meta) if meta.is_dir() => {
+                if !placeholders.hold(&current)? {
+                    return Ok(None);
+                }
+                chain.push(current.clone());
+                // Another run's placeholder: protect it as it is, as that run does, rather than
+                // nesting placeholders of our own inside it.
+                if holds_only_marker(&current) {
+                    break;
+                }
+            }
+            Ok(_) => {
+                chain.push(current.clone());
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::create_dir(&current) {
+                    Ok(()) => {}
+                    // Another run created it first: walk again and share it.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+                    Err(e) => {
+                        return Err(fail(
+                            Guarantee::FsProtect,
+                            format!(
+                                "creating a placeholder for missing protected path `{}`: {e}",
+                                current.display()
+                            ),
+                        ));
+                    }
+                }
+                placeholders.created.push(current.clone());
+                std::fs::File::create(current.join(PLACEHOLDER_MARKER)).map_err(|e| {
+                    fail(
+                        Guarantee::FsProtect,
+                        format!("marking the placeholder `{}`: {e}", current.display()),
+                    )
+                })?;
+                if !placeholders.hold(&current)? {
+                    return Ok(None);
+                }
+                chain.push(current.clone());
+                break;
+            }
+            Err(e) => {
+                return Err(fail(
+                    Guarantee::FsProtect,
+                    format!("inspecting `{}`: {e}", current.display()),
+                ));
+            }
+        }
+    }
+    Ok(Some(chain))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_protected_path_gets_a_marked_placeholder_that_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".git")]);
+        assert!(holds_only_marker(&ws.join(".git")));
+        run.remove();
+        assert!(!ws.join(".git").exists());
+    }
+
+    #[test]
+    fn placeholder_stays_while_another_run_holds_it() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let mut first = Placeholders::default();
+        let mut second = Placeholders::default();
+        protected_chain(ws, &ws.join(".git/hooks"), &mut first).unwrap();
+        // The second run protects the first run's placeholder as it is.
+        let chain = protected_chain(ws, &ws.join(".git/config"), &mut second).unwrap();
+        assert_eq!(chain, vec![ws.join(".git")]);
+        first.remove();
+        assert!(ws.join(".git").is_dir(), "removed under another run");
+        // The last run out removes it, though it did not create it.
+        second.remove();
+        assert!(!ws.join(".git").exists());
+    }
+
+    #[test]
+    fn existing_directories_are_held_and_never_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".git"), ws.join(".git/hooks")]);
+        run.remove();
+        assert!(ws.join(".git/hooks").is_dir());
+    }
+
+    #[test]
+    fn symlink_on_a_protected_path_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::os::unix::fs::symlink("/", ws.join(".git")).unwrap();
+        let mut run = Placeholders::default();
+        let err = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap_err();
+        assert_eq!(err.guarantee, Guarantee::FsProtect);
+    }
+}

