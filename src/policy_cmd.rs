@@ -118,6 +118,9 @@ fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
     writeln!(out, "  readable:        {}", paths(&spec.readable_roots))?;
     writeln!(out, "  writable:        {}", paths(&spec.writable_roots))?;
     writeln!(out, "  protected:       {}", paths(&spec.protected_paths))?;
+    if !spec.must_stay_absent.is_empty() {
+        writeln!(out, "  must not appear: {}", paths(&spec.must_stay_absent))?;
+    }
     writeln!(out, "  masked:          {}", paths(&spec.masked_paths))?;
     writeln!(out, "  network:         {}", spec.network)?;
     writeln!(

@@ -408,6 +408,7 @@ mod tests {
             readable_roots: vec!["/".into()],
             writable_roots: vec!["/w".into(), "/var/tmp/t".into(), "/dev/null".into()],
             protected_paths: vec!["/w/.git/hooks".into()],
+            must_stay_absent: Vec::new(),
             masked_paths: vec!["/home/u/.ssh".into()],
             network: Network::Off,
             unix_sockets: bridle_policy::UnixSockets::Block,

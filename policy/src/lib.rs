@@ -52,7 +52,7 @@ pub use merge::{
     Overrides, check_workspace_layer, load,
 };
 pub use origin::{Origin, Sourced};
-pub use plan::{DecidedBy, Plan, PlanContext, Verdict, normalize, plan};
+pub use plan::{DecidedBy, FoundPath, Plan, PlanContext, Verdict, normalize, plan};
 pub use policy::{Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;
 pub use rules::{CommandRule, PathRule};

@@ -85,6 +85,19 @@ pub struct Verdict {
     pub reason: String,
 }
 
+/// A path found on disk that needs the protection the profile gives `.git` (see
+/// [`Plan::protect_found`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundPath {
+    /// The path.
+    pub path: PathBuf,
+    /// What it is, for provenance: "git dir of submodule `.git/modules/lib`".
+    pub what: String,
+    /// It does not exist and must not come into existence (rather than: it exists and stays
+    /// read-only).
+    pub absent: bool,
+}
+
 /// The result of planning: the spec for the sandbox, and what the tool layer needs to decide.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -232,6 +245,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         readable_roots,
         writable_roots,
         protected_paths: protected.into_iter().collect(),
+        must_stay_absent: Vec::new(),
         masked_paths,
         network,
         unix_sockets: if mode == SandboxMode::DangerFullAccess {
@@ -411,10 +425,9 @@ impl Plan {
             .collect()
     }
 
-    /// Protects paths found on disk (each with what it is, for provenance) in addition to the
-    /// profile's, when they lie inside a content root; others are ignored. Only
-    /// `workspace-write` has protected paths.
-    pub fn protect_found(&mut self, found: Vec<(PathBuf, String)>) {
+    /// Protects paths found on disk in addition to the profile's, when they lie inside a
+    /// content root; others are ignored. Only `workspace-write` has protected paths.
+    pub fn protect_found(&mut self, found: Vec<FoundPath>) {
         if self.spec.mode != SandboxMode::WorkspaceWrite {
             return;
         }
@@ -424,21 +437,25 @@ impl Plan {
             .map(Path::to_path_buf)
             .collect();
         let mut added = false;
-        for (path, what) in found {
-            let path = normalize(&path);
-            if !roots.iter().any(|r| path.starts_with(r))
-                || self.spec.protected_paths.contains(&path)
-            {
+        for item in found {
+            let path = normalize(&item.path);
+            let list = if item.absent {
+                &mut self.spec.must_stay_absent
+            } else {
+                &mut self.spec.protected_paths
+            };
+            if !roots.iter().any(|r| path.starts_with(r)) || list.contains(&path) {
                 continue;
             }
+            list.push(path.clone());
             self.provenance
-                .entry(path.clone())
-                .or_insert(Origin::Found { what });
-            self.spec.protected_paths.push(path);
+                .entry(path)
+                .or_insert(Origin::Found { what: item.what });
             added = true;
         }
         if added {
             self.spec.protected_paths.sort();
+            self.spec.must_stay_absent.sort();
             if !self.spec.guarantees.contains(&Guarantee::FsProtect) {
                 self.spec.guarantees.push(Guarantee::FsProtect);
                 self.spec.guarantees.sort_by_key(|g| {
@@ -490,7 +507,12 @@ impl Plan {
                     origin,
                 },
             }
-        } else if let Some(protected) = spec.protected_paths.iter().find(|p| path.starts_with(p)) {
+        } else if let Some(protected) = spec
+            .protected_paths
+            .iter()
+            .chain(&spec.must_stay_absent)
+            .find(|p| path.starts_with(p))
+        {
             let origin = self.origin_of(protected);
             Verdict {
                 decision: Decision::Deny,

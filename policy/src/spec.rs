@@ -76,6 +76,12 @@ pub struct SandboxSpec {
     pub writable_roots: Vec<PathBuf>,
     /// Paths inside writable roots that stay read-only (whether or not they exist yet).
     pub protected_paths: Vec<PathBuf>,
+    /// Paths inside writable roots that do not exist and must not come into existence during
+    /// the run: git metadata files (`commondir`, `config`, `config.worktree`) of git dirs found
+    /// on disk, which would redirect or configure git. A missing file cannot be bound
+    /// read-only, and a placeholder directory would break git, so the sandbox watches them.
+    #[serde(default)]
+    pub must_stay_absent: Vec<PathBuf>,
     /// Paths that are unreadable.
     pub masked_paths: Vec<PathBuf>,
     /// Network setting.

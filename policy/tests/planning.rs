@@ -9,8 +9,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use bridle_policy::{
-    FsProfileSource, Guarantee, LoadRequest, Network, Overrides, PlanContext, Policy, PolicyError,
-    SandboxMode, SeccompProfile, ShippedOnly, SourceFile, load, plan,
+    FoundPath, FsProfileSource, Guarantee, LoadRequest, Network, Overrides, PlanContext, Policy,
+    PolicyError, SandboxMode, SeccompProfile, ShippedOnly, SourceFile, load, plan,
 };
 use pretty_assertions::assert_eq;
 
@@ -550,6 +550,14 @@ fn config_and_state_dirs_stay_out_of_the_default_spec() {
     }
 }
 
+fn found(path: impl Into<PathBuf>, what: &str, absent: bool) -> FoundPath {
+    FoundPath {
+        path: path.into(),
+        what: what.into(),
+        absent,
+    }
+}
+
 #[test]
 fn found_paths_are_protected_inside_content_roots_only() {
     let mut plan = plan(&shipped("workspace-write"), &ctx()).unwrap();
@@ -559,14 +567,17 @@ fn found_paths_are_protected_inside_content_roots_only() {
         paths(&["config", "hooks"])
     );
     plan.protect_found(vec![
-        (module.join("config"), "git dir of submodule `lib`".into()),
-        (PathBuf::from("/elsewhere/.git/config"), "outside".into()),
-        (
+        found(module.join("config"), "git dir of submodule `lib`", false),
+        found(module.join("commondir"), "git dir of submodule `lib`", true),
+        found("/elsewhere/.git/config", "outside", false),
+        found(
             Path::new(TEMP).join("x/.git/config"),
-            "in the temp dir".into(),
+            "in the temp dir",
+            false,
         ),
     ]);
     assert!(plan.spec.protected_paths.contains(&module.join("config")));
+    assert_eq!(plan.spec.must_stay_absent, vec![module.join("commondir")]);
     assert!(
         !plan
             .spec
@@ -581,14 +592,16 @@ fn found_paths_are_protected_inside_content_roots_only() {
             .iter()
             .any(|p| p.starts_with(TEMP))
     );
-    let verdict = plan.decide_write(&module.join("config"));
-    assert!(
-        verdict
-            .reason
-            .contains("found on disk: git dir of submodule `lib`"),
-        "{}",
-        verdict.reason
-    );
+    for path in [module.join("config"), module.join("commondir")] {
+        let verdict = plan.decide_write(&path);
+        assert!(
+            verdict
+                .reason
+                .contains("found on disk: git dir of submodule `lib`"),
+            "{}",
+            verdict.reason
+        );
+    }
 }
 
 #[test]
@@ -596,9 +609,10 @@ fn found_paths_add_the_protect_guarantee_when_the_profile_had_none() {
     let text = "mode: workspace-write\nprotected_paths: { replace: [] }\n";
     let mut plan = plan(&policy(text), &ctx()).unwrap();
     assert!(!plan.spec.guarantees.contains(&Guarantee::FsProtect));
-    plan.protect_found(vec![(
+    plan.protect_found(vec![found(
         Path::new(WORKSPACE).join("lib/.git"),
-        "git file".into(),
+        "git file",
+        false,
     )]);
     assert!(plan.spec.guarantees.contains(&Guarantee::FsProtect));
     let order: Vec<usize> = plan
@@ -610,12 +624,22 @@ fn found_paths_add_the_protect_guarantee_when_the_profile_had_none() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
 }
 
+/// danger-full-access writes everywhere, the workspace included, and protects nothing.
 #[test]
-fn read_only_mode_protects_nothing_found() {
-    let mut plan = plan(&shipped("read-only"), &ctx()).unwrap();
-    plan.protect_found(vec![(
-        Path::new(WORKSPACE).join(".git/modules/lib/config"),
-        "x".into(),
-    )]);
+fn danger_full_access_protects_nothing_found() {
+    let mut plan = plan(&shipped("danger-full-access"), &ctx()).unwrap();
+    plan.protect_found(vec![
+        found(
+            Path::new(WORKSPACE).join(".git/modules/lib/config"),
+            "x",
+            false,
+        ),
+        found(
+            Path::new(WORKSPACE).join(".git/modules/lib/commondir"),
+            "x",
+            true,
+        ),
+    ]);
     assert!(plan.spec.protected_paths.is_empty());
+    assert!(plan.spec.must_stay_absent.is_empty());
 }

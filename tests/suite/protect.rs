@@ -293,11 +293,10 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
     let e = git_repo();
     git(&e.workspace, &EMPTY_COMMIT);
     let marker = e.outside.join("fsmonitor-ran");
-    let m = path_str(&marker);
     let r = e.sh(&format!(
-        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
-         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/config
-         echo ../evil > .git/commondir; echo commondir=$?; sleep 5; echo survived"
+        "{}
+         echo ../evil > .git/commondir; echo commondir=$?; sleep 5; echo survived",
+        plant_evil_git_dir_script(&marker)
     ));
     // Init notices the planted file, removes it and stops the sandbox.
     assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
@@ -312,33 +311,34 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
         "the planted commondir is still there"
     );
     // Judged from outside: the user's own git, after the run, must not run the planted command.
-    let _ = Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&e.workspace)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &e.home)
-        .output();
-    assert!(
-        !marker.exists(),
-        "the user's git ran a command planted from inside the sandbox"
-    );
+    assert_host_git_runs_nothing_planted(&e, &marker);
 }
 
 /// A command that keeps planting `commondir` from several processes cannot get one past init:
 /// the sandbox is stopped before the file is removed, so nothing is planted again after it.
 #[test]
 fn commondir_planted_in_a_loop_leaves_nothing_behind() {
-    let e = git_repo();
-    let r = e.sh(
-        "plant() { while :; do echo ../evil > .git/commondir.$1; mv -f .git/commondir.$1 .git/commondir; done; }
-         plant 1 & plant 2 & plant 3 & wait",
-    );
-    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
-    assert!(
-        !e.workspace.join(".git/commondir").exists(),
-        "a planted commondir survived the run"
-    );
+    // Init checks every few milliseconds at first and through inotify once the run has lasted
+    // a moment: both ways.
+    for delay in ["0", "0.5"] {
+        let e = git_repo();
+        let r = e.sh(&format!(
+            "sleep {delay}
+             plant() {{ while :; do echo ../evil > .git/commondir.$1; mv -f .git/commondir.$1 .git/commondir; done; }}
+             plant 1 & plant 2 & plant 3 & wait"
+        ));
+        assert_eq!(
+            r.code,
+            Some(137),
+            "delay {delay}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(
+            !e.workspace.join(".git/commondir").exists(),
+            "delay {delay}: a planted commondir survived the run"
+        );
+    }
 }
 
 /// A repository with a submodule `lib` (git dir in `.git/modules/lib`) and a linked worktree
@@ -408,6 +408,109 @@ fn submodule_and_worktree_git_dirs_are_protected() {
     assert_eq!(before, after);
     assert_eq!(hooks_before, listing(&module.join("hooks")));
     assert!(git(&e.workspace.join("lib"), &["log", "--format=%s"]).contains("inside"));
+}
+
+/// After a run, the user's own git in the superproject must not run a command planted from
+/// inside: `git status` enters every submodule.
+fn assert_host_git_runs_nothing_planted(e: &ExecEnv, marker: &std::path::Path) {
+    let _ = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&e.workspace)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &e.home)
+        .output();
+    assert!(
+        !marker.exists(),
+        "the user's git ran a command planted from inside the sandbox"
+    );
+}
+
+/// A config with `core.fsmonitor` set to a command that creates `marker`, in a copy of the
+/// repository's objects and refs at `evil/` (what a planted redirect would point at).
+fn plant_evil_git_dir_script(marker: &std::path::Path) -> String {
+    format!(
+        "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {}; false\"\\n' > evil/config",
+        path_str(marker)
+    )
+}
+
+#[test]
+fn a_commondir_planted_in_a_submodule_git_dir_is_removed() {
+    let e = repo_with_submodule_and_worktree();
+    let marker = e.outside.join("fsmonitor-ran");
+    let r = e.sh(&format!(
+        "{}
+         echo \"$PWD/evil\" > .git/modules/lib/commondir; echo planted=$?; sleep 5; echo survived",
+        plant_evil_git_dir_script(&marker)
+    ));
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("modules/lib/commondir"), "{}", r.stderr);
+    assert!(!e.workspace.join(".git/modules/lib/commondir").exists());
+    assert_host_git_runs_nothing_planted(&e, &marker);
+}
+
+/// `.gitmodules` is ordinary content the command may change; the checkout of a submodule is
+/// found through the submodule's own (protected) config, so emptying `.gitmodules` in one run
+/// does not unprotect its `.git` file in the next.
+#[test]
+fn emptying_gitmodules_does_not_unprotect_a_submodule_checkout() {
+    let e = repo_with_submodule_and_worktree();
+    e.sh(": > .gitmodules").assert_code(0);
+    assert_write_fails(
+        &e,
+        "lib/.git",
+        "echo 'gitdir: /tmp/evil' > lib/.git; echo write=$?",
+    );
+}
+
+/// With `extensions.worktreeConfig`, git reads `.git/config.worktree` as config. It does not
+/// exist, so it must not appear: git on the host cannot create it during the run (bridle holds
+/// its lock), and one the command creates is removed and the sandbox stopped.
+#[test]
+fn a_missing_config_worktree_cannot_be_planted() {
+    let e = git_repo();
+    git(
+        &e.workspace,
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let marker = e.outside.join("fsmonitor-ran");
+    let r = e.sh(&format!(
+        "test -e .git/config.worktree.lock && echo locked
+         printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n' > .git/config.worktree; echo planted=$?; sleep 5; echo survived",
+        path_str(&marker)
+    ));
+    assert!(r.stdout.contains("locked"), "{}", r.stdout);
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(!e.workspace.join(".git/config.worktree").exists());
+    assert!(!e.workspace.join(".git/config.worktree.lock").exists());
+    assert_host_git_runs_nothing_planted(&e, &marker);
+}
+
+/// A command that fills `.git/modules` with directories in one run cannot make the next run
+/// stop looking before it reaches a submodule: past a bound, all of `.git/modules` is protected.
+#[test]
+fn a_flood_of_module_directories_protects_all_of_modules() {
+    let e = repo_with_submodule_and_worktree();
+    e.sh("i=0; while [ $i -lt 5000 ]; do mkdir -p .git/modules/junk/$i; i=$((i+1)); done")
+        .assert_code(0);
+    assert_write_fails(
+        &e,
+        ".git/modules/lib/config",
+        "printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/modules/lib/config; echo write=$?",
+    );
+}
+
+/// Runs `script`, which writes to `relative` and then echoes `write=$?`: the write fails and
+/// the file is unchanged, judged from outside.
+fn assert_write_fails(e: &ExecEnv, relative: &str, script: &str) {
+    let path = e.workspace.join(relative);
+    let before = snapshot(&path);
+    let r = e.sh(script);
+    r.assert_ok();
+    r.assert_failed("write");
+    assert_eq!(before, snapshot(&path), "{relative} changed");
 }
 
 #[test]
@@ -530,7 +633,7 @@ fn a_protected_file_replaced_on_the_host_stops_the_sandbox() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(137), "{stderr}");
     assert!(
-        stderr.contains("was replaced from outside the sandbox"),
+        stderr.contains("was removed or replaced from outside the sandbox"),
         "{stderr}"
     );
     let config = std::fs::read_to_string(&config).unwrap();

@@ -45,11 +45,20 @@ pub fn lock_path_for(config: &Path) -> PathBuf {
     config.with_file_name(name)
 }
 
-/// Whether `path` is the config file of a git directory (a regular file named `config` next to
-/// `HEAD`), which git on the host rewrites by rename.
+/// Whether the last component of `path` names a file git reads from a git dir as config or as
+/// a redirect (`config`, `config.worktree`, `commondir`).
+pub fn is_git_file_name(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "config" || n == "config.worktree" || n == "commondir")
+}
+
+/// Whether `path` is (or, when missing, would be) a config file of a git dir: `config` or
+/// `config.worktree` next to `HEAD`, not a directory. git on the host writes these by renaming
+/// `NAME.lock` into place.
 pub fn is_git_config(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == "config")
-        && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+    path.file_name()
+        .is_some_and(|n| n == "config" || n == "config.worktree")
+        && !std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file())
         && path
             .parent()
             .is_some_and(|dir| std::fs::symlink_metadata(dir.join("HEAD")).is_ok())
@@ -90,6 +99,7 @@ impl ConfigLock {
             .mode(0o644)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path);
+        let mine = created.is_ok();
         let file = match created {
             Ok(mut file) => {
                 let text = format!(
@@ -151,8 +161,15 @@ impl ConfigLock {
             )
         })?;
         let id = (meta.dev(), meta.ino());
-        // No flock on this filesystem: hold it anyway and never remove it.
-        let lock = lock_shared(file);
+        let Some(lock) = lock_shared(file) else {
+            // No flock on this filesystem: runs could not share the lock, nor tell a live one
+            // from a stale one, so none is held (one we just made is removed again) and only
+            // init's watch stands between a host-side rename and the command.
+            if mine && same_file(path, id) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Ok(Attempt::NotNeeded);
+        };
         // The last run out may have removed it while we waited for the lock.
         if !same_file(path, id) {
             return Ok(Attempt::Retry);
@@ -160,7 +177,7 @@ impl ConfigLock {
         Ok(Attempt::Held(ConfigLock {
             path: path.to_path_buf(),
             id,
-            lock,
+            lock: Some(lock),
         }))
     }
 

@@ -166,38 +166,89 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         .cloned()
         .collect();
 
+    // Files git reads that must stay absent: the root repository's `commondir`, and what the
+    // spec names (git metadata found on disk). One that exists by now is protected instead; a
+    // protected git file that vanished meanwhile must stay absent (a placeholder directory in its
+    // place would break git).
+    let mut requested: Vec<PathBuf> = spec.protected_paths.clone();
+    let mut must_stay_absent = Vec::new();
+    let absent = outermost
+        .iter()
+        .map(|root| root.join(".git"))
+        .filter(|git| std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()))
+        .map(|git| git.join("commondir"))
+        .chain(spec.must_stay_absent.iter().cloned());
+    for path in absent {
+        if std::fs::symlink_metadata(&path).is_ok() {
+            requested.push(path);
+        } else {
+            must_stay_absent.push(path);
+        }
+    }
+    requested.retain(|path| {
+        let vanished_git_file = std::fs::symlink_metadata(path).is_err()
+            && git_lock::is_git_file_name(path)
+            && path
+                .parent()
+                .is_some_and(|dir| std::fs::symlink_metadata(dir.join("HEAD")).is_ok());
+        if vanished_git_file {
+            must_stay_absent.push(path.clone());
+        }
+        !vanished_git_file
+    });
+    must_stay_absent.retain(|p| is_within(p, &outermost));
+    must_stay_absent.sort();
+    must_stay_absent.dedup();
+
+    let root_of = |path: &Path| {
+        outermost
+            .iter()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .cloned()
+    };
     let mut pins = Vec::new();
     let mut protected: Vec<PathBuf> = Vec::new();
     // Shallow first: a path below one that is already protected (read-only) needs nothing more,
     // in particular no placeholder of its own inside a placeholder.
-    let mut requested: Vec<&PathBuf> = spec.protected_paths.iter().collect();
     requested.sort_by_key(|p| p.components().count());
-    for path in requested {
-        let Some(root) = outermost
-            .iter()
-            .filter(|r| path.starts_with(r))
-            .max_by_key(|r| r.as_os_str().len())
-        else {
+    for path in &requested {
+        let Some(root) = root_of(path) else {
             continue;
         };
         if protected.iter().any(|t| path.starts_with(t)) {
             continue;
         }
-        let chain = protected_chain(root, path, &mut placeholders)?;
+        let chain = protected_chain(&root, path, &mut placeholders)?;
         if let Some((target, ancestors)) = chain.split_last() {
             pins.extend(ancestors.iter().cloned());
             protected.push(target.clone());
         }
     }
+    // The directories holding paths that must stay absent are pinned, so the command cannot
+    // move them aside and put a directory of its own in their place.
+    for path in &must_stay_absent {
+        let (Some(root), Some(dir)) = (root_of(path), path.parent()) else {
+            continue;
+        };
+        if dir.starts_with(&root) && dir != root {
+            pins.extend(protected_chain(&root, dir, &mut placeholders)?);
+        }
+    }
     pins.sort();
     pins.dedup();
     pins.retain(|p| !protected.iter().any(|t| p.starts_with(t)));
-    // A protected repository config is also locked the way git locks it, so that git on the host
-    // cannot replace it (which would detach its bind) during the run; the lock file is bound
-    // read-only too, so the command cannot release it.
-    for config in protected.clone() {
-        if git_lock::is_git_config(&config)
-            && let Some(lock) = ConfigLock::acquire(&config)?
+    // Repository config files are also locked the way git locks them, so that git on the host
+    // cannot replace one (which would detach its bind) or create one during the run; the lock
+    // file is bound read-only too, so the command cannot release it.
+    for file in protected
+        .iter()
+        .chain(&must_stay_absent)
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        if git_lock::is_git_config(&file)
+            && let Some(lock) = ConfigLock::acquire(&file)?
         {
             protected.push(lock.path().to_path_buf());
             placeholders.hold_lock(lock);
@@ -242,13 +293,6 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         })?;
         writable_ids.push((meta.dev(), meta.ino()));
     }
-    let must_stay_absent: Vec<PathBuf> = outermost
-        .iter()
-        .map(|root| root.join(".git"))
-        .filter(|git| std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir()))
-        .map(|git| git.join("commondir"))
-        .filter(|c| std::fs::symlink_metadata(c).is_err())
-        .collect();
     let plan = MountPlan {
         writable: outermost,
         must_stay_absent,

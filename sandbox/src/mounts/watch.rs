@@ -2,7 +2,7 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::sys;
 
@@ -37,9 +37,12 @@ fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
 /// Watches the protected-path binds from init: when one disappears (the host renamed or deleted
 /// the file, which detaches a bind in every other mount namespace), the path is no longer
 /// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
-/// Paths that must stay absent are watched through inotify on their directories, so a planted
-/// file is removed within the time it takes to wake this thread (a timed check every second is
-/// the safety net; every 250 ms when inotify is unavailable). Runs on its own thread in init
+/// Paths that must stay absent are checked every 5 ms for the first 200 ms, and from then on
+/// through inotify on their directories, so a planted file is removed within the time it takes
+/// to wake this thread (a timed check every second is the safety net; every 250 ms when inotify
+/// is unavailable). inotify waits that long because releasing an inotify instance waits for an
+/// SRCU grace period (about 15 ms here), which would otherwise be added to every short run as
+/// init exits. Runs on its own thread in init
 /// (PID 1), for the life of the run.
 pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     if protected.is_empty() && must_stay_absent.is_empty() {
@@ -49,6 +52,9 @@ pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) 
         .name("bridle-protect-watch".into())
         .spawn(move || watch(protected, must_stay_absent));
 }
+
+/// How long a run lasts before paths that must stay absent are watched through inotify.
+const INOTIFY_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
 fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -67,28 +73,61 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
         .into_iter()
         .filter(|p| initial.contains(p))
         .collect();
-    let inotify = absent_watch(&must_stay_absent);
-    let timeout = PollTimeout::from(if inotify.is_some() { 1000u16 } else { 250 });
+    let started = std::time::Instant::now();
+    let mut inotify = None;
+    let mut inotify_tried = false;
+    let mut mounts_changed = true;
     loop {
-        stop_if_planted(&must_stay_absent);
-        let now = read_points(&mut mountinfo);
-        if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
-            stop(&format!(
-                "bridle: protected path `{}` was replaced from outside the sandbox during the run, which made it writable inside; the sandbox was stopped. Check the file: the command may have changed it.\n",
-                gone.display()
-            ));
+        if !inotify_tried && started.elapsed() >= INOTIFY_AFTER {
+            inotify_tried = true;
+            inotify = absent_watch(&must_stay_absent);
         }
+        stop_if_planted(&must_stay_absent);
+        if mounts_changed {
+            let now = read_points(&mut mountinfo);
+            if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
+                stop(&gone_message(gone));
+            }
+        }
+        let timeout = PollTimeout::from(if must_stay_absent.is_empty() {
+            u16::MAX
+        } else if inotify.is_some() {
+            1000
+        } else if started.elapsed() < INOTIFY_AFTER {
+            5
+        } else {
+            250
+        });
         // Mount changes raise POLLPRI on mountinfo; creations in a watched directory make the
         // inotify descriptor readable.
         let mut fds = vec![PollFd::new(mountinfo.as_fd(), PollFlags::POLLPRI)];
         if let Some(i) = &inotify {
             fds.push(PollFd::new(i.as_fd(), PollFlags::POLLIN));
         }
-        let _ = nix::poll::poll(&mut fds, timeout);
+        let ready = nix::poll::poll(&mut fds, timeout);
+        // Re-read the mount table when it changed, and on a timeout as a safety net.
+        mounts_changed =
+            !matches!(ready, Ok(n) if n > 0) || fds[0].revents().is_some_and(|r| !r.is_empty());
+        drop(fds);
         if let Some(i) = &inotify {
             // Drain: the check at the top of the loop looks at the paths themselves.
             while matches!(i.read_events(), Ok(events) if !events.is_empty()) {}
         }
+    }
+}
+
+/// What init says when the protected bind at `gone` disappeared.
+fn gone_message(gone: &Path) -> String {
+    if gone.extension().is_some_and(|e| e == "lock") {
+        format!(
+            "bridle: bridle's lock `{}` was removed from outside the sandbox during the run, so git could replace the config it guards; the sandbox was stopped.\n",
+            gone.display()
+        )
+    } else {
+        format!(
+            "bridle: protected path `{}` was removed or replaced from outside the sandbox during the run, which made it writable inside; the sandbox was stopped. Check the file: the command may have changed it.\n",
+            gone.display()
+        )
     }
 }
 
@@ -156,7 +195,6 @@ fn stop(message: &str) -> ! {
 #[cfg(test)]
 mod mountinfo_tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn mount_points_are_parsed_with_escapes() {
