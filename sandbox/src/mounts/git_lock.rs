@@ -65,9 +65,19 @@ pub fn is_git_config(path: &Path) -> bool {
 }
 
 impl ConfigLock {
-    /// Takes git's lock on `config` for this run. `Ok(None)` when the directory does not let
-    /// this user create files (then neither can the sandboxed command, which runs as the same
-    /// user without capabilities, so nothing needs holding).
+    /// Takes git's lock on `config` for this run. `Ok(None)` when no lock is held:
+    /// - the directory does not let this user create files (then neither can the sandboxed
+    ///   command, which runs as the same user without capabilities);
+    /// - the filesystem has no `flock` (runs could not share it);
+    /// - another program's lock file is there and stays: git on the host is kept out by that
+    ///   file just as by ours (git waits for no lock; it fails). A fresh one is waited for, up to
+    ///   [`FOREIGN_LOCK_WAIT`], since a git process holds it for milliseconds; one older than
+    ///   that is stale and left alone (never removed: it may hold a crashed git's half-written
+    ///   config). Not refusing here matters: the command can create such a file in a git dir it
+    ///   makes, and must not be able to lock every later run out.
+    ///
+    /// Either way init's watch stays: a lock removed on the host and a config replaced after it
+    /// stop the sandbox.
     pub fn acquire(config: &Path) -> Result<Option<ConfigLock>, MountFailure> {
         let path = lock_path_for(config);
         let deadline = Instant::now() + FOREIGN_LOCK_WAIT;
@@ -76,16 +86,15 @@ impl ConfigLock {
                 Attempt::Held(lock) => return Ok(Some(lock)),
                 Attempt::NotNeeded => return Ok(None),
                 Attempt::Retry => {}
-                Attempt::Foreign if Instant::now() < deadline => {}
-                Attempt::Foreign => {
-                    return Err(fail(
-                        Guarantee::FsProtect,
-                        format!(
-                            "`{}` exists: a git process is changing `{}` and the run cannot lock it against changes from outside; remove the lock file if no git process is running",
-                            path.display(),
+                Attempt::Foreign { age } => {
+                    if age >= FOREIGN_LOCK_WAIT || Instant::now() >= deadline {
+                        tracing::warn!(
+                            lock = %path.display(),
+                            "a lock file that is not bridle's keeps git from changing `{}` during the run",
                             config.display()
-                        ),
-                    ));
+                        );
+                        return Ok(None);
+                    }
                 }
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -135,7 +144,13 @@ impl ConfigLock {
                 let mut head = vec![0u8; LOCK_MARKER.len()];
                 let ours = file.read_exact(&mut head).is_ok() && head == LOCK_MARKER.as_bytes();
                 if !ours {
-                    return Ok(Attempt::Foreign);
+                    let age = file
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .unwrap_or_default();
+                    return Ok(Attempt::Foreign { age });
                 }
                 file
             }
@@ -192,8 +207,11 @@ enum Attempt {
     NotNeeded,
     /// Another run removed or replaced it meanwhile.
     Retry,
-    /// A lock file that is not bridle's: a git process is writing the config.
-    Foreign,
+    /// A lock file that is not bridle's (a git process is writing the config, or crashed doing
+    /// so), last modified `age` ago.
+    Foreign {
+        age: Duration,
+    },
 }
 
 fn same_file(path: &Path, id: (u64, u64)) -> bool {
@@ -264,17 +282,45 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_git_holds_is_a_refusal_naming_it() {
+    fn a_stale_foreign_lock_is_left_alone_without_waiting() {
         let dir = repo();
         let config = dir.path().join(".git/config");
-        std::fs::write(lock_path_for(&config), "[core]\n").unwrap();
-        let err = ConfigLock::acquire(&config).unwrap_err();
-        assert_eq!(err.guarantee, Guarantee::FsProtect);
-        assert!(err.cause.contains("config.lock"), "{}", err.cause);
-        // Never removes git's lock.
-        assert_eq!(
-            std::fs::read_to_string(lock_path_for(&config)).unwrap(),
-            "[core]\n"
+        let lock = lock_path_for(&config);
+        std::fs::write(&lock, "[core]\n").unwrap();
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&lock)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let started = Instant::now();
+        assert!(ConfigLock::acquire(&config).unwrap().is_none());
+        assert!(started.elapsed() < FOREIGN_LOCK_WAIT / 2);
+        // Never removes or changes git's lock.
+        assert_eq!(std::fs::read_to_string(&lock).unwrap(), "[core]\n");
+    }
+
+    #[test]
+    fn a_fresh_foreign_lock_is_waited_for() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        let lock = lock_path_for(&config);
+        std::fs::write(&lock, "[core]\n").unwrap();
+        let remover = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                std::fs::remove_file(lock).unwrap();
+            })
+        };
+        let held = ConfigLock::acquire(&config).unwrap();
+        remover.join().unwrap();
+        let held = held.expect("the lock once git let go of it");
+        assert!(
+            std::fs::read_to_string(held.path())
+                .unwrap()
+                .starts_with(LOCK_MARKER)
         );
     }
 

@@ -247,11 +247,22 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         .cloned()
         .collect::<Vec<_>>()
     {
-        if git_lock::is_git_config(&file)
-            && let Some(lock) = ConfigLock::acquire(&file)?
-        {
-            protected.push(lock.path().to_path_buf());
-            placeholders.hold_lock(lock);
+        if !git_lock::is_git_config(&file) {
+            continue;
+        }
+        match ConfigLock::acquire(&file)? {
+            Some(lock) => {
+                protected.push(lock.path().to_path_buf());
+                placeholders.hold_lock(lock);
+            }
+            // Another program's lock file keeps git out instead of ours: bound read-only too,
+            // so the command cannot remove it.
+            None => {
+                let foreign = git_lock::lock_path_for(&file);
+                if std::fs::symlink_metadata(&foreign).is_ok_and(|m| m.is_file()) {
+                    protected.push(foreign);
+                }
+            }
         }
     }
     protected.sort();
