@@ -125,7 +125,7 @@ impl Facts {
     /// [`bridle_exec::git_dirs`]).
     pub fn plan(&self, policy: &Policy, temp_dir: PathBuf) -> Result<Plan, PolicyError> {
         let mut plan = bridle_policy::plan(policy, &self.plan_context(temp_dir))?;
-        let found = bridle_exec::git_dirs::discover(&plan);
+        let found = bridle_exec::git_dirs::discover(&plan, &self.home);
         plan.protect_found(found);
         Ok(plan)
     }

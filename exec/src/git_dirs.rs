@@ -1,52 +1,66 @@
-//! Finding the other git directories a repository in a writable root uses, so that what the
-//! profile protects in `.git` (`hooks` and `config` by default) is protected in each of them too.
+//! Finding the other git metadata a repository in a writable root uses, so that what the
+//! profile protects in `.git` (`hooks` and `config` by default) is protected wherever git would
+//! read it from: a command that can write there can have git on the host run anything
+//! (`core.fsmonitor`, hooks, filters, `core.pager`, ...).
 //!
-//! git runs hooks and configured commands (`core.fsmonitor`, filters, `core.sshCommand`, ...)
-//! from more places than `.git/hooks` and `.git/config`:
-//!
+//! Found when a run is planned:
 //! - submodule git dirs, `.git/modules/NAME` (nested: `.git/modules/A/modules/B`), which
-//!   `git status` in the superproject enters to check each submodule;
-//! - the `.git` file of each submodule checkout, which names its git dir and could be pointed
-//!   elsewhere (found through `core.worktree` in the submodule's protected config, and through
-//!   `.gitmodules`);
-//! - linked worktrees, `.git/worktrees/NAME`, whose `commondir` names the directory git takes
-//!   config and hooks from and whose `config.worktree` is read as config;
-//! - `commondir` and `config.worktree` of every git dir, including the main one, which must not
-//!   appear when missing;
-//! - the git dir a `.git` file at the root names, when it lies inside a writable root.
+//!   `git status` in the superproject enters, and the `.git` file of each submodule checkout
+//!   (located through `core.worktree` in the submodule's own protected config; `.gitmodules`,
+//!   which the command can edit, only adds to that);
+//! - linked worktrees, `.git/worktrees/NAME`, and the `.git` file of their checkouts inside a
+//!   writable root; a workspace that is itself a linked worktree: its common git dir;
+//! - `commondir` and `config.worktree` in every git dir (redirects to other config and hooks);
+//! - files the configs include (`include.path`, `includeIf.*.path`) and `core.hooksPath`, from
+//!   the repository's configs and the user's global and system ones, when they lie in a root;
+//! - `HEAD` at the root of a writable root holding a repository: with one there (and `objects/`,
+//!   `refs/`), git would take the root for a bare repository once `.git` is unusable.
 //!
-//! Missing files git would read are returned as "must stay absent" (a placeholder directory
-//! would break git); a missing `hooks` is protected, which gives it an empty placeholder. The
-//! walk never follows symlinks: an entry reached through one is skipped (git dirs behind a
-//! symlink are like repositories the command creates, see the README's known gaps). When
-//! `.git/modules` holds more directories than the walk looks at, the whole of it is protected.
+//! A missing file git would read must stay absent (a placeholder directory would break git); a
+//! missing hooks directory is protected (it gets an empty placeholder). Symlinks are never
+//! followed; a symlink where a protected name should be makes its whole git dir read-only. A
+//! directory that cannot be read is protected as a whole (and the run is refused when even
+//! bridle cannot open it), never skipped. When `.git/modules` holds more directories than the
+//! walk looks at, all of it is protected.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use bridle_policy::{FoundPath, Plan};
+
+use crate::git_config;
 
 /// At most this many directories are looked at under one `.git/modules`.
 const MAX_MODULE_DIRS: usize = 4_096;
 
-/// Deepest nesting looked at under `.git/modules`.
-const MAX_MODULE_DEPTH: usize = 32;
+/// Deepest nesting looked at under `.git/modules`, and of config includes.
+const MAX_DEPTH: usize = 32;
 
-/// Config files and `.gitmodules` larger than this are not read.
+/// Config files, `.gitmodules` and `.git` files larger than this are not read.
 const MAX_TEXT_BYTES: u64 = 1 << 20;
 
 /// Names in a git dir that git reads as files and that must not appear when missing.
 const FILE_NAMES: &[&str] = &["config", "commondir", "config.worktree"];
 
 /// The paths to protect beyond the profile's, each with what it is (for `bridle policy explain`
-/// and denial messages).
-pub fn discover(plan: &Plan) -> Vec<FoundPath> {
+/// and denial messages). `home` locates the user's global git config.
+pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
     let roots: Vec<PathBuf> = plan
         .content_roots()
         .into_iter()
         .map(Path::to_path_buf)
         .collect();
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".config"));
+    let user_configs = [
+        home.join(".gitconfig"),
+        xdg.join("git/config"),
+        PathBuf::from("/etc/gitconfig"),
+    ];
     let mut found = Found {
         roots: &roots,
+        home,
         out: Vec::new(),
     };
     for root in &roots {
@@ -55,24 +69,30 @@ pub fn discover(plan: &Plan) -> Vec<FoundPath> {
             continue;
         }
         let git = root.join(".git");
-        if is_real_dir(&git) {
-            found.redirects(&git, &names, "the repository's git dir");
-            let modules = git.join("modules");
-            if is_real_dir(&modules) {
-                let mut budget = MAX_MODULE_DIRS;
-                if !found.modules(&modules, root, &names, 0, &mut budget) {
-                    found.protect(
-                        modules,
-                        "submodule git dirs (more than bridle checks one by one)".into(),
-                    );
-                }
+        match std::fs::symlink_metadata(&git) {
+            Ok(meta) if meta.is_dir() => {
+                found.repo(&git, root, &names, false, "the repository's git dir");
+                found.bare_root(root);
             }
-            found.worktrees(&git, &names);
-        } else if is_real_file(&git)
-            && let Some(dir) = read_gitfile(&git)
-        {
-            let what = format!("git dir named by `{}`", git.display());
-            found.git_dir(&dir, &names, &what);
+            Ok(meta) if meta.is_file() => {
+                if let Some(dir) = read_gitfile(&git) {
+                    found.gitfile_target(&dir, root, &names);
+                }
+                found.bare_root(root);
+            }
+            _ if is_git_dir(root) => {
+                found.repo(
+                    root,
+                    root,
+                    &names,
+                    true,
+                    "a writable root that is a git dir",
+                );
+            }
+            _ => {}
+        }
+        for config in &user_configs {
+            found.config_targets(config, root, 0);
         }
         found.gitmodules_checkouts(root, &names);
     }
@@ -83,17 +103,24 @@ fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
-fn is_real_file(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+fn is_git_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path.join("HEAD")).is_ok_and(|m| m.is_file())
+        && is_real_dir(&path.join("objects"))
+}
+
+fn missing(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::NotFound
 }
 
 struct Found<'a> {
     roots: &'a [PathBuf],
+    home: &'a Path,
     out: Vec<FoundPath>,
 }
 
 impl Found<'_> {
     fn add(&mut self, path: PathBuf, what: String, absent: bool) {
+        let path = bridle_policy::normalize(&path);
         if self.roots.iter().any(|r| path.starts_with(r))
             && !self.out.iter().any(|f| f.path == path)
         {
@@ -105,31 +132,101 @@ impl Found<'_> {
         self.add(path, what, false);
     }
 
-    /// Protects `path` when it exists (as it is: a symlink there makes the run refuse, as for
-    /// the profile's own paths); when missing, a file git reads must stay absent and anything
-    /// else is protected (and gets an empty placeholder directory).
-    fn guard(&mut self, path: PathBuf, what: &str) {
-        let exists = std::fs::symlink_metadata(&path).is_ok();
-        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let absent = !exists && FILE_NAMES.contains(&file_name);
-        self.add(path, what.to_string(), absent);
+    /// A directory that could not be read: protected whole (bridle refuses the run when it
+    /// cannot open it either), never skipped.
+    fn unreadable(&mut self, dir: PathBuf, error: &std::io::Error) {
+        let what = format!("unreadable, so protected whole ({error})");
+        self.protect(dir, what);
+    }
+
+    /// Protects `path` when it exists; when missing, a file git reads (a [`FILE_NAMES`] entry,
+    /// or `file` for anything else) must stay absent and a directory is protected (and gets
+    /// an empty placeholder).
+    fn guard(&mut self, path: PathBuf, what: &str, file: bool) {
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => self.protect(path, what.to_string()),
+            Err(e) if missing(&e) => {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let absent = file || FILE_NAMES.contains(&name);
+                self.add(path, what.to_string(), absent);
+            }
+            Err(e) => {
+                if let Some(dir) = path.parent() {
+                    self.unreadable(dir.to_path_buf(), &e);
+                }
+            }
+        }
     }
 
     /// `commondir` and `config.worktree` of the git dir `dir`: the files that redirect or add to
     /// its config and hooks.
-    fn redirects(&mut self, dir: &Path, names: &[PathBuf], what: &str) {
-        self.guard(dir.join("commondir"), what);
-        if names.iter().any(|n| n == Path::new("config")) {
-            self.guard(dir.join("config.worktree"), what);
-        }
+    fn redirects(&mut self, dir: &Path, what: &str) {
+        self.guard(dir.join("commondir"), what, true);
+        self.guard(dir.join("config.worktree"), what, true);
     }
 
-    /// Protects the profile's `.git` names, and the redirects, inside the git dir `dir`.
-    fn git_dir(&mut self, dir: &Path, names: &[PathBuf], what: &str) {
-        for name in names {
-            self.guard(dir.join(name), what);
+    /// Protects the profile's `.git` names inside the git dir `dir` (unless the profile's own
+    /// entries already cover it), and its redirects. A symlink on one of those names makes the
+    /// whole git dir read-only: a symlink cannot be bound read-only, and refusing would let a
+    /// command that planted one lock out every later run.
+    fn git_dir(&mut self, dir: &Path, names: &[PathBuf], with_names: bool, what: &str) {
+        if with_names {
+            let linked = names.iter().find(|n| {
+                std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.file_type().is_symlink())
+            });
+            if let Some(name) = linked {
+                let what = format!("{what} (its `{}` is a symlink)", name.display());
+                self.protect(dir.to_path_buf(), what);
+                return;
+            }
+            for name in names {
+                self.guard(dir.join(name), what, false);
+            }
         }
-        self.redirects(dir, names, what);
+        self.redirects(dir, what);
+    }
+
+    /// A repository's git dir `git` with `worktree` as its working tree: the git dir itself
+    /// (its names when `with_names`: the root `.git` is covered by the profile's own entries),
+    /// what its config points at, its submodules and its linked worktrees.
+    fn repo(
+        &mut self,
+        git: &Path,
+        worktree: &Path,
+        names: &[PathBuf],
+        with_names: bool,
+        what: &str,
+    ) {
+        self.git_dir(git, names, with_names, what);
+        self.config_targets(&git.join("config"), worktree, 0);
+        let modules = git.join("modules");
+        if is_real_dir(&modules) {
+            let mut budget = MAX_MODULE_DIRS;
+            if !self.modules(&modules, worktree, names, 0, &mut budget) {
+                self.protect(
+                    modules,
+                    "submodule git dirs (more than bridle checks one by one)".into(),
+                );
+            }
+        }
+        self.worktrees(git);
+    }
+
+    /// The workspace's `.git` file names the git dir `dir`: a full git dir (a separate git dir
+    /// or a submodule's) is guarded as a repository; the git dir of a linked worktree gets its
+    /// redirects guarded, and the common git dir it names (config and hooks live there) is
+    /// guarded as a repository.
+    fn gitfile_target(&mut self, dir: &Path, root: &Path, names: &[PathBuf]) {
+        let Some(text) = read_small(&dir.join("commondir")) else {
+            let what = format!("git dir named by `{}`", root.join(".git").display());
+            return self.repo(dir, root, names, true, &what);
+        };
+        let what = format!("git dir of the worktree at `{}`", root.display());
+        self.redirects(dir, &what);
+        if let Ok(common) = std::fs::canonicalize(dir.join(text.trim())) {
+            let what = format!("common git dir of the worktree at `{}`", root.display());
+            self.repo(&common, root, names, true, &what);
+        }
     }
 
     /// Walks `.git/modules`: a directory holding `HEAD` is a submodule's git dir (which may
@@ -143,13 +240,25 @@ impl Found<'_> {
         depth: usize,
         budget: &mut usize,
     ) -> bool {
-        if depth > MAX_MODULE_DEPTH {
+        if depth > MAX_DEPTH {
             return false;
         }
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return true;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if missing(&e) => return true,
+            Err(e) => {
+                self.unreadable(dir.to_path_buf(), &e);
+                return true;
+            }
         };
-        for entry in entries.flatten() {
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    self.unreadable(dir.to_path_buf(), &e);
+                    return true;
+                }
+            };
             // Never followed: a symlink here is not walked into.
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
@@ -159,19 +268,25 @@ impl Found<'_> {
             }
             *budget -= 1;
             let path = entry.path();
-            let complete = if std::fs::symlink_metadata(path.join("HEAD")).is_ok() {
-                let shown = path
-                    .strip_prefix(root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                let what = format!("git dir of submodule `{shown}`");
-                self.git_dir(&path, names, &what);
-                self.checkout_of(&path, names, &shown);
-                let nested = path.join("modules");
-                !is_real_dir(&nested) || self.modules(&nested, root, names, depth + 1, budget)
-            } else {
-                self.modules(&path, root, names, depth + 1, budget)
+            let complete = match std::fs::symlink_metadata(path.join("HEAD")) {
+                Ok(_) => {
+                    let shown = path
+                        .strip_prefix(root)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string();
+                    let what = format!("git dir of submodule `{shown}`");
+                    self.git_dir(&path, names, true, &what);
+                    let checkout = self.checkout_of(&path, &shown);
+                    self.config_targets(&path.join("config"), &checkout, 0);
+                    let nested = path.join("modules");
+                    !is_real_dir(&nested) || self.modules(&nested, root, names, depth + 1, budget)
+                }
+                Err(e) if missing(&e) => self.modules(&path, root, names, depth + 1, budget),
+                Err(e) => {
+                    self.unreadable(path, &e);
+                    true
+                }
             };
             if !complete {
                 return false;
@@ -182,39 +297,99 @@ impl Found<'_> {
 
     /// The checkout of the submodule whose git dir is `git_dir`, from `core.worktree` in its
     /// (protected) config: its `.git` file must keep naming this git dir, and must not appear
-    /// when the submodule is not checked out.
-    fn checkout_of(&mut self, git_dir: &Path, names: &[PathBuf], shown: &str) {
-        let Some(text) = read_small(&git_dir.join("config")) else {
-            return;
-        };
-        let Some(worktree) = config_value(&text, "core", "worktree") else {
-            return;
+    /// when the submodule is not checked out. Returns the checkout directory (the git dir when
+    /// unknown).
+    fn checkout_of(&mut self, git_dir: &Path, shown: &str) -> PathBuf {
+        let worktree = read_small(&git_dir.join("config"))
+            .and_then(|text| git_config::value(&text, "core", "worktree"));
+        let Some(worktree) = worktree else {
+            return git_dir.to_path_buf();
         };
         let checkout = bridle_policy::normalize(&git_dir.join(worktree));
         let dot_git = checkout.join(".git");
         let what = format!("git file of the checkout of submodule `{shown}`");
         match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) if meta.is_dir() => self.git_dir(&dot_git, names, &what),
             Ok(_) => self.protect(dot_git, what),
-            Err(_) if is_real_dir(&checkout) => self.add(dot_git, what, true),
-            Err(_) => {}
+            Err(e) if missing(&e) => {
+                if is_real_dir(&checkout) {
+                    self.add(dot_git, what, true);
+                }
+            }
+            Err(e) => self.unreadable(checkout.clone(), &e),
         }
+        checkout
     }
 
-    /// Linked worktrees: `commondir` redirects config and hooks; `config.worktree` is config.
-    fn worktrees(&mut self, git: &Path, names: &[PathBuf]) {
-        let Ok(entries) = std::fs::read_dir(git.join("worktrees")) else {
-            return;
+    /// Linked worktrees: their redirects, and the `.git` file of each checkout (named by
+    /// `gitdir`) when it lies in a writable root.
+    fn worktrees(&mut self, git: &Path) {
+        let dir = git.join("worktrees");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if missing(&e) => return,
+            Err(e) => return self.unreadable(dir, &e),
         };
-        for entry in entries.flatten() {
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return self.unreadable(dir, &e),
+            };
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            let path = entry.path();
             let what = format!(
                 "git dir of linked worktree `{}`",
                 entry.file_name().to_string_lossy()
             );
-            self.redirects(&entry.path(), names, &what);
+            self.redirects(&path, &what);
+            if let Some(text) = read_small(&path.join("gitdir")) {
+                let gitfile = bridle_policy::normalize(&path.join(text.trim()));
+                if std::fs::symlink_metadata(&gitfile).is_ok_and(|m| m.is_file()) {
+                    let what = format!("{what}: the `.git` file of its checkout");
+                    self.protect(gitfile, what);
+                }
+            }
+        }
+    }
+
+    /// What the config file `config` points at in a writable root: the files it includes
+    /// (followed, including ones outside), and `core.hooksPath` (relative to `worktree`).
+    fn config_targets(&mut self, config: &Path, worktree: &Path, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        let Some(text) = read_small(config) else {
+            return;
+        };
+        let base = config.parent().unwrap_or(Path::new("/"));
+        for include in git_config::include_paths(&text) {
+            let target = self.expand(&include, base);
+            let what = format!("included by `{}`", config.display());
+            self.guard(target.clone(), &what, true);
+            self.config_targets(&target, worktree, depth + 1);
+        }
+        if let Some(hooks) = git_config::value(&text, "core", "hookspath") {
+            let what = format!("`core.hooksPath` in `{}`", config.display());
+            let target = self.expand(&hooks, worktree);
+            self.guard(target, &what, false);
+        }
+    }
+
+    /// A path from a config value: `~/` is the home directory, a relative one is below `base`.
+    fn expand(&self, value: &str, base: &Path) -> PathBuf {
+        match value.strip_prefix("~/") {
+            Some(rest) => self.home.join(rest),
+            None => base.join(value),
+        }
+    }
+
+    /// Without `HEAD` at the root, git can never take the root for a bare repository.
+    fn bare_root(&mut self, root: &Path) {
+        let head = root.join("HEAD");
+        if std::fs::symlink_metadata(&head).is_err_and(|e| missing(&e)) {
+            let what = "a `HEAD` here would make git take the root for a bare repository";
+            self.add(head, what.into(), true);
         }
     }
 
@@ -224,7 +399,7 @@ impl Found<'_> {
         let Some(text) = read_small(&root.join(".gitmodules")) else {
             return;
         };
-        for path in gitmodules_paths(&text) {
+        for path in git_config::gitmodules_paths(&text) {
             let mut dir = root.to_path_buf();
             // Nothing reached through a symlink.
             if !path.components().all(|c| {
@@ -236,7 +411,7 @@ impl Found<'_> {
             let dot_git = dir.join(".git");
             let what = format!("submodule checkout `{}`", path.display());
             match std::fs::symlink_metadata(&dot_git) {
-                Ok(meta) if meta.is_dir() => self.git_dir(&dot_git, names, &what),
+                Ok(meta) if meta.is_dir() => self.repo(&dot_git, &dir, names, true, &what),
                 Ok(meta) if meta.is_file() => self.protect(dot_git, what),
                 _ => {}
             }
@@ -251,71 +426,6 @@ fn read_small(path: &Path) -> Option<String> {
         return None;
     }
     std::fs::read_to_string(path).ok()
-}
-
-/// The last value of `section.key` in a git config text (section and key names compared
-/// without case; subsections are not matched; `;` and `#` start comments outside quotes).
-fn config_value(text: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = String::new();
-    let mut value = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            let name = rest.split(']').next().unwrap_or("").trim();
-            current = if name.contains(['"', ' ', '.']) {
-                String::new()
-            } else {
-                name.to_ascii_lowercase()
-            };
-            continue;
-        }
-        if current != section {
-            continue;
-        }
-        let Some((k, v)) = line.split_once('=') else {
-            continue;
-        };
-        if k.trim().eq_ignore_ascii_case(key) {
-            value = Some(unquote(v));
-        }
-    }
-    value
-}
-
-/// A config value without surrounding whitespace, comments and double quotes.
-fn unquote(raw: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = raw.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    out.push(next);
-                }
-            }
-            ';' | '#' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim_end().to_string()
-}
-
-/// The `path = ...` values of a `.gitmodules` text that stay inside the repository.
-fn gitmodules_paths(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .filter_map(|line| {
-            let (key, value) = line.trim().split_once('=')?;
-            key.trim()
-                .eq_ignore_ascii_case("path")
-                .then(|| unquote(value))
-        })
-        .map(PathBuf::from)
-        .filter(|p| {
-            !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
-        })
-        .collect()
 }
 
 /// The git dir a `.git` file names (`gitdir: PATH`, relative to the file's directory).

@@ -30,18 +30,28 @@ impl Repo {
     }
 
     fn plan(&self) -> Plan {
+        self.plan_with(&[])
+    }
+
+    fn plan_with(&self, extra_roots: &[&Path]) -> Plan {
         let policy = load(
             &ShippedOnly,
             &LoadRequest {
                 profile: "workspace-write".into(),
-                overrides: Overrides::default(),
+                overrides: Overrides {
+                    allow_write: extra_roots
+                        .iter()
+                        .map(|r| r.display().to_string())
+                        .collect(),
+                    ..Overrides::default()
+                },
                 workspace_layer: None,
             },
         )
         .unwrap();
         let ctx = PlanContext {
             workspace: self.ws.clone(),
-            home: "/home/dev".into(),
+            home: self.home(),
             state_dir: "/home/dev/.local/state/bridle".into(),
             config_dir: "/home/dev/.config/bridle".into(),
             temp_dir: "/var/tmp/bridle-1000/s".into(),
@@ -50,12 +60,24 @@ impl Repo {
         plan(&policy, &ctx).unwrap()
     }
 
-    /// What discovery found, relative to the workspace: path → absent.
+    /// A home directory next to the workspace, for the user's global git config.
+    fn home(&self) -> PathBuf {
+        let home = self.ws.parent().unwrap().join("home");
+        fs::create_dir_all(&home).unwrap();
+        home
+    }
+
+    /// What discovery found, relative to the workspace's parent: path → absent.
     fn found(&self) -> BTreeMap<String, bool> {
-        discover(&self.plan())
+        self.found_in(&self.plan())
+    }
+
+    fn found_in(&self, plan: &Plan) -> BTreeMap<String, bool> {
+        let base = self.ws.parent().unwrap();
+        discover(plan, &self.home())
             .into_iter()
             .map(|f| {
-                let rel = f.path.strip_prefix(&self.ws).unwrap();
+                let rel = f.path.strip_prefix(base).unwrap();
                 (rel.display().to_string(), f.absent)
             })
             .collect()
@@ -65,8 +87,17 @@ impl Repo {
 fn expect(entries: &[(&str, bool)]) -> BTreeMap<String, bool> {
     entries
         .iter()
-        .map(|(p, a)| ((*p).to_string(), *a))
+        .map(|(p, a)| (format!("ws/{p}"), *a))
         .collect()
+}
+
+/// `found` has `path` (relative to the workspace) as protected (`false`) or absent (`true`).
+fn has(found: &BTreeMap<String, bool>, path: &str, absent: bool) {
+    assert_eq!(
+        found.get(&format!("ws/{path}")),
+        Some(&absent),
+        "{path}: {found:?}"
+    );
 }
 
 #[test]
@@ -74,7 +105,11 @@ fn a_plain_repository_only_guards_its_redirects() {
     let repo = Repo::new();
     assert_eq!(
         repo.found(),
-        expect(&[(".git/commondir", true), (".git/config.worktree", true)])
+        expect(&[
+            (".git/commondir", true),
+            (".git/config.worktree", true),
+            ("HEAD", true)
+        ])
     );
 }
 
@@ -95,7 +130,7 @@ fn nested_submodule_git_dirs_are_found_and_missing_files_must_stay_absent() {
         ".git/modules/x/y/config",
         ".git/modules/x/y/hooks",
     ] {
-        assert_eq!(found.get(protected), Some(&false), "{protected}: {found:?}");
+        has(&found, protected, false);
     }
     for absent in [
         ".git/modules/a/commondir",
@@ -103,10 +138,10 @@ fn nested_submodule_git_dirs_are_found_and_missing_files_must_stay_absent() {
         ".git/modules/a/modules/b/commondir",
         ".git/modules/x/y/config.worktree",
     ] {
-        assert_eq!(found.get(absent), Some(&true), "{absent}: {found:?}");
+        has(&found, absent, true);
     }
     // `x` is part of a name, not a git dir.
-    assert!(!found.contains_key(".git/modules/x/config"), "{found:?}");
+    assert!(!found.contains_key("ws/.git/modules/x/config"), "{found:?}");
 }
 
 #[test]
@@ -122,10 +157,10 @@ fn a_submodule_checkout_is_found_through_its_protected_config_not_gitmodules() {
     fs::write(repo.ws.join("lib/.git"), "gitdir: ../.git/modules/lib\n").unwrap();
     // The command emptied .gitmodules in an earlier run: the checkout is still found.
     fs::write(repo.ws.join(".gitmodules"), "").unwrap();
-    assert_eq!(repo.found().get("lib/.git"), Some(&false));
+    has(&repo.found(), "lib/.git", false);
     // Not checked out: its `.git` must not appear.
     fs::remove_file(repo.ws.join("lib/.git")).unwrap();
-    assert_eq!(repo.found().get("lib/.git"), Some(&true));
+    has(&repo.found(), "lib/.git", true);
 }
 
 #[test]
@@ -140,9 +175,9 @@ fn gitmodules_adds_embedded_git_dirs_and_git_files() {
     )
     .unwrap();
     let found = repo.found();
-    assert_eq!(found.get("old/.git/config"), Some(&false), "{found:?}");
-    assert_eq!(found.get("old/.git/hooks"), Some(&false), "{found:?}");
-    assert_eq!(found.get("new/.git"), Some(&false), "{found:?}");
+    has(&found, "old/.git/config", false);
+    has(&found, "old/.git/hooks", false);
+    has(&found, "new/.git", false);
 }
 
 #[test]
@@ -165,20 +200,25 @@ fn nothing_is_walked_through_a_symlink() {
     assert!(
         !found
             .keys()
-            .any(|k| k.contains("linked") || k.starts_with("via")),
+            .any(|k| k.contains("linked") || k.starts_with("ws/via")),
         "{found:?}"
     );
 }
 
+/// A symlink cannot be bound read-only, and refusing would let a command that planted one lock
+/// out every later run: the whole git dir becomes read-only instead.
 #[test]
-fn a_symlink_on_a_protected_name_is_protected_as_it_is() {
+fn a_symlink_on_a_protected_name_makes_its_git_dir_read_only() {
     let repo = Repo::new();
     let module = repo.git_dir(".git/modules/lib");
     fs::remove_dir(module.join("hooks")).unwrap();
     std::os::unix::fs::symlink("../../../tools/hooks", module.join("hooks")).unwrap();
-    // Not resolved: protected at its own path, where planning refuses it like any protected
-    // path through a symlink.
-    assert_eq!(repo.found().get(".git/modules/lib/hooks"), Some(&false));
+    let found = repo.found();
+    has(&found, ".git/modules/lib", false);
+    assert!(
+        !found.contains_key("ws/.git/modules/lib/hooks"),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -188,7 +228,7 @@ fn too_many_module_dirs_protect_all_of_them() {
         fs::create_dir_all(repo.ws.join(format!(".git/modules/junk/{i}"))).unwrap();
     }
     repo.git_dir(".git/modules/zz-lib");
-    assert_eq!(repo.found().get(".git/modules"), Some(&false));
+    has(&repo.found(), ".git/modules", false);
 }
 
 #[test]
@@ -201,8 +241,8 @@ fn files_in_modules_do_not_count_against_the_walk() {
     }
     repo.git_dir(".git/modules/lib");
     let found = repo.found();
-    assert_eq!(found.get(".git/modules/lib/config"), Some(&false));
-    assert!(!found.contains_key(".git/modules"), "{found:?}");
+    has(&found, ".git/modules/lib/config", false);
+    assert!(!found.contains_key("ws/.git/modules"), "{found:?}");
 }
 
 #[test]
@@ -212,8 +252,8 @@ fn linked_worktree_redirects_are_guarded() {
     fs::create_dir_all(&wt).unwrap();
     fs::write(wt.join("commondir"), "../..\n").unwrap();
     let found = repo.found();
-    assert_eq!(found.get(".git/worktrees/wt/commondir"), Some(&false));
-    assert_eq!(found.get(".git/worktrees/wt/config.worktree"), Some(&true));
+    has(&found, ".git/worktrees/wt/commondir", false);
+    has(&found, ".git/worktrees/wt/config.worktree", true);
 }
 
 #[test]
@@ -222,23 +262,128 @@ fn the_git_dir_a_root_git_file_names_is_guarded_inside_writable_roots() {
     fs::rename(repo.ws.join(".git"), repo.ws.join(".bare")).unwrap();
     fs::write(repo.ws.join(".git"), "gitdir: .bare\n").unwrap();
     let found = repo.found();
-    assert_eq!(found.get(".bare/config"), Some(&false), "{found:?}");
-    assert_eq!(found.get(".bare/hooks"), Some(&false), "{found:?}");
-    assert_eq!(found.get(".bare/commondir"), Some(&true), "{found:?}");
+    has(&found, ".bare/config", false);
+    has(&found, ".bare/hooks", false);
+    has(&found, ".bare/commondir", true);
 }
 
 #[test]
-fn config_values_follow_git_syntax() {
-    let text = "[Core]\n\tworktree = a\n[core \"sub\"]\n\tworktree = b\n[remote]\n\tworktree = c\n[core]\n\tWorktree = \"d e\" # trailing\n";
-    assert_eq!(config_value(text, "core", "worktree"), Some("d e".into()));
-    assert_eq!(config_value("[core]\n", "core", "worktree"), None);
+fn included_config_files_in_the_workspace_are_guarded() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".git/config"),
+        "[include]\n\tpath = ../shared.gitconfig\n[includeIf \"onbranch:main\"]\n\tpath = ../missing.gitconfig\n",
+    )
+    .unwrap();
+    fs::write(
+        repo.ws.join("shared.gitconfig"),
+        "[include]\n\tpath = nested.gitconfig\n",
+    )
+    .unwrap();
+    let found = repo.found();
+    has(&found, "shared.gitconfig", false);
+    has(&found, "missing.gitconfig", true);
+    // Followed: an included file includes another.
+    has(&found, "nested.gitconfig", true);
 }
 
 #[test]
-fn gitmodules_paths_stay_inside_the_repository() {
-    let text = "[submodule \"a\"]\n\tpath = lib/a\n\turl = x\n[submodule \"b\"]\n\tpath = ../escape\n[submodule \"c\"]\n\tpath = /abs\n[submodule \"d\"]\n\tPATH = \"quoted\" ; note\n";
-    assert_eq!(
-        gitmodules_paths(text),
-        vec![PathBuf::from("lib/a"), PathBuf::from("quoted")]
-    );
+fn hooks_paths_in_the_workspace_are_protected_from_repository_and_global_config() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".git/config"),
+        "[core]\n\thooksPath = .husky/_\n",
+    )
+    .unwrap();
+    fs::write(
+        repo.home().join(".gitconfig"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    let found = repo.found();
+    has(&found, ".husky/_", false);
+    has(&found, ".githooks", false);
+}
+
+#[test]
+fn the_checkout_of_a_linked_worktree_in_the_workspace_is_guarded() {
+    let repo = Repo::new();
+    let wt = repo.ws.join(".git/worktrees/wt");
+    fs::create_dir_all(&wt).unwrap();
+    fs::write(wt.join("commondir"), "../..\n").unwrap();
+    fs::create_dir_all(repo.ws.join("trees/wt")).unwrap();
+    fs::write(
+        repo.ws.join("trees/wt/.git"),
+        "gitdir: ../../.git/worktrees/wt\n",
+    )
+    .unwrap();
+    fs::write(
+        wt.join("gitdir"),
+        format!("{}\n", repo.ws.join("trees/wt/.git").display()),
+    )
+    .unwrap();
+    has(&repo.found(), "trees/wt/.git", false);
+}
+
+/// The workspace is a linked worktree and the main repository's git dir is an extra writable
+/// root (so commits work): its config and hooks are protected like the workspace's own.
+#[test]
+fn the_common_git_dir_of_a_worktree_workspace_is_guarded() {
+    let repo = Repo::new();
+    let main = repo.ws.parent().unwrap().join("main");
+    fs::create_dir_all(&main).unwrap();
+    fs::rename(repo.ws.join(".git"), main.join(".git")).unwrap();
+    let wt = main.join(".git/worktrees/ws");
+    fs::create_dir_all(&wt).unwrap();
+    fs::write(wt.join("HEAD"), "ref: refs/heads/wt\n").unwrap();
+    fs::write(wt.join("commondir"), "../..\n").unwrap();
+    fs::write(repo.ws.join(".git"), format!("gitdir: {}\n", wt.display())).unwrap();
+    let found = repo.found_in(&repo.plan_with(&[&main.join(".git")]));
+    for path in [
+        "main/.git/config",
+        "main/.git/hooks",
+        "main/.git/worktrees/ws/commondir",
+    ] {
+        assert_eq!(found.get(path), Some(&false), "{path}: {found:?}");
+    }
+    assert_eq!(found.get("main/.git/commondir"), Some(&true), "{found:?}");
+}
+
+#[test]
+fn a_writable_root_that_is_a_git_dir_is_guarded() {
+    let repo = Repo::new();
+    let bare = repo.ws.parent().unwrap().join("bare.git");
+    fs::create_dir_all(bare.join("objects")).unwrap();
+    fs::create_dir_all(bare.join("hooks")).unwrap();
+    fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(bare.join("config"), "[core]\n\tbare = true\n").unwrap();
+    let found = repo.found_in(&repo.plan_with(&[&bare]));
+    assert_eq!(found.get("bare.git/config"), Some(&false), "{found:?}");
+    assert_eq!(found.get("bare.git/hooks"), Some(&false), "{found:?}");
+}
+
+/// A directory discovery cannot read is protected whole, never skipped: a command that made
+/// `.git/modules` unreadable in one run must not find the submodules unguarded in the next.
+/// (Root reads it anyway, and then finds the submodule itself.)
+#[test]
+fn an_unreadable_modules_directory_is_protected_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::new();
+    repo.git_dir(".git/modules/lib");
+    let modules = repo.ws.join(".git/modules");
+    fs::set_permissions(&modules, fs::Permissions::from_mode(0o000)).unwrap();
+    let found = repo.found();
+    fs::set_permissions(&modules, fs::Permissions::from_mode(0o755)).unwrap();
+    if running_as_root() {
+        has(&found, ".git/modules/lib/config", false);
+    } else {
+        has(&found, ".git/modules", false);
+    }
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    })
 }

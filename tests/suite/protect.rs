@@ -302,7 +302,7 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
     assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stdout.contains("survived"), "{}", r.stdout);
     assert!(
-        r.stderr.contains("redirect git's configuration"),
+        r.stderr.contains("would read it as configuration"),
         "{}",
         r.stderr
     );
@@ -511,6 +511,65 @@ fn assert_write_fails(e: &ExecEnv, relative: &str, script: &str) {
     r.assert_ok();
     r.assert_failed("write");
     assert_eq!(before, snapshot(&path), "{relative} changed");
+}
+
+/// With `.git` made unusable (its `HEAD` deleted), git would take a workspace root holding
+/// `HEAD`, `objects/` and `refs/` for a bare repository and read a planted `config` there. A
+/// `HEAD` may not appear at the root: it is moved aside and the sandbox stopped.
+#[test]
+fn the_workspace_root_cannot_be_made_a_bare_repository() {
+    let e = git_repo();
+    git(&e.workspace, &EMPTY_COMMIT);
+    let r = e.sh(
+        "cp -r .git/objects .git/refs . && printf '[core]\\n\\tbare = true\\n' > config
+         printf 'ref: refs/heads/main\\n' > HEAD; echo planted=$?; sleep 5; echo survived",
+    );
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(!e.workspace.join("HEAD").exists());
+    assert!(
+        e.workspace.join("HEAD.bridle-moved-0").exists(),
+        "not kept aside"
+    );
+}
+
+/// A config file the repository's config includes, and the directory `core.hooksPath` names,
+/// are read by git on the host like `.git/config` and `.git/hooks`: read-only when they exist,
+/// impossible to create when they do not.
+#[test]
+fn included_config_and_hooks_path_in_the_workspace_are_protected() {
+    let e = git_repo();
+    std::fs::write(e.workspace.join("shared.gitconfig"), "[user]\n\tname = x\n").unwrap();
+    git(
+        &e.workspace,
+        &["config", "include.path", "../shared.gitconfig"],
+    );
+    git(&e.workspace, &["config", "core.hooksPath", ".husky/_"]);
+    assert_write_fails(
+        &e,
+        "shared.gitconfig",
+        "printf '[core]\\n\\tfsmonitor = evil\\n' >> shared.gitconfig; echo write=$?",
+    );
+    let r = e.sh("mkdir -p .husky/_ && echo evil > .husky/_/pre-commit; echo write=$?");
+    r.assert_ok();
+    r.assert_failed("write");
+    assert!(!e.workspace.join(".husky/_/pre-commit").exists());
+}
+
+/// The `.git` file of a linked worktree checked out inside the workspace names its git dir;
+/// pointed at a planted one, git in that checkout would run what it configures.
+#[test]
+fn a_worktree_checkout_git_file_cannot_be_repointed() {
+    let e = git_repo();
+    git(&e.workspace, &EMPTY_COMMIT);
+    git(
+        &e.workspace,
+        &["worktree", "add", "-q", "trees/wt", "-b", "wt"],
+    );
+    assert_write_fails(
+        &e,
+        "trees/wt/.git",
+        "echo 'gitdir: /tmp/evil' > trees/wt/.git; echo write=$?",
+    );
 }
 
 #[test]

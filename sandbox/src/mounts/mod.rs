@@ -42,7 +42,7 @@ pub use git_lock::{ConfigLock, LOCK_MARKER};
 
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
-pub use watch::watch_protected;
+pub use watch::{reserve_inotify, watch_protected};
 
 /// Device nodes bound into the minimal `/dev`.
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -231,7 +231,10 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         let (Some(root), Some(dir)) = (root_of(path), path.parent()) else {
             continue;
         };
-        if dir.starts_with(&root) && dir != root {
+        // A missing directory is not made (it would need a placeholder); init's timed check
+        // covers the path.
+        let exists = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+        if dir.starts_with(&root) && dir != root && exists {
             pins.extend(protected_chain(&root, dir, &mut placeholders)?);
         }
     }

@@ -34,30 +34,55 @@ fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
         .collect()
 }
 
+/// An inotify instance taken in init before the command starts, so that the command cannot use
+/// up the user's instances first (its watches are added later, see [`watch_protected`]).
+pub fn reserve_inotify(must_stay_absent: &[PathBuf]) -> Option<nix::sys::inotify::Inotify> {
+    use nix::sys::inotify::{InitFlags, Inotify};
+    if must_stay_absent.is_empty() {
+        return None;
+    }
+    Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()
+}
+
 /// Watches the protected-path binds from init: when one disappears (the host renamed or deleted
 /// the file, which detaches a bind in every other mount namespace), the path is no longer
 /// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
-/// Paths that must stay absent are checked every 5 ms for the first 200 ms, and from then on
-/// through inotify on their directories, so a planted file is removed within the time it takes
-/// to wake this thread (a timed check every second is the safety net; every 250 ms when inotify
-/// is unavailable). inotify waits that long because releasing an inotify instance waits for an
-/// SRCU grace period (about 15 ms here), which would otherwise be added to every short run as
-/// init exits. Runs on its own thread in init
-/// (PID 1), for the life of the run.
-pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
+///
+/// Paths that must stay absent are checked every 5 ms for the whole run, and once the run has
+/// lasted 200 ms also through inotify on their directories (`inotify`, from
+/// [`reserve_inotify`]), so that a planted file is moved aside within the time it takes to wake
+/// this thread. The watches wait because releasing an instance that has them costs an SRCU
+/// grace period (about 15 ms here) when init exits, which short runs should not pay. Runs on
+/// its own thread in init (PID 1), for the life of the run.
+pub fn watch_protected(
+    protected: Vec<PathBuf>,
+    must_stay_absent: Vec<PathBuf>,
+    inotify: Option<nix::sys::inotify::Inotify>,
+) {
     if protected.is_empty() && must_stay_absent.is_empty() {
         return;
     }
     let _ = std::thread::Builder::new()
         .name("bridle-protect-watch".into())
-        .spawn(move || watch(protected, must_stay_absent));
+        .spawn(move || watch(protected, must_stay_absent, inotify));
 }
 
 /// How long a run lasts before paths that must stay absent are watched through inotify.
 const INOTIFY_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
-fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
+/// How often paths that must stay absent are checked, inotify or not.
+const ABSENT_CHECK_MS: u16 = 5;
+
+/// How often the mount table is read again without a change notification (a safety net).
+const MOUNTS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn watch(
+    protected: Vec<PathBuf>,
+    must_stay_absent: Vec<PathBuf>,
+    inotify: Option<nix::sys::inotify::Inotify>,
+) {
     use nix::poll::{PollFd, PollFlags, PollTimeout};
+    use nix::sys::inotify::AddWatchFlags;
     use std::io::{Read, Seek};
     let Ok(mut mountinfo) = std::fs::File::open("/proc/self/mountinfo") else {
         return;
@@ -74,42 +99,48 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
         .filter(|p| initial.contains(p))
         .collect();
     let started = std::time::Instant::now();
-    let mut inotify = None;
-    let mut inotify_tried = false;
-    let mut mounts_changed = true;
+    let mut watching = false;
+    let mut mounts_read = std::time::Instant::now();
+    let mut mounts_changed = false;
     loop {
-        if !inotify_tried && started.elapsed() >= INOTIFY_AFTER {
-            inotify_tried = true;
-            inotify = absent_watch(&must_stay_absent);
+        if !watching
+            && let Some(i) = &inotify
+            && started.elapsed() >= INOTIFY_AFTER
+        {
+            watching = true;
+            // A directory that does not exist (yet) is covered by the timed check.
+            for dir in must_stay_absent.iter().filter_map(|p| p.parent()) {
+                let _ = i.add_watch(
+                    dir,
+                    AddWatchFlags::IN_CREATE
+                        | AddWatchFlags::IN_MOVED_TO
+                        | AddWatchFlags::IN_ONLYDIR,
+                );
+            }
         }
         stop_if_planted(&must_stay_absent);
-        if mounts_changed {
+        if mounts_changed || mounts_read.elapsed() >= MOUNTS_CHECK {
+            mounts_read = std::time::Instant::now();
             let now = read_points(&mut mountinfo);
             if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
                 stop(&gone_message(gone));
             }
         }
-        let timeout = PollTimeout::from(if must_stay_absent.is_empty() {
-            u16::MAX
-        } else if inotify.is_some() {
-            1000
-        } else if started.elapsed() < INOTIFY_AFTER {
-            5
+        let timeout = if must_stay_absent.is_empty() {
+            PollTimeout::from(1000u16)
         } else {
-            250
-        });
+            PollTimeout::from(ABSENT_CHECK_MS)
+        };
         // Mount changes raise POLLPRI on mountinfo; creations in a watched directory make the
         // inotify descriptor readable.
         let mut fds = vec![PollFd::new(mountinfo.as_fd(), PollFlags::POLLPRI)];
-        if let Some(i) = &inotify {
+        if let Some(i) = inotify.as_ref().filter(|_| watching) {
             fds.push(PollFd::new(i.as_fd(), PollFlags::POLLIN));
         }
-        let ready = nix::poll::poll(&mut fds, timeout);
-        // Re-read the mount table when it changed, and on a timeout as a safety net.
-        mounts_changed =
-            !matches!(ready, Ok(n) if n > 0) || fds[0].revents().is_some_and(|r| !r.is_empty());
+        let _ = nix::poll::poll(&mut fds, timeout);
+        mounts_changed = fds[0].revents().is_some_and(|r| !r.is_empty());
         drop(fds);
-        if let Some(i) = &inotify {
+        if let Some(i) = inotify.as_ref().filter(|_| watching) {
             // Drain: the check at the top of the loop looks at the paths themselves.
             while matches!(i.read_events(), Ok(events) if !events.is_empty()) {}
         }
@@ -120,7 +151,7 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
 fn gone_message(gone: &Path) -> String {
     if gone.extension().is_some_and(|e| e == "lock") {
         format!(
-            "bridle: bridle's lock `{}` was removed from outside the sandbox during the run, so git could replace the config it guards; the sandbox was stopped.\n",
+            "bridle: the lock `{}` was removed from outside the sandbox during the run, so git could replace the config it guards; the sandbox was stopped.\n",
             gone.display()
         )
     } else {
@@ -131,29 +162,11 @@ fn gone_message(gone: &Path) -> String {
     }
 }
 
-/// An inotify descriptor watching the directories of `paths` for entries created or moved in.
-fn absent_watch(paths: &[PathBuf]) -> Option<nix::sys::inotify::Inotify> {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    if paths.is_empty() {
-        return None;
-    }
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
-    for path in paths {
-        let dir = path.parent()?;
-        inotify
-            .add_watch(
-                dir,
-                AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ONLYDIR,
-            )
-            .ok()?;
-    }
-    Some(inotify)
-}
-
-/// Removes a planted path that must stay absent before anything on the host reads it, then stops
-/// everything. Every other process of the sandbox is stopped first (a command could otherwise
-/// plant the file again between the removal and the kill), and the path is checked until it
-/// stays gone, which covers a creation that was already in the kernel when the stop arrived.
+/// Moves a planted path that must stay absent aside before anything on the host reads it (never
+/// deleting it: the host may have made it), then stops everything. Every other process of the
+/// sandbox is stopped first (a command could otherwise plant it again between the move and the
+/// kill), and the path is checked until it stays gone, which covers a creation that was already
+/// in the kernel when the stop arrived.
 fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     let planted = |p: &&PathBuf| std::fs::symlink_metadata(p).is_ok();
     let Some(first) = must_stay_absent.iter().find(planted) else {
@@ -163,12 +176,13 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
         nix::unistd::Pid::from_raw(-1),
         nix::sys::signal::Signal::SIGSTOP,
     );
+    let mut moved = Vec::new();
     let mut quiet = 0;
     for _ in 0..50 {
         let mut found = false;
         for path in must_stay_absent.iter().filter(planted) {
             found = true;
-            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir_all(path));
+            moved.push(move_aside(path));
         }
         quiet = if found { 0 } else { quiet + 1 };
         if quiet >= 3 {
@@ -176,10 +190,35 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    let whereto = match moved.first() {
+        Some(Some(to)) => format!("it was moved to `{}`", to.display()),
+        _ => "it could not be moved aside".to_string(),
+    };
     stop(&format!(
-        "bridle: the command created `{}`, which would redirect git's configuration and hooks outside the protected paths; it was removed and the sandbox was stopped.\n",
+        "bridle: `{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto} and the sandbox was stopped.\n",
         first.display()
     ));
+}
+
+/// Renames `path` to an unused `NAME.bridle-moved-N` next to it; removes it only when that
+/// fails and it is a file.
+fn move_aside(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    for n in 0..1000 {
+        let target = path.with_file_name(format!("{name}.bridle-moved-{n}"));
+        if std::fs::symlink_metadata(&target).is_ok() {
+            continue;
+        }
+        return match std::fs::rename(path, &target) {
+            Ok(()) => Some(target),
+            Err(_) => {
+                let _ = std::fs::remove_file(path);
+                None
+            }
+        };
+    }
+    let _ = std::fs::remove_file(path);
+    None
 }
 
 /// Kills every process of the sandbox (init is PID 1 of its PID namespace) and exits 137.
