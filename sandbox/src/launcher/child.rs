@@ -292,18 +292,12 @@ fn init(
     }
     drop(launcher_alive);
     mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
-    let inotify = if config.mechanisms.mount_view {
-        mounts::reserve_inotify(&config.mounts.must_stay_absent)
-    } else {
-        None
-    };
     let child = fork_command(config, program)?;
     sys::close_raw_fd(STATUS_FD);
     if config.mechanisms.mount_view {
         mounts::watch_protected(
             config.mounts.protected.clone(),
             config.mounts.must_stay_absent.clone(),
-            inotify,
         );
     }
     Ok(supervise(child, false))

@@ -42,7 +42,7 @@ pub use git_lock::{ConfigLock, LOCK_MARKER};
 
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
-pub use watch::{reserve_inotify, watch_protected};
+pub use watch::watch_protected;
 
 /// Device nodes bound into the minimal `/dev`.
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];

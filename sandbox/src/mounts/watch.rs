@@ -34,55 +34,34 @@ fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
         .collect()
 }
 
-/// An inotify instance taken in init before the command starts, so that the command cannot use
-/// up the user's instances first (its watches are added later, see [`watch_protected`]).
-pub fn reserve_inotify(must_stay_absent: &[PathBuf]) -> Option<nix::sys::inotify::Inotify> {
-    use nix::sys::inotify::{InitFlags, Inotify};
-    if must_stay_absent.is_empty() {
-        return None;
-    }
-    Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()
-}
-
 /// Watches the protected-path binds from init: when one disappears (the host renamed or deleted
 /// the file, which detaches a bind in every other mount namespace), the path is no longer
 /// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
 ///
-/// Paths that must stay absent are checked every 5 ms for the whole run, and once the run has
-/// lasted 200 ms also through inotify on their directories (`inotify`, from
-/// [`reserve_inotify`]), so that a planted file is moved aside within the time it takes to wake
-/// this thread. The watches wait because releasing an instance that has them costs an SRCU
-/// grace period (about 15 ms here) when init exits, which short runs should not pay. Runs on
-/// its own thread in init (PID 1), for the life of the run.
-pub fn watch_protected(
-    protected: Vec<PathBuf>,
-    must_stay_absent: Vec<PathBuf>,
-    inotify: Option<nix::sys::inotify::Inotify>,
-) {
+/// Paths that must stay absent are checked every [`ABSENT_CHECK_MS`] milliseconds for the whole
+/// run, so a planted one is moved aside within that time. (inotify on their directories would
+/// wake this thread sooner, but for every file git creates in `.git`: measured, it cost more
+/// than the polling, 2 to 3% of a `git status` loop, and releasing an instance with watches
+/// adds an SRCU grace period, about 15 ms, to init's exit; a command can also use up the
+/// user's inotify instances first.) Runs on its own thread in init (PID 1), for the life of
+/// the run.
+pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     if protected.is_empty() && must_stay_absent.is_empty() {
         return;
     }
     let _ = std::thread::Builder::new()
         .name("bridle-protect-watch".into())
-        .spawn(move || watch(protected, must_stay_absent, inotify));
+        .spawn(move || watch(protected, must_stay_absent));
 }
 
-/// How long a run lasts before paths that must stay absent are watched through inotify.
-const INOTIFY_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// How often paths that must stay absent are checked, inotify or not.
+/// How often paths that must stay absent are checked.
 const ABSENT_CHECK_MS: u16 = 5;
 
 /// How often the mount table is read again without a change notification (a safety net).
 const MOUNTS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn watch(
-    protected: Vec<PathBuf>,
-    must_stay_absent: Vec<PathBuf>,
-    inotify: Option<nix::sys::inotify::Inotify>,
-) {
+fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     use nix::poll::{PollFd, PollFlags, PollTimeout};
-    use nix::sys::inotify::AddWatchFlags;
     use std::io::{Read, Seek};
     let Ok(mut mountinfo) = std::fs::File::open("/proc/self/mountinfo") else {
         return;
@@ -98,26 +77,14 @@ fn watch(
         .into_iter()
         .filter(|p| initial.contains(p))
         .collect();
-    let started = std::time::Instant::now();
-    let mut watching = false;
+    let timeout = PollTimeout::from(if must_stay_absent.is_empty() {
+        1000
+    } else {
+        ABSENT_CHECK_MS
+    });
     let mut mounts_read = std::time::Instant::now();
     let mut mounts_changed = false;
     loop {
-        if !watching
-            && let Some(i) = &inotify
-            && started.elapsed() >= INOTIFY_AFTER
-        {
-            watching = true;
-            // A directory that does not exist (yet) is covered by the timed check.
-            for dir in must_stay_absent.iter().filter_map(|p| p.parent()) {
-                let _ = i.add_watch(
-                    dir,
-                    AddWatchFlags::IN_CREATE
-                        | AddWatchFlags::IN_MOVED_TO
-                        | AddWatchFlags::IN_ONLYDIR,
-                );
-            }
-        }
         stop_if_planted(&must_stay_absent);
         if mounts_changed || mounts_read.elapsed() >= MOUNTS_CHECK {
             mounts_read = std::time::Instant::now();
@@ -126,24 +93,10 @@ fn watch(
                 stop(&gone_message(gone));
             }
         }
-        let timeout = if must_stay_absent.is_empty() {
-            PollTimeout::from(1000u16)
-        } else {
-            PollTimeout::from(ABSENT_CHECK_MS)
-        };
-        // Mount changes raise POLLPRI on mountinfo; creations in a watched directory make the
-        // inotify descriptor readable.
-        let mut fds = vec![PollFd::new(mountinfo.as_fd(), PollFlags::POLLPRI)];
-        if let Some(i) = inotify.as_ref().filter(|_| watching) {
-            fds.push(PollFd::new(i.as_fd(), PollFlags::POLLIN));
-        }
+        // Mount changes raise POLLPRI on mountinfo.
+        let mut fds = [PollFd::new(mountinfo.as_fd(), PollFlags::POLLPRI)];
         let _ = nix::poll::poll(&mut fds, timeout);
         mounts_changed = fds[0].revents().is_some_and(|r| !r.is_empty());
-        drop(fds);
-        if let Some(i) = inotify.as_ref().filter(|_| watching) {
-            // Drain: the check at the top of the loop looks at the paths themselves.
-            while matches!(i.read_events(), Ok(events) if !events.is_empty()) {}
-        }
     }
 }
 
