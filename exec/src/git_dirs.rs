@@ -19,8 +19,8 @@
 //! A missing file git would read must stay absent (a placeholder directory would break git); a
 //! missing hooks directory is protected (it gets an empty placeholder). Symlinks are never
 //! followed; a symlink where a protected name should be makes its whole git dir read-only. A
-//! directory that cannot be read is protected as a whole (and the run is refused when even
-//! bridle cannot open it), never skipped. When `.git/modules` holds more directories than the
+//! directory that cannot be read is protected as a whole (bound read-only as it is), never
+//! skipped. When `.git/modules` holds more directories than the
 //! walk looks at, all of it is protected.
 
 use std::path::{Path, PathBuf};
@@ -132,8 +132,8 @@ impl Found<'_> {
         self.add(path, what, false);
     }
 
-    /// A directory that could not be read: protected whole (bridle refuses the run when it
-    /// cannot open it either), never skipped.
+    /// A directory that could not be read: protected whole (bound read-only as it is, so a
+    /// command that made it unreadable cannot undo that either), never skipped.
     fn unreadable(&mut self, dir: PathBuf, error: &std::io::Error) {
         let what = format!("unreadable, so protected whole ({error})");
         self.protect(dir, what);

@@ -572,6 +572,26 @@ fn a_worktree_checkout_git_file_cannot_be_repointed() {
     );
 }
 
+/// A command that makes a submodule's git dir unreadable in one run neither gets the next run
+/// to overlook it nor locks later runs out: the next run starts and the git dir stays
+/// read-only. (As root the dir stays readable and is protected name by name.)
+#[test]
+fn an_unreadable_submodule_git_dir_is_protected_whole_without_a_refusal() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = repo_with_submodule_and_worktree();
+    e.sh("chmod 000 .git/modules/lib; echo chmod=$?")
+        .assert_code(0);
+    let module = e.workspace.join(".git/modules/lib");
+    let r = e.sh("chmod 755 .git/modules/lib 2>/dev/null
+         printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/modules/lib/config; echo write=$?
+         chmod 000 .git/modules/lib 2>/dev/null; true");
+    std::fs::set_permissions(&module, std::fs::Permissions::from_mode(0o755)).unwrap();
+    r.assert_ok();
+    r.assert_failed("write");
+    let config = std::fs::read_to_string(module.join("config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+}
+
 #[test]
 fn policy_explain_names_a_found_git_dir() {
     let e = repo_with_submodule_and_worktree();

@@ -65,6 +65,24 @@ impl Placeholders {
         let file = match open_dir(dir) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            // A directory this user cannot read (a command may have made one so in an earlier
+            // run, to lock later runs out): not a placeholder (bridle makes those readable, and
+            // they are read-only inside), so it is protected as it is, without a lock, and never
+            // removed. The bind itself needs no read permission.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let Ok(meta) = std::fs::symlink_metadata(dir) else {
+                    return Ok(false);
+                };
+                if !meta.is_dir() {
+                    return Ok(false);
+                }
+                self.held.push(HeldDir {
+                    path: dir.to_path_buf(),
+                    id: (meta.dev(), meta.ino()),
+                    _lock: None,
+                });
+                return Ok(true);
+            }
             Err(e) => {
                 return Err(fail(
                     Guarantee::FsProtect,
