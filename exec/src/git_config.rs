@@ -29,8 +29,10 @@ pub fn entries(text: &str) -> Vec<Entry> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();
+        let mut line = line;
         if let Some(rest) = line.strip_prefix('[') {
-            let header = rest.split(']').next().unwrap_or("").trim();
+            let (header, after) = rest.split_once(']').unwrap_or((rest, ""));
+            let header = header.trim();
             (section, subsection) = match header.split_once(['"', ' ']) {
                 Some((name, sub)) => (
                     name.trim().to_ascii_lowercase(),
@@ -41,7 +43,11 @@ pub fn entries(text: &str) -> Vec<Entry> {
                     None => (header.to_ascii_lowercase(), None),
                 },
             };
-            continue;
+            // `[include] path = x` on one line.
+            line = after.trim();
+            if line.is_empty() {
+                continue;
+            }
         }
         if line.starts_with(['#', ';']) {
             continue;
@@ -128,8 +134,11 @@ mod tests {
 
     #[test]
     fn includes_of_every_kind_are_listed() {
-        let text = "[include]\n\tpath = a.inc\n[includeIf \"gitdir:~/work/\"]\n\tpath = ../b.inc\n[IncludeIf \"onbranch:main\"]\n\tPath = \"c d.inc\" ; note\n[include.x]\n\tpath = not-an-include\n[core]\n\tpath = no\n";
-        assert_eq!(include_paths(text), vec!["a.inc", "../b.inc", "c d.inc"]);
+        let text = "[include] path = one-line.inc\n[include]\n\tpath = a.inc\n[includeIf \"gitdir:~/work/\"]\n\tpath = ../b.inc\n[IncludeIf \"onbranch:main\"]\n\tPath = \"c d.inc\" ; note\n[include.x]\n\tpath = not-an-include\n[core]\n\tpath = no\n";
+        assert_eq!(
+            include_paths(text),
+            vec!["one-line.inc", "a.inc", "../b.inc", "c d.inc"]
+        );
     }
 
     #[test]

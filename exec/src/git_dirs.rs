@@ -6,34 +6,46 @@
 //! Found when a run is planned:
 //! - submodule git dirs, `.git/modules/NAME` (nested: `.git/modules/A/modules/B`), which
 //!   `git status` in the superproject enters, and the `.git` file of each submodule checkout
-//!   (located through `core.worktree` in the submodule's own protected config; `.gitmodules`,
-//!   which the command can edit, only adds to that);
+//!   (located through `core.worktree` in the submodule's config; `.gitmodules`, which the
+//!   command can edit, only adds to that);
 //! - linked worktrees, `.git/worktrees/NAME`, and the `.git` file of their checkouts inside a
 //!   writable root; a workspace that is itself a linked worktree: its common git dir;
 //! - `commondir` and `config.worktree` in every git dir (redirects to other config and hooks);
-//! - files the configs include (`include.path`, `includeIf.*.path`) and `core.hooksPath`, from
-//!   the repository's configs and the user's global and system ones, when they lie in a root;
-//! - `HEAD` at the root of a writable root holding a repository: with one there (and `objects/`,
-//!   `refs/`), git would take the root for a bare repository once `.git` is unusable.
+//! - files the configs include (`include.path`, `includeIf.*.path`) and `core.hooksPath`;
+//! - `HEAD` at the root of a writable root holding a repository: with one there (and
+//!   `objects/`, `refs/`), git would take the root for a bare repository once `.git` is
+//!   unusable.
+//!
+//! What a discovery may do is bounded by whom the data comes from, because the command can
+//! write much of it and a later run acts on it:
+//! - the repository's own `config` and `config.worktree` (protected in every run) and the
+//!   user's global and system config (outside the workspace) are trusted: what they include or
+//!   name as hooks directory is protected wherever it is;
+//! - a submodule's config may have been written by the command (a git dir it made): what it
+//!   points at is protected only inside that submodule's git dir, so it cannot make the rest
+//!   of the workspace read-only in later runs;
+//! - nothing reached through a symlink is protected or walked (a symlink cannot be bound
+//!   read-only, and one the command planted must not make later runs refuse); a symlink where a
+//!   protected name of a git dir should be makes that whole git dir read-only instead;
+//! - a directory that cannot be read is protected whole, never skipped;
+//! - at most [`MAX_MODULE_DIRS`] directories under `.git/modules` are looked at; past that, all
+//!   of it is protected.
 //!
 //! A missing file git would read must stay absent (a placeholder directory would break git); a
-//! missing hooks directory is protected (it gets an empty placeholder). Symlinks are never
-//! followed; a symlink where a protected name should be makes its whole git dir read-only. A
-//! directory that cannot be read is protected as a whole (bound read-only as it is), never
-//! skipped. When `.git/modules` holds more directories than the
-//! walk looks at, all of it is protected.
+//! missing hooks directory is protected (it gets an empty placeholder).
 
-use std::path::{Path, PathBuf};
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
 
 use bridle_policy::{FoundPath, Plan};
 
 use crate::git_config;
 
 /// At most this many directories are looked at under one `.git/modules`.
-const MAX_MODULE_DIRS: usize = 4_096;
+const MAX_MODULE_DIRS: usize = 256;
 
 /// Deepest nesting looked at under `.git/modules`, and of config includes.
-const MAX_DEPTH: usize = 32;
+const MAX_DEPTH: usize = 16;
 
 /// Config files, `.gitmodules` and `.git` files larger than this are not read.
 const MAX_TEXT_BYTES: u64 = 1 << 20;
@@ -42,25 +54,19 @@ const MAX_TEXT_BYTES: u64 = 1 << 20;
 const FILE_NAMES: &[&str] = &["config", "commondir", "config.worktree"];
 
 /// The paths to protect beyond the profile's, each with what it is (for `bridle policy explain`
-/// and denial messages). `home` locates the user's global git config.
+/// and denial messages). `home` locates the user's global git config; `GIT_CONFIG_GLOBAL`,
+/// `GIT_CONFIG_SYSTEM` and `GIT_CONFIG_NOSYSTEM` are honoured as git does.
 pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
     let roots: Vec<PathBuf> = plan
         .content_roots()
         .into_iter()
         .map(Path::to_path_buf)
         .collect();
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| home.join(".config"));
-    let user_configs = [
-        home.join(".gitconfig"),
-        xdg.join("git/config"),
-        PathBuf::from("/etc/gitconfig"),
-    ];
+    let user_configs = user_configs(home);
     let mut found = Found {
         roots: &roots,
         home,
+        seen: HashSet::new(),
         out: Vec::new(),
     };
     for root in &roots {
@@ -81,22 +87,39 @@ pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
                 found.bare_root(root);
             }
             _ if is_git_dir(root) => {
-                found.repo(
-                    root,
-                    root,
-                    &names,
-                    true,
-                    "a writable root that is a git dir",
-                );
+                let what = "a writable root that is a git dir";
+                found.repo(root, root, &names, true, what);
             }
             _ => {}
         }
         for config in &user_configs {
-            found.config_targets(config, root, 0);
+            found.config_targets(config, root, None, 0);
         }
         found.gitmodules_checkouts(root, &names);
     }
     found.out
+}
+
+/// The user's global and system config files, as git finds them.
+fn user_configs(home: &Path) -> Vec<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut configs = Vec::new();
+    match var("GIT_CONFIG_GLOBAL") {
+        Some(global) => configs.push(PathBuf::from(global)),
+        None => {
+            let xdg = var("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .unwrap_or_else(|| home.join(".config"));
+            configs.push(xdg.join("git/config"));
+            configs.push(home.join(".gitconfig"));
+        }
+    }
+    if var("GIT_CONFIG_NOSYSTEM").is_none() {
+        configs
+            .push(var("GIT_CONFIG_SYSTEM").map_or_else(|| "/etc/gitconfig".into(), PathBuf::from));
+    }
+    configs
 }
 
 fn is_real_dir(path: &Path) -> bool {
@@ -115,17 +138,40 @@ fn missing(error: &std::io::Error) -> bool {
 struct Found<'a> {
     roots: &'a [PathBuf],
     home: &'a Path,
+    seen: HashSet<PathBuf>,
     out: Vec<FoundPath>,
 }
 
 impl Found<'_> {
+    /// Records `path` when it lies in a root and nothing on the way to it from the root (itself
+    /// included) is a symlink or cannot be inspected; anything else is left out with a log line.
     fn add(&mut self, path: PathBuf, what: String, absent: bool) {
         let path = bridle_policy::normalize(&path);
-        if self.roots.iter().any(|r| path.starts_with(r))
-            && !self.out.iter().any(|f| f.path == path)
-        {
-            self.out.push(FoundPath { path, what, absent });
+        let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) else {
+            return;
+        };
+        if self.seen.contains(&path) {
+            return;
         }
+        let mut at = root.clone();
+        let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+        for component in relative.components() {
+            at.push(component);
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    tracing::info!(path = %path.display(), "not protected: `{}` on the way is a symlink", at.display());
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) if missing(&e) => break,
+                Err(e) => {
+                    tracing::info!(path = %path.display(), "not protected: `{}` cannot be inspected: {e}", at.display());
+                    return;
+                }
+            }
+        }
+        self.seen.insert(path.clone());
+        self.out.push(FoundPath { path, what, absent });
     }
 
     fn protect(&mut self, path: PathBuf, what: String) {
@@ -140,8 +186,8 @@ impl Found<'_> {
     }
 
     /// Protects `path` when it exists; when missing, a file git reads (a [`FILE_NAMES`] entry,
-    /// or `file` for anything else) must stay absent and a directory is protected (and gets
-    /// an empty placeholder).
+    /// or any path when `file`) must stay absent and a directory is protected (and gets an
+    /// empty placeholder).
     fn guard(&mut self, path: PathBuf, what: &str, file: bool) {
         match std::fs::symlink_metadata(&path) {
             Ok(_) => self.protect(path, what.to_string()),
@@ -167,8 +213,7 @@ impl Found<'_> {
 
     /// Protects the profile's `.git` names inside the git dir `dir` (unless the profile's own
     /// entries already cover it), and its redirects. A symlink on one of those names makes the
-    /// whole git dir read-only: a symlink cannot be bound read-only, and refusing would let a
-    /// command that planted one lock out every later run.
+    /// whole git dir read-only.
     fn git_dir(&mut self, dir: &Path, names: &[PathBuf], with_names: bool, what: &str) {
         if with_names {
             let linked = names.iter().find(|n| {
@@ -186,9 +231,10 @@ impl Found<'_> {
         self.redirects(dir, what);
     }
 
-    /// A repository's git dir `git` with `worktree` as its working tree: the git dir itself
-    /// (its names when `with_names`: the root `.git` is covered by the profile's own entries),
-    /// what its config points at, its submodules and its linked worktrees.
+    /// A repository's git dir `git` with `worktree` as its working tree, whose configs are
+    /// trusted: the git dir itself (its names when `with_names`: the root `.git` is covered by
+    /// the profile's own entries), what its configs point at, its submodules and its linked
+    /// worktrees.
     fn repo(
         &mut self,
         git: &Path,
@@ -198,7 +244,9 @@ impl Found<'_> {
         what: &str,
     ) {
         self.git_dir(git, names, with_names, what);
-        self.config_targets(&git.join("config"), worktree, 0);
+        for config in ["config", "config.worktree"] {
+            self.config_targets(&git.join(config), worktree, None, 0);
+        }
         let modules = git.join("modules");
         if is_real_dir(&modules) {
             let mut budget = MAX_MODULE_DIRS;
@@ -223,6 +271,7 @@ impl Found<'_> {
         };
         let what = format!("git dir of the worktree at `{}`", root.display());
         self.redirects(dir, &what);
+        self.config_targets(&dir.join("config.worktree"), root, None, 0);
         if let Ok(common) = std::fs::canonicalize(dir.join(text.trim())) {
             let what = format!("common git dir of the worktree at `{}`", root.display());
             self.repo(&common, root, names, true, &what);
@@ -275,10 +324,7 @@ impl Found<'_> {
                         .unwrap_or(&path)
                         .display()
                         .to_string();
-                    let what = format!("git dir of submodule `{shown}`");
-                    self.git_dir(&path, names, true, &what);
-                    let checkout = self.checkout_of(&path, &shown);
-                    self.config_targets(&path.join("config"), &checkout, 0);
+                    self.module(&path, root, names, &shown);
                     let nested = path.join("modules");
                     !is_real_dir(&nested) || self.modules(&nested, root, names, depth + 1, budget)
                 }
@@ -295,29 +341,31 @@ impl Found<'_> {
         true
     }
 
-    /// The checkout of the submodule whose git dir is `git_dir`, from `core.worktree` in its
-    /// (protected) config: its `.git` file must keep naming this git dir, and must not appear
-    /// when the submodule is not checked out. Returns the checkout directory (the git dir when
-    /// unknown).
-    fn checkout_of(&mut self, git_dir: &Path, shown: &str) -> PathBuf {
+    /// One submodule git dir. Its config may be the command's (a git dir it made), so what it
+    /// points at is protected only inside the git dir; the checkout's `.git` file it names
+    /// through `core.worktree` is one path, in a real directory other than a root.
+    fn module(&mut self, git_dir: &Path, root: &Path, names: &[PathBuf], shown: &str) {
+        let what = format!("git dir of submodule `{shown}`");
+        self.git_dir(git_dir, names, true, &what);
+        for config in ["config", "config.worktree"] {
+            self.config_targets(&git_dir.join(config), git_dir, Some(git_dir), 0);
+        }
         let worktree = read_small(&git_dir.join("config"))
             .and_then(|text| git_config::value(&text, "core", "worktree"));
         let Some(worktree) = worktree else {
-            return git_dir.to_path_buf();
+            return;
         };
         let checkout = bridle_policy::normalize(&git_dir.join(worktree));
+        if checkout == root || self.roots.contains(&checkout) || !is_real_dir(&checkout) {
+            return;
+        }
         let dot_git = checkout.join(".git");
         let what = format!("git file of the checkout of submodule `{shown}`");
         match std::fs::symlink_metadata(&dot_git) {
             Ok(_) => self.protect(dot_git, what),
-            Err(e) if missing(&e) => {
-                if is_real_dir(&checkout) {
-                    self.add(dot_git, what, true);
-                }
-            }
-            Err(e) => self.unreadable(checkout.clone(), &e),
+            Err(e) if missing(&e) => self.add(dot_git, what, true),
+            Err(e) => self.unreadable(checkout, &e),
         }
-        checkout
     }
 
     /// Linked worktrees: their redirects, and the `.git` file of each checkout (named by
@@ -353,26 +401,46 @@ impl Found<'_> {
         }
     }
 
-    /// What the config file `config` points at in a writable root: the files it includes
-    /// (followed, including ones outside), and `core.hooksPath` (relative to `worktree`).
-    fn config_targets(&mut self, config: &Path, worktree: &Path, depth: usize) {
+    /// What the config file `config` points at: the files it includes (followed, including
+    /// ones outside the roots), and `core.hooksPath` (relative to `worktree`). With `within`,
+    /// the config is not trusted and only targets inside that directory count.
+    fn config_targets(
+        &mut self,
+        config: &Path,
+        worktree: &Path,
+        within: Option<&Path>,
+        depth: usize,
+    ) {
         if depth > MAX_DEPTH {
             return;
         }
-        let Some(text) = read_small(config) else {
+        let text = if within.is_some() || self.roots.iter().any(|r| config.starts_with(r)) {
+            read_small(config)
+        } else {
+            // Outside the workspace (the user's own config files): symlinks are followed, as
+            // dotfile managers use them.
+            read_followed(config)
+        };
+        let Some(text) = text else {
             return;
         };
+        let counts = |target: &Path| within.is_none_or(|dir| target.starts_with(dir));
         let base = config.parent().unwrap_or(Path::new("/"));
         for include in git_config::include_paths(&text) {
-            let target = self.expand(&include, base);
+            let target = bridle_policy::normalize(&self.expand(&include, base));
+            if !counts(&target) {
+                continue;
+            }
             let what = format!("included by `{}`", config.display());
             self.guard(target.clone(), &what, true);
-            self.config_targets(&target, worktree, depth + 1);
+            self.config_targets(&target, worktree, within, depth + 1);
         }
         if let Some(hooks) = git_config::value(&text, "core", "hookspath") {
-            let what = format!("`core.hooksPath` in `{}`", config.display());
-            let target = self.expand(&hooks, worktree);
-            self.guard(target, &what, false);
+            let target = bridle_policy::normalize(&self.expand(&hooks, worktree));
+            if counts(&target) {
+                let what = format!("`core.hooksPath` in `{}`", config.display());
+                self.guard(target, &what, false);
+            }
         }
     }
 
@@ -384,44 +452,50 @@ impl Found<'_> {
         }
     }
 
-    /// Without `HEAD` at the root, git can never take the root for a bare repository.
+    /// `HEAD` at a root that holds a repository: git must never be able to take the root for a
+    /// bare repository, so an existing one is read-only and a missing one must stay absent.
     fn bare_root(&mut self, root: &Path) {
-        let head = root.join("HEAD");
-        if std::fs::symlink_metadata(&head).is_err_and(|e| missing(&e)) {
-            let what = "a `HEAD` here would make git take the root for a bare repository";
-            self.add(head, what.into(), true);
-        }
+        let what = "a `HEAD` here would let git take the root for a bare repository";
+        self.guard(root.join("HEAD"), what, true);
     }
 
     /// Submodule checkouts listed in `.gitmodules` (which the command can change, so this only
-    /// adds protection): a `.git` directory is a git dir; a `.git` file is protected itself.
+    /// adds protection, inside the checkout): a `.git` directory is a git dir, treated like a
+    /// submodule's; a `.git` file is protected itself.
     fn gitmodules_checkouts(&mut self, root: &Path, names: &[PathBuf]) {
         let Some(text) = read_small(&root.join(".gitmodules")) else {
             return;
         };
         for path in git_config::gitmodules_paths(&text) {
-            let mut dir = root.to_path_buf();
-            // Nothing reached through a symlink.
-            if !path.components().all(|c| {
-                dir.push(c);
-                is_real_dir(&dir)
-            }) {
+            let dir = root.join(&path);
+            if !path.components().all(|c| matches!(c, Component::Normal(_))) {
                 continue;
             }
             let dot_git = dir.join(".git");
-            let what = format!("submodule checkout `{}`", path.display());
+            let shown = path.display().to_string();
             match std::fs::symlink_metadata(&dot_git) {
-                Ok(meta) if meta.is_dir() => self.repo(&dot_git, &dir, names, true, &what),
-                Ok(meta) if meta.is_file() => self.protect(dot_git, what),
+                Ok(meta) if meta.is_dir() => self.module(&dot_git, root, names, &shown),
+                Ok(meta) if meta.is_file() => {
+                    self.protect(dot_git, format!("submodule checkout `{shown}`"));
+                }
                 _ => {}
             }
         }
     }
 }
 
-/// The text of a regular file no larger than [`MAX_TEXT_BYTES`].
+/// The text of a regular file (not a symlink) no larger than [`MAX_TEXT_BYTES`].
 fn read_small(path: &Path) -> Option<String> {
     let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_TEXT_BYTES {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// Like [`read_small`], through symlinks.
+fn read_followed(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() || meta.len() > MAX_TEXT_BYTES {
         return None;
     }

@@ -387,3 +387,73 @@ fn running_as_root() -> bool {
         m.uid() == 0
     })
 }
+
+/// A symlink the command planted where git metadata lives must neither be walked nor make a
+/// later run refuse: nothing through it is recorded.
+#[test]
+fn a_symlinked_worktrees_directory_is_left_out() {
+    let repo = Repo::new();
+    fs::create_dir_all(repo.ws.join("elsewhere/wt")).unwrap();
+    fs::write(repo.ws.join("elsewhere/wt/commondir"), "../..\n").unwrap();
+    std::os::unix::fs::symlink("../elsewhere", repo.ws.join(".git/worktrees")).unwrap();
+    let found = repo.found();
+    assert!(
+        !found
+            .keys()
+            .any(|k| k.starts_with("ws/.git/worktrees") || k.starts_with("ws/elsewhere")),
+        "{found:?}"
+    );
+}
+
+/// A submodule git dir may be one the command made: what its config points at counts only
+/// inside that git dir, so it cannot make the rest of the workspace read-only (or a missing
+/// file must-stay-absent) in later runs.
+#[test]
+fn a_submodule_config_cannot_protect_paths_outside_its_git_dir() {
+    let repo = Repo::new();
+    let module = repo.git_dir(".git/modules/evil");
+    fs::create_dir_all(repo.ws.join("src")).unwrap();
+    fs::write(
+        module.join("config"),
+        "[include]\n\tpath = ../../../src\n\tpath = ../../../Cargo.lock\n\tpath = local.inc\n[core]\n\thooksPath = ../../../tools\n\tworktree = ../../..\n",
+    )
+    .unwrap();
+    let found = repo.found();
+    for outside in ["ws/src", "ws/Cargo.lock", "ws/tools", "ws/.git"] {
+        assert!(!found.contains_key(outside), "{outside}: {found:?}");
+    }
+    has(&found, ".git/modules/evil/local.inc", true);
+}
+
+#[test]
+fn an_existing_head_at_the_root_is_read_only() {
+    let repo = Repo::new();
+    fs::write(repo.ws.join("HEAD"), "a project file\n").unwrap();
+    has(&repo.found(), "HEAD", false);
+}
+
+#[test]
+fn what_config_worktree_points_at_is_guarded() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".git/config.worktree"),
+        "[core]\n\thooksPath = .hooks-wt\n",
+    )
+    .unwrap();
+    has(&repo.found(), ".hooks-wt", false);
+}
+
+/// Dotfile managers make `~/.gitconfig` a symlink; it is the user's own file and is read.
+#[test]
+fn a_symlinked_global_config_is_followed() {
+    let repo = Repo::new();
+    let dotfiles = repo.ws.parent().unwrap().join("dotfiles");
+    fs::create_dir_all(&dotfiles).unwrap();
+    fs::write(
+        dotfiles.join("gitconfig"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("gitconfig"), repo.home().join(".gitconfig")).unwrap();
+    has(&repo.found(), ".githooks", false);
+}

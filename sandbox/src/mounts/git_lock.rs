@@ -28,7 +28,7 @@ use super::{MountFailure, fail, lock_shared};
 pub const LOCK_MARKER: &str = "# bridle: held while a sandboxed run uses this repository";
 
 /// How long to wait for a git process on the host to finish with its own `config.lock`.
-const FOREIGN_LOCK_WAIT: Duration = Duration::from_secs(2);
+pub const FOREIGN_LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// The lock on one repository config, held until dropped.
 #[derive(Debug)]
@@ -78,9 +78,10 @@ impl ConfigLock {
     ///
     /// Either way init's watch stays: a lock removed on the host and a config replaced after it
     /// stop the sandbox.
-    pub fn acquire(config: &Path) -> Result<Option<ConfigLock>, MountFailure> {
+    ///
+    /// `deadline` bounds the waiting for all the locks of one run together.
+    pub fn acquire(config: &Path, deadline: Instant) -> Result<Option<ConfigLock>, MountFailure> {
         let path = lock_path_for(config);
-        let deadline = Instant::now() + FOREIGN_LOCK_WAIT;
         loop {
             match Self::try_acquire(&path)? {
                 Attempt::Held(lock) => return Ok(Some(lock)),
@@ -125,31 +126,37 @@ impl ConfigLock {
                 file
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Whatever is there is not trusted: never followed, never blocked on (a FIFO),
+                // and anything but a regular file is another program's, left alone.
+                let stale = Attempt::Foreign {
+                    age: FOREIGN_LOCK_WAIT,
+                };
                 let mut file = match std::fs::OpenOptions::new()
                     .read(true)
-                    .custom_flags(nix::libc::O_NOFOLLOW)
+                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
                     .open(path)
                 {
                     Ok(f) => f,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         return Ok(Attempt::Retry);
                     }
-                    Err(e) => {
-                        return Err(fail(
-                            Guarantee::FsProtect,
-                            format!("opening the existing lock file `{}`: {e}", path.display()),
-                        ));
-                    }
+                    Err(_) => return Ok(stale),
                 };
+                let Ok(meta) = file.metadata() else {
+                    return Ok(stale);
+                };
+                if !meta.is_file() {
+                    return Ok(stale);
+                }
                 let mut head = vec![0u8; LOCK_MARKER.len()];
                 let ours = file.read_exact(&mut head).is_ok() && head == LOCK_MARKER.as_bytes();
                 if !ours {
-                    let age = file
-                        .metadata()
-                        .and_then(|m| m.modified())
+                    // A time in the future is no sign of a git process at work either.
+                    let age = meta
+                        .modified()
                         .ok()
                         .and_then(|t| t.elapsed().ok())
-                        .unwrap_or_default();
+                        .unwrap_or(FOREIGN_LOCK_WAIT);
                     return Ok(Attempt::Foreign { age });
                 }
                 file
@@ -239,6 +246,53 @@ impl Drop for ConfigLock {
 mod tests {
     use super::*;
 
+    fn acquire(config: &Path) -> Option<ConfigLock> {
+        ConfigLock::acquire(config, Instant::now() + FOREIGN_LOCK_WAIT).unwrap()
+    }
+
+    /// Whatever the command may leave at the lock's path in a git dir it made: left alone at
+    /// once, never followed, never blocked on.
+    #[test]
+    fn odd_things_at_the_lock_path_are_left_alone_at_once() {
+        let dir = repo();
+        let config = dir.path().join(".git/config");
+        let lock = lock_path_for(&config);
+        let future = std::time::SystemTime::now() + Duration::from_secs(3600 * 24 * 365);
+        type Plant = Box<dyn Fn(&Path)>;
+        let plants: Vec<(&str, Plant)> = vec![
+            (
+                "symlink",
+                Box::new(|p: &Path| std::os::unix::fs::symlink("/etc/passwd", p).unwrap()),
+            ),
+            (
+                "fifo",
+                Box::new(|p: &Path| {
+                    nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap()
+                }),
+            ),
+            (
+                "future mtime",
+                Box::new(move |p: &Path| {
+                    std::fs::write(p, "x").unwrap();
+                    std::fs::File::options()
+                        .write(true)
+                        .open(p)
+                        .unwrap()
+                        .set_modified(future)
+                        .unwrap();
+                }),
+            ),
+        ];
+        for (what, plant) in plants {
+            plant(&lock);
+            let started = Instant::now();
+            assert!(acquire(&config).is_none(), "{what}");
+            assert!(started.elapsed() < FOREIGN_LOCK_WAIT / 2, "{what}: waited");
+            assert!(std::fs::symlink_metadata(&lock).is_ok(), "{what}: removed");
+            std::fs::remove_file(&lock).unwrap();
+        }
+    }
+
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let git = dir.path().join(".git");
@@ -253,7 +307,7 @@ mod tests {
         let dir = repo();
         let config = dir.path().join(".git/config");
         assert!(is_git_config(&config));
-        let lock = ConfigLock::acquire(&config).unwrap().unwrap();
+        let lock = acquire(&config).unwrap();
         let text = std::fs::read_to_string(lock.path()).unwrap();
         assert!(text.starts_with(LOCK_MARKER), "{text}");
         drop(lock);
@@ -264,8 +318,8 @@ mod tests {
     fn concurrent_runs_share_the_lock_and_the_last_removes_it() {
         let dir = repo();
         let config = dir.path().join(".git/config");
-        let first = ConfigLock::acquire(&config).unwrap().unwrap();
-        let second = ConfigLock::acquire(&config).unwrap().unwrap();
+        let first = acquire(&config).unwrap();
+        let second = acquire(&config).unwrap();
         drop(first);
         assert!(lock_path_for(&config).exists(), "removed under another run");
         drop(second);
@@ -277,7 +331,7 @@ mod tests {
         let dir = repo();
         let config = dir.path().join(".git/config");
         std::fs::write(lock_path_for(&config), format!("{LOCK_MARKER} (pid 1)\n")).unwrap();
-        drop(ConfigLock::acquire(&config).unwrap().unwrap());
+        drop(acquire(&config).unwrap());
         assert!(!lock_path_for(&config).exists());
     }
 
@@ -295,7 +349,7 @@ mod tests {
             .set_modified(old)
             .unwrap();
         let started = Instant::now();
-        assert!(ConfigLock::acquire(&config).unwrap().is_none());
+        assert!(acquire(&config).is_none());
         assert!(started.elapsed() < FOREIGN_LOCK_WAIT / 2);
         // Never removes or changes git's lock.
         assert_eq!(std::fs::read_to_string(&lock).unwrap(), "[core]\n");
@@ -314,7 +368,7 @@ mod tests {
                 std::fs::remove_file(lock).unwrap();
             })
         };
-        let held = ConfigLock::acquire(&config).unwrap();
+        let held = acquire(&config);
         remover.join().unwrap();
         let held = held.expect("the lock once git let go of it");
         assert!(

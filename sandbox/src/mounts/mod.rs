@@ -244,6 +244,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     // Repository config files are also locked the way git locks them, so that git on the host
     // cannot replace one (which would detach its bind) or create one during the run; the lock
     // file is bound read-only too, so the command cannot release it.
+    let lock_deadline = std::time::Instant::now() + git_lock::FOREIGN_LOCK_WAIT;
     for file in protected
         .iter()
         .chain(&must_stay_absent)
@@ -253,7 +254,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         if !git_lock::is_git_config(&file) {
             continue;
         }
-        match ConfigLock::acquire(&file)? {
+        match ConfigLock::acquire(&file, lock_deadline)? {
             Some(lock) => {
                 protected.push(lock.path().to_path_buf());
                 placeholders.hold_lock(lock);

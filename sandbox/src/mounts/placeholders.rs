@@ -254,6 +254,19 @@ fn try_protected_chain(
                     Ok(()) => {}
                     // Another run created it first: walk again and share it.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+                    // The directory does not let this user create it (a command may have made
+                    // it so in an earlier run, to lock later runs out): the directory itself is
+                    // protected whole instead, read-only as it is, so its mode cannot be undone
+                    // from inside either. Nothing is protected at a root, where the command,
+                    // running as the same user, cannot create the path either.
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(nix::libc::EACCES | nix::libc::EPERM | nix::libc::EROFS)
+                        ) =>
+                    {
+                        return Ok(Some(chain));
+                    }
                     Err(e) => {
                         return Err(fail(
                             Guarantee::FsProtect,
@@ -331,6 +344,30 @@ mod tests {
         assert_eq!(chain, vec![ws.join(".git"), ws.join(".git/hooks")]);
         run.remove();
         assert!(ws.join(".git/hooks").is_dir());
+    }
+
+    /// As root the placeholder is made anyway (root creates in a mode-555 directory); as any
+    /// other user the directory that refuses it is protected whole, never a refusal.
+    #[test]
+    fn a_directory_that_refuses_the_placeholder_is_protected_whole() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let module = ws.join(".git/modules/m");
+        std::fs::create_dir_all(&module).unwrap();
+        std::fs::set_permissions(&module, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &module.join("hooks"), &mut run);
+        std::fs::set_permissions(&module, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let chain = chain.unwrap();
+        let as_root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+        let target = chain.last().unwrap();
+        if as_root {
+            assert_eq!(*target, module.join("hooks"));
+        } else {
+            assert_eq!(*target, module);
+        }
+        run.remove();
     }
 
     #[test]

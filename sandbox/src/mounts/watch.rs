@@ -49,9 +49,16 @@ pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) 
     if protected.is_empty() && must_stay_absent.is_empty() {
         return;
     }
-    let _ = std::thread::Builder::new()
+    let started = std::thread::Builder::new()
         .name("bridle-protect-watch".into())
         .spawn(move || watch(protected, must_stay_absent));
+    // Without the watch, nothing stops a command that plants what must stay absent: fail
+    // closed (a command can make this happen by using up a process limit first).
+    if let Err(e) = started {
+        stop(&format!(
+            "bridle: sandbox unavailable: G-FS-PROTECT (starting the watch over protected paths: {e}); the sandbox was stopped.\n"
+        ));
+    }
 }
 
 /// How often paths that must stay absent are checked.
@@ -145,7 +152,7 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     }
     let whereto = match moved.first() {
         Some(Some(to)) => format!("it was moved to `{}`", to.display()),
-        _ => "it could not be moved aside".to_string(),
+        _ => "it could not be moved aside (remove it before running git there)".to_string(),
     };
     stop(&format!(
         "bridle: `{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto} and the sandbox was stopped.\n",
@@ -153,24 +160,29 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     ));
 }
 
-/// Renames `path` to an unused `NAME.bridle-moved-N` next to it; removes it only when that
-/// fails and it is a file.
+/// Renames `path` to a fresh `NAME.bridle-moved-ID` next to it, never over anything
+/// (`RENAME_NOREPLACE`) and never removing it: the host may have made it.
 fn move_aside(path: &Path) -> Option<PathBuf> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     let name = path.file_name()?.to_string_lossy().into_owned();
-    for n in 0..1000 {
-        let target = path.with_file_name(format!("{name}.bridle-moved-{n}"));
-        if std::fs::symlink_metadata(&target).is_ok() {
-            continue;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for attempt in 0..100u32 {
+        let target = path.with_file_name(format!("{name}.bridle-moved-{stamp:x}-{attempt}"));
+        match renameat2(
+            AT_FDCWD,
+            path,
+            AT_FDCWD,
+            &target,
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => return Some(target),
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(_) => return None,
         }
-        return match std::fs::rename(path, &target) {
-            Ok(()) => Some(target),
-            Err(_) => {
-                let _ = std::fs::remove_file(path);
-                None
-            }
-        };
     }
-    let _ = std::fs::remove_file(path);
     None
 }
 
