@@ -109,6 +109,10 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
                 ));
                 EXIT_TIMEOUT
             }
+            Outcome::Stopped(why) => {
+                say(&why);
+                137
+            }
         },
     };
     bridle_sandbox::launcher::kill_orphans();

@@ -121,6 +121,10 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
     let code = match running.wait(None) {
         Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
         Outcome::TimedOut => 124,
+        Outcome::Stopped(why) => {
+            say(&why);
+            137
+        }
     };
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);

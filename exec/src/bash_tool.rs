@@ -286,6 +286,10 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
             content = format!("not run: {r}");
             (false, None, false, Some(DeniedBy::Sandbox))
         }
+        RunStatus::Stopped(why) => {
+            content.push_str(&format!("[stopped by the sandbox: {why}]"));
+            (false, Some(137), false, Some(DeniedBy::Sandbox))
+        }
     };
     if denied_by.is_none() {
         sandbox.denied_by_sandbox = attribute(&run_spec, &stderr);
@@ -545,6 +549,7 @@ pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         RunStatus::TimedOut => (false, "grep timed out".to_owned()),
         RunStatus::NotExecuted { cause, .. } => (false, cause.clone()),
         RunStatus::Refused(r) => (false, format!("not run: {r}")),
+        RunStatus::Stopped(why) => (false, format!("stopped by the sandbox: {why}")),
     };
     ToolResult {
         ok,

@@ -232,7 +232,7 @@ impl Found<'_> {
     }
 
     /// A repository's git dir `git` with `worktree` as its working tree, whose configs are
-    /// trusted: the git dir itself (its names when `with_names`: the root `.git` is covered by
+    /// trusted (unless `git` is a writable root itself): the git dir itself (its names when `with_names`: the root `.git` is covered by
     /// the profile's own entries), what its configs point at, its submodules and its linked
     /// worktrees.
     fn repo(
@@ -244,8 +244,12 @@ impl Found<'_> {
         what: &str,
     ) {
         self.git_dir(git, names, with_names, what);
-        for config in ["config", "config.worktree"] {
-            self.config_targets(&git.join(config), worktree, None, 0);
+        // A writable root that is itself a git dir may be one the command made (in a workspace
+        // without `.git`): what its config points at is not followed.
+        if self.roots.iter().all(|r| r != git) {
+            for config in ["config", "config.worktree"] {
+                self.config_targets(&git.join(config), worktree, None, 0);
+            }
         }
         let modules = git.join("modules");
         if is_real_dir(&modules) {
@@ -359,17 +363,32 @@ impl Found<'_> {
         if checkout == root || self.roots.contains(&checkout) || !is_real_dir(&checkout) {
             return;
         }
+        // The config may be the command's: only a `.git` file that names this very git dir is
+        // protected, and a missing one must stay absent only in an empty directory (a submodule
+        // that is not checked out), never in a directory with content of its own.
         let dot_git = checkout.join(".git");
         let what = format!("git file of the checkout of submodule `{shown}`");
         match std::fs::symlink_metadata(&dot_git) {
-            Ok(_) => self.protect(dot_git, what),
-            Err(e) if missing(&e) => self.add(dot_git, what, true),
+            Ok(meta) if meta.is_file() => {
+                if names_git_dir(&dot_git, git_dir) {
+                    self.protect(dot_git, what);
+                }
+            }
+            Ok(_) => {}
+            Err(e) if missing(&e) => {
+                let empty = std::fs::read_dir(&checkout).is_ok_and(|mut d| d.next().is_none());
+                if empty {
+                    self.add(dot_git, what, true);
+                }
+            }
             Err(e) => self.unreadable(checkout, &e),
         }
     }
 
     /// Linked worktrees: their redirects, and the `.git` file of each checkout (named by
-    /// `gitdir`) when it lies in a writable root.
+    /// `gitdir`) when it is a `.git` file in a writable root that names this worktree's git dir
+    /// back (`gitdir` may be the command's). At most [`MAX_MODULE_DIRS`] are looked at; past
+    /// that, all of `.git/worktrees` is protected.
     fn worktrees(&mut self, git: &Path) {
         let dir = git.join("worktrees");
         let entries = match std::fs::read_dir(&dir) {
@@ -377,6 +396,7 @@ impl Found<'_> {
             Err(e) if missing(&e) => return,
             Err(e) => return self.unreadable(dir, &e),
         };
+        let mut budget = MAX_MODULE_DIRS;
         for entry in entries {
             let entry = match entry {
                 Ok(entry) => entry,
@@ -385,6 +405,11 @@ impl Found<'_> {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            if budget == 0 {
+                let what = "linked worktrees (more than bridle checks one by one)".into();
+                return self.protect(dir, what);
+            }
+            budget -= 1;
             let path = entry.path();
             let what = format!(
                 "git dir of linked worktree `{}`",
@@ -393,7 +418,10 @@ impl Found<'_> {
             self.redirects(&path, &what);
             if let Some(text) = read_small(&path.join("gitdir")) {
                 let gitfile = bridle_policy::normalize(&path.join(text.trim()));
-                if std::fs::symlink_metadata(&gitfile).is_ok_and(|m| m.is_file()) {
+                if gitfile.file_name().is_some_and(|n| n == ".git")
+                    && std::fs::symlink_metadata(&gitfile).is_ok_and(|m| m.is_file())
+                    && names_git_dir(&gitfile, &path)
+                {
                     let what = format!("{what}: the `.git` file of its checkout");
                     self.protect(gitfile, what);
                 }
@@ -500,6 +528,14 @@ fn read_followed(path: &Path) -> Option<String> {
         return None;
     }
     std::fs::read_to_string(path).ok()
+}
+
+/// Whether the `.git` file `file` names the git dir `git_dir`.
+fn names_git_dir(file: &Path, git_dir: &Path) -> bool {
+    let (Some(named), Ok(dir)) = (read_gitfile(file), std::fs::canonicalize(git_dir)) else {
+        return false;
+    };
+    named == dir
 }
 
 /// The git dir a `.git` file names (`gitdir: PATH`, relative to the file's directory).

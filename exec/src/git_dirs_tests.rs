@@ -457,3 +457,71 @@ fn a_symlinked_global_config_is_followed() {
     std::os::unix::fs::symlink(dotfiles.join("gitconfig"), repo.home().join(".gitconfig")).unwrap();
     has(&repo.found(), ".githooks", false);
 }
+
+/// `gitdir` of a worktree may be the command's: only a `.git` file that names that worktree's
+/// git dir back is protected, never an arbitrary file.
+#[test]
+fn a_worktree_gitdir_naming_any_other_file_protects_nothing() {
+    let repo = Repo::new();
+    let wt = repo.ws.join(".git/worktrees/e");
+    fs::create_dir_all(&wt).unwrap();
+    fs::write(repo.ws.join("Cargo.lock"), "x").unwrap();
+    fs::create_dir_all(repo.ws.join("other")).unwrap();
+    fs::write(repo.ws.join("other/.git"), "gitdir: /somewhere/else\n").unwrap();
+    for target in ["../../../Cargo.lock", "../../../other/.git"] {
+        fs::write(wt.join("gitdir"), format!("{target}\n")).unwrap();
+        let found = repo.found();
+        assert!(!found.contains_key("ws/Cargo.lock"), "{found:?}");
+        assert!(!found.contains_key("ws/other/.git"), "{found:?}");
+    }
+}
+
+/// A made-up submodule's `core.worktree` cannot make an embedded repository read-only or a
+/// directory with content unable to get a `.git`.
+#[test]
+fn a_submodule_worktree_protects_only_a_git_file_that_names_it() {
+    let repo = Repo::new();
+    repo.git_dir("vendor/lib/.git");
+    fs::create_dir_all(repo.ws.join("fixtures")).unwrap();
+    fs::write(repo.ws.join("fixtures/data"), "x").unwrap();
+    for (name, worktree) in [("e1", "vendor/lib"), ("e2", "fixtures")] {
+        let module = repo.git_dir(&format!(".git/modules/{name}"));
+        fs::write(
+            module.join("config"),
+            format!("[core]\n\tworktree = ../../../{worktree}\n"),
+        )
+        .unwrap();
+    }
+    let found = repo.found();
+    assert!(!found.contains_key("ws/vendor/lib/.git"), "{found:?}");
+    assert!(!found.contains_key("ws/fixtures/.git"), "{found:?}");
+}
+
+/// A writable root that is itself a git dir may be one the command made: what its config
+/// points at is not followed.
+#[test]
+fn the_config_of_a_root_that_is_a_git_dir_is_not_followed() {
+    let repo = Repo::new();
+    fs::remove_dir_all(repo.ws.join(".git")).unwrap();
+    fs::create_dir_all(repo.ws.join("objects")).unwrap();
+    fs::create_dir_all(repo.ws.join("src")).unwrap();
+    fs::write(repo.ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(
+        repo.ws.join("config"),
+        "[include]\n\tpath = target\n[core]\n\thooksPath = src\n",
+    )
+    .unwrap();
+    let found = repo.found();
+    assert!(!found.contains_key("ws/target"), "{found:?}");
+    assert!(!found.contains_key("ws/src"), "{found:?}");
+    has(&found, "config", false);
+}
+
+#[test]
+fn too_many_worktrees_protect_all_of_them() {
+    let repo = Repo::new();
+    for i in 0..=MAX_MODULE_DIRS {
+        fs::create_dir_all(repo.ws.join(format!(".git/worktrees/w{i}"))).unwrap();
+    }
+    has(&repo.found(), ".git/worktrees", false);
+}

@@ -324,10 +324,10 @@ fn start(
             let _ = reader.join();
         }
         drop(sandbox);
-        let code = match outcome {
-            Outcome::Exited(code) => code,
-            Outcome::TimedOut => 124,
-        };
+        if let Outcome::Stopped(why) = &outcome {
+            tracing::warn!("{why}");
+        }
+        let code = outcome.code();
         let _ = state_tx.send(JobState::Exited(code));
     });
     Ok(())

@@ -47,6 +47,9 @@ pub enum RunStatus {
     },
     /// The sandbox could not be established; nothing ran.
     Refused(Refusal),
+    /// bridle stopped the run: it left something that must not exist (moved aside; the
+    /// message says what and where).
+    Stopped(String),
 }
 
 /// What a run produced.
@@ -163,6 +166,7 @@ impl Runner for SandboxRunner {
         let status = match running.wait(request.timeout) {
             Outcome::Exited(code) => RunStatus::Exited(code),
             Outcome::TimedOut => RunStatus::TimedOut,
+            Outcome::Stopped(why) => RunStatus::Stopped(why),
         };
         let mut captured = Vec::new();
         for reader in readers {

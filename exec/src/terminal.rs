@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bridle_policy::SandboxSpec;
-use bridle_sandbox::{Running, Sandbox, Spawned};
+use bridle_sandbox::{Outcome, Running, Sandbox, Spawned};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -170,7 +170,9 @@ impl Terminal {
     pub fn close(mut self) {
         if let Some(running) = self.running.take() {
             running.kill_tree();
-            let _ = running.wait(None);
+            if let Outcome::Stopped(why) = running.wait(None) {
+                tracing::warn!("{why}");
+            }
         }
     }
 }
@@ -179,7 +181,9 @@ impl Drop for Terminal {
     fn drop(&mut self) {
         if let Some(running) = self.running.take() {
             running.kill_tree();
-            let _ = running.wait(None);
+            if let Outcome::Stopped(why) = running.wait(None) {
+                tracing::warn!("{why}");
+            }
         }
     }
 }

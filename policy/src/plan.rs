@@ -437,16 +437,23 @@ impl Plan {
             .map(Path::to_path_buf)
             .collect();
         let mut added = false;
+        let mut known: BTreeSet<PathBuf> = self
+            .spec
+            .protected_paths
+            .iter()
+            .chain(&self.spec.must_stay_absent)
+            .cloned()
+            .collect();
         for item in found {
             let path = normalize(&item.path);
+            if !roots.iter().any(|r| path.starts_with(r)) || !known.insert(path.clone()) {
+                continue;
+            }
             let list = if item.absent {
                 &mut self.spec.must_stay_absent
             } else {
                 &mut self.spec.protected_paths
             };
-            if !roots.iter().any(|r| path.starts_with(r)) || list.contains(&path) {
-                continue;
-            }
             list.push(path.clone());
             self.provenance
                 .entry(path)

@@ -314,6 +314,24 @@ fn git_commondir_cannot_redirect_config_and_hooks() {
     assert_host_git_runs_nothing_planted(&e, &marker);
 }
 
+/// A command that plants a file that must stay absent and ends at once, before init's next
+/// check, does not leave it behind: bridle sweeps once the whole tree is gone.
+#[test]
+fn a_file_planted_just_before_the_command_ends_is_swept() {
+    let e = git_repo();
+    git(&e.workspace, &EMPTY_COMMIT);
+    let marker = e.outside.join("fsmonitor-ran");
+    let r = e.sh(&format!(
+        "{}
+         echo ../evil > .git/commondir",
+        plant_evil_git_dir_script(&marker)
+    ));
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("appeared during the run"), "{}", r.stderr);
+    assert!(!e.workspace.join(".git/commondir").exists());
+    assert_host_git_runs_nothing_planted(&e, &marker);
+}
+
 /// A command that keeps planting `commondir` from several processes cannot get one past init:
 /// the sandbox is stopped before the file is removed, so nothing is planted again after it.
 #[test]

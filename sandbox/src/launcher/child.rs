@@ -239,7 +239,8 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
                     Ok(code) => code,
                     Err(f) => refused(f),
                 };
-                sys::exit_now(code)
+                // Not while the protected-path watch is stopping the sandbox: it exits init.
+                mounts::exit_init(code)
             }
             ForkResult::Parent { child } => {
                 drop(alive_read);

@@ -214,12 +214,27 @@ pub struct Launch {
 }
 
 /// How a launched command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The command exited with this code (128+N when it died of signal N).
     Exited(i32),
     /// The wall-clock limit passed; the whole tree was killed.
     TimedOut,
+    /// The command left something that must not exist after a run (a planted `commondir`, say):
+    /// bridle moved it aside. Report it as exit 137 with the message.
+    Stopped(String),
+}
+
+impl Outcome {
+    /// The exit status a command-line caller reports: the command's own, 124 on timeout, 137
+    /// when bridle stopped the run.
+    pub fn code(&self) -> i32 {
+        match self {
+            Outcome::Exited(code) => *code,
+            Outcome::TimedOut => 124,
+            Outcome::Stopped(_) => 137,
+        }
+    }
 }
 
 /// What the launcher reported when it could not exec the command after confining.
@@ -302,6 +317,7 @@ impl Launch {
             ready: None,
             pids_group: self.pids_group.take(),
             io,
+            must_stay_absent: self.config.mounts.must_stay_absent.clone(),
         };
         match read_status(status_read) {
             Ok(ready) => {
@@ -449,6 +465,8 @@ pub struct Running {
     ready: Option<ReadyReport>,
     /// Removed when the run is over (dropped after the wait).
     pids_group: Option<crate::cgroup::PidsGroup>,
+    /// Swept when the run is over (see [`mounts::sweep_planted`]).
+    must_stay_absent: Vec<PathBuf>,
 }
 
 impl Running {
@@ -499,10 +517,14 @@ impl Running {
     }
 
     /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
-    /// passes. When this returns, no process of the tree is left.
+    /// passes. When this returns, no process of the tree is left, and nothing the run must not
+    /// leave behind is there ([`Outcome::Stopped`] says what was moved aside).
     pub fn wait(self, timeout: Option<Duration>) -> Outcome {
         let Running {
-            pid, pids_group, ..
+            pid,
+            pids_group,
+            must_stay_absent,
+            ..
         } = self;
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {
@@ -514,26 +536,39 @@ impl Running {
             };
             let _ = tx.send(status);
         });
-        let status = match timeout {
-            None => rx.recv().ok(),
+        let outcome = match timeout {
+            None => rx.recv().ok().map(exit_outcome),
             Some(limit) => match rx.recv_timeout(limit) {
-                Ok(status) => Some(status),
+                Ok(status) => Some(exit_outcome(status)),
                 Err(_) => {
                     let _ = kill(pid, Signal::SIGTERM);
                     let _ = rx.recv();
-                    let _ = waiter.join();
-                    drop(pids_group);
-                    return Outcome::TimedOut;
+                    Some(Outcome::TimedOut)
                 }
             },
         };
         let _ = waiter.join();
         drop(pids_group);
-        match status {
-            Some(Ok(WaitStatus::Exited(_, code))) => Outcome::Exited(code),
-            Some(Ok(WaitStatus::Signaled(_, sig, _))) => Outcome::Exited(128 + sig as i32),
-            _ => Outcome::Exited(125),
+        let moved = mounts::sweep_planted(&must_stay_absent);
+        if let Some((path, to)) = moved.first() {
+            let whereto = match to {
+                Some(to) => format!("it was moved to `{}`", to.display()),
+                None => "it could not be moved aside: remove it before running git there".into(),
+            };
+            return Outcome::Stopped(format!(
+                "`{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto}",
+                path.display()
+            ));
         }
+        outcome.unwrap_or(Outcome::Exited(125))
+    }
+}
+
+fn exit_outcome(status: nix::Result<WaitStatus>) -> Outcome {
+    match status {
+        Ok(WaitStatus::Exited(_, code)) => Outcome::Exited(code),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Outcome::Exited(128 + sig as i32),
+        _ => Outcome::Exited(125),
     }
 }
 

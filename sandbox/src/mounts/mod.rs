@@ -42,7 +42,7 @@ pub use git_lock::{ConfigLock, LOCK_MARKER};
 
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
-pub use watch::watch_protected;
+pub use watch::{exit_init, sweep_planted, watch_protected};
 
 /// Device nodes bound into the minimal `/dev`.
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -209,6 +209,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     };
     let mut pins = Vec::new();
     let mut protected: Vec<PathBuf> = Vec::new();
+    let mut protected_set = std::collections::HashSet::new();
     // Shallow first: a path below one that is already protected (read-only) needs nothing more,
     // in particular no placeholder of its own inside a placeholder.
     requested.sort_by_key(|p| p.components().count());
@@ -216,12 +217,13 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         let Some(root) = root_of(path) else {
             continue;
         };
-        if protected.iter().any(|t| path.starts_with(t)) {
+        if path.ancestors().any(|a| protected_set.contains(a)) {
             continue;
         }
         let chain = protected_chain(&root, path, &mut placeholders)?;
         if let Some((target, ancestors)) = chain.split_last() {
             pins.extend(ancestors.iter().cloned());
+            protected_set.insert(target.clone());
             protected.push(target.clone());
         }
     }
@@ -240,7 +242,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     }
     pins.sort();
     pins.dedup();
-    pins.retain(|p| !protected.iter().any(|t| p.starts_with(t)));
+    pins.retain(|p| !p.ancestors().any(|a| protected_set.contains(a)));
     // Repository config files are also locked the way git locks them, so that git on the host
     // cannot replace one (which would detach its bind) or create one during the run; the lock
     // file is bound read-only too, so the command cannot release it.

@@ -55,6 +55,7 @@ pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) 
     // Without the watch, nothing stops a command that plants what must stay absent: fail
     // closed (a command can make this happen by using up a process limit first).
     if let Err(e) = started {
+        std::mem::forget(EXIT.lock());
         stop(&format!(
             "bridle: sandbox unavailable: G-FS-PROTECT (starting the watch over protected paths: {e}); the sandbox was stopped.\n"
         ));
@@ -97,6 +98,7 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
             mounts_read = std::time::Instant::now();
             let now = read_points(&mut mountinfo);
             if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
+                std::mem::forget(EXIT.lock());
                 stop(&gone_message(gone));
             }
         }
@@ -132,6 +134,8 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     let Some(first) = must_stay_absent.iter().find(planted) else {
         return;
     };
+    // From here on this thread decides how init exits (see `EXIT`).
+    std::mem::forget(EXIT.lock());
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(-1),
         nix::sys::signal::Signal::SIGSTOP,
@@ -160,6 +164,18 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     ));
 }
 
+/// After a run, once none of its processes is left: moves aside every path of
+/// `must_stay_absent` that exists (the command may have planted one and ended before init's
+/// next check, or been killed with init). Returns what was moved where (`None`: it could not
+/// be moved).
+pub fn sweep_planted(must_stay_absent: &[PathBuf]) -> Vec<(PathBuf, Option<PathBuf>)> {
+    must_stay_absent
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| (p.clone(), move_aside(p)))
+        .collect()
+}
+
 /// Renames `path` to a fresh `NAME.bridle-moved-ID` next to it, never over anything
 /// (`RENAME_NOREPLACE`) and never removing it: the host may have made it.
 fn move_aside(path: &Path) -> Option<PathBuf> {
@@ -186,7 +202,21 @@ fn move_aside(path: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Taken by whichever of init's threads decides how init exits: the watch while it moves a
+/// planted path aside and stops the sandbox (so init's main thread cannot exit with the
+/// command's status meanwhile), init's main thread when the command ended. Never released by
+/// the thread that exits.
+static EXIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Exits init with `code`, unless the watch is stopping the sandbox, which then exits it.
+pub fn exit_init(code: i32) -> ! {
+    let guard = EXIT.lock();
+    std::mem::forget(guard);
+    sys::exit_now(code)
+}
+
 /// Kills every process of the sandbox (init is PID 1 of its PID namespace) and exits 137.
+/// The caller holds `EXIT`.
 fn stop(message: &str) -> ! {
     let _ = sys::write_all_raw(2, message.as_bytes());
     let _ = nix::sys::signal::kill(
