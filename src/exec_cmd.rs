@@ -21,13 +21,16 @@ fn say(line: &str) {
 
 /// Runs `bridle exec`; returns the exit status.
 pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
-    match run_inner(global, args) {
+    let code = match run_inner(global, args) {
         Ok(code) => code,
         Err(err) => {
             say(&crate::error_chain(&err));
             EXIT_SANDBOX_UNAVAILABLE
         }
-    }
+    };
+    // Killed by SIGTERM or SIGHUP: the run was cleaned up; now die of it.
+    bridle_sandbox::launcher::die_of_forwarded_signal();
+    code
 }
 
 fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
@@ -100,20 +103,24 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             say(&failure.cause);
             u8::try_from(failure.code).unwrap_or(127)
         }
-        Ok(Spawned::Running(running)) => match running.wait(timeout) {
-            Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
-            Outcome::TimedOut => {
-                let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
-                say(&format!(
-                    "timed out after {secs}s; the whole process tree was killed"
-                ));
-                EXIT_TIMEOUT
+        Ok(Spawned::Running(running)) => {
+            // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
+            running.forward_termination();
+            match running.wait(timeout) {
+                Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
+                Outcome::TimedOut => {
+                    let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
+                    say(&format!(
+                        "timed out after {secs}s; the whole process tree was killed"
+                    ));
+                    EXIT_TIMEOUT
+                }
+                Outcome::Stopped(why) => {
+                    say(&why);
+                    137
+                }
             }
-            Outcome::Stopped(why) => {
-                say(&why);
-                137
-            }
-        },
+        }
     };
     bridle_sandbox::launcher::kill_orphans();
     pumps.finish();

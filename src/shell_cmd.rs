@@ -69,6 +69,8 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
         }
     };
     drop(slave);
+    // A closed terminal (SIGHUP) or SIGTERM ends the sandbox, then this process as usual.
+    running.forward_termination();
 
     let saved = bridle_sandbox::tty::make_raw(std::io::stdin().as_fd())
         .context("putting the terminal in raw mode")?;
@@ -128,5 +130,6 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
     };
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
+    bridle_sandbox::launcher::die_of_forwarded_signal();
     Ok(code)
 }

@@ -146,13 +146,11 @@ impl Found<'_> {
     /// Records `path` when it lies in a root and nothing on the way to it from the root (itself
     /// included) is a symlink or cannot be inspected; anything else is left out with a log line.
     fn add(&mut self, path: PathBuf, what: String, absent: bool) {
-        let path = bridle_policy::normalize(&path);
+        let mut path = bridle_policy::normalize(&path);
+        let mut what = what;
         let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) else {
             return;
         };
-        if self.seen.contains(&path) {
-            return;
-        }
         let mut at = root.clone();
         let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
         for component in relative.components() {
@@ -163,14 +161,26 @@ impl Found<'_> {
                     return;
                 }
                 Ok(_) => {}
-                Err(e) if missing(&e) => break,
+                Err(e) if missing(&e) => {
+                    // A path that must stay absent is watched at its first missing component,
+                    // whose directory exists (and is pinned): otherwise the command could create
+                    // the directories on the way, a symlink among them, and have the file land
+                    // elsewhere.
+                    if absent && at != path {
+                        what = format!("{what} (on the way to `{}`)", path.display());
+                        path = at;
+                    }
+                    break;
+                }
                 Err(e) => {
                     tracing::info!(path = %path.display(), "not protected: `{}` cannot be inspected: {e}", at.display());
                     return;
                 }
             }
         }
-        self.seen.insert(path.clone());
+        if !self.seen.insert(path.clone()) {
+            return;
+        }
         self.out.push(FoundPath { path, what, absent });
     }
 
@@ -416,6 +426,11 @@ impl Found<'_> {
                 entry.file_name().to_string_lossy()
             );
             self.redirects(&path, &what);
+            // `gitdir` says where the checkout's `.git` file is: kept as it is, so that the
+            // command cannot point it elsewhere to have a later run leave that file out.
+            if std::fs::symlink_metadata(path.join("gitdir")).is_ok() {
+                self.protect(path.join("gitdir"), what.clone());
+            }
             if let Some(text) = read_small(&path.join("gitdir")) {
                 let gitfile = bridle_policy::normalize(&path.join(text.trim()));
                 if gitfile.file_name().is_some_and(|n| n == ".git")

@@ -322,7 +322,9 @@ fn the_checkout_of_a_linked_worktree_in_the_workspace_is_guarded() {
         format!("{}\n", repo.ws.join("trees/wt/.git").display()),
     )
     .unwrap();
-    has(&repo.found(), "trees/wt/.git", false);
+    let found = repo.found();
+    has(&found, "trees/wt/.git", false);
+    has(&found, ".git/worktrees/wt/gitdir", false);
 }
 
 /// The workspace is a linked worktree and the main repository's git dir is an extra writable
@@ -524,4 +526,19 @@ fn too_many_worktrees_protect_all_of_them() {
         fs::create_dir_all(repo.ws.join(format!(".git/worktrees/w{i}"))).unwrap();
     }
     has(&repo.found(), ".git/worktrees", false);
+}
+
+/// A missing file that must stay absent in a missing directory is watched at the directory:
+/// the command must not be able to create the directory as a symlink to elsewhere.
+#[test]
+fn an_absent_path_is_watched_at_its_first_missing_directory() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".git/config"),
+        "[include]\n\tpath = ../conf/local.gitconfig\n",
+    )
+    .unwrap();
+    let found = repo.found();
+    has(&found, "conf", true);
+    assert!(!found.contains_key("ws/conf/local.gitconfig"), "{found:?}");
 }

@@ -280,7 +280,17 @@ fn start(
             });
         }
     };
-    let controller = running.controller().map_err(|r| refused(r.to_string()))?;
+    let controller = match running.controller() {
+        Ok(controller) => controller,
+        Err(r) => {
+            // Never left running unwatched: the tree is killed and waited for (and swept).
+            running.kill_tree();
+            if let Outcome::Stopped(why) = running.wait(None) {
+                tracing::warn!("{why}");
+            }
+            return Err(refused(r.to_string()));
+        }
+    };
     let readers: Vec<_> = [
         running
             .take_stdout()

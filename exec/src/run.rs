@@ -156,7 +156,9 @@ impl Runner for SandboxRunner {
                 && source.kind() != std::io::ErrorKind::BrokenPipe
             {
                 running.kill_tree();
-                let _ = running.wait(None);
+                if let Outcome::Stopped(why) = running.wait(None) {
+                    tracing::warn!("{why}");
+                }
                 return Err(ExecError::WriteInput {
                     command: shown,
                     source,

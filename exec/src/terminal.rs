@@ -166,13 +166,14 @@ impl Terminal {
         text.replace('\r', "").replace(PROMPT_MARK, "$ ")
     }
 
-    /// Kills the whole process tree and waits until it is gone.
-    pub fn close(mut self) {
-        if let Some(running) = self.running.take() {
-            running.kill_tree();
-            if let Outcome::Stopped(why) = running.wait(None) {
-                tracing::warn!("{why}");
-            }
+    /// Kills the whole process tree and waits until it is gone. Returns why bridle stopped the
+    /// run, when it left something that must not exist ([`Outcome::Stopped`]).
+    pub fn close(mut self) -> Option<String> {
+        let running = self.running.take()?;
+        running.kill_tree();
+        match running.wait(None) {
+            Outcome::Stopped(why) => Some(why),
+            _ => None,
         }
     }
 }
@@ -278,12 +279,15 @@ pub fn call_once(
     let mut out = String::new();
     if let Some(input) = &args.input {
         if let Err(e) = terminal.input(input) {
-            terminal.close();
+            let _ = terminal.close();
             return result(false, e, None);
         }
         out = terminal.read(wait, wait.min(Duration::from_millis(500)));
     }
     let _ = args.close;
-    terminal.close();
+    if let Some(why) = terminal.close() {
+        out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
+        return result(false, out, Some(DeniedBy::Sandbox));
+    }
     result(true, out, None)
 }

@@ -197,9 +197,29 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                         ));
                     }
                 }
-                Guarantee::FsProtect | Guarantee::FsMask => {
+                Guarantee::FsMask => {
                     if mount_view {
                         by.push(Mechanism::MountView);
+                    } else {
+                        note = Some(format!("needs a mount view: {}", why_ns()));
+                    }
+                }
+                // Protected binds can be detached from the host side, and some paths must stay
+                // absent: the sandbox's init (PID 1 of a PID namespace) watches both and stops
+                // the sandbox, so without a PID namespace the protection is incomplete.
+                Guarantee::FsProtect => {
+                    if mount_view && pid_ns {
+                        by.push(Mechanism::MountView);
+                        by.push(Mechanism::PidNamespace);
+                    } else if mount_view {
+                        note = Some(format!(
+                            "needs a PID namespace, whose init watches the protected paths: {}",
+                            probe
+                                .pid_ns
+                                .as_ref()
+                                .err()
+                                .map_or("not available".to_string(), ToString::to_string)
+                        ));
                     } else {
                         note = Some(format!("needs a mount view: {}", why_ns()));
                     }
@@ -311,5 +331,77 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
     Assessment {
         guarantees: statuses,
         plan,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capable_host() -> HostProbe {
+        HostProbe {
+            verified: true,
+            root: false,
+            landlock_abi: Ok(7),
+            landlock_fs_rights: Vec::new(),
+            seccomp: Ok(()),
+            no_new_privs: Ok(()),
+            user_ns: Ok(()),
+            mount_ns: Ok(()),
+            mount_api: Ok(()),
+            pid_ns: Ok(()),
+            net_ns: Ok(()),
+            ipc_ns: Ok(()),
+            cgroup_pids: Err("none".into()),
+        }
+    }
+
+    fn protecting_spec() -> SandboxSpec {
+        let policy = bridle_policy::load(
+            &bridle_policy::ShippedOnly,
+            &bridle_policy::LoadRequest {
+                profile: "workspace-write".into(),
+                overrides: bridle_policy::Overrides::default(),
+                workspace_layer: None,
+            },
+        )
+        .unwrap();
+        let ctx = bridle_policy::PlanContext {
+            workspace: "/home/dev/project".into(),
+            home: "/home/dev".into(),
+            state_dir: "/home/dev/.local/state/bridle".into(),
+            config_dir: "/home/dev/.config/bridle".into(),
+            temp_dir: "/var/tmp/bridle-1000/s".into(),
+            host_env: Default::default(),
+        };
+        bridle_policy::plan(&policy, &ctx).unwrap().spec
+    }
+
+    fn protect_status(probe: &HostProbe) -> GuaranteeStatus {
+        assess(&protecting_spec(), probe)
+            .guarantees
+            .into_iter()
+            .find(|g| g.guarantee == Guarantee::FsProtect)
+            .unwrap()
+    }
+
+    #[test]
+    fn protected_paths_need_the_pid_namespace_whose_init_watches_them() {
+        let status = protect_status(&capable_host());
+        assert!(!status.missing(), "{status:?}");
+        assert!(status.provided_by.contains(&Mechanism::PidNamespace));
+        let without_pid_ns = HostProbe {
+            pid_ns: Err("EPERM".into()),
+            ..capable_host()
+        };
+        let status = protect_status(&without_pid_ns);
+        assert!(status.missing(), "{status:?}");
+        assert!(
+            status
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("PID namespace")),
+            "{status:?}"
+        );
     }
 }

@@ -393,6 +393,55 @@ fn set_disposition(
         .map_err(io::Error::from)
 }
 
+/// The launcher [`forward_termination`] passes SIGTERM and SIGHUP on to (0: none).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The first signal [`forward_termination`] passed on (0: none yet).
+static FORWARDED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_signal(signal: libc::c_int) {
+    let _ = FORWARDED.compare_exchange(
+        0,
+        signal,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; it only sends a signal.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}
+
+/// From now on SIGTERM and SIGHUP to this process kill the sandbox of `launcher` (SIGTERM to
+/// it) instead of ending this process, which then sees the run end as usual.
+pub fn forward_termination(launcher: i32) -> io::Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    FORWARD_TO.store(launcher, std::sync::atomic::Ordering::Relaxed);
+    let action = SigAction::new(
+        SigHandler::Handler(forward_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: `forward_signal` only loads an atomic and calls kill(2), both
+        // async-signal-safe.
+        unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// After the run a forwarded signal ended: dies of that signal, as the caller of this process
+/// expects from sending it (the default action, restored first). Returns when none came.
+pub fn die_of_forwarded_signal() {
+    let signal = FORWARDED.load(std::sync::atomic::Ordering::Relaxed);
+    let Ok(signal) = nix::sys::signal::Signal::try_from(signal) else {
+        return;
+    };
+    let _ = default_signal(signal);
+    let _ = nix::sys::signal::raise(signal);
+}
+
 /// Ignores `signal` (SIG_IGN).
 pub fn ignore_signal(signal: nix::sys::signal::Signal) -> io::Result<()> {
     set_disposition(signal, nix::sys::signal::SigHandler::SigIgn)

@@ -332,6 +332,27 @@ fn a_file_planted_just_before_the_command_ends_is_swept() {
     assert_host_git_runs_nothing_planted(&e, &marker);
 }
 
+/// What bridle moves aside is the planted entry itself, never something a symlink on the way
+/// leads to: a command must not be able to have bridle rename the user's own files.
+#[test]
+fn moving_a_planted_path_aside_never_goes_through_a_symlink() {
+    let e = git_repo();
+    let user_config = e.home.join(".gitconfig");
+    std::fs::write(&user_config, "[user]\n\tname = me\n").unwrap();
+    e.sh(
+        "mkdir -p .git/modules/m/objects && echo 'ref: refs/heads/main' > .git/modules/m/HEAD
+         printf '[include]\\n\\tpath = foo/.gitconfig\\n' > .git/modules/m/config",
+    )
+    .assert_code(0);
+    let r = e.sh(&format!("ln -s {} .git/modules/m/foo", path_str(&e.home)));
+    assert_eq!(r.code, Some(137), "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&user_config).unwrap(),
+        "[user]\n\tname = me\n"
+    );
+    assert!(std::fs::symlink_metadata(e.workspace.join(".git/modules/m/foo")).is_err());
+}
+
 /// A command that keeps planting `commondir` from several processes cannot get one past init:
 /// the sandbox is stopped before the file is removed, so nothing is planted again after it.
 #[test]
@@ -708,6 +729,38 @@ fn host_git_cannot_replace_the_protected_config_during_a_run() {
     assert!(!lock.exists(), "the lock outlived the run");
     let (ok, stderr) = host_git(&e, &["config", "user.name", "host-user"]);
     assert!(ok, "git cannot change the config after the run: {stderr}");
+}
+
+/// SIGTERM or SIGHUP to `bridle exec` ends the sandbox, and bridle then finishes the run as
+/// usual (the final check of what must stay absent, the config lock released) before dying of
+/// the signal.
+#[test]
+fn sigterm_to_bridle_ends_the_run_through_the_normal_path() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let lock = e.workspace.join(".git/config.lock");
+    for signal in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        let mut cmd = e.exec_cmd(&[], &[], &["sleep", "30"]);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || lock.exists()),
+            "the run never started"
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        // It still dies of the signal, as its caller expects, but only after cleaning up.
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(signal as i32)
+        );
+        assert!(!lock.exists(), "{signal}: the config lock outlived the run");
+    }
 }
 
 #[test]

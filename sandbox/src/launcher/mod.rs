@@ -516,6 +516,13 @@ impl Running {
         let _ = kill(self.pid, Signal::SIGTERM);
     }
 
+    /// Makes SIGTERM and SIGHUP to the calling process kill this run's tree instead of the
+    /// process, so that [`Running::wait`] still returns and sweeps (for a process that runs one
+    /// sandbox at a time, such as `bridle exec`).
+    pub fn forward_termination(&self) {
+        let _ = sys::forward_termination(self.pid.as_raw());
+    }
+
     /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
     /// passes. When this returns, no process of the tree is left, and nothing the run must not
     /// leave behind is there ([`Outcome::Stopped`] says what was moved aside).
@@ -570,6 +577,12 @@ fn exit_outcome(status: nix::Result<WaitStatus>) -> Outcome {
         Ok(WaitStatus::Signaled(_, sig, _)) => Outcome::Exited(128 + sig as i32),
         _ => Outcome::Exited(125),
     }
+}
+
+/// Once a run ended because of a signal [`Running::forward_termination`] passed on, and the run
+/// was cleaned up: the calling process dies of that signal, as whoever sent it expects.
+pub fn die_of_forwarded_signal() {
+    sys::die_of_forwarded_signal();
 }
 
 /// Makes the calling process ignore SIGINT and SIGQUIT, which a terminal sends to the whole

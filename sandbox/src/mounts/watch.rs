@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 
 use crate::sys;
 
-/// Mount points listed in a `/proc/self/mountinfo` text (field 5, octal escapes decoded).
-fn mount_points(mountinfo: &str) -> std::collections::HashSet<PathBuf> {
+/// Mount points listed in a `/proc/self/mountinfo` text (field 5, octal escapes decoded), as
+/// bytes: a mount point need not be UTF-8.
+fn mount_points(mountinfo: &[u8]) -> std::collections::HashSet<PathBuf> {
     mountinfo
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|field| {
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .map(|bytes| {
             let mut out = Vec::new();
-            let bytes = field.as_bytes();
             let mut i = 0;
             while i < bytes.len() {
                 if bytes[i] == b'\\' && i + 3 < bytes.len() {
@@ -75,16 +75,22 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
         return;
     };
     let read_points = |file: &mut std::fs::File| {
-        let mut text = String::new();
+        let mut text = Vec::new();
         let _ = file.rewind();
-        let _ = file.read_to_string(&mut text);
+        let _ = file.read_to_end(&mut text);
         mount_points(&text)
     };
     let initial = read_points(&mut mountinfo);
-    let watched: Vec<PathBuf> = protected
-        .into_iter()
-        .filter(|p| initial.contains(p))
-        .collect();
+    // Every protected path was bound before the command started; one missing from the mount
+    // table now cannot be watched, so nothing runs unwatched.
+    if let Some(unseen) = protected.iter().find(|p| !initial.contains(*p)) {
+        std::mem::forget(EXIT.lock());
+        stop(&format!(
+            "bridle: sandbox unavailable: G-FS-PROTECT (protected path `{}` is not in the mount table, so it cannot be watched); the sandbox was stopped.\n",
+            unseen.display()
+        ));
+    }
+    let watched = protected;
     let timeout = PollTimeout::from(if must_stay_absent.is_empty() {
         1000
     } else {
@@ -177,24 +183,31 @@ pub fn sweep_planted(must_stay_absent: &[PathBuf]) -> Vec<(PathBuf, Option<PathB
 }
 
 /// Renames `path` to a fresh `NAME.bridle-moved-ID` next to it, never over anything
-/// (`RENAME_NOREPLACE`) and never removing it: the host may have made it.
+/// (`RENAME_NOREPLACE`), never removing it (the host may have made it), and never through a
+/// symlink: the directory is opened without following any (writable roots have none above
+/// them), and the rename is relative to it, so a command cannot have bridle rename a file
+/// outside the workspace.
 fn move_aside(path: &Path) -> Option<PathBuf> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    use nix::fcntl::{OFlag, OpenHow, RenameFlags, ResolveFlag, openat2, renameat2};
     let name = path.file_name()?.to_string_lossy().into_owned();
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let dir = openat2(nix::fcntl::AT_FDCWD, path.parent()?, how).ok()?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     for attempt in 0..100u32 {
-        let target = path.with_file_name(format!("{name}.bridle-moved-{stamp:x}-{attempt}"));
+        let target = format!("{name}.bridle-moved-{stamp:x}-{attempt}");
         match renameat2(
-            AT_FDCWD,
-            path,
-            AT_FDCWD,
-            &target,
+            &dir,
+            name.as_str(),
+            &dir,
+            target.as_str(),
             RenameFlags::RENAME_NOREPLACE,
         ) {
-            Ok(()) => return Some(target),
+            Ok(()) => return Some(path.with_file_name(target)),
             Err(nix::errno::Errno::EEXIST) => {}
             Err(_) => return None,
         }
@@ -232,8 +245,11 @@ mod mountinfo_tests {
 
     #[test]
     fn mount_points_are_parsed_with_escapes() {
-        let text = "36 35 98:0 / /mnt/a\\040b rw - ext3 /dev/root rw\n37 35 98:0 / /w/.git/config ro - ext4 x rw\n";
+        let text = b"36 35 98:0 / /mnt/a\\040b rw - ext3 /dev/root rw\n37 35 98:0 / /w/.git/config ro - ext4 x rw\n38 35 98:0 / /w/.git/modules/\xff ro - ext4 x rw\n";
         let points = mount_points(text);
+        assert!(points.contains(Path::new(std::ffi::OsStr::from_bytes(
+            b"/w/.git/modules/\xff"
+        ))));
         assert!(points.contains(Path::new("/mnt/a b")));
         assert!(points.contains(Path::new("/w/.git/config")));
     }
