@@ -338,22 +338,9 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
 mod tests {
     use super::*;
 
+    /// The quick probe: namespaces assumed to work (what the FS-PROTECT rule looks at).
     fn capable_host() -> HostProbe {
-        HostProbe {
-            verified: true,
-            root: false,
-            landlock_abi: Ok(7),
-            landlock_fs_rights: Vec::new(),
-            seccomp: Ok(()),
-            no_new_privs: Ok(()),
-            user_ns: Ok(()),
-            mount_ns: Ok(()),
-            mount_api: Ok(()),
-            pid_ns: Ok(()),
-            net_ns: Ok(()),
-            ipc_ns: Ok(()),
-            cgroup_pids: Err("none".into()),
-        }
+        crate::probe::quick()
     }
 
     fn protecting_spec() -> SandboxSpec {
