@@ -11,6 +11,7 @@ mod policy_cli;
 mod probe_cli;
 mod process_manager;
 mod protect;
+mod protect_git;
 mod shell_cli;
 mod support;
 mod tool_bash;

@@ -542,3 +542,79 @@ fn an_absent_path_is_watched_at_its_first_missing_directory() {
     has(&found, "conf", true);
     assert!(!found.contains_key("ws/conf/local.gitconfig"), "{found:?}");
 }
+
+/// The command can remove a submodule's `HEAD` in one run (it is not protected): its `config`,
+/// bound read-only, still marks the git dir in the next.
+#[test]
+fn a_submodule_git_dir_without_head_is_still_found() {
+    let repo = Repo::new();
+    let module = repo.git_dir(".git/modules/lib");
+    fs::remove_file(module.join("HEAD")).unwrap();
+    has(&repo.found(), ".git/modules/lib/config", false);
+}
+
+/// A `HEAD` planted in `libs` must not hide the submodule `libs/foo` below it.
+#[test]
+fn a_planted_head_does_not_hide_a_submodule_below_it() {
+    let repo = Repo::new();
+    repo.git_dir(".git/modules/libs/foo");
+    fs::write(repo.ws.join(".git/modules/libs/HEAD"), "x\n").unwrap();
+    has(&repo.found(), ".git/modules/libs/foo/config", false);
+}
+
+/// A submodule the repository's config names is found by name.
+#[test]
+fn submodules_the_config_names_are_found_by_name() {
+    let repo = Repo::new();
+    let module = repo.ws.join(".git/modules/named");
+    fs::create_dir_all(module.join("hooks")).unwrap();
+    fs::write(
+        repo.ws.join(".git/config"),
+        "[submodule \"named\"]\n\turl = ../named\n",
+    )
+    .unwrap();
+    has(&repo.found(), ".git/modules/named/hooks", false);
+}
+
+/// Configs that include themselves are read once: planning stays fast.
+#[test]
+fn self_including_configs_are_read_once() {
+    let repo = Repo::new();
+    let module = repo.git_dir(".git/modules/x");
+    fs::write(
+        module.join("config"),
+        "[include]\n\tpath = config\n\tpath = config\n\tpath = config\n\tpath = config\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let _ = repo.found();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+/// Many made-up submodules cannot use up the reading so that the user's own config goes unread.
+#[test]
+fn made_up_submodules_cannot_crowd_out_the_users_config() {
+    let repo = Repo::new();
+    for i in 0..(MAX_CONFIGS + 10) {
+        let module = repo.git_dir(&format!(".git/modules/m{i}"));
+        fs::write(module.join("config"), "[include]\n\tpath = local.inc\n").unwrap();
+    }
+    fs::write(
+        repo.home().join(".gitconfig"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    has(&repo.found(), ".githooks", false);
+}
+
+/// An operation in progress when the run starts keeps its todo list and options.
+#[test]
+fn an_operation_in_progress_is_protected() {
+    let repo = Repo::new();
+    fs::create_dir_all(repo.ws.join(".git/rebase-merge")).unwrap();
+    let module = repo.git_dir(".git/modules/lib");
+    fs::create_dir_all(module.join("sequencer")).unwrap();
+    let found = repo.found();
+    has(&found, ".git/rebase-merge", false);
+    has(&found, ".git/modules/lib/sequencer", false);
+}

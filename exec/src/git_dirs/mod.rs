@@ -50,6 +50,28 @@ const MAX_DEPTH: usize = 16;
 /// Config files, `.gitmodules` and `.git` files larger than this are not read.
 const MAX_TEXT_BYTES: u64 = 1 << 20;
 
+/// Directories git itself keeps in a git dir: not walked for nested submodule git dirs.
+const GIT_OWN_DIRS: &[&str] = &[
+    "objects",
+    "refs",
+    "logs",
+    "hooks",
+    "info",
+    "branches",
+    "rr-cache",
+    "lfs",
+    "worktrees",
+    "modules",
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+    "refs-tmp",
+];
+
+/// Directories of an operation in progress (rebase, am, cherry-pick, revert): their todo lists
+/// and options make `git rebase --continue` and friends run commands.
+const OPERATION_DIRS: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
+
 /// Names in a git dir that git reads as files and that must not appear when missing.
 const FILE_NAMES: &[&str] = &["config", "commondir", "config.worktree"];
 
@@ -67,6 +89,8 @@ pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
         roots: &roots,
         home,
         seen: HashSet::new(),
+        configs: HashSet::new(),
+        untrusted_reads: 0,
         out: Vec::new(),
     };
     for root in &roots {
@@ -131,6 +155,13 @@ fn is_git_dir(path: &Path) -> bool {
         && is_real_dir(&path.join("objects"))
 }
 
+/// Whether `dir` holds a `HEAD` or a `config` (what a submodule git dir has).
+fn is_git_dir_like(dir: &Path) -> bool {
+    ["HEAD", "config"]
+        .iter()
+        .any(|name| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_file()))
+}
+
 fn missing(error: &std::io::Error) -> bool {
     error.kind() == std::io::ErrorKind::NotFound
 }
@@ -139,8 +170,16 @@ struct Found<'a> {
     roots: &'a [PathBuf],
     home: &'a Path,
     seen: HashSet<PathBuf>,
+    /// Config files already read (an include cycle is read once).
+    configs: HashSet<PathBuf>,
+    /// Config files read that the command may have written (see [`MAX_CONFIGS`]).
+    untrusted_reads: usize,
     out: Vec<FoundPath>,
 }
+
+/// At most this many config files the command may have written (submodules') are read for one
+/// run, includes included; the repository's own and the user's are always read.
+const MAX_CONFIGS: usize = 64;
 
 impl Found<'_> {
     /// Records `path` when it lies in a root and nothing on the way to it from the root (itself
@@ -225,6 +264,15 @@ impl Found<'_> {
     /// entries already cover it), and its redirects. A symlink on one of those names makes the
     /// whole git dir read-only.
     fn git_dir(&mut self, dir: &Path, names: &[PathBuf], with_names: bool, what: &str) {
+        // An operation in progress when the run starts (the user mid-rebase asking for conflicts
+        // to be resolved) stays as it is: its todo list and options are not the command's to
+        // extend with `exec` lines.
+        for operation in OPERATION_DIRS {
+            let path = dir.join(operation);
+            if is_real_dir(&path) {
+                self.protect(path, format!("{what}: the {operation} in progress"));
+            }
+        }
         if with_names {
             let linked = names.iter().find(|n| {
                 std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.file_type().is_symlink())
@@ -262,6 +310,23 @@ impl Found<'_> {
             }
         }
         let modules = git.join("modules");
+        // The submodules the repository's own (protected) config names are found by name, even
+        // if the walk below were fooled.
+        if self.roots.iter().all(|r| r != git)
+            && let Some(text) = read_small(&git.join("config"))
+        {
+            for entry in git_config::entries(&text) {
+                if let (true, Some(name)) = (entry.section == "submodule", &entry.subsection) {
+                    let path = modules.join(name);
+                    let plain = Path::new(name)
+                        .components()
+                        .all(|c| matches!(c, Component::Normal(_)));
+                    if plain && is_real_dir(&path) {
+                        self.module(&path, worktree, names, &format!(".git/modules/{name}"));
+                    }
+                }
+            }
+        }
         if is_real_dir(&modules) {
             let mut budget = MAX_MODULE_DIRS;
             if !self.modules(&modules, worktree, names, 0, &mut budget) {
@@ -292,158 +357,6 @@ impl Found<'_> {
         }
     }
 
-    /// Walks `.git/modules`: a directory holding `HEAD` is a submodule's git dir (which may
-    /// have `modules` of its own); any other directory is part of a submodule name with
-    /// slashes. Returns false when the walk had to stop early.
-    fn modules(
-        &mut self,
-        dir: &Path,
-        root: &Path,
-        names: &[PathBuf],
-        depth: usize,
-        budget: &mut usize,
-    ) -> bool {
-        if depth > MAX_DEPTH {
-            return false;
-        }
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if missing(&e) => return true,
-            Err(e) => {
-                self.unreadable(dir.to_path_buf(), &e);
-                return true;
-            }
-        };
-        for entry in entries {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    self.unreadable(dir.to_path_buf(), &e);
-                    return true;
-                }
-            };
-            // Never followed: a symlink here is not walked into.
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            if *budget == 0 {
-                return false;
-            }
-            *budget -= 1;
-            let path = entry.path();
-            let complete = match std::fs::symlink_metadata(path.join("HEAD")) {
-                Ok(_) => {
-                    let shown = path
-                        .strip_prefix(root)
-                        .unwrap_or(&path)
-                        .display()
-                        .to_string();
-                    self.module(&path, root, names, &shown);
-                    let nested = path.join("modules");
-                    !is_real_dir(&nested) || self.modules(&nested, root, names, depth + 1, budget)
-                }
-                Err(e) if missing(&e) => self.modules(&path, root, names, depth + 1, budget),
-                Err(e) => {
-                    self.unreadable(path, &e);
-                    true
-                }
-            };
-            if !complete {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// One submodule git dir. Its config may be the command's (a git dir it made), so what it
-    /// points at is protected only inside the git dir; the checkout's `.git` file it names
-    /// through `core.worktree` is one path, in a real directory other than a root.
-    fn module(&mut self, git_dir: &Path, root: &Path, names: &[PathBuf], shown: &str) {
-        let what = format!("git dir of submodule `{shown}`");
-        self.git_dir(git_dir, names, true, &what);
-        for config in ["config", "config.worktree"] {
-            self.config_targets(&git_dir.join(config), git_dir, Some(git_dir), 0);
-        }
-        let worktree = read_small(&git_dir.join("config"))
-            .and_then(|text| git_config::value(&text, "core", "worktree"));
-        let Some(worktree) = worktree else {
-            return;
-        };
-        let checkout = bridle_policy::normalize(&git_dir.join(worktree));
-        if checkout == root || self.roots.contains(&checkout) || !is_real_dir(&checkout) {
-            return;
-        }
-        // The config may be the command's: only a `.git` file that names this very git dir is
-        // protected, and a missing one must stay absent only in an empty directory (a submodule
-        // that is not checked out), never in a directory with content of its own.
-        let dot_git = checkout.join(".git");
-        let what = format!("git file of the checkout of submodule `{shown}`");
-        match std::fs::symlink_metadata(&dot_git) {
-            Ok(meta) if meta.is_file() => {
-                if names_git_dir(&dot_git, git_dir) {
-                    self.protect(dot_git, what);
-                }
-            }
-            Ok(_) => {}
-            Err(e) if missing(&e) => {
-                let empty = std::fs::read_dir(&checkout).is_ok_and(|mut d| d.next().is_none());
-                if empty {
-                    self.add(dot_git, what, true);
-                }
-            }
-            Err(e) => self.unreadable(checkout, &e),
-        }
-    }
-
-    /// Linked worktrees: their redirects, and the `.git` file of each checkout (named by
-    /// `gitdir`) when it is a `.git` file in a writable root that names this worktree's git dir
-    /// back (`gitdir` may be the command's). At most [`MAX_MODULE_DIRS`] are looked at; past
-    /// that, all of `.git/worktrees` is protected.
-    fn worktrees(&mut self, git: &Path) {
-        let dir = git.join("worktrees");
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if missing(&e) => return,
-            Err(e) => return self.unreadable(dir, &e),
-        };
-        let mut budget = MAX_MODULE_DIRS;
-        for entry in entries {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => return self.unreadable(dir, &e),
-            };
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            if budget == 0 {
-                let what = "linked worktrees (more than bridle checks one by one)".into();
-                return self.protect(dir, what);
-            }
-            budget -= 1;
-            let path = entry.path();
-            let what = format!(
-                "git dir of linked worktree `{}`",
-                entry.file_name().to_string_lossy()
-            );
-            self.redirects(&path, &what);
-            // `gitdir` says where the checkout's `.git` file is: kept as it is, so that the
-            // command cannot point it elsewhere to have a later run leave that file out.
-            if std::fs::symlink_metadata(path.join("gitdir")).is_ok() {
-                self.protect(path.join("gitdir"), what.clone());
-            }
-            if let Some(text) = read_small(&path.join("gitdir")) {
-                let gitfile = bridle_policy::normalize(&path.join(text.trim()));
-                if gitfile.file_name().is_some_and(|n| n == ".git")
-                    && std::fs::symlink_metadata(&gitfile).is_ok_and(|m| m.is_file())
-                    && names_git_dir(&gitfile, &path)
-                {
-                    let what = format!("{what}: the `.git` file of its checkout");
-                    self.protect(gitfile, what);
-                }
-            }
-        }
-    }
-
     /// What the config file `config` points at: the files it includes (followed, including
     /// ones outside the roots), and `core.hooksPath` (relative to `worktree`). With `within`,
     /// the config is not trusted and only targets inside that directory count.
@@ -454,8 +367,14 @@ impl Found<'_> {
         within: Option<&Path>,
         depth: usize,
     ) {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || !self.configs.insert(bridle_policy::normalize(config)) {
             return;
+        }
+        if within.is_some() {
+            if self.untrusted_reads >= MAX_CONFIGS {
+                return;
+            }
+            self.untrusted_reads += 1;
         }
         let text = if within.is_some() || self.roots.iter().any(|r| config.starts_with(r)) {
             read_small(config)
@@ -561,6 +480,7 @@ fn read_gitfile(file: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(dir).ok()
 }
 
+mod nested;
+
 #[cfg(test)]
-#[path = "git_dirs_tests.rs"]
 mod tests;
