@@ -460,3 +460,29 @@ fn policy_explain_names_a_found_git_dir() {
         "{stdout}"
     );
 }
+
+/// Hundreds of directories a command leaves in `.git` for later runs to protect must not make
+/// those runs run out of file descriptors (a run keeps none open for a directory of the user's).
+#[test]
+fn many_protected_directories_do_not_exhaust_descriptors() {
+    let e = git_repo();
+    e.sh(
+        "i=0; while [ $i -lt 200 ]; do d=.git/modules/m$i; mkdir -p $d/hooks $d/rebase-merge $d/rebase-apply $d/sequencer; echo x > $d/HEAD; i=$((i+1)); done",
+    )
+    .assert_code(0);
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -n 256 && exec \"$0\" exec -- true"])
+        .arg(env!("CARGO_BIN_EXE_bridle"))
+        .current_dir(&e.workspace)
+        .env_clear()
+        .env("HOME", &e.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -91,6 +91,8 @@ pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
         seen: HashSet::new(),
         configs: HashSet::new(),
         untrusted_reads: 0,
+        checkouts: Vec::new(),
+        relative_hooks: Vec::new(),
         out: Vec::new(),
     };
     for root in &roots {
@@ -120,6 +122,13 @@ pub fn discover(plan: &Plan, home: &Path) -> Vec<FoundPath> {
             found.config_targets(config, root, None, 0);
         }
         found.gitmodules_checkouts(root, &names);
+    }
+    // A relative hooks path is relative to each working tree git runs hooks in.
+    let hooks = std::mem::take(&mut found.relative_hooks);
+    for checkout in std::mem::take(&mut found.checkouts) {
+        for (value, what) in &hooks {
+            found.guard(checkout.join(value), what, false);
+        }
     }
     found.out
 }
@@ -174,6 +183,11 @@ struct Found<'a> {
     configs: HashSet<PathBuf>,
     /// Config files read that the command may have written (see [`MAX_CONFIGS`]).
     untrusted_reads: usize,
+    /// Working trees found besides the roots (linked worktrees, submodule checkouts): a
+    /// relative `core.hooksPath` of a trusted config applies in each.
+    checkouts: Vec<PathBuf>,
+    /// Relative `core.hooksPath` values of trusted configs, with where they were read.
+    relative_hooks: Vec<(String, String)>,
     out: Vec<FoundPath>,
 }
 
@@ -315,6 +329,10 @@ impl Found<'_> {
         if self.roots.iter().all(|r| r != git)
             && let Some(text) = read_small(&git.join("config"))
         {
+            if git.file_name().is_some_and(|n| n == ".git") {
+                let root = git.parent().unwrap_or(git).to_path_buf();
+                self.absent_modules(&root, &text, "named in the repository's config");
+            }
             for entry in git_config::entries(&text) {
                 if let (true, Some(name)) = (entry.section == "submodule", &entry.subsection) {
                     let path = modules.join(name);
@@ -399,9 +417,13 @@ impl Found<'_> {
         }
         if let Some(hooks) = git_config::value(&text, "core", "hookspath") {
             let target = bridle_policy::normalize(&self.expand(&hooks, worktree));
+            let what = format!("`core.hooksPath` in `{}`", config.display());
             if counts(&target) {
-                let what = format!("`core.hooksPath` in `{}`", config.display());
                 self.guard(target, &what, false);
+            }
+            let relative = !hooks.starts_with('/') && !hooks.starts_with("~/");
+            if within.is_none() && relative && self.relative_hooks.len() < MAX_CONFIGS {
+                self.relative_hooks.push((hooks, what));
             }
         }
     }
@@ -428,7 +450,12 @@ impl Found<'_> {
         let Some(text) = read_small(&root.join(".gitmodules")) else {
             return;
         };
-        for path in git_config::gitmodules_paths(&text) {
+        // Untrusted (the command can write it): bounded, so it cannot make planning slow.
+        self.absent_modules(root, &text, "named in `.gitmodules`");
+        for path in git_config::gitmodules_paths(&text)
+            .into_iter()
+            .take(MAX_MODULE_DIRS)
+        {
             let dir = root.join(&path);
             if !path.components().all(|c| matches!(c, Component::Normal(_))) {
                 continue;
@@ -441,6 +468,37 @@ impl Found<'_> {
                     self.protect(dot_git, format!("submodule checkout `{shown}`"));
                 }
                 _ => {}
+            }
+        }
+    }
+}
+
+impl Found<'_> {
+    /// The git dir of every submodule `config_text` names (`[submodule "NAME"]`) that has none
+    /// yet, `.git/modules/NAME`, must stay absent: one the command planted there would be used
+    /// (hooks, config and all) by `git submodule update --init` on the host.
+    fn absent_modules(&mut self, root: &Path, config_text: &str, why: &str) {
+        let modules = root.join(".git/modules");
+        if !is_real_dir(&root.join(".git")) {
+            return;
+        }
+        let names: Vec<String> = git_config::entries(config_text)
+            .into_iter()
+            .filter(|e| e.section == "submodule")
+            .filter_map(|e| e.subsection)
+            .collect();
+        let mut seen = HashSet::new();
+        for name in names.into_iter().take(MAX_MODULE_DIRS) {
+            let plain = Path::new(&name)
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+            if !plain || !seen.insert(name.clone()) {
+                continue;
+            }
+            let dir = modules.join(&name);
+            if std::fs::symlink_metadata(&dir).is_err_and(|e| missing(&e)) {
+                let what = format!("git dir of submodule `{name}` ({why}), not made yet");
+                self.add(dir, what, true);
             }
         }
     }

@@ -114,6 +114,7 @@ impl Found<'_> {
             Ok(meta) if meta.is_file() => {
                 if names_git_dir(&dot_git, git_dir) {
                     self.protect(dot_git, what);
+                    self.checkouts.push(checkout.clone());
                 }
             }
             Ok(_) => {}
@@ -170,6 +171,9 @@ impl Found<'_> {
                     && names_git_dir(&gitfile, &path)
                 {
                     let what = format!("{what}: the `.git` file of its checkout");
+                    if let Some(tree) = gitfile.parent() {
+                        self.checkouts.push(tree.to_path_buf());
+                    }
                     self.protect(gitfile, what);
                 }
             }

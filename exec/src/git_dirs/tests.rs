@@ -618,3 +618,48 @@ fn an_operation_in_progress_is_protected() {
     has(&found, ".git/rebase-merge", false);
     has(&found, ".git/modules/lib/sequencer", false);
 }
+
+/// A submodule that is named but not initialised has no git dir yet: one the command planted
+/// would be used by `git submodule update --init` on the host, so it must not appear.
+#[test]
+fn the_git_dir_of_a_named_submodule_must_stay_absent_until_made() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib\n",
+    )
+    .unwrap();
+    // No `.git/modules` at all: its first missing component is what must stay absent.
+    has(&repo.found(), ".git/modules", true);
+    fs::create_dir_all(repo.ws.join(".git/modules")).unwrap();
+    has(&repo.found(), ".git/modules/lib", true);
+}
+
+/// A relative `core.hooksPath` is relative to each working tree: a linked worktree's checkout
+/// in the workspace gets its own hooks directory protected too.
+#[test]
+fn a_relative_hooks_path_is_protected_in_every_working_tree() {
+    let repo = Repo::new();
+    fs::write(
+        repo.ws.join(".git/config"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    let wt = repo.ws.join(".git/worktrees/wt");
+    fs::create_dir_all(&wt).unwrap();
+    fs::write(wt.join("commondir"), "../..\n").unwrap();
+    fs::create_dir_all(repo.ws.join("trees/wt")).unwrap();
+    fs::write(
+        repo.ws.join("trees/wt/.git"),
+        "gitdir: ../../.git/worktrees/wt\n",
+    )
+    .unwrap();
+    fs::write(
+        wt.join("gitdir"),
+        format!("{}\n", repo.ws.join("trees/wt/.git").display()),
+    )
+    .unwrap();
+    let found = repo.found();
+    has(&found, ".githooks", false);
+    has(&found, "trees/wt/.githooks", false);
+}

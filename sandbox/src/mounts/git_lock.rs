@@ -27,6 +27,9 @@ use super::{MountFailure, fail, lock_shared};
 /// The first line of every lock file bridle holds, so that later runs (and people) recognise it.
 pub const LOCK_MARKER: &str = "# bridle: held while a sandboxed run uses this repository";
 
+/// At most this many config locks are held for one run (each keeps a descriptor open).
+pub const MAX_LOCKS: usize = 32;
+
 /// How long to wait for a git process on the host to finish with its own `config.lock`.
 pub const FOREIGN_LOCK_WAIT: Duration = Duration::from_secs(2);
 

@@ -246,16 +246,19 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     // Repository config files are also locked the way git locks them, so that git on the host
     // cannot replace one (which would detach its bind) or create one during the run; the lock
     // file is bound read-only too, so the command cannot release it.
+    // Each held lock keeps a descriptor open: the shallowest configs (the repository's own
+    // first) get one, up to a bound, so that many submodule git dirs cannot use up the
+    // descriptors; beyond it, init's watch alone stops a run whose config bind is detached.
     let lock_deadline = std::time::Instant::now() + git_lock::FOREIGN_LOCK_WAIT;
-    for file in protected
+    let mut configs: Vec<PathBuf> = protected
         .iter()
         .chain(&must_stay_absent)
+        .filter(|file| git_lock::is_git_config(file))
         .cloned()
-        .collect::<Vec<_>>()
-    {
-        if !git_lock::is_git_config(&file) {
-            continue;
-        }
+        .collect();
+    configs.sort_by_key(|p| p.components().count());
+    configs.truncate(git_lock::MAX_LOCKS);
+    for file in configs {
         match ConfigLock::acquire(&file, lock_deadline)? {
             Some(lock) => {
                 protected.push(lock.path().to_path_buf());

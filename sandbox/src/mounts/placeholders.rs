@@ -100,6 +100,18 @@ impl Placeholders {
         if self.held.iter().any(|h| h.path == dir && h.id == id) {
             return Ok(same_dir(dir, id));
         }
+        // Only placeholders are ever removed, and they appear with their marker already inside
+        // (see `create_marked_dir`): a directory without one is the user's and needs no lock
+        // (nor a descriptor kept open: a command could otherwise make later runs run out of
+        // them with many protected directories).
+        if std::fs::symlink_metadata(dir.join(PLACEHOLDER_MARKER)).is_err() {
+            self.held.push(HeldDir {
+                path: dir.to_path_buf(),
+                id,
+                _lock: None,
+            });
+            return Ok(true);
+        }
         // No flock on this filesystem: protect it anyway, never remove it.
         let lock = lock_shared(file);
         // Another run may have removed (and someone re-created) it while we waited.
@@ -166,6 +178,40 @@ fn remove_placeholder(path: &Path, id: (u64, u64)) {
     let _ = std::fs::remove_file(path.join(PLACEHOLDER_MARKER));
     let _ = std::fs::remove_dir(path);
     drop(lock);
+}
+
+/// Creates the placeholder directory `path` with its marker already inside: made under a
+/// temporary name and renamed into place (never over anything), so that no other run ever sees
+/// a placeholder without its marker and takes it for a directory of the user's.
+fn create_marked_dir(path: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let temp = parent.join(format!(
+        ".bridle-placeholder-{}-{stamp:x}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&temp)?;
+    let placed = std::fs::File::create(temp.join(PLACEHOLDER_MARKER))
+        .map(drop)
+        .and_then(|()| {
+            renameat2(
+                AT_FDCWD,
+                &temp,
+                AT_FDCWD,
+                path,
+                RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(std::io::Error::from)
+        });
+    if placed.is_err() {
+        let _ = std::fs::remove_file(temp.join(PLACEHOLDER_MARKER));
+        let _ = std::fs::remove_dir(&temp);
+    }
+    placed
 }
 
 /// Whether the directory `dir` is a bare placeholder: it holds its marker and nothing else.
@@ -250,7 +296,7 @@ fn try_protected_chain(
                 break;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match std::fs::create_dir(&current) {
+                match create_marked_dir(&current) {
                     Ok(()) => {}
                     // Another run created it first: walk again and share it.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
@@ -278,12 +324,6 @@ fn try_protected_chain(
                     }
                 }
                 placeholders.created.push(current.clone());
-                std::fs::File::create(current.join(PLACEHOLDER_MARKER)).map_err(|e| {
-                    fail(
-                        Guarantee::FsProtect,
-                        format!("marking the placeholder `{}`: {e}", current.display()),
-                    )
-                })?;
                 if !placeholders.hold(&current)? {
                     return Ok(None);
                 }
