@@ -60,6 +60,24 @@ impl Repo {
         plan(&policy, &ctx).unwrap()
     }
 
+    /// A linked worktree `wt` checked out at `trees/wt` inside the workspace.
+    fn linked_worktree_checkout(&self) {
+        let wt = self.ws.join(".git/worktrees/wt");
+        fs::create_dir_all(&wt).unwrap();
+        fs::write(wt.join("commondir"), "../..\n").unwrap();
+        fs::create_dir_all(self.ws.join("trees/wt")).unwrap();
+        fs::write(
+            self.ws.join("trees/wt/.git"),
+            "gitdir: ../../.git/worktrees/wt\n",
+        )
+        .unwrap();
+        fs::write(
+            wt.join("gitdir"),
+            format!("{}\n", self.ws.join("trees/wt/.git").display()),
+        )
+        .unwrap();
+    }
+
     /// A home directory next to the workspace, for the user's global git config.
     fn home(&self) -> PathBuf {
         let home = self.ws.parent().unwrap().join("home");
@@ -308,20 +326,7 @@ fn hooks_paths_in_the_workspace_are_protected_from_repository_and_global_config(
 #[test]
 fn the_checkout_of_a_linked_worktree_in_the_workspace_is_guarded() {
     let repo = Repo::new();
-    let wt = repo.ws.join(".git/worktrees/wt");
-    fs::create_dir_all(&wt).unwrap();
-    fs::write(wt.join("commondir"), "../..\n").unwrap();
-    fs::create_dir_all(repo.ws.join("trees/wt")).unwrap();
-    fs::write(
-        repo.ws.join("trees/wt/.git"),
-        "gitdir: ../../.git/worktrees/wt\n",
-    )
-    .unwrap();
-    fs::write(
-        wt.join("gitdir"),
-        format!("{}\n", repo.ws.join("trees/wt/.git").display()),
-    )
-    .unwrap();
+    repo.linked_worktree_checkout();
     let found = repo.found();
     has(&found, "trees/wt/.git", false);
     has(&found, ".git/worktrees/wt/gitdir", false);
@@ -645,20 +650,7 @@ fn a_relative_hooks_path_is_protected_in_every_working_tree() {
         "[core]\n\thooksPath = .githooks\n",
     )
     .unwrap();
-    let wt = repo.ws.join(".git/worktrees/wt");
-    fs::create_dir_all(&wt).unwrap();
-    fs::write(wt.join("commondir"), "../..\n").unwrap();
-    fs::create_dir_all(repo.ws.join("trees/wt")).unwrap();
-    fs::write(
-        repo.ws.join("trees/wt/.git"),
-        "gitdir: ../../.git/worktrees/wt\n",
-    )
-    .unwrap();
-    fs::write(
-        wt.join("gitdir"),
-        format!("{}\n", repo.ws.join("trees/wt/.git").display()),
-    )
-    .unwrap();
+    repo.linked_worktree_checkout();
     let found = repo.found();
     has(&found, ".githooks", false);
     has(&found, "trees/wt/.githooks", false);
