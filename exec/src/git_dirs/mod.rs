@@ -506,16 +506,15 @@ impl Found<'_> {
 
 /// The text of a regular file (not a symlink) no larger than [`MAX_TEXT_BYTES`].
 fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_TEXT_BYTES {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
+    read_text(path, std::fs::symlink_metadata(path).ok()?)
 }
 
 /// Like [`read_small`], through symlinks.
 fn read_followed(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
+    read_text(path, std::fs::metadata(path).ok()?)
+}
+
+fn read_text(path: &Path, meta: std::fs::Metadata) -> Option<String> {
     if !meta.is_file() || meta.len() > MAX_TEXT_BYTES {
         return None;
     }

@@ -558,14 +558,7 @@ impl Running {
         drop(pids_group);
         let moved = mounts::sweep_planted(&must_stay_absent);
         if let Some((path, to)) = moved.first() {
-            let whereto = match to {
-                Some(to) => format!("it was moved to `{}`", to.display()),
-                None => "it could not be moved aside: remove it before running git there".into(),
-            };
-            return Outcome::Stopped(format!(
-                "`{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto}",
-                path.display()
-            ));
+            return Outcome::Stopped(mounts::planted_message(path, to.as_deref()));
         }
         outcome.unwrap_or(Outcome::Exited(125))
     }

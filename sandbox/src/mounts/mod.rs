@@ -42,7 +42,7 @@ pub use git_lock::{ConfigLock, LOCK_MARKER};
 
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
-pub use watch::{exit_init, sweep_planted, watch_protected};
+pub use watch::{exit_init, planted_message, sweep_planted, watch_protected};
 
 /// Device nodes bound into the minimal `/dev`.
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -91,6 +91,16 @@ pub struct MountPlan {
     /// redirect git's configuration and hooks to a directory the command controls). Missing
     /// files cannot be bound read-only, so init watches for them instead.
     pub must_stay_absent: Vec<PathBuf>,
+}
+
+/// A suffix for names bridle makes next to the user's files (moved-aside paths, placeholders
+/// under construction): the process id and the time, unlikely to be taken.
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{nanos:x}", std::process::id())
 }
 
 /// A shared `flock` on `file`, retried on EINTR; `None` when the filesystem has no `flock`.

@@ -186,14 +186,7 @@ fn remove_placeholder(path: &Path, id: (u64, u64)) {
 fn create_marked_dir(path: &Path) -> std::io::Result<()> {
     use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     let parent = path.parent().unwrap_or(Path::new("/"));
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let temp = parent.join(format!(
-        ".bridle-placeholder-{}-{stamp:x}",
-        std::process::id()
-    ));
+    let temp = parent.join(format!(".bridle-placeholder-{}", super::unique_suffix()));
     std::fs::create_dir(&temp)?;
     let placed = std::fs::File::create(temp.join(PLACEHOLDER_MARKER))
         .map(drop)

@@ -55,7 +55,7 @@ pub fn watch_protected(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) 
     // Without the watch, nothing stops a command that plants what must stay absent: fail
     // closed (a command can make this happen by using up a process limit first).
     if let Err(e) = started {
-        std::mem::forget(EXIT.lock());
+        claim_exit();
         stop(&format!(
             "bridle: sandbox unavailable: G-FS-PROTECT (starting the watch over protected paths: {e}); the sandbox was stopped.\n"
         ));
@@ -71,8 +71,14 @@ const MOUNTS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     use nix::poll::{PollFd, PollFlags, PollTimeout};
     use std::io::{Read, Seek};
-    let Ok(mut mountinfo) = std::fs::File::open("/proc/self/mountinfo") else {
-        return;
+    let mut mountinfo = match std::fs::File::open("/proc/self/mountinfo") {
+        Ok(file) => file,
+        Err(e) => {
+            claim_exit();
+            stop(&format!(
+                "bridle: sandbox unavailable: G-FS-PROTECT (opening the mount table to watch protected paths: {e}); the sandbox was stopped.\n"
+            ));
+        }
     };
     let read_points = |file: &mut std::fs::File| {
         let mut text = Vec::new();
@@ -84,7 +90,7 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
     // Every protected path was bound before the command started; one missing from the mount
     // table now cannot be watched, so nothing runs unwatched.
     if let Some(unseen) = protected.iter().find(|p| !initial.contains(*p)) {
-        std::mem::forget(EXIT.lock());
+        claim_exit();
         stop(&format!(
             "bridle: sandbox unavailable: G-FS-PROTECT (protected path `{}` is not in the mount table, so it cannot be watched); the sandbox was stopped.\n",
             unseen.display()
@@ -104,7 +110,7 @@ fn watch(protected: Vec<PathBuf>, must_stay_absent: Vec<PathBuf>) {
             mounts_read = std::time::Instant::now();
             let now = read_points(&mut mountinfo);
             if let Some(gone) = watched.iter().find(|p| !now.contains(*p)) {
-                std::mem::forget(EXIT.lock());
+                claim_exit();
                 stop(&gone_message(gone));
             }
         }
@@ -140,8 +146,8 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
     let Some(first) = must_stay_absent.iter().find(planted) else {
         return;
     };
-    // From here on this thread decides how init exits (see `EXIT`).
-    std::mem::forget(EXIT.lock());
+    // From here on this thread decides how init exits.
+    claim_exit();
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(-1),
         nix::sys::signal::Signal::SIGSTOP,
@@ -160,14 +166,24 @@ fn stop_if_planted(must_stay_absent: &[PathBuf]) {
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    let whereto = match moved.first() {
-        Some(Some(to)) => format!("it was moved to `{}`", to.display()),
-        _ => "it could not be moved aside (remove it before running git there)".to_string(),
-    };
+    let to = moved.first().and_then(Option::as_deref);
     stop(&format!(
-        "bridle: `{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto} and the sandbox was stopped.\n",
-        first.display()
+        "bridle: {} and the sandbox was stopped.\n",
+        planted_message(first, to)
     ));
+}
+
+/// What bridle says of a path that must stay absent and appeared: where it was moved (`None`:
+/// it could not be).
+pub fn planted_message(path: &Path, moved_to: Option<&Path>) -> String {
+    let whereto = match moved_to {
+        Some(to) => format!("it was moved to `{}`", to.display()),
+        None => "it could not be moved aside: remove it before running git there".to_string(),
+    };
+    format!(
+        "`{}` appeared during the run; git on the host would read it as configuration, hooks or a repository, so {whereto}",
+        path.display()
+    )
 }
 
 /// After a run, once none of its processes is left: moves aside every path of
@@ -189,22 +205,20 @@ pub fn sweep_planted(must_stay_absent: &[PathBuf]) -> Vec<(PathBuf, Option<PathB
 /// outside the workspace.
 fn move_aside(path: &Path) -> Option<PathBuf> {
     use nix::fcntl::{OFlag, OpenHow, RenameFlags, ResolveFlag, openat2, renameat2};
-    let name = path.file_name()?.to_string_lossy().into_owned();
+    let name = path.file_name()?;
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     let dir = openat2(nix::fcntl::AT_FDCWD, path.parent()?, how).ok()?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let suffix = super::unique_suffix();
     for attempt in 0..100u32 {
-        let target = format!("{name}.bridle-moved-{stamp:x}-{attempt}");
+        let mut target = name.to_os_string();
+        target.push(format!(".bridle-moved-{suffix}-{attempt}"));
         match renameat2(
             &dir,
-            name.as_str(),
+            name,
             &dir,
-            target.as_str(),
+            target.as_os_str(),
             RenameFlags::RENAME_NOREPLACE,
         ) {
             Ok(()) => return Some(path.with_file_name(target)),
@@ -221,10 +235,15 @@ fn move_aside(path: &Path) -> Option<PathBuf> {
 /// the thread that exits.
 static EXIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Makes the calling thread the one that decides how init exits (see `EXIT`); blocks forever
+/// when another thread already is, which then exits the process.
+fn claim_exit() {
+    std::mem::forget(EXIT.lock());
+}
+
 /// Exits init with `code`, unless the watch is stopping the sandbox, which then exits it.
 pub fn exit_init(code: i32) -> ! {
-    let guard = EXIT.lock();
-    std::mem::forget(guard);
+    claim_exit();
     sys::exit_now(code)
 }
 
