@@ -21,6 +21,9 @@ fn say(line: &str) {
 
 /// Runs `bridle exec`; returns the exit status.
 pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
+    // From here on SIGTERM and SIGHUP cannot end bridle before what the run sets up on the
+    // host (config locks, placeholders, the temp dir) is undone.
+    bridle_sandbox::launcher::hold_termination();
     let code = match run_inner(global, args) {
         Ok(code) => code,
         Err(err) => {
@@ -92,18 +95,22 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     // a file descriptor would let it fchmod, futimens or ftruncate a file outside its roots.
     let (stdio, pumps) = StdioPumps::prepare()?;
     let launch = launch.with_stdio(stdio);
-    let spawned = sandbox.spawn(launch);
+    // A signal that came while the sandbox was prepared: do not start the command at all.
+    let spawned =
+        (!bridle_sandbox::launcher::termination_requested()).then(|| sandbox.spawn(launch));
     let pumps = pumps.start();
     let code = match spawned {
-        Err(refusal) => {
+        // Not seen by anyone: bridle dies of the signal once the run is undone.
+        None => 128 + 15,
+        Some(Err(refusal)) => {
             say(&refusal.to_string());
             EXIT_SANDBOX_UNAVAILABLE
         }
-        Ok(Spawned::ExecFailed(failure)) => {
+        Some(Ok(Spawned::ExecFailed(failure))) => {
             say(&failure.cause);
             u8::try_from(failure.code).unwrap_or(127)
         }
-        Ok(Spawned::Running(running)) => {
+        Some(Ok(Spawned::Running(running))) => {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
             match running.wait(timeout) {

@@ -29,6 +29,15 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
         say("`bridle shell` needs a terminal; for scripts use `bridle exec -- bash -c ...`");
         return Ok(2);
     }
+    // From here on SIGTERM and SIGHUP cannot end bridle before what the run sets up on the
+    // host is undone; once it is, bridle dies of the signal.
+    bridle_sandbox::launcher::hold_termination();
+    let code = run_held(global);
+    bridle_sandbox::launcher::die_of_forwarded_signal();
+    code
+}
+
+fn run_held(global: &GlobalArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     ensure_temp_base()?;
@@ -57,6 +66,12 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
         .stdin(slave.try_clone()?)
         .stdout(slave.try_clone()?)
         .stderr(slave.try_clone()?);
+    if bridle_sandbox::launcher::termination_requested() {
+        // Not seen by anyone: bridle dies of the signal once the sandbox is undone.
+        drop(sandbox);
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        return Ok(128 + 15);
+    }
     let running = match sandbox.spawn(launch) {
         Ok(Spawned::Running(r)) => r,
         Ok(Spawned::ExecFailed(f)) => {
@@ -130,6 +145,5 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
     };
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
-    bridle_sandbox::launcher::die_of_forwarded_signal();
     Ok(code)
 }

@@ -369,6 +369,59 @@ fn sigterm_to_bridle_ends_the_run_through_the_normal_path() {
     }
 }
 
+/// A signal that comes while the sandbox is still being prepared (the config lock taken, the
+/// command perhaps not started yet) is held until the run can be undone: nothing is left in
+/// the repository, and bridle still dies of the signal.
+#[test]
+fn a_signal_while_the_run_is_prepared_leaves_nothing_behind() {
+    let e = ExecEnv::new();
+    assert!(host_git(&e, &["init", "-q", "."]).0);
+    let git_dir = e.workspace.join(".git");
+    let listing = || {
+        let mut names: Vec<_> = std::fs::read_dir(&git_dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    let lock = git_dir.join("config.lock");
+    for round in 0..8 {
+        let signal = if round % 2 == 0 {
+            nix::sys::signal::Signal::SIGTERM
+        } else {
+            nix::sys::signal::Signal::SIGHUP
+        };
+        let mut cmd = e.exec_cmd(&[], &[], &["sleep", "30"]);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        // No sleep between polls: the signal lands right after the lock appears.
+        let start = std::time::Instant::now();
+        while !lock.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the run never started"
+            );
+            std::thread::yield_now();
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(signal as i32),
+            "round {round}"
+        );
+        assert_eq!(
+            listing(),
+            before,
+            "round {round}: {signal} left something in .git"
+        );
+    }
+}
+
 #[test]
 fn a_config_lock_left_by_a_killed_run_is_cleaned_up() {
     let e = ExecEnv::new();

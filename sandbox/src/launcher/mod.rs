@@ -518,7 +518,8 @@ impl Running {
 
     /// Makes SIGTERM and SIGHUP to the calling process kill this run's tree instead of the
     /// process, so that [`Running::wait`] still returns and sweeps (for a process that runs one
-    /// sandbox at a time, such as `bridle exec`).
+    /// sandbox at a time, such as `bridle exec`). One that came while it was held
+    /// ([`hold_termination`]) kills the tree now.
     pub fn forward_termination(&self) {
         let _ = sys::forward_termination(self.pid.as_raw());
     }
@@ -535,6 +536,13 @@ impl Running {
         } = self;
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {
+            // Once the launcher is dead but before it is reaped (its pid cannot be reused
+            // yet), signals to this process stop being passed on to that pid.
+            while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitid(
+                nix::sys::wait::Id::Pid(pid),
+                nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+            ) {}
+            sys::stop_forwarding_to(pid.as_raw());
             let status = loop {
                 match waitpid(pid, None) {
                     Err(nix::errno::Errno::EINTR) => continue,
@@ -570,6 +578,19 @@ fn exit_outcome(status: nix::Result<WaitStatus>) -> Outcome {
         Ok(WaitStatus::Signaled(_, sig, _)) => Outcome::Exited(128 + sig as i32),
         _ => Outcome::Exited(125),
     }
+}
+
+/// Makes SIGTERM and SIGHUP to the calling process be recorded instead of ending it, until
+/// [`Running::forward_termination`] passes them on to a run. Call it before preparing a
+/// sandbox (which takes locks and makes placeholders on the host), so that a signal never
+/// leaves them behind; check [`termination_requested`] before spawning.
+pub fn hold_termination() {
+    let _ = sys::hold_termination();
+}
+
+/// Whether SIGTERM or SIGHUP came since [`hold_termination`].
+pub fn termination_requested() -> bool {
+    sys::termination_requested()
 }
 
 /// Once a run ended because of a signal [`Running::forward_termination`] passed on, and the run
