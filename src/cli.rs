@@ -79,6 +79,57 @@ pub enum Command {
     /// Inspect, validate and explain the effective policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// List, show, verify and export session logs.
+    #[command(subcommand)]
+    Log(LogCommand),
+}
+
+/// Where session logs live, for every `bridle log` subcommand.
+#[derive(Debug, Args)]
+pub struct SessionDirArg {
+    /// The session directory (default `$XDG_STATE_HOME/bridle/sessions`).
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Sessions with id, created, workspace, turns and last status, oldest first.
+    List {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: SessionDirArg,
+    },
+    /// A session's timeline: turns, steps, tool calls with their policy decision, approvals
+    /// asked and answered, denials, mode switches. The log must verify.
+    Show {
+        /// The session id.
+        id: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        dir: SessionDirArg,
+    },
+    /// Check a session log's integrity: exit 0 intact, 1 tampered or corrupt (says where).
+    Verify {
+        /// The session id.
+        id: String,
+        #[command(flatten)]
+        dir: SessionDirArg,
+    },
+    /// Print a session's log (it must verify) in a portable format, whatever its store.
+    Export {
+        /// The session id.
+        id: String,
+        /// The output format.
+        #[arg(long, value_name = "FORMAT", value_parser = ["jsonl"])]
+        format: String,
+        #[command(flatten)]
+        dir: SessionDirArg,
+    },
 }
 
 #[derive(Debug, Args)]

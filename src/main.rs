@@ -2,6 +2,7 @@
 
 mod cli;
 mod exec_cmd;
+mod log_cmd;
 mod policy_cmd;
 mod probe_cmd;
 mod session_facts;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
     init_logging(&cli.global);
     let result = match &cli.command {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
+        Command::Log(cmd) => log_cmd::run(&cli.global, cmd),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
         Command::Shell => shell_cmd::run(&cli.global),

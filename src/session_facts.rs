@@ -69,6 +69,30 @@ pub struct Facts {
     pub host_env: BTreeMap<String, String>,
 }
 
+/// `$HOME`, which must be absolute.
+pub fn home_dir() -> Result<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if Path::new(&h).is_absolute() => Ok(PathBuf::from(h)),
+        _ => bail!(
+            "HOME is not set to an absolute path; bridle needs it to find its state directory"
+        ),
+    }
+}
+
+/// An XDG base directory: `$VAR` when it is absolute, else `fallback` under `home`.
+fn xdg_dir(home: &Path, var: &str, fallback: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(v) if Path::new(&v).is_absolute() => PathBuf::from(v),
+        _ => home.join(fallback),
+    }
+}
+
+/// Where session logs live by default: `$XDG_STATE_HOME/bridle/sessions`.
+pub fn default_session_dir() -> Result<PathBuf> {
+    let home = home_dir()?;
+    Ok(xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("bridle/sessions"))
+}
+
 impl Facts {
     pub fn gather(global: &GlobalArgs) -> Result<Facts> {
         let requested = match &global.workspace {
@@ -80,20 +104,9 @@ impl Facts {
         if !workspace.is_dir() {
             bail!("workspace `{}` is not a directory", requested.display());
         }
-        let home = match std::env::var_os("HOME") {
-            Some(h) if Path::new(&h).is_absolute() => PathBuf::from(h),
-            _ => bail!(
-                "HOME is not set to an absolute path; bridle needs it to find its state directory"
-            ),
-        };
-        let xdg = |var: &str, fallback: &str| -> PathBuf {
-            match std::env::var_os(var) {
-                Some(v) if Path::new(&v).is_absolute() => PathBuf::from(v),
-                _ => home.join(fallback),
-            }
-        };
-        let state_dir = xdg("XDG_STATE_HOME", ".local/state").join("bridle");
-        let config_dir = xdg("XDG_CONFIG_HOME", ".config").join("bridle");
+        let home = home_dir()?;
+        let state_dir = xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("bridle");
+        let config_dir = xdg_dir(&home, "XDG_CONFIG_HOME", ".config").join("bridle");
         let host_env = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();

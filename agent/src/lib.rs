@@ -1,5 +1,10 @@
 //! bridle's agent loop: the session event log, the turn/step lifecycle, the tool pipeline,
 //! model adapters and plugins (plan mode). Depends on `exec` and `policy`, never on `sandbox`.
 //!
-//! Under construction.
+//! Built so far: the session log ([`log`]), the single source of truth of a session.
 #![forbid(unsafe_code)]
+
+mod error;
+pub mod log;
+
+pub use error::AgentError;

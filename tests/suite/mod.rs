@@ -6,6 +6,7 @@ mod exec_priv;
 mod exec_proc;
 mod exec_tree;
 mod fail_closed;
+mod log_cli;
 mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;

@@ -1,0 +1,295 @@
+//! The events of a session log (`shared/spec/agent.md`). Each serialises as its `type` and
+//! `data`, the two event-specific fields of a [`Record`](super::Record).
+
+use bridle_policy::{ApprovalPolicy, Decision, SandboxMode};
+use serde::{Deserialize, Serialize};
+
+/// One event of a session, as the loop records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum Event {
+    /// Always event 0: what the session is.
+    #[serde(rename = "session/header")]
+    SessionHeader(SessionHeader),
+    /// Right after the copied prefix of a forked session: where it came from.
+    #[serde(rename = "session/forked")]
+    SessionForked {
+        /// The session the prefix was copied from.
+        from: String,
+        /// The last event of `from` that was copied.
+        seq: u64,
+    },
+    /// User input opened a turn.
+    #[serde(rename = "turn/start")]
+    TurnStart { turn: u64 },
+    /// The turn ended, and why.
+    #[serde(rename = "turn/end")]
+    TurnEnd { turn: u64, reason: TurnEndReason },
+    /// A step (one model request, its retries and its tool calls) began.
+    #[serde(rename = "step/start")]
+    StepStart { turn: u64, step: u64 },
+    /// The step ended.
+    #[serde(rename = "step/end")]
+    StepEnd { turn: u64, step: u64 },
+    /// What the user said.
+    #[serde(rename = "user/message")]
+    UserMessage {
+        /// The id of a queued or steering message (its receipt is the request that carried it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        text: String,
+    },
+    /// A piece of the model's streamed answer.
+    #[serde(rename = "assistant/chunk")]
+    AssistantChunk {
+        text: String,
+        /// Reasoning rather than answer text.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reasoning: bool,
+    },
+    /// The model's whole answer for a step.
+    #[serde(rename = "assistant/message")]
+    AssistantMessage {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// What the next model request is made of, written when it changes.
+    #[serde(rename = "request/header")]
+    RequestHeader(RequestHeader),
+    /// The model asked for a tool call.
+    #[serde(rename = "tool/call")]
+    ToolCall(ToolCall),
+    /// What decided a tool call, and how.
+    #[serde(rename = "tool/decision")]
+    ToolDecision {
+        call_id: String,
+        decision: Decision,
+        /// The rule, approval or guard that decided.
+        by: String,
+    },
+    /// What the model sees of a tool call's outcome.
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        call_id: String,
+        ok: bool,
+        content: String,
+        /// What the sandbox enforced for this call (mode, network, denials).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<serde_json::Value>,
+    },
+    /// An approval question went to the approval seam.
+    #[serde(rename = "approval/asked")]
+    ApprovalAsked { call_id: String, question: String },
+    /// The approval seam answered.
+    #[serde(rename = "approval/decided")]
+    ApprovalDecided {
+        call_id: String,
+        /// `approved`, `rejected` or `unavailable`.
+        answer: String,
+        /// Who answered (a person at a terminal, a configured answerer, the policy).
+        by: String,
+    },
+    /// The sandbox mode changed.
+    #[serde(rename = "sandbox/mode")]
+    SandboxMode { mode: SandboxMode },
+    /// The approval policy changed.
+    #[serde(rename = "approval/policy")]
+    ApprovalPolicy { policy: ApprovalPolicy },
+    /// Plan mode was switched on or off.
+    #[serde(rename = "plan/mode")]
+    PlanMode { active: bool },
+}
+
+impl Event {
+    /// The event's `type`, as written in the log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionHeader(_) => "session/header",
+            Self::SessionForked { .. } => "session/forked",
+            Self::TurnStart { .. } => "turn/start",
+            Self::TurnEnd { .. } => "turn/end",
+            Self::StepStart { .. } => "step/start",
+            Self::StepEnd { .. } => "step/end",
+            Self::UserMessage { .. } => "user/message",
+            Self::AssistantChunk { .. } => "assistant/chunk",
+            Self::AssistantMessage { .. } => "assistant/message",
+            Self::RequestHeader(_) => "request/header",
+            Self::ToolCall(_) => "tool/call",
+            Self::ToolDecision { .. } => "tool/decision",
+            Self::ToolResult { .. } => "tool/result",
+            Self::ApprovalAsked { .. } => "approval/asked",
+            Self::ApprovalDecided { .. } => "approval/decided",
+            Self::SandboxMode { .. } => "sandbox/mode",
+            Self::ApprovalPolicy { .. } => "approval/policy",
+            Self::PlanMode { .. } => "plan/mode",
+        }
+    }
+
+    /// Whether `kind` is a type this version knows.
+    pub fn is_known_kind(kind: &str) -> bool {
+        KNOWN_KINDS.contains(&kind)
+    }
+}
+
+/// Every `type` this version writes and reads.
+pub const KNOWN_KINDS: &[&str] = &[
+    "session/header",
+    "session/forked",
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "user/message",
+    "assistant/chunk",
+    "assistant/message",
+    "request/header",
+    "tool/call",
+    "tool/decision",
+    "tool/result",
+    "approval/asked",
+    "approval/decided",
+    "sandbox/mode",
+    "approval/policy",
+    "plan/mode",
+];
+
+/// Event 0 of every session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    pub id: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    /// The canonical workspace root.
+    pub workspace: String,
+    /// The profile the session runs under (name or path).
+    pub profile: String,
+    /// SHA-256 of the effective policy, so a reader can tell which policy governed the session.
+    pub policy_digest: String,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TurnEndReason {
+    Completed,
+    Aborted,
+    Blocked,
+    Error,
+    MaxTokens,
+    /// Closed by crash repair when the log was next opened.
+    Interrupted,
+}
+
+/// A tool call as the model asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub call_id: String,
+    pub name: String,
+    /// The arguments exactly as the model sent them (possibly not valid JSON).
+    pub arguments: String,
+}
+
+/// The parts of a model request that do not come from messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestHeader {
+    /// System prompt sections, in order.
+    pub sections: Vec<PromptSection>,
+    /// Tool schemas as sent to the model.
+    pub tools: Vec<serde_json::Value>,
+    /// The model route (`openai:MODEL`, `script:FILE`, ...).
+    pub model: String,
+}
+
+/// One ordered section of the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptSection {
+    pub name: String,
+    pub order: u32,
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `kind()`, `KNOWN_KINDS` and the serialised `type` must agree for every variant.
+    #[test]
+    fn every_variant_kind_is_known_and_matches_its_serialised_type() {
+        let samples = [
+            Event::SessionHeader(SessionHeader {
+                id: "s".into(),
+                created: "t".into(),
+                workspace: "/w".into(),
+                profile: "p".into(),
+                policy_digest: "d".into(),
+            }),
+            Event::SessionForked {
+                from: "s".into(),
+                seq: 1,
+            },
+            Event::TurnStart { turn: 0 },
+            Event::TurnEnd {
+                turn: 0,
+                reason: TurnEndReason::Completed,
+            },
+            Event::StepStart { turn: 0, step: 0 },
+            Event::StepEnd { turn: 0, step: 0 },
+            Event::UserMessage {
+                id: None,
+                text: "hi".into(),
+            },
+            Event::AssistantChunk {
+                text: "x".into(),
+                reasoning: false,
+            },
+            Event::AssistantMessage {
+                text: "x".into(),
+                tool_calls: vec![],
+            },
+            Event::RequestHeader(RequestHeader {
+                sections: vec![],
+                tools: vec![],
+                model: "script:x".into(),
+            }),
+            Event::ToolCall(ToolCall {
+                call_id: "c".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            }),
+            Event::ToolDecision {
+                call_id: "c".into(),
+                decision: Decision::Allow,
+                by: "r".into(),
+            },
+            Event::ToolResult {
+                call_id: "c".into(),
+                ok: true,
+                content: String::new(),
+                sandbox: None,
+            },
+            Event::ApprovalAsked {
+                call_id: "c".into(),
+                question: "q".into(),
+            },
+            Event::ApprovalDecided {
+                call_id: "c".into(),
+                answer: "approved".into(),
+                by: "b".into(),
+            },
+            Event::SandboxMode {
+                mode: SandboxMode::ReadOnly,
+            },
+            Event::ApprovalPolicy {
+                policy: ApprovalPolicy::Never,
+            },
+            Event::PlanMode { active: true },
+        ];
+        assert_eq!(samples.len(), KNOWN_KINDS.len());
+        for event in &samples {
+            let value = serde_json::to_value(event).unwrap();
+            assert_eq!(value["type"], event.kind());
+            assert!(Event::is_known_kind(event.kind()), "{}", event.kind());
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The session log: the single source of truth of a session (`shared/spec/agent.md`).
+//!
+//! - Every [`Event`] is stored in a [`Record`] envelope `{seq, time, type, data, hash}`;
+//!   `seq` is contiguous from 0 and event 0 is the `session/header`.
+//! - Each hash is an HMAC-SHA256 of the record and the previous hash under the session
+//!   directory's key ([`chain`]), so `verify` finds edits, removals, reordering and forgeries.
+//! - Two backends behind [`LogStore`]: JSONL (default) and SQLite (WAL). Both pass one
+//!   conformance suite.
+//! - Events are buffered and written in batches; [`SessionLog::barrier`] makes them durable
+//!   (before each model request and each tool execution).
+//! - Resuming repairs a crash: a torn last line is set aside, an open turn is closed with
+//!   synthetic tool results and `turn/end {interrupted}` ([`Repair`]).
+
+pub mod chain;
+mod dir;
+mod event;
+mod jsonl;
+mod progress;
+mod record;
+mod session;
+mod sqlite;
+mod store;
+mod timeline;
+
+pub use dir::{
+    NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
+};
+pub use event::{
+    Event, KNOWN_KINDS, PromptSection, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
+};
+pub use progress::{NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
+pub use record::{Record, now_rfc3339, rfc3339};
+pub use session::SessionLog;
+pub use store::{Backend, LogStore, Stored, TornTail};
+pub use timeline::{Approval, Call, Entry, Step, Switch, Timeline, Turn, timeline};

@@ -1,0 +1,119 @@
+//! Where a session stands in the turn/step lifecycle, read off its events: which turn is open,
+//! which step, which tool calls have no result yet. Crash repair closes what is open; fork
+//! refuses a point inside a turn; resume continues the turn numbers.
+
+use bridle_policy::Decision;
+
+use super::event::{Event, TurnEndReason};
+
+/// Result text of a call the log shows was never dispatched.
+pub const NOT_STARTED: &str = "tool not started: the session was interrupted before this call ran";
+/// Result text of a call the log shows may have run.
+pub const OUTCOME_UNKNOWN: &str = "outcome unknown: the session was interrupted while this call \
+     may have been running; whatever it did is not recorded";
+
+/// The lifecycle state after some prefix of a session's events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The highest turn number seen.
+    pub last_turn: Option<u64>,
+    /// The turn that started and has not ended.
+    pub open_turn: Option<u64>,
+    /// The step (turn, step) that started and has not ended.
+    pub open_step: Option<(u64, u64)>,
+    /// Tool calls without a result, in the order they were made.
+    pub open_calls: Vec<OpenCall>,
+    /// The reason the last ended turn ended.
+    pub last_end: Option<TurnEndReason>,
+}
+
+/// A tool call without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenCall {
+    pub call_id: String,
+    /// Whether the log shows it was allowed to run (so it may have had effects).
+    pub dispatched: bool,
+}
+
+impl Progress {
+    /// Takes one more event into account.
+    pub fn observe(&mut self, event: &Event) {
+        match event {
+            Event::TurnStart { turn } => {
+                self.open_turn = Some(*turn);
+                self.last_turn = Some(self.last_turn.map_or(*turn, |t| t.max(*turn)));
+            }
+            Event::TurnEnd { reason, .. } => {
+                self.open_turn = None;
+                self.open_step = None;
+                self.open_calls.clear();
+                self.last_end = Some(*reason);
+            }
+            Event::StepStart { turn, step } => self.open_step = Some((*turn, *step)),
+            Event::StepEnd { .. } => self.open_step = None,
+            Event::ToolCall(call) => self.open_calls.push(OpenCall {
+                call_id: call.call_id.clone(),
+                dispatched: false,
+            }),
+            Event::ToolDecision {
+                call_id,
+                decision: Decision::Allow,
+                ..
+            } => self.mark_dispatched(call_id),
+            Event::ApprovalDecided {
+                call_id, answer, ..
+            } if answer == "approved" => self.mark_dispatched(call_id),
+            Event::ToolResult { call_id, .. } => {
+                self.open_calls.retain(|c| &c.call_id != call_id);
+            }
+            _ => {}
+        }
+    }
+
+    fn mark_dispatched(&mut self, call_id: &str) {
+        if let Some(call) = self.open_calls.iter_mut().find(|c| c.call_id == call_id) {
+            call.dispatched = true;
+        }
+    }
+
+    /// The turn number the next user input opens.
+    pub fn next_turn(&self) -> u64 {
+        self.last_turn.map_or(0, |t| t + 1)
+    }
+
+    /// Whether a turn is open.
+    pub fn in_turn(&self) -> bool {
+        self.open_turn.is_some()
+    }
+
+    /// The events that close what is open after a crash: a synthetic result for every call
+    /// without one, the open step's end, and `turn/end {interrupted}`.
+    pub fn closing_events(&self) -> Vec<Event> {
+        let Some(turn) = self.open_turn else {
+            return Vec::new();
+        };
+        let mut events: Vec<Event> = self
+            .open_calls
+            .iter()
+            .map(|call| Event::ToolResult {
+                call_id: call.call_id.clone(),
+                ok: false,
+                content: if call.dispatched {
+                    OUTCOME_UNKNOWN
+                } else {
+                    NOT_STARTED
+                }
+                .to_owned(),
+                sandbox: None,
+            })
+            .collect();
+        if let Some((turn, step)) = self.open_step {
+            events.push(Event::StepEnd { turn, step });
+        }
+        events.push(Event::TurnEnd {
+            turn,
+            reason: TurnEndReason::Interrupted,
+        });
+        events
+    }
+}

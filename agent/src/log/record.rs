@@ -1,0 +1,193 @@
+//! The envelope every event is stored in: `{seq, time, type, data, ignorable?, hash}`.
+
+use serde::{Deserialize, Serialize};
+
+use super::chain::{self, Hash, LogKey};
+use super::event::Event;
+
+/// One stored event: its place in the log, when it was recorded, its type and data, and its
+/// link in the integrity chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Contiguous from 0.
+    pub seq: u64,
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    /// The event type (`turn/start`, ...).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub data: serde_json::Value,
+    /// A reader that does not know `kind` may skip this event instead of refusing the log.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignorable: bool,
+    /// Lower-case hex of the chain hash ([`chain`]).
+    pub hash: String,
+}
+
+impl Record {
+    /// Seals `event` as event `seq` following `prev`.
+    pub fn seal(key: &LogKey, prev: &Hash, seq: u64, time: String, event: &Event) -> Self {
+        let (kind, data) = split(event);
+        let mut record = Self {
+            seq,
+            time,
+            kind,
+            data,
+            ignorable: false,
+            hash: String::new(),
+        };
+        record.hash = chain::to_hex(&key.link(prev, &record.canonical_body()));
+        record
+    }
+
+    /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
+    pub fn canonical_body(&self) -> Vec<u8> {
+        let body = serde_json::json!({
+            "seq": self.seq,
+            "time": self.time,
+            "type": self.kind,
+            "data": self.data,
+            "ignorable": self.ignorable,
+        });
+        // serde_json's map is ordered by key, so equal records give equal bytes however they
+        // were read; serialising a `Value` cannot fail.
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    /// Whether this record is the one that follows `prev` under `key`; returns its hash.
+    pub fn check_link(&self, key: &LogKey, prev: &Hash) -> Result<Hash, String> {
+        let stored = chain::from_hex(&self.hash)
+            .ok_or_else(|| format!("hash {:?} is not 64 lower-case hex digits", self.hash))?;
+        let expected = key.link(prev, &self.canonical_body());
+        if stored == expected {
+            Ok(stored)
+        } else {
+            Err(
+                "hash does not match its content and the event before it (edited, removed, \
+                 reordered or forged)"
+                    .to_owned(),
+            )
+        }
+    }
+
+    /// The typed event; `None` for an ignorable event of a type this version does not know.
+    pub fn event(&self) -> Result<Option<Event>, String> {
+        if !Event::is_known_kind(&self.kind) {
+            return if self.ignorable {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "unknown event type {:?} (not marked ignorable)",
+                    self.kind
+                ))
+            };
+        }
+        let tagged = serde_json::json!({ "type": self.kind, "data": self.data });
+        serde_json::from_value(tagged)
+            .map(Some)
+            .map_err(|e| format!("{} data: {e}", self.kind))
+    }
+}
+
+/// An event's `type` and `data`.
+fn split(event: &Event) -> (String, serde_json::Value) {
+    // Serialising an `Event` cannot fail: every field is plain data with string keys.
+    let value = serde_json::to_value(event).unwrap_or_default();
+    let data = value
+        .get("data")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    (event.kind().to_owned(), data)
+}
+
+/// Now, as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since)
+}
+
+/// `since` the Unix epoch as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(since: std::time::Duration) -> String {
+    let secs = since.as_secs();
+    let days = secs / 86_400;
+    let rest = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (Howard Hinnant's
+/// `civil_from_days`, for days after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(Duration::from_millis(951_782_400_123)),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            rfc3339(Duration::from_secs(1_796_083_199)),
+            "2026-11-30T23:59:59.000Z"
+        );
+    }
+
+    #[test]
+    fn a_record_survives_a_json_round_trip_with_its_hash_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = LogKey::load_or_create(dir.path()).unwrap();
+        let prev = key.genesis("s");
+        let event = Event::ToolCall(super::super::event::ToolCall {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            arguments: "{\"command\": \"ls\"}".into(),
+        });
+        let record = Record::seal(&key, &prev, 3, now_rfc3339(), &event);
+        let line = serde_json::to_string(&record).unwrap();
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, record);
+        back.check_link(&key, &prev).unwrap();
+        assert_eq!(back.event().unwrap(), Some(event));
+        assert!(back.check_link(&key, &key.genesis("other")).is_err());
+    }
+
+    #[test]
+    fn unknown_types_fail_unless_ignorable() {
+        let mut record = Record {
+            seq: 1,
+            time: now_rfc3339(),
+            kind: "future/thing".into(),
+            data: serde_json::json!({}),
+            ignorable: false,
+            hash: String::new(),
+        };
+        assert!(record.event().unwrap_err().contains("future/thing"));
+        record.ignorable = true;
+        assert_eq!(record.event().unwrap(), None);
+    }
+}

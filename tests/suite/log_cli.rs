@@ -1,0 +1,274 @@
+//! `bridle log list|show|verify|export` on session logs written by the agent's log library.
+
+use bridle_agent::log::{Backend, Event, NewSession, SessionDir, ToolCall, TurnEndReason};
+use bridle_policy::{Decision, SandboxMode};
+use pretty_assertions::assert_eq;
+
+use super::support::{Env, path_str, run};
+
+/// A session directory in the test's home with one session: a turn with an allowed call, a
+/// denied one, an approval, and a mode switch.
+fn recorded(env: &Env, backend: Backend) -> (std::path::PathBuf, String) {
+    let dir_path = env.home.join("sessions");
+    let dir = SessionDir::open(&dir_path).unwrap();
+    let mut log = dir
+        .create(
+            backend,
+            &NewSession {
+                workspace: path_str(&env.workspace).into(),
+                profile: "workspace-write".into(),
+                policy_digest: "cd".repeat(32),
+            },
+        )
+        .unwrap();
+    let call = |id: &str, command: &str| {
+        Event::ToolCall(ToolCall {
+            call_id: id.into(),
+            name: "bash".into(),
+            arguments: format!(r#"{{"command":"{command}"}}"#),
+        })
+    };
+    for event in [
+        Event::TurnStart { turn: 0 },
+        Event::UserMessage {
+            id: None,
+            text: "tidy the repo".into(),
+        },
+        Event::StepStart { turn: 0, step: 0 },
+        call("c1", "ls"),
+        Event::ToolDecision {
+            call_id: "c1".into(),
+            decision: Decision::Allow,
+            by: "mode workspace-write".into(),
+        },
+        Event::ToolResult {
+            call_id: "c1".into(),
+            ok: true,
+            content: "README.md\nsrc\n".into(),
+            sandbox: None,
+        },
+        call("c2", "git push"),
+        Event::ToolDecision {
+            call_id: "c2".into(),
+            decision: Decision::Deny,
+            by: "rule no-push".into(),
+        },
+        Event::ToolResult {
+            call_id: "c2".into(),
+            ok: false,
+            content: "denied by rule no-push".into(),
+            sandbox: None,
+        },
+        call("c3", "curl example.com"),
+        Event::ApprovalAsked {
+            call_id: "c3".into(),
+            question: "allow network for curl?".into(),
+        },
+        Event::ApprovalDecided {
+            call_id: "c3".into(),
+            answer: "rejected".into(),
+            by: "user at terminal".into(),
+        },
+        Event::ToolDecision {
+            call_id: "c3".into(),
+            decision: Decision::Deny,
+            by: "approval rejected".into(),
+        },
+        Event::ToolResult {
+            call_id: "c3".into(),
+            ok: false,
+            content: "the user rejected the escalation".into(),
+            sandbox: None,
+        },
+        Event::StepEnd { turn: 0, step: 0 },
+        Event::StepStart { turn: 0, step: 1 },
+        Event::AssistantMessage {
+            text: "Listed the repo; pushing was refused.".into(),
+            tool_calls: vec![],
+        },
+        Event::StepEnd { turn: 0, step: 1 },
+        Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Completed,
+        },
+        Event::SandboxMode {
+            mode: SandboxMode::ReadOnly,
+        },
+    ] {
+        log.append(event).unwrap();
+    }
+    let id = log.id().to_owned();
+    drop(log);
+    (dir_path, id)
+}
+
+fn log_cmd(env: &Env, dir: &std::path::Path, args: &[&str]) -> super::support::Run {
+    let mut cmd = env.bridle();
+    cmd.arg("log").args(args).arg("--session-dir").arg(dir);
+    run(&mut cmd)
+}
+
+#[test]
+fn list_shows_sessions_with_turns_and_status() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    let (_, sqlite_id) = recorded(&env, Backend::Sqlite);
+    let r = log_cmd(&env, &dir, &["list"]);
+    r.assert_code(0);
+    assert!(
+        r.stdout.contains(&id) && r.stdout.contains(&sqlite_id),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("completed"), "{}", r.stdout);
+    let r = log_cmd(&env, &dir, &["list", "--json"]);
+    r.assert_code(0);
+    let list: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let entry = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(entry["turns"], 1);
+    assert_eq!(entry["status"], "completed");
+    assert_eq!(entry["store"], "jsonl");
+    assert_eq!(entry["workspace"], path_str(&env.workspace));
+}
+
+#[test]
+fn list_of_a_missing_directory_is_empty_and_creates_nothing() {
+    let env = Env::new();
+    let dir = env.home.join("nowhere");
+    let r = log_cmd(&env, &dir, &["list", "--json"]);
+    r.assert_code(0);
+    assert_eq!(r.stdout.trim(), "[]");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn the_default_session_directory_is_under_xdg_state_home() {
+    let env = Env::new();
+    let state = env.home.join("state");
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    std::fs::create_dir_all(state.join("bridle")).unwrap();
+    std::fs::rename(&dir, state.join("bridle/sessions")).unwrap();
+    let r = run(env
+        .bridle()
+        .env("XDG_STATE_HOME", &state)
+        .args(["log", "list"]));
+    r.assert_code(0);
+    assert!(r.stdout.contains(&id), "{}", r.stdout);
+}
+
+#[test]
+fn show_prints_decisions_denials_approvals_and_switches() {
+    let env = Env::new();
+    for backend in [Backend::Jsonl, Backend::Sqlite] {
+        let (dir, id) = recorded(&env, backend);
+        let r = log_cmd(&env, &dir, &["show", &id]);
+        r.assert_code(0);
+        for expected in [
+            "turn 0 (completed)",
+            "user: tidy the repo",
+            r#"bash {"command":"ls"}  allow by mode workspace-write"#,
+            r#"bash {"command":"git push"}  deny by rule no-push"#,
+            "asked: allow network for curl?  answer: rejected by user at terminal",
+            "failed: denied by rule no-push",
+            "answer: Listed the repo; pushing was refused.",
+            "sandbox-mode -> read-only",
+        ] {
+            assert!(
+                r.stdout.contains(expected),
+                "missing {expected:?}:\n{}",
+                r.stdout
+            );
+        }
+        let r = log_cmd(&env, &dir, &["show", &id, "--json"]);
+        r.assert_code(0);
+        let view: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        let calls = &view["entries"][0]["steps"][0]["calls"];
+        assert_eq!(calls[1]["decision"], "deny");
+        assert_eq!(calls[1]["decided_by"], "rule no-push");
+        assert_eq!(calls[2]["approval"]["answer"], "rejected");
+        assert_eq!(view["entries"][1]["what"], "sandbox-mode");
+    }
+}
+
+#[test]
+fn verify_passes_an_intact_log_and_names_the_first_tampered_event() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    let r = log_cmd(&env, &dir, &["verify", &id]);
+    r.assert_code(0);
+    assert!(r.stdout.contains("intact, 21 events"), "{}", r.stdout);
+    // Someone rewrites the denial as an allow.
+    let path = dir.join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replacen(r#""decision":"deny""#, r#""decision":"allow""#, 1);
+    assert_ne!(edited, text);
+    std::fs::write(&path, edited).unwrap();
+    let r = log_cmd(&env, &dir, &["verify", &id]);
+    r.assert_code(1);
+    assert!(
+        r.stdout.contains("TAMPERED OR CORRUPT at event 8"),
+        "{}",
+        r.stdout
+    );
+    // show and export refuse a log that does not verify.
+    let r = log_cmd(&env, &dir, &["show", &id]);
+    r.assert_code(1);
+    assert!(
+        r.stderr.contains("fails verification at event 8"),
+        "{}",
+        r.stderr
+    );
+    log_cmd(&env, &dir, &["export", &id, "--format", "jsonl"]).assert_code(1);
+}
+
+#[test]
+fn verify_names_a_corrupt_line_and_a_missing_session() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    let path = dir.join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[3] = "{\"seq\": 3, garbage";
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let r = log_cmd(&env, &dir, &["verify", &id]);
+    r.assert_code(1);
+    assert!(
+        r.stderr.contains("line 4") && r.stderr.contains(&id),
+        "{}",
+        r.stderr
+    );
+    let r = log_cmd(&env, &dir, &["verify", "20261130-000000-00000000"]);
+    r.assert_code(1);
+    assert!(r.stderr.contains("no session"), "{}", r.stderr);
+    let r = log_cmd(&env, &dir, &["verify", "../../etc/passwd"]);
+    r.assert_code(1);
+    assert!(r.stderr.contains("invalid session id"), "{}", r.stderr);
+}
+
+#[test]
+fn export_prints_the_same_jsonl_whatever_the_store() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    let r = log_cmd(&env, &dir, &["export", &id, "--format", "jsonl"]);
+    r.assert_code(0);
+    let file = std::fs::read_to_string(dir.join(format!("{id}.jsonl"))).unwrap();
+    assert_eq!(r.stdout, file);
+    let (_, sqlite_id) = recorded(&env, Backend::Sqlite);
+    let r = log_cmd(&env, &dir, &["export", &sqlite_id, "--format", "jsonl"]);
+    r.assert_code(0);
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 21);
+    assert_eq!(lines[8]["type"], "tool/decision");
+    assert_eq!(lines[8]["data"]["decision"], "deny");
+    let r = log_cmd(&env, &dir, &["export", &id, "--format", "csv"]);
+    r.assert_code(2);
+}
