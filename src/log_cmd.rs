@@ -4,9 +4,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use bridle_agent::AgentError;
 use bridle_agent::log::{Entry, Record, SessionDir, Timeline, timeline, turn_end_name};
 
 use crate::cli::{GlobalArgs, LogCommand, SessionDirArg};
+use crate::printable::printable;
 
 /// Runs `bridle log ...`; returns the exit status.
 pub fn run(_global: &GlobalArgs, cmd: &LogCommand) -> Result<u8> {
@@ -27,8 +29,8 @@ fn session_dir(arg: &SessionDirArg) -> Result<PathBuf> {
 
 fn list(dir: &std::path::Path, json: bool) -> Result<u8> {
     // Listing never creates the directory: no directory, no sessions.
-    let sessions = if dir.is_dir() {
-        SessionDir::open(dir)?.list()?
+    let sessions = if dir.exists() {
+        SessionDir::existing(dir)?.list()?
     } else {
         Vec::new()
     };
@@ -63,19 +65,56 @@ fn list(dir: &std::path::Path, json: bool) -> Result<u8> {
         writeln!(
             out,
             "{:<24}  {:<24}  {:>5}  {:<11}  {}",
-            s.id, s.created, s.turns, s.status, s.workspace
+            s.id,
+            printable(&s.created),
+            s.turns,
+            printable(&s.status),
+            printable(&s.workspace)
         )?;
     }
     Ok(0)
 }
 
+/// Exit status of `log verify` when the log could not be checked at all (no such session, no
+/// key, unreadable): different from 1, which says the log is tampered or corrupt.
+const EXIT_CANNOT_CHECK: u8 = 2;
+
 fn verify(dir: &std::path::Path, id: &str) -> Result<u8> {
-    let v = existing(dir)?.verify(id)?;
     let mut out = std::io::stdout().lock();
+    let checked = SessionDir::existing(dir).and_then(|d| d.verify(id));
+    let v = match checked {
+        Ok(v) => v,
+        // Lines that are not records at all: the log is corrupt, and says where.
+        Err(
+            e @ (AgentError::ParseLine { .. }
+            | AgentError::ParseEvent { .. }
+            | AgentError::UnknownEvent { .. }),
+        ) => {
+            writeln!(
+                out,
+                "session {}: TAMPERED OR CORRUPT: {}",
+                printable(id),
+                printable(&e.to_string())
+            )?;
+            return Ok(1);
+        }
+        Err(e) => {
+            let mut err = std::io::stderr().lock();
+            writeln!(
+                err,
+                "bridle: cannot check session {}: {}",
+                printable(id),
+                printable(&e.to_string())
+            )?;
+            return Ok(EXIT_CANNOT_CHECK);
+        }
+    };
     if let Some((seq, what)) = &v.problem {
         writeln!(
             out,
-            "session {id}: TAMPERED OR CORRUPT at event {seq}: {what} ({} events before it are intact)",
+            "session {id}: TAMPERED OR CORRUPT at event {seq}: {} ({} events before it are \
+             intact)",
+            printable(what),
             v.intact
         )?;
         return Ok(1);
@@ -84,8 +123,9 @@ fn verify(dir: &std::path::Path, id: &str) -> Result<u8> {
     if let Some(torn) = &v.torn {
         writeln!(
             out,
-            "note: an incomplete last line ({} bytes at offset {}) left by a crash; it was never \
-             acted on, and is set aside when the session is resumed",
+            "note: {} trailing bytes at offset {} are not a complete event (a write a crash cut \
+             short, or bytes someone added); they are not part of the log, and are set aside \
+             when the session is resumed",
             torn.len, torn.offset
         )?;
     }
@@ -122,11 +162,11 @@ fn show(dir: &std::path::Path, id: &str, json: bool) -> Result<u8> {
 /// The session directory at `dir`, which must exist (reading never creates it).
 fn existing(dir: &std::path::Path) -> Result<SessionDir> {
     anyhow::ensure!(
-        dir.is_dir(),
+        dir.exists(),
         "no session directory at {} (pass --session-dir)",
         dir.display()
     );
-    Ok(SessionDir::open(dir)?)
+    Ok(SessionDir::existing(dir)?)
 }
 
 fn typed(records: &[Record]) -> Result<Vec<(&Record, bridle_agent::log::Event)>> {
@@ -150,42 +190,54 @@ fn brief(text: &str, max: usize) -> String {
     if short.len() < line.len() || text.lines().nth(1).is_some() {
         short.push('…');
     }
-    short
+    printable(&short)
 }
 
 fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> {
+    // Every value read from the log goes through `printable` (or `brief`, which uses it): a
+    // log can hold anything a model or a command produced.
+    let p = |text: &str| printable(text);
     if let Some(h) = &view.session {
-        writeln!(out, "session {}  created {}", h.id, h.created)?;
-        writeln!(out, "  workspace {}  profile {}", h.workspace, h.profile)?;
-        writeln!(out, "  policy sha256:{}", h.policy_digest)?;
+        writeln!(out, "session {}  created {}", p(&h.id), p(&h.created))?;
+        writeln!(
+            out,
+            "  workspace {}  profile {}",
+            p(&h.workspace),
+            p(&h.profile)
+        )?;
+        writeln!(out, "  policy sha256:{}", p(&h.policy_digest))?;
     }
     if let Some((from, seq)) = &view.forked_from {
-        writeln!(out, "  forked from {from} at event {seq}")?;
+        writeln!(out, "  forked from {} at event {seq}", p(from))?;
     }
     for entry in &view.entries {
         match entry {
-            Entry::Switch(s) => writeln!(out, "[{}] {} -> {}", s.seq, s.what, s.to)?,
+            Entry::Switch(s) => writeln!(out, "[{}] {} -> {}", s.seq, s.what, p(&s.to))?,
+            Entry::Unattached { seq, kind, .. } => writeln!(
+                out,
+                "[{seq}] {kind} (belongs to no turn or call in the log)"
+            )?,
             Entry::Turn(t) => {
                 let ended = t.ended.map_or("open", turn_end_name);
-                writeln!(out, "[{}] turn {} ({ended})  {}", t.seq, t.turn, t.time)?;
+                writeln!(out, "[{}] turn {} ({ended})  {}", t.seq, t.turn, p(&t.time))?;
                 for input in &t.input {
                     writeln!(out, "    user: {}", brief(input, 100))?;
                 }
                 for s in &t.switches {
-                    writeln!(out, "    [{}] {} -> {}", s.seq, s.what, s.to)?;
+                    writeln!(out, "    [{}] {} -> {}", s.seq, s.what, p(&s.to))?;
                 }
                 for step in &t.steps {
                     writeln!(out, "  [{}] step {}", step.seq, step.step)?;
                     for call in &step.calls {
                         let decision = match (&call.decision, &call.decided_by) {
-                            (Some(d), Some(by)) => format!("{d} by {by}"),
+                            (Some(d), Some(by)) => format!("{d} by {}", p(by)),
                             _ => "undecided".to_owned(),
                         };
                         writeln!(
                             out,
                             "    [{}] {} {}  {decision}",
                             call.seq,
-                            call.name,
+                            brief(&call.name, 40),
                             brief(&call.arguments, 80)
                         )?;
                         if let Some(a) = &call.approval {
@@ -193,8 +245,8 @@ fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> 
                                 out,
                                 "        asked: {}  answer: {} by {}",
                                 brief(&a.question, 80),
-                                a.answer.as_deref().unwrap_or("none"),
-                                a.answered_by.as_deref().unwrap_or("nobody")
+                                p(a.answer.as_deref().unwrap_or("none")),
+                                p(a.answered_by.as_deref().unwrap_or("nobody"))
                             )?;
                         }
                         match (call.ok, &call.result) {

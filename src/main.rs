@@ -4,6 +4,7 @@ mod cli;
 mod exec_cmd;
 mod log_cmd;
 mod policy_cmd;
+mod printable;
 mod probe_cmd;
 mod session_facts;
 mod shell_cmd;
@@ -84,5 +85,6 @@ pub(crate) fn error_chain(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    line
+    // Errors quote what they read (a log line, a file name): never let that drive the terminal.
+    printable::printable(&line)
 }

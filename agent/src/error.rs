@@ -64,6 +64,12 @@ pub enum AgentError {
         seq: u64,
         reason: String,
     },
-    #[error("cannot record {kind}: {reason}")]
-    RecordEvent { kind: String, reason: String },
+    #[error("cannot record {kind} in {}: {reason}", path.display())]
+    RecordEvent {
+        path: PathBuf,
+        kind: String,
+        reason: String,
+    },
+    #[error("refusing the session directory {}: {reason}", dir.display())]
+    CheckSessionDir { dir: PathBuf, reason: String },
 }

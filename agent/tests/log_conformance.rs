@@ -223,7 +223,165 @@ conformance!(
     fork_inside_a_turn_or_past_the_end_is_refused,
     list_shows_every_session_with_its_status,
     a_second_header_is_refused_when_appending,
+    events_cut_from_the_end_are_detected_by_the_head_record,
+    a_missing_or_forged_head_record_is_detected,
+    stored_bytes_that_differ_from_what_bridle_wrote_are_detected,
+    a_new_session_appears_whole_or_not_at_all,
+    a_lost_key_is_not_replaced_while_logs_need_it,
 );
+
+fn head_path(f: &Fixture, id: &str) -> std::path::PathBuf {
+    f.dir.path().join(format!("{id}.head"))
+}
+
+fn events_cut_from_the_end_are_detected_by_the_head_record(backend: Backend) {
+    let f = Fixture::new(backend);
+    let id = f.session_with_turns(2);
+    let total = 1 + 2 * whole_turn(0).len() as u64;
+    f.tamper(&id, |records| records.truncate(records.len() - 3));
+    let (seq, what) = f.problem(&id);
+    assert_eq!(seq, total - 3);
+    assert!(what.contains("cut from the end"), "{what}");
+    // Resuming would seal the cut into a valid-looking log: refused.
+    let err = f.dir.resume(&id).unwrap_err().to_string();
+    assert!(err.contains("cut from the end"), "{err}");
+}
+
+fn a_missing_or_forged_head_record_is_detected(backend: Backend) {
+    let f = Fixture::new(backend);
+    let id = f.session_with_turns(1);
+    let head = std::fs::read_to_string(head_path(&f, &id)).unwrap();
+    std::fs::remove_file(head_path(&f, &id)).unwrap();
+    let (_, what) = f.problem(&id);
+    assert!(what.contains("head record is missing"), "{what}");
+    // A head claiming fewer events than were written, without the key to seal it.
+    let mut forged: serde_json::Value = serde_json::from_str(&head).unwrap();
+    forged["seq"] = serde_json::json!(1);
+    std::fs::write(head_path(&f, &id), forged.to_string()).unwrap();
+    let (_, what) = f.problem(&id);
+    assert!(what.contains("head record cannot be trusted"), "{what}");
+    // Another session's head does not fit either.
+    let other = f.session_with_turns(1);
+    std::fs::copy(head_path(&f, &other), head_path(&f, &id)).unwrap();
+    let (_, what) = f.problem(&id);
+    assert!(what.contains("head record cannot be trusted"), "{what}");
+    std::fs::write(head_path(&f, &id), head).unwrap();
+    assert_eq!(f.dir.verify(&id).unwrap().problem, None);
+}
+
+fn stored_bytes_that_differ_from_what_bridle_wrote_are_detected(backend: Backend) {
+    let f = Fixture::new(backend);
+    let id = f.session_with_turns(1);
+    let path = f.path(&id);
+    match backend {
+        Backend::Jsonl => {
+            // The decision says "deny" to whoever reads the first key, "allow" to serde.
+            let text = std::fs::read_to_string(&path).unwrap();
+            let edited = text.replacen(
+                r#""decision":"allow""#,
+                r#""decision":"deny","decision":"allow""#,
+                1,
+            );
+            assert_ne!(edited, text);
+            std::fs::write(&path, &edited).unwrap();
+            let (seq, what) = f.problem(&id);
+            assert_eq!(seq, 6);
+            assert!(what.contains("not what bridle wrote"), "{what}");
+            // Equivalent spellings are edits too.
+            for (from, to) in [
+                ("{\"seq\":3,", "{\"seq\":3.0e0,"),
+                ("\"seq\":2,", "\"seq\": 2,"),
+            ] {
+                let id = f.session_with_turns(1);
+                let path = f.path(&id);
+                let text = std::fs::read_to_string(&path).unwrap();
+                let edited = text.replacen(from, to, 1);
+                assert_ne!(edited, text, "{from}");
+                std::fs::write(&path, edited).unwrap();
+                match f.dir.verify(&id) {
+                    Ok(v) => assert!(v.problem.is_some(), "{from} -> {to} verified"),
+                    Err(e) => assert!(e.to_string().contains(&id), "{e}"),
+                }
+            }
+        }
+        Backend::Sqlite => {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute(
+                "UPDATE events SET data = replace(data, '\"decision\":\"allow\"', \
+                 '\"decision\":\"deny\",\"decision\":\"allow\"') WHERE seq = 6",
+                [],
+            )
+            .unwrap();
+            drop(conn);
+            let (seq, what) = f.problem(&id);
+            assert_eq!(seq, 6);
+            assert!(what.contains("not what bridle wrote"), "{what}");
+        }
+    }
+}
+
+fn a_new_session_appears_whole_or_not_at_all(backend: Backend) {
+    let f = Fixture::new(backend);
+    let id = f.session_with_turns(0);
+    // Nothing but the log, its head, its lock and the key: no staging files left over.
+    let mut names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut expected = vec![
+        format!("{id}.{}", backend.extension()),
+        format!("{id}.head"),
+        format!("{id}.lock"),
+        "log.key".to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(names, expected);
+    // A staging file a crash left is not a session.
+    std::fs::write(
+        f.dir.path().join(".20261130-000000-00000000.jsonl.1-0.new"),
+        "",
+    )
+    .unwrap();
+    assert_eq!(f.dir.list().unwrap().len(), 1);
+}
+
+fn a_lost_key_is_not_replaced_while_logs_need_it(backend: Backend) {
+    let f = Fixture::new(backend);
+    let id = f.session_with_turns(1);
+    let key = f.dir.path().join("log.key");
+    std::fs::rename(&key, f.dir.path().join("log.key.bak")).unwrap();
+    let err = f
+        .dir
+        .create(backend, &new_session())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("log.key") && err.contains("restore it"),
+        "{err}"
+    );
+    assert!(!key.exists());
+    std::fs::rename(f.dir.path().join("log.key.bak"), &key).unwrap();
+    assert_eq!(f.dir.verify(&id).unwrap().problem, None);
+}
+
+#[test]
+fn a_session_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sessions");
+    SessionDir::open(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = SessionDir::open(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("others can write") && err.contains("sessions"),
+        "{err}"
+    );
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let err = SessionDir::existing(&file).unwrap_err().to_string();
+    assert!(err.contains("not a directory"), "{err}");
+}
 
 fn a_new_session_starts_with_its_header_and_verifies(backend: Backend) {
     let f = Fixture::new(backend);
@@ -308,9 +466,23 @@ fn dropping_the_log_writes_what_was_buffered(backend: Backend) {
 fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
     let f = Fixture::new(backend);
     let mut log = f.dir.create(backend, &new_session()).unwrap();
+    let listed = |id: &str| ToolCall {
+        call_id: id.into(),
+        name: "bash".into(),
+        arguments: "{}".into(),
+    };
     for event in [
         Event::TurnStart { turn: 0 },
         Event::StepStart { turn: 0, step: 0 },
+        Event::AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![
+                listed("ran"),
+                listed("waiting"),
+                listed("denied"),
+                listed("never"),
+            ],
+        },
         call("ran"),
         Event::ToolDecision {
             call_id: "ran".into(),
@@ -335,10 +507,10 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
         repairs,
         vec![Repair::TurnClosed {
             turn: 0,
-            synthetic: 3
+            synthetic: 4
         }]
     );
-    let tail: Vec<Event> = log.events()[8..].iter().map(|(_, e)| e.clone()).collect();
+    let tail: Vec<Event> = log.events()[9..].iter().map(|(_, e)| e.clone()).collect();
     let result = |id: &str, text: &str| Event::ToolResult {
         call_id: id.into(),
         ok: false,
@@ -351,6 +523,8 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
             result("ran", OUTCOME_UNKNOWN),
             result("waiting", NOT_STARTED),
             result("denied", NOT_STARTED),
+            // Listed in the answer, never recorded as a call.
+            result("never", NOT_STARTED),
             Event::StepEnd { turn: 0, step: 0 },
             Event::TurnEnd {
                 turn: 0,

@@ -89,20 +89,25 @@ impl LogKey {
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut key))
             .map_err(fail)?;
-        // Written under a temporary name and linked into place without replacing anything, so
+        // Written under a staging name and linked into place without replacing anything, so
         // two processes creating the key at once agree on one key and nobody reads half of one.
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let temp = dir.join(format!(".log.key.{}", std::process::id()));
+        let temp = super::store::staging_name(&path);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&temp)
-            .map_err(fail)?;
+            .map_err(|source| AgentError::CreateLogKey {
+                path: temp.clone(),
+                source,
+            })?;
         let written = file.write_all(&key).and_then(|()| file.sync_all());
-        let linked = written.and_then(|()| std::fs::hard_link(&temp, &path));
-        let _ = std::fs::remove_file(&temp);
-        match linked {
+        drop(file);
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(fail(e));
+        }
+        match super::store::publish(&temp, &path) {
             Ok(()) => Ok(Self { key, path }),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 Self::load(path.parent().unwrap_or(Path::new(".")))
@@ -127,7 +132,7 @@ impl LogKey {
     }
 
     /// HMAC-SHA256 (RFC 2104) of the concatenation of `parts`.
-    fn mac(&self, parts: &[&[u8]]) -> Hash {
+    pub(crate) fn mac(&self, parts: &[&[u8]]) -> Hash {
         hmac_sha256(&self.key, parts)
     }
 }

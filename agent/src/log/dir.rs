@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use super::chain::LogKey;
 use super::event::{Event, SessionHeader, TurnEndReason};
-use super::jsonl::unique_beside;
+use super::head;
 use super::progress::Progress;
-use super::record;
-use super::session::{SessionLog, Verified, verify_records};
-use super::store::{Backend, Stored, TornTail};
+use super::record::{self, Record};
+use super::session::{SessionLog, Verified, verify_stored};
+use super::store::{Backend, LogStore, Stored, TornTail};
 use crate::AgentError;
 
 /// What a new session is about (the header's other fields are filled in).
@@ -25,7 +25,8 @@ pub struct NewSession {
 /// What opening a session for appending had to repair first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Repair {
-    /// A crash left an incomplete last line; it was moved to `saved_to`.
+    /// Trailing bytes that were not a complete event (a write a crash cut short) were moved
+    /// to `saved_to`.
     TornTailSetAside { len: u64, saved_to: PathBuf },
     /// A turn was left open; it was closed with `synthetic` synthetic tool results and
     /// `turn/end {interrupted}`.
@@ -37,7 +38,7 @@ impl std::fmt::Display for Repair {
         match self {
             Self::TornTailSetAside { len, saved_to } => write!(
                 f,
-                "an incomplete last event ({len} bytes) was moved to {}",
+                "{len} trailing bytes that were not a complete event were moved to {}",
                 saved_to.display()
             ),
             Self::TurnClosed { turn, synthetic } => write!(
@@ -56,7 +57,8 @@ pub struct Verification {
     pub intact: u64,
     /// The first bad event and what is wrong with it.
     pub problem: Option<(u64, String)>,
-    /// An incomplete last line a crash left (not tampering; set aside when resumed).
+    /// Trailing bytes that are not a complete event: a write a crash cut short, or bytes
+    /// someone added. Not part of the log; set aside when the session is resumed.
     pub torn: Option<TornTail>,
 }
 
@@ -89,6 +91,12 @@ impl SessionDir {
                 dir: dir.to_owned(),
                 source,
             })?;
+        Self::existing(dir)
+    }
+
+    /// The existing directory at `dir`, never created (for reading).
+    pub fn existing(dir: &Path) -> Result<Self, AgentError> {
+        check_dir(dir)?;
         Ok(Self {
             dir: dir.to_owned(),
         })
@@ -99,45 +107,135 @@ impl SessionDir {
         &self.dir
     }
 
-    /// Starts a new session: its header is event 0, written before this returns.
+    /// Starts a new session: its header is event 0, durable (with the head record) before
+    /// the log appears under its name.
     pub fn create(&self, backend: Backend, new: &NewSession) -> Result<SessionLog, AgentError> {
-        let key = LogKey::load_or_create(&self.dir)?;
-        let (id, store) = self.claim_new(backend)?;
-        let lock = self.lock(&id)?;
-        let genesis = key.genesis(&id);
-        let mut log = SessionLog::resume_from(
-            id.clone(),
-            store,
-            key,
-            lock,
-            Verified {
-                events: Vec::new(),
-                next_seq: 0,
-                last_hash: genesis,
-            },
-        );
-        log.append(Event::SessionHeader(SessionHeader {
-            id,
-            created: record::now_rfc3339(),
-            workspace: new.workspace.clone(),
-            profile: new.profile.clone(),
-            policy_digest: new.policy_digest.clone(),
-        }))?;
-        log.barrier()?;
-        Ok(log)
+        self.create_with(backend, new, Vec::new())
     }
 
-    /// Opens session `id` to continue it. The log must verify; a torn last line is set aside
-    /// and a turn left open is closed as interrupted, both reported.
+    /// A new session holding a header for `new`, then `prefix` (events with their times).
+    fn create_with(
+        &self,
+        backend: Backend,
+        new: &NewSession,
+        prefix: Vec<(Event, String)>,
+    ) -> Result<SessionLog, AgentError> {
+        let key = self.key_for_writing()?;
+        let mut last_error = None;
+        for _ in 0..16 {
+            let id = new_id()?;
+            if Backend::ALL
+                .iter()
+                .any(|b| self.dir.join(format!("{id}.{}", b.extension())).exists())
+            {
+                continue;
+            }
+            let path = self.dir.join(format!("{id}.{}", backend.extension()));
+            let lock = self.lock(&id)?;
+            let header = Event::SessionHeader(SessionHeader {
+                id: id.clone(),
+                created: record::now_rfc3339(),
+                workspace: new.workspace.clone(),
+                profile: new.profile.clone(),
+                policy_digest: new.policy_digest.clone(),
+            });
+            let all = std::iter::once((header, record::now_rfc3339())).chain(prefix.clone());
+            let mut prev = key.genesis(&id);
+            let mut records = Vec::with_capacity(prefix.len() + 1);
+            let mut events = Vec::with_capacity(prefix.len() + 1);
+            for (seq, (event, time)) in (0u64..).zip(all) {
+                let sealed = Record::seal(&key, &prev, seq, time, &event);
+                prev = super::chain::from_hex(&sealed.hash).unwrap_or(prev);
+                records.push(sealed);
+                events.push((seq, event));
+            }
+            let last = u64::try_from(records.len() - 1).unwrap_or(u64::MAX);
+            // The head first: a log never exists without one.
+            let head_path = head::path_for(&path);
+            head::write(&head_path, &key, &id, last, &prev).map_err(|e| AgentError::CreateLog {
+                path: head_path.clone(),
+                reason: e.to_string(),
+            })?;
+            match backend.create(&path, &records) {
+                Ok(store) => {
+                    let verified = Verified {
+                        events,
+                        next_seq: last + 1,
+                        last_hash: prev,
+                    };
+                    return Ok(SessionLog::resume_from(id, store, key, lock, verified));
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_file(&head_path);
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| AgentError::CreateLog {
+            path: self.dir.clone(),
+            reason: "no free session id".to_owned(),
+        }))
+    }
+
+    /// The directory's key, created when there is none yet, but never when logs sealed with
+    /// a lost key are there (a new key would make all of them fail verification).
+    fn key_for_writing(&self) -> Result<LogKey, AgentError> {
+        let path = self.dir.join(LogKey::FILE_NAME);
+        if !path.exists() && self.holds_logs() {
+            return Err(AgentError::ReadLogKey {
+                path,
+                reason: "it is missing, but the directory holds session logs sealed with it; \
+                         restore it from a backup (a new key would make every one of them fail \
+                         verification)"
+                    .to_owned(),
+            });
+        }
+        LogKey::load_or_create(&self.dir)
+    }
+
+    fn holds_logs(&self) -> bool {
+        std::fs::read_dir(&self.dir).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.')
+                    && (name.ends_with(".head")
+                        || Backend::ALL
+                            .iter()
+                            .any(|b| name.ends_with(&format!(".{}", b.extension()))))
+            })
+        })
+    }
+
+    /// Session `id`'s file, what it holds, and the verdict on it (read-only).
+    fn load(&self, id: &str) -> Result<(PathBuf, Stored, Checked), AgentError> {
+        let (backend, path) = self.locate(id)?;
+        let stored = backend.open_read_only(&path)?.read_all()?;
+        let key = LogKey::load(&self.dir)?;
+        let head = head::read(&head::path_for(&path), &key, id);
+        let verdict = verify_stored(&stored, &key, id, head);
+        Ok((path, stored, verdict))
+    }
+
+    /// Opens session `id` to continue it. The log must verify; trailing bytes that are not a
+    /// complete event are set aside and a turn left open is closed as interrupted, both
+    /// reported.
     pub fn resume(&self, id: &str) -> Result<(SessionLog, Vec<Repair>), AgentError> {
         let (backend, path) = self.locate(id)?;
         let lock = self.lock(id)?;
-        let mut store = backend.open(&path)?;
-        let Stored { records, torn } = store.read_all()?;
+        let mut store: Box<dyn LogStore> = backend.open(&path)?;
+        let stored = store.read_all()?;
         let key = LogKey::load(&self.dir)?;
-        let verified = verified(&path, &records, &key, id)?;
+        let head = head::read(&head::path_for(&path), &key, id);
+        let verified = verify_stored(&stored, &key, id, head).map_err(|(seq, what)| {
+            AgentError::VerifyLog {
+                path: path.clone(),
+                seq,
+                what,
+            }
+        })?;
         let mut repairs = Vec::new();
-        if let Some(torn) = torn
+        if let Some(torn) = stored.torn
             && let Some(saved_to) = store.set_aside_torn_tail()?
         {
             repairs.push(Repair::TornTailSetAside {
@@ -166,10 +264,8 @@ impl SessionDir {
         at: Option<u64>,
         backend: Backend,
     ) -> Result<SessionLog, AgentError> {
-        let (source_backend, path) = self.locate(id)?;
-        let Stored { records, .. } = source_backend.open(&path)?.read_all()?;
-        let key = LogKey::load(&self.dir)?;
-        let verified = verified(&path, &records, &key, id)?;
+        let (path, stored, verdict) = self.load(id)?;
+        let verified = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
         let last = verified.next_seq.saturating_sub(1);
         let at = at.unwrap_or(last);
         let refuse = |reason: String| AgentError::ForkSession {
@@ -194,55 +290,55 @@ impl SessionDir {
         let Some((_, Event::SessionHeader(header))) = prefix.first() else {
             return Err(refuse("the session has no header".to_owned()));
         };
-        let mut log = self.create(
-            backend,
-            &NewSession {
-                workspace: header.workspace.clone(),
-                profile: header.profile.clone(),
-                policy_digest: header.policy_digest.clone(),
+        let new = NewSession {
+            workspace: header.workspace.clone(),
+            profile: header.profile.clone(),
+            policy_digest: header.policy_digest.clone(),
+        };
+        // Copied events keep their original times; the marker is new.
+        let mut copied: Vec<(Event, String)> = prefix
+            .into_iter()
+            .skip(1)
+            .map(|(seq, event)| {
+                let time = usize::try_from(seq)
+                    .ok()
+                    .and_then(|i| stored.records.get(i))
+                    .map_or_else(record::now_rfc3339, |r| r.time.clone());
+                (event, time)
+            })
+            .collect();
+        copied.push((
+            Event::SessionForked {
+                from: id.to_owned(),
+                seq: at,
             },
-        )?;
-        for (seq, event) in prefix.into_iter().skip(1) {
-            let time = usize::try_from(seq)
-                .ok()
-                .and_then(|i| records.get(i))
-                .map_or_else(record::now_rfc3339, |r| r.time.clone());
-            log.append_at(event, time)?;
-        }
-        log.append(Event::SessionForked {
-            from: id.to_owned(),
-            seq: at,
-        })?;
-        log.barrier()?;
-        Ok(log)
+            record::now_rfc3339(),
+        ));
+        self.create_with(backend, &new, copied)
     }
 
     /// Checks session `id` without changing it.
     pub fn verify(&self, id: &str) -> Result<Verification, AgentError> {
-        let (backend, path) = self.locate(id)?;
-        let Stored { records, torn } = backend.open(&path)?.read_all()?;
-        let key = LogKey::load(&self.dir)?;
-        Ok(match verify_records(&records, &key, id) {
+        let (_, stored, verdict) = self.load(id)?;
+        Ok(match verdict {
             Ok(v) => Verification {
                 intact: v.next_seq,
                 problem: None,
-                torn,
+                torn: stored.torn,
             },
             Err((seq, what)) => Verification {
                 intact: seq,
                 problem: Some((seq, what)),
-                torn,
+                torn: stored.torn,
             },
         })
     }
 
-    /// Every verified event of session `id`, read-only (for `show` and `export`).
-    pub fn read(&self, id: &str) -> Result<Vec<record::Record>, AgentError> {
-        let (backend, path) = self.locate(id)?;
-        let Stored { records, .. } = backend.open(&path)?.read_all()?;
-        let key = LogKey::load(&self.dir)?;
-        verified(&path, &records, &key, id)?;
-        Ok(records)
+    /// Every record of session `id`, which must verify (read-only; for `show` and `export`).
+    pub fn read(&self, id: &str) -> Result<Vec<Record>, AgentError> {
+        let (path, stored, verdict) = self.load(id)?;
+        verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
+        Ok(stored.records)
     }
 
     /// Every session in the directory, oldest first. A log that cannot be read is listed with
@@ -329,31 +425,6 @@ impl SessionDir {
         }
     }
 
-    /// A new id and its empty log.
-    fn claim_new(
-        &self,
-        backend: Backend,
-    ) -> Result<(String, Box<dyn crate::log::LogStore>), AgentError> {
-        let mut last_error = None;
-        for _ in 0..16 {
-            let id = new_id()?;
-            let taken = Backend::ALL
-                .iter()
-                .any(|b| self.dir.join(format!("{id}.{}", b.extension())).exists());
-            if taken {
-                continue;
-            }
-            match backend.create(&self.dir.join(format!("{id}.{}", backend.extension()))) {
-                Ok(store) => return Ok((id, store)),
-                Err(e) => last_error = Some(e),
-            }
-        }
-        Err(last_error.unwrap_or_else(|| AgentError::CreateLog {
-            path: self.dir.clone(),
-            reason: "no free session id".to_owned(),
-        }))
-    }
-
     /// An exclusive lock on session `id`, held while its log is open for appending.
     fn lock(&self, id: &str) -> Result<std::fs::File, AgentError> {
         let path = self.dir.join(format!("{id}.lock"));
@@ -375,26 +446,39 @@ impl SessionDir {
             Err(std::fs::TryLockError::Error(e)) => Err(fail(e.to_string())),
         }
     }
-
-    /// Where a crash's torn tail of session `id` would be set aside (for messages and tests).
-    pub fn torn_tail_path(&self, id: &str) -> Option<PathBuf> {
-        let (_, path) = self.locate(id).ok()?;
-        unique_beside(&path, "torn").ok()
-    }
 }
 
-/// [`verify_records`], with a failure as an error naming the log at `path`.
-fn verified(
-    path: &Path,
-    records: &[record::Record],
-    key: &LogKey,
-    id: &str,
-) -> Result<Verified, AgentError> {
-    verify_records(records, key, id).map_err(|(seq, what)| AgentError::VerifyLog {
-        path: path.to_owned(),
-        seq,
-        what,
-    })
+/// What verification concluded: the verified log, or the first bad event and why.
+type Checked = Result<Verified, (u64, String)>;
+
+/// Refuses a directory someone else could have put logs or a key into: it must be a real
+/// directory owned by this user and writable by nobody else.
+fn check_dir(dir: &Path) -> Result<(), AgentError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |reason: String| AgentError::CheckSessionDir {
+        dir: dir.to_owned(),
+        reason,
+    };
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_dir() {
+        return Err(refuse("it is not a directory".to_owned()));
+    }
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .map_err(|e| refuse(format!("cannot tell which user this process runs as: {e}")))?;
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "it belongs to uid {}, not to this user (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "others can write to it (mode {:o})",
+            meta.mode() & 0o777
+        )));
+    }
+    Ok(())
 }
 
 /// The name `bridle log list` shows for a turn end reason.

@@ -5,7 +5,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::record::Record;
-use super::store::{LogStore, Stored, TornTail};
+use super::store::{LogStore, Stored, TornTail, publish, staging_name, sync_dir};
 use crate::AgentError;
 
 /// A session log as a JSON-lines file.
@@ -16,32 +16,40 @@ pub struct JsonlStore {
 }
 
 impl JsonlStore {
-    /// Creates `path`, which must not exist (mode 0600: logs hold tool output).
-    pub fn create(path: &Path) -> Result<Self, AgentError> {
-        let mut options = std::fs::OpenOptions::new();
-        options.create_new(true).mode(0o600);
-        Self::open_with(path, &mut options).map_err(|reason| AgentError::CreateLog {
+    /// Creates `path` (which must not exist) holding `first` (mode 0600: logs hold tool
+    /// output). The file is written under a staging name and linked into place when durable.
+    pub fn create(path: &Path, first: &[Record]) -> Result<Self, AgentError> {
+        let fail = |e: std::io::Error| AgentError::CreateLog {
             path: path.to_owned(),
-            reason,
-        })
+            reason: e.to_string(),
+        };
+        let staged = staging_name(path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&staged)
+            .map_err(fail)?;
+        let written = file.write_all(&lines(first)).and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&staged);
+            return Err(fail(e));
+        }
+        drop(file);
+        publish(&staged, path).map_err(fail)?;
+        Self::open(path, true)
     }
 
-    /// Opens the existing log at `path`.
-    pub fn open(path: &Path) -> Result<Self, AgentError> {
-        Self::open_with(path, &mut std::fs::OpenOptions::new()).map_err(|reason| {
-            AgentError::OpenLog {
-                path: path.to_owned(),
-                reason,
-            }
-        })
-    }
-
-    fn open_with(path: &Path, options: &mut std::fs::OpenOptions) -> Result<Self, String> {
-        let file = options
+    /// Opens the existing log at `path`, for appending or for reading only.
+    pub fn open(path: &Path, append: bool) -> Result<Self, AgentError> {
+        let file = std::fs::OpenOptions::new()
             .read(true)
-            .append(true)
+            .append(append)
             .open(path)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| AgentError::OpenLog {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
         Ok(Self {
             path: path.to_owned(),
             file,
@@ -61,23 +69,29 @@ impl JsonlStore {
     }
 }
 
+/// `records` as bridle writes them: one compact JSON object and a newline each.
+fn lines(records: &[Record]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for record in records {
+        out.extend_from_slice(&record.stored_form());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Where the complete lines of `bytes` end.
+fn complete_len(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
 impl LogStore for JsonlStore {
     fn path(&self) -> &Path {
         &self.path
     }
 
     fn append(&mut self, records: &[Record]) -> Result<(), AgentError> {
-        let mut batch = Vec::new();
-        for record in records {
-            // A record is plain data; serialising it cannot fail.
-            serde_json::to_writer(&mut batch, record).map_err(|e| AgentError::AppendLog {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })?;
-            batch.push(b'\n');
-        }
         self.file
-            .write_all(&batch)
+            .write_all(&lines(records))
             .and_then(|()| self.file.sync_data())
             .map_err(|e| AgentError::AppendLog {
                 path: self.path.clone(),
@@ -87,17 +101,21 @@ impl LogStore for JsonlStore {
 
     fn read_all(&mut self) -> Result<Stored, AgentError> {
         let bytes = self.read_bytes()?;
-        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let complete = complete_len(&bytes);
         let mut records = Vec::new();
+        let mut noncanonical = Vec::new();
         if complete > 0 {
             // `bytes[..complete]` ends with a newline; every line before it is one record.
-            for (index, line) in bytes[..complete - 1].split(|&b| b == b'\n').enumerate() {
+            for (index, line) in (0u64..).zip(bytes[..complete - 1].split(|&b| b == b'\n')) {
                 let record: Record =
                     serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
                         path: self.path.clone(),
-                        line: u64::try_from(index + 1).unwrap_or(u64::MAX),
+                        line: index + 1,
                         reason: e.to_string(),
                     })?;
+                if record.stored_form() != line {
+                    noncanonical.push(index);
+                }
                 records.push(record);
             }
         }
@@ -105,18 +123,22 @@ impl LogStore for JsonlStore {
             offset: u64::try_from(complete).unwrap_or(u64::MAX),
             len: u64::try_from(bytes.len() - complete).unwrap_or(u64::MAX),
         });
-        Ok(Stored { records, torn })
+        Ok(Stored {
+            records,
+            noncanonical,
+            torn,
+        })
     }
 
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError> {
         let bytes = self.read_bytes()?;
-        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let complete = complete_len(&bytes);
         if complete == bytes.len() {
             return Ok(None);
         }
         let fail = |e: std::io::Error| AgentError::AppendLog {
             path: self.path.clone(),
-            reason: format!("setting the torn tail aside: {e}"),
+            reason: format!("setting the trailing bytes aside: {e}"),
         };
         let aside = unique_beside(&self.path, "torn").map_err(fail)?;
         let mut out = std::fs::OpenOptions::new()
@@ -127,7 +149,9 @@ impl LogStore for JsonlStore {
             .map_err(fail)?;
         out.write_all(&bytes[complete..])
             .and_then(|()| out.sync_all())
+            .and_then(|()| sync_dir(self.path.parent().unwrap_or(Path::new("."))))
             .map_err(fail)?;
+        // Only once the copy is durable under its own name is the log cut.
         self.file
             .set_len(u64::try_from(complete).unwrap_or(u64::MAX))
             .and_then(|()| self.file.sync_all())

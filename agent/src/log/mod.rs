@@ -14,6 +14,7 @@
 pub mod chain;
 mod dir;
 mod event;
+mod head;
 mod jsonl;
 mod progress;
 mod record;

@@ -33,6 +33,8 @@ pub struct OpenCall {
     pub call_id: String,
     /// Whether the log shows it was allowed to run (so it may have had effects).
     pub dispatched: bool,
+    /// Whether it was recorded as `tool/call` (not only listed in the model's answer).
+    pub recorded: bool,
 }
 
 impl Progress {
@@ -51,28 +53,52 @@ impl Progress {
             }
             Event::StepStart { turn, step } => self.open_step = Some((*turn, *step)),
             Event::StepEnd { .. } => self.open_step = None,
-            Event::ToolCall(call) => self.open_calls.push(OpenCall {
-                call_id: call.call_id.clone(),
-                dispatched: false,
-            }),
+            // The model's answer lists its calls first; each is then recorded as `tool/call`.
+            // A call the answer lists but the log never recorded still needs a result, or the
+            // model's messages would show a call without an answer.
+            Event::AssistantMessage { tool_calls, .. } => {
+                for call in tool_calls {
+                    self.open_calls.push(OpenCall {
+                        call_id: call.call_id.clone(),
+                        dispatched: false,
+                        recorded: false,
+                    });
+                }
+            }
+            Event::ToolCall(call) => {
+                match self
+                    .open_calls
+                    .iter_mut()
+                    .find(|c| c.call_id == call.call_id && !c.recorded)
+                {
+                    Some(listed) => listed.recorded = true,
+                    None => self.open_calls.push(OpenCall {
+                        call_id: call.call_id.clone(),
+                        dispatched: false,
+                        recorded: true,
+                    }),
+                }
+            }
+            // The last decision counts: a guard's deny after a rule's allow means it never ran.
             Event::ToolDecision {
-                call_id,
-                decision: Decision::Allow,
-                ..
-            } => self.mark_dispatched(call_id),
+                call_id, decision, ..
+            } => self.set_dispatched(call_id, *decision == Decision::Allow),
             Event::ApprovalDecided {
                 call_id, answer, ..
-            } if answer == "approved" => self.mark_dispatched(call_id),
+            } if answer == "approved" => self.set_dispatched(call_id, true),
             Event::ToolResult { call_id, .. } => {
-                self.open_calls.retain(|c| &c.call_id != call_id);
+                // One result answers one call, the first still open with that id.
+                if let Some(i) = self.open_calls.iter().position(|c| &c.call_id == call_id) {
+                    self.open_calls.remove(i);
+                }
             }
             _ => {}
         }
     }
 
-    fn mark_dispatched(&mut self, call_id: &str) {
+    fn set_dispatched(&mut self, call_id: &str, dispatched: bool) {
         if let Some(call) = self.open_calls.iter_mut().find(|c| c.call_id == call_id) {
-            call.dispatched = true;
+            call.dispatched = dispatched;
         }
     }
 
@@ -115,5 +141,76 @@ impl Progress {
             reason: TurnEndReason::Interrupted,
         });
         events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::event::ToolCall;
+
+    fn call(id: &str) -> Event {
+        Event::ToolCall(ToolCall {
+            call_id: id.into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        })
+    }
+
+    fn decide(id: &str, decision: Decision) -> Event {
+        Event::ToolDecision {
+            call_id: id.into(),
+            decision,
+            by: "test".into(),
+        }
+    }
+
+    fn result(id: &str) -> Event {
+        Event::ToolResult {
+            call_id: id.into(),
+            ok: true,
+            content: String::new(),
+            sandbox: None,
+        }
+    }
+
+    fn progress(events: &[Event]) -> Progress {
+        let mut p = Progress::default();
+        for e in std::iter::once(&Event::TurnStart { turn: 4 }).chain(events) {
+            p.observe(e);
+        }
+        p
+    }
+
+    #[test]
+    fn a_repeated_call_id_still_gets_its_own_synthetic_result() {
+        let p = progress(&[call("c"), call("c"), result("c")]);
+        assert_eq!(p.open_calls.len(), 1);
+        assert_eq!(p.closing_events().len(), 2, "one result, then turn/end");
+    }
+
+    #[test]
+    fn a_guard_deny_after_an_allow_means_the_call_never_ran() {
+        let p = progress(&[
+            call("c"),
+            decide("c", Decision::Allow),
+            decide("c", Decision::Deny),
+        ]);
+        let Event::ToolResult { content, .. } = &p.closing_events()[0] else {
+            panic!("{:?}", p.closing_events());
+        };
+        assert_eq!(content, NOT_STARTED);
+    }
+
+    #[test]
+    fn turn_numbers_continue_after_the_highest_seen() {
+        let mut p = progress(&[Event::TurnEnd {
+            turn: 4,
+            reason: TurnEndReason::Completed,
+        }]);
+        assert_eq!(p.next_turn(), 5);
+        assert!(!p.in_turn());
+        p.observe(&Event::TurnStart { turn: 2 });
+        assert_eq!(p.next_turn(), 5);
     }
 }

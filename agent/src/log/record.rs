@@ -41,6 +41,13 @@ impl Record {
         record
     }
 
+    /// The record exactly as bridle stores it (one compact JSON object). A stored record that
+    /// parses but is not byte for byte this was edited outside bridle.
+    pub fn stored_form(&self) -> Vec<u8> {
+        // A record is plain data with string keys; serialising it cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
     /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
     pub fn canonical_body(&self) -> Vec<u8> {
         let body = serde_json::json!({

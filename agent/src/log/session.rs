@@ -3,9 +3,10 @@
 
 use super::chain::{self, Hash, LogKey};
 use super::event::Event;
+use super::head::{self, Head};
 use super::progress::Progress;
 use super::record::{self, Record};
-use super::store::LogStore;
+use super::store::{LogStore, Stored};
 use crate::AgentError;
 
 /// Events buffered before a batch is written even without a barrier.
@@ -24,6 +25,8 @@ pub struct SessionLog {
     progress: Progress,
     /// Set when a write failed: nothing more is appended (a gap would break the chain).
     failed: Option<String>,
+    /// The head record, rewritten after every batch.
+    head_path: std::path::PathBuf,
     /// Held while the log is open, so no other process appends to the same session.
     _lock: std::fs::File,
 }
@@ -41,7 +44,9 @@ impl SessionLog {
         for (_, event) in &verified.events {
             progress.observe(event);
         }
+        let head_path = head::path_for(store.path());
         Self {
+            head_path,
             id,
             store,
             key,
@@ -87,18 +92,20 @@ impl SessionLog {
 
     /// Records `event` with a given time (a fork copies events with their original times).
     pub(crate) fn append_at(&mut self, event: Event, time: String) -> Result<u64, AgentError> {
+        let refuse = |reason: String| AgentError::RecordEvent {
+            path: self.store.path().to_owned(),
+            kind: event.kind().to_owned(),
+            reason,
+        };
         if let Some(reason) = &self.failed {
-            return Err(AgentError::RecordEvent {
-                kind: event.kind().to_owned(),
-                reason: format!("an earlier write to the log failed ({reason})"),
-            });
+            return Err(refuse(format!(
+                "an earlier write to the log failed ({reason})"
+            )));
         }
-        let is_header = matches!(event, Event::SessionHeader(_));
-        if is_header != (self.next_seq == 0) {
-            return Err(AgentError::RecordEvent {
-                kind: event.kind().to_owned(),
-                reason: "session/header is event 0 and only event 0".to_owned(),
-            });
+        if matches!(event, Event::SessionHeader(_)) {
+            return Err(refuse(
+                "session/header is event 0 and only event 0".to_owned(),
+            ));
         }
         let seq = self.next_seq;
         let record = Record::seal(&self.key, &self.last_hash, seq, time, &event);
@@ -125,7 +132,22 @@ impl SessionLog {
                 reason: format!("an earlier write failed ({reason})"),
             });
         }
-        match self.store.append(&self.pending) {
+        // The log first, then its head: a crash in between leaves a head that is behind the
+        // log, never ahead of it.
+        let written = self.store.append(&self.pending).and_then(|()| {
+            head::write(
+                &self.head_path,
+                &self.key,
+                &self.id,
+                self.next_seq - 1,
+                &self.last_hash,
+            )
+            .map_err(|e| AgentError::AppendLog {
+                path: self.head_path.clone(),
+                reason: e.to_string(),
+            })
+        });
+        match written {
             Ok(()) => {
                 self.pending.clear();
                 Ok(())
@@ -154,16 +176,21 @@ pub(crate) struct Verified {
     pub last_hash: Hash,
 }
 
-/// Checks `records` as the log of session `id`: numbered from 0 without gaps, every hash
-/// linking to the one before under `key`, event 0 the header of `id`, every event readable.
-/// The error is the first bad event and what is wrong with it.
-pub(crate) fn verify_records(
-    records: &[Record],
+/// Checks what a backend holds as the log of session `id`: numbered from 0 without gaps,
+/// stored exactly as bridle writes it, every hash linking to the one before under `key`, event
+/// 0 the header of `id`, every event readable, and nothing cut from the end that `head` (the
+/// head record, or why it cannot be trusted) says was written. The error is the first bad
+/// event and what is wrong with it.
+pub(crate) fn verify_stored(
+    stored: &Stored,
     key: &LogKey,
     id: &str,
+    head: Result<Option<Head>, String>,
 ) -> Result<Verified, (u64, String)> {
+    let records = &stored.records;
     let mut prev = key.genesis(id);
     let mut events = Vec::with_capacity(records.len());
+    let mut hashes = Vec::with_capacity(records.len());
     for (expected, record) in (0u64..).zip(records) {
         if record.seq != expected {
             return Err((
@@ -175,7 +202,15 @@ pub(crate) fn verify_records(
                 ),
             ));
         }
+        if stored.noncanonical.contains(&expected) {
+            return Err((
+                expected,
+                "its stored bytes are not what bridle wrote for it (edited outside bridle)"
+                    .to_owned(),
+            ));
+        }
         prev = record.check_link(key, &prev).map_err(|e| (expected, e))?;
+        hashes.push(prev);
         let event = record.event().map_err(|e| (expected, e))?;
         match (&event, expected) {
             (Some(Event::SessionHeader(header)), 0) if header.id != id => {
@@ -200,12 +235,43 @@ pub(crate) fn verify_records(
             events.push((expected, event));
         }
     }
+    let count = u64::try_from(records.len()).unwrap_or(u64::MAX);
     if records.is_empty() {
         return Err((0, "the log is empty: no session/header".to_owned()));
     }
+    match head {
+        Err(why) => return Err((count, format!("its head record cannot be trusted: {why}"))),
+        Ok(None) => {
+            return Err((
+                count,
+                "its head record is missing, so events cut from the end cannot be ruled out"
+                    .to_owned(),
+            ));
+        }
+        Ok(Some(head)) => match usize::try_from(head.seq).ok().and_then(|i| hashes.get(i)) {
+            None => {
+                return Err((
+                    count,
+                    format!(
+                        "the log ends at event {} but its head record says event {} was \
+                         written: events were cut from the end",
+                        count - 1,
+                        head.seq
+                    ),
+                ));
+            }
+            Some(hash) if *hash != head.hash => {
+                return Err((
+                    head.seq,
+                    "it does not match the head record (a different history)".to_owned(),
+                ));
+            }
+            Some(_) => {}
+        },
+    }
     Ok(Verified {
         events,
-        next_seq: u64::try_from(records.len()).unwrap_or(u64::MAX),
+        next_seq: count,
         last_hash: prev,
     })
 }

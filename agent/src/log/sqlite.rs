@@ -1,12 +1,11 @@
 //! The SQLite backend: one row per event, WAL journal, every batch one synced transaction.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::record::Record;
-use super::store::{LogStore, Stored};
+use super::store::{LogStore, Stored, publish, staging_name};
 use crate::AgentError;
 
 /// Written in the `meta` table; a database without it is not a bridle log.
@@ -20,46 +19,26 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Creates `path`, which must not exist (mode 0600: logs hold tool output).
-    pub fn create(path: &Path) -> Result<Self, AgentError> {
+    /// Creates `path` (which must not exist) holding `first` (mode 0600: logs hold tool
+    /// output). The database is built under a staging name in one transaction and linked into
+    /// place once it is complete.
+    pub fn create(path: &Path, first: &[Record]) -> Result<Self, AgentError> {
         let fail = |reason: String| AgentError::CreateLog {
             path: path.to_owned(),
             reason,
         };
-        // Claim the name first: SQLite would open an existing database instead of failing.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| fail(e.to_string()))?;
-        let conn = connect(path).map_err(|e| fail(e.to_string()))?;
-        conn.execute_batch(
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE events (
-                 seq INTEGER PRIMARY KEY,
-                 time TEXT NOT NULL,
-                 type TEXT NOT NULL,
-                 data TEXT NOT NULL,
-                 ignorable INTEGER NOT NULL,
-                 hash TEXT NOT NULL
-             );",
-        )
-        .and_then(|()| {
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('format', ?1)",
-                params![FORMAT],
-            )
-        })
-        .map_err(|e| fail(e.to_string()))?;
-        Ok(Self {
-            path: path.to_owned(),
-            conn,
-        })
+        let staged = staging_name(path);
+        let built = build(&staged, first);
+        if let Err(e) = built {
+            let _ = std::fs::remove_file(&staged);
+            return Err(fail(e));
+        }
+        publish(&staged, path).map_err(|e| fail(e.to_string()))?;
+        Self::open(path, true)
     }
 
-    /// Opens the existing log at `path`.
-    pub fn open(path: &Path) -> Result<Self, AgentError> {
+    /// Opens the existing log at `path`, for appending or for reading only.
+    pub fn open(path: &Path, write: bool) -> Result<Self, AgentError> {
         let fail = |reason: String| AgentError::OpenLog {
             path: path.to_owned(),
             reason,
@@ -67,7 +46,11 @@ impl SqliteStore {
         if !path.is_file() {
             return Err(fail("no such file".to_owned()));
         }
-        let conn = connect(path).map_err(|e| fail(e.to_string()))?;
+        let conn = if write {
+            connect(path).map_err(|e| fail(e.to_string()))?
+        } else {
+            connect_read_only(path).map_err(|e| fail(e.to_string()))?
+        };
         let format: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'format'", [], |row| {
                 row.get(0)
@@ -85,6 +68,48 @@ impl SqliteStore {
     }
 }
 
+/// Builds a complete log database at `staged`: schema, format marker and `first`, in one
+/// transaction, with a rollback journal (so nothing is left beside it once it is closed).
+fn build(staged: &Path, first: &[Record]) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(staged)
+        .and_then(|f| {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        })
+        .map_err(|e| e.to_string())?;
+    let mut conn = Connection::open_with_flags(
+        staged,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| e.to_string())?;
+    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    tx.execute_batch(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE events (
+             seq INTEGER PRIMARY KEY,
+             time TEXT NOT NULL,
+             type TEXT NOT NULL,
+             data TEXT NOT NULL,
+             ignorable INTEGER NOT NULL,
+             hash TEXT NOT NULL
+         );",
+    )
+    .map_err(|e| e.to_string())?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('format', ?1)",
+        params![FORMAT],
+    )
+    .map_err(|e| e.to_string())?;
+    insert(&tx, first).map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())?;
+    conn.close().map_err(|(_, e)| e.to_string())
+}
+
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -95,6 +120,45 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     Ok(conn)
+}
+
+/// A read-only connection. A WAL database in a directory this process cannot write (a
+/// read-only copy of the logs) can only be opened as immutable: then no writer exists.
+fn connect_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
+        Ok(()) => Ok(conn),
+        Err(_) => {
+            let mut uri = std::ffi::OsString::from("file:");
+            uri.push(path.as_os_str());
+            uri.push("?immutable=1");
+            Connection::open_with_flags(
+                std::path::Path::new(&uri),
+                flags | OpenFlags::SQLITE_OPEN_URI,
+            )
+        }
+    }
+}
+
+fn insert(conn: &Connection, records: &[Record]) -> rusqlite::Result<()> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO events (seq, time, type, data, ignorable, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for record in records {
+        let seq = i64::try_from(record.seq)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        insert.execute(params![
+            seq,
+            record.time,
+            record.kind,
+            record.data.to_string(),
+            record.ignorable,
+            record.hash
+        ])?;
+    }
+    Ok(())
 }
 
 impl LogStore for SqliteStore {
@@ -108,43 +172,20 @@ impl LogStore for SqliteStore {
             reason: e.to_string(),
         };
         let tx = self.conn.transaction().map_err(fail)?;
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO events (seq, time, type, data, ignorable, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(fail)?;
-            for record in records {
-                let seq = i64::try_from(record.seq).map_err(|_| AgentError::AppendLog {
-                    path: self.path.clone(),
-                    reason: format!("event number {} is too large", record.seq),
-                })?;
-                insert
-                    .execute(params![
-                        seq,
-                        record.time,
-                        record.kind,
-                        record.data.to_string(),
-                        record.ignorable,
-                        record.hash
-                    ])
-                    .map_err(fail)?;
-            }
-        }
+        insert(&tx, records).map_err(fail)?;
         tx.commit().map_err(fail)
     }
 
     fn read_all(&mut self) -> Result<Stored, AgentError> {
         let path = self.path.clone();
-        let fail = |e: rusqlite::Error| AgentError::ReadLog {
+        let fail = |row: u64, e: rusqlite::Error| AgentError::ReadLog {
             path: path.clone(),
-            reason: e.to_string(),
+            reason: format!("row {row}: {e}"),
         };
         let mut query = self
             .conn
             .prepare("SELECT seq, time, type, data, ignorable, hash FROM events ORDER BY seq")
-            .map_err(fail)?;
+            .map_err(|e| fail(0, e))?;
         let rows = query
             .query_map([], |row| {
                 Ok((
@@ -156,20 +197,26 @@ impl LogStore for SqliteStore {
                     row.get::<_, String>(5)?,
                 ))
             })
-            .map_err(fail)?;
+            .map_err(|e| fail(0, e))?;
         let mut records = Vec::new();
-        for row in rows {
-            let (seq, time, kind, data, ignorable, hash) = row.map_err(fail)?;
+        let mut noncanonical = Vec::new();
+        for (index, row) in (0u64..).zip(rows) {
+            let (seq, time, kind, data_text, ignorable, hash) = row.map_err(|e| fail(index, e))?;
             let seq = u64::try_from(seq).map_err(|_| AgentError::ParseEvent {
                 path: path.clone(),
-                seq: 0,
-                reason: format!("negative event number {seq}"),
+                seq: index,
+                reason: format!("the event in row {index} has the negative number {seq}"),
             })?;
-            let data = serde_json::from_str(&data).map_err(|e| AgentError::ParseEvent {
-                path: path.clone(),
-                seq,
-                reason: format!("data is not JSON: {e}"),
-            })?;
+            let data: serde_json::Value =
+                serde_json::from_str(&data_text).map_err(|e| AgentError::ParseEvent {
+                    path: path.clone(),
+                    seq,
+                    reason: format!("data is not JSON: {e}"),
+                })?;
+            // Compared as text: the value was parsed from it, so only a respelling differs.
+            if serde_json::to_string(&data).ok().as_deref() != Some(data_text.as_str()) {
+                noncanonical.push(index);
+            }
             records.push(Record {
                 seq,
                 time,
@@ -182,6 +229,7 @@ impl LogStore for SqliteStore {
         // SQLite commits whole transactions: a crash leaves no partial record.
         Ok(Stored {
             records,
+            noncanonical,
             torn: None,
         })
     }

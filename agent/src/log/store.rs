@@ -14,12 +14,12 @@ pub trait LogStore: std::fmt::Debug + Send {
     /// Appends `records` (the next ones, in order) and makes them durable before returning.
     fn append(&mut self, records: &[Record]) -> Result<(), AgentError>;
 
-    /// Every record, in order, and a torn tail if a crash left one (it is not an error: the
-    /// events in it were never acted on).
+    /// Every record, in order; which of them are not stored byte for byte as bridle writes
+    /// them; and trailing bytes that are not a complete record.
     fn read_all(&mut self) -> Result<Stored, AgentError>;
 
-    /// Moves a torn tail out of the log into a file beside it (never deleting it) and returns
-    /// where it went; `None` when there was none.
+    /// Moves trailing bytes that are not a complete record out of the log into a file beside
+    /// it (never deleting them) and returns where they went; `None` when there were none.
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError>;
 }
 
@@ -27,16 +27,20 @@ pub trait LogStore: std::fmt::Debug + Send {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
     pub records: Vec<Record>,
+    /// Positions of records whose stored bytes differ from what bridle writes for them (the
+    /// hash covers the parsed record, so such bytes were edited outside bridle).
+    pub noncanonical: Vec<u64>,
     /// Bytes after the last complete record that are not a record.
     pub torn: Option<TornTail>,
 }
 
-/// The incomplete end of a log a crash left.
+/// Trailing bytes after the last complete record: a write a crash cut short, or bytes
+/// someone added. Never part of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
-    /// Where it starts in the file.
+    /// Where they start in the file.
     pub offset: u64,
-    /// How long it is.
+    /// How many there are.
     pub len: u64,
 }
 
@@ -67,21 +71,57 @@ impl Backend {
         self.extension()
     }
 
-    /// Creates a new, empty log at `path` (which must not exist).
-    pub fn create(self, path: &Path) -> Result<Box<dyn LogStore>, AgentError> {
+    /// Creates the log at `path` (which must not exist) holding `first`: the file appears
+    /// under its name only once `first` is durable in it, so a crash never leaves a log
+    /// without its header.
+    pub fn create(self, path: &Path, first: &[Record]) -> Result<Box<dyn LogStore>, AgentError> {
         Ok(match self {
-            Self::Jsonl => Box::new(super::jsonl::JsonlStore::create(path)?),
-            Self::Sqlite => Box::new(super::sqlite::SqliteStore::create(path)?),
+            Self::Jsonl => Box::new(super::jsonl::JsonlStore::create(path, first)?),
+            Self::Sqlite => Box::new(super::sqlite::SqliteStore::create(path, first)?),
         })
     }
 
-    /// Opens the existing log at `path`.
+    /// Opens the existing log at `path` for appending.
     pub fn open(self, path: &Path) -> Result<Box<dyn LogStore>, AgentError> {
         Ok(match self {
-            Self::Jsonl => Box::new(super::jsonl::JsonlStore::open(path)?),
-            Self::Sqlite => Box::new(super::sqlite::SqliteStore::open(path)?),
+            Self::Jsonl => Box::new(super::jsonl::JsonlStore::open(path, true)?),
+            Self::Sqlite => Box::new(super::sqlite::SqliteStore::open(path, true)?),
         })
     }
+
+    /// Opens the existing log at `path` for reading only (works on a read-only copy).
+    pub fn open_read_only(self, path: &Path) -> Result<Box<dyn LogStore>, AgentError> {
+        Ok(match self {
+            Self::Jsonl => Box::new(super::jsonl::JsonlStore::open(path, false)?),
+            Self::Sqlite => Box::new(super::sqlite::SqliteStore::open(path, false)?),
+        })
+    }
+}
+
+/// Makes a new name in `dir` durable (after creating, linking or renaming a file in it).
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// A temporary name beside `path` for building it before it is linked into place.
+pub(crate) fn staging_name(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    path.with_file_name(format!(".{name}.{}-{nanos:08x}.new", std::process::id()))
+}
+
+/// Links the finished file `staged` into place at `path` (failing if `path` exists), removes
+/// the staging name and makes the new name durable.
+pub(crate) fn publish(staged: &Path, path: &Path) -> std::io::Result<()> {
+    let linked = std::fs::hard_link(staged, path);
+    let _ = std::fs::remove_file(staged);
+    linked?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 impl std::str::FromStr for Backend {

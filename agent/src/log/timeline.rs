@@ -23,6 +23,14 @@ pub struct Timeline {
 pub enum Entry {
     Turn(Turn),
     Switch(Switch),
+    /// An event that belongs to no turn or call the log shows (a decision for a call that was
+    /// never made, a message outside a turn): listed, never dropped.
+    Unattached {
+        seq: u64,
+        time: String,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
 }
 
 /// A turn: the input that opened it, its steps and how it ended.
@@ -64,6 +72,9 @@ pub struct Call {
     /// `None` when the log has no result.
     pub ok: Option<bool>,
     pub result: Option<String>,
+    /// What the sandbox enforced for the call, as recorded with its result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
 }
 
 /// An approval question and its answer.
@@ -79,7 +90,8 @@ pub struct Approval {
 pub struct Switch {
     pub seq: u64,
     pub time: String,
-    /// `sandbox-mode`, `approval-policy` or `plan-mode`.
+    /// `sandbox-mode`, `approval-policy`, `plan-mode` or `model` (the route of the requests
+    /// from here on).
     pub what: &'static str,
     pub to: String,
 }
@@ -92,7 +104,13 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
         entries: Vec::new(),
     };
     let mut turn: Option<Turn> = None;
+    let mut model: Option<String> = None;
     for (seq, time, event) in events {
+        let unattached = Entry::Unattached {
+            seq,
+            time: time.to_owned(),
+            kind: event.kind(),
+        };
         let switch = |what, to: String| Switch {
             seq,
             time: time.to_owned(),
@@ -116,87 +134,97 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     ended: None,
                 });
             }
-            Event::TurnEnd { reason, .. } => {
-                if let Some(mut open) = turn.take() {
+            Event::TurnEnd { reason, .. } => match turn.take() {
+                Some(mut open) => {
                     open.ended = Some(*reason);
                     out.entries.push(Entry::Turn(open));
                 }
-            }
-            Event::UserMessage { text, .. } => {
-                if let Some(open) = turn.as_mut() {
-                    open.input.push(text.clone());
-                }
-            }
-            Event::StepStart { step, .. } => {
-                if let Some(open) = turn.as_mut() {
-                    open.steps.push(Step {
-                        step: *step,
-                        seq,
-                        answer: String::new(),
-                        calls: Vec::new(),
-                    });
-                }
-            }
+                None => out.entries.push(unattached),
+            },
+            Event::UserMessage { text, .. } => match turn.as_mut() {
+                Some(open) => open.input.push(text.clone()),
+                None => out.entries.push(unattached),
+            },
+            Event::StepStart { step, .. } => match turn.as_mut() {
+                Some(open) => open.steps.push(Step {
+                    step: *step,
+                    seq,
+                    answer: String::new(),
+                    calls: Vec::new(),
+                }),
+                None => out.entries.push(unattached),
+            },
             Event::AssistantMessage { text, .. } => {
-                if let Some(step) = turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                    step.answer.clone_from(text);
+                match turn.as_mut().and_then(|t| t.steps.last_mut()) {
+                    Some(step) => step.answer.clone_from(text),
+                    None => out.entries.push(unattached),
                 }
             }
-            Event::ToolCall(call) => {
-                if let Some(step) = turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                    step.calls.push(Call {
-                        call_id: call.call_id.clone(),
-                        seq,
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                        decision: None,
-                        decided_by: None,
-                        approval: None,
-                        ok: None,
-                        result: None,
-                    });
-                }
-            }
+            Event::ToolCall(call) => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
+                Some(step) => step.calls.push(Call {
+                    call_id: call.call_id.clone(),
+                    seq,
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    decision: None,
+                    decided_by: None,
+                    approval: None,
+                    ok: None,
+                    result: None,
+                    sandbox: None,
+                }),
+                None => out.entries.push(unattached),
+            },
             Event::ToolDecision {
                 call_id,
                 decision,
                 by,
-            } => {
-                if let Some(call) = find_call(&mut turn, call_id) {
+            } => match find_call(&mut turn, call_id) {
+                Some(call) => {
                     call.decision = Some(*decision);
                     call.decided_by = Some(by.clone());
                 }
-            }
-            Event::ApprovalAsked { call_id, question } => {
-                if let Some(call) = find_call(&mut turn, call_id) {
+                None => out.entries.push(unattached),
+            },
+            Event::ApprovalAsked { call_id, question } => match find_call(&mut turn, call_id) {
+                Some(call) => {
                     call.approval = Some(Approval {
                         question: question.clone(),
                         answer: None,
                         answered_by: None,
                     });
                 }
-            }
+                None => out.entries.push(unattached),
+            },
             Event::ApprovalDecided {
                 call_id,
                 answer,
                 by,
-            } => {
-                if let Some(approval) =
-                    find_call(&mut turn, call_id).and_then(|c| c.approval.as_mut())
-                {
+            } => match find_call(&mut turn, call_id).and_then(|c| c.approval.as_mut()) {
+                Some(approval) => {
                     approval.answer = Some(answer.clone());
                     approval.answered_by = Some(by.clone());
                 }
-            }
+                None => out.entries.push(unattached),
+            },
             Event::ToolResult {
                 call_id,
                 ok,
                 content,
-                ..
-            } => {
-                if let Some(call) = find_call(&mut turn, call_id) {
+                sandbox,
+            } => match find_call(&mut turn, call_id) {
+                Some(call) => {
                     call.ok = Some(*ok);
                     call.result = Some(content.clone());
+                    call.sandbox.clone_from(sandbox);
+                }
+                None => out.entries.push(unattached),
+            },
+            Event::RequestHeader(header) => {
+                if model.as_deref() != Some(header.model.as_str()) {
+                    model = Some(header.model.clone());
+                    let s = switch("model", header.model.clone());
+                    push_switch(&mut out, &mut turn, s);
                 }
             }
             Event::SandboxMode { mode } => {
@@ -211,7 +239,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 let s = switch("plan-mode", if *active { "on" } else { "off" }.to_owned());
                 push_switch(&mut out, &mut turn, s);
             }
-            Event::StepEnd { .. } | Event::AssistantChunk { .. } | Event::RequestHeader(_) => {}
+            Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
         }
     }
     if let Some(open) = turn.take() {
@@ -220,13 +248,14 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
     out
 }
 
+/// The call a decision, approval or result with `call_id` belongs to: the first with that id
+/// that has no result yet (ids the model repeated are answered in order).
 fn find_call<'t>(turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
     turn.as_mut()?
         .steps
         .iter_mut()
-        .rev()
         .flat_map(|s| s.calls.iter_mut())
-        .find(|c| c.call_id == call_id)
+        .find(|c| c.call_id == call_id && c.ok.is_none())
 }
 
 fn push_switch(out: &mut Timeline, turn: &mut Option<Turn>, switch: Switch) {
