@@ -6,5 +6,11 @@
 
 mod error;
 pub mod log;
+pub mod model;
+pub mod tools;
+pub mod transcript;
+mod turn;
+
+pub use turn::{Agent, AgentConfig, TurnReport};
 
 pub use error::AgentError;

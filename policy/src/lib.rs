@@ -52,6 +52,7 @@ pub use merge::{
     Overrides, check_workspace_layer, load,
 };
 pub use origin::{Origin, Sourced};
+pub use parse::parse_document;
 pub use plan::{DecidedBy, FoundPath, Plan, PlanContext, Verdict, normalize, plan};
 pub use policy::{Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;

@@ -26,21 +26,7 @@ fn budget() -> Budget {
 }
 
 pub(crate) fn parse_layer(src: &SourceFile) -> Result<RawProfile, PolicyError> {
-    if src.bytes.len() > MAX_PROFILE_BYTES {
-        return Err(PolicyError::ProfileTooLarge {
-            file: src.display.clone(),
-            limit: MAX_PROFILE_BYTES,
-        });
-    }
-    let text = std::str::from_utf8(&src.bytes).map_err(|e| {
-        let valid = String::from_utf8_lossy(&src.bytes[..e.valid_up_to()]).into_owned();
-        let (line, column) = line_column_at_end(&valid);
-        PolicyError::ProfileNotUtf8 {
-            file: src.display.clone(),
-            line,
-            column,
-        }
-    })?;
+    let text = checked_text(src)?;
     if text.trim().is_empty() {
         return Err(PolicyError::ParseProfile {
             at: Origin::file(&src.display, 1, 1),
@@ -48,10 +34,43 @@ pub(crate) fn parse_layer(src: &SourceFile) -> Result<RawProfile, PolicyError> {
             hint: Some("a profile needs at least `mode:` or `extends:`".to_owned()),
         });
     }
+    parse_text(src, text)
+}
+
+/// Parses one YAML document of bridle's (a profile layer, a scripted model) into `T`, with the
+/// same limits and error quality as profiles: size cap, UTF-8 check, bounded parsing, strict
+/// booleans, and `file:line:column` in every error. The YAML parser stays inside this crate.
+pub fn parse_document<T: serde::de::DeserializeOwned>(src: &SourceFile) -> Result<T, PolicyError> {
+    let text = checked_text(src)?;
+    parse_text(src, text)
+}
+
+fn checked_text(src: &SourceFile) -> Result<&str, PolicyError> {
+    if src.bytes.len() > MAX_PROFILE_BYTES {
+        return Err(PolicyError::ProfileTooLarge {
+            file: src.display.clone(),
+            limit: MAX_PROFILE_BYTES,
+        });
+    }
+    std::str::from_utf8(&src.bytes).map_err(|e| {
+        let valid = String::from_utf8_lossy(&src.bytes[..e.valid_up_to()]).into_owned();
+        let (line, column) = line_column_at_end(&valid);
+        PolicyError::ProfileNotUtf8 {
+            file: src.display.clone(),
+            line,
+            column,
+        }
+    })
+}
+
+fn parse_text<T: serde::de::DeserializeOwned>(
+    src: &SourceFile,
+    text: &str,
+) -> Result<T, PolicyError> {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget());
     options.strict_booleans = true;
-    serde_saphyr::from_str_with_options::<RawProfile>(text, options).map_err(|e| {
+    serde_saphyr::from_str_with_options::<T>(text, options).map_err(|e| {
         let (line, column) = e
             .location()
             .map(|l| (l.line(), l.column()))

@@ -1,0 +1,384 @@
+//! The turn/step loop: user input opens a turn; each step is one model request (built from
+//! the session log alone) and the tool calls it produced; the turn ends when a step ends
+//! without tool calls, on max-tokens, on an error, or at the step limit. Everything is
+//! recorded in the session log before it is acted on.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use crate::AgentError;
+use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
+use crate::model::{Chunk, FinishReason, Model, ModelRequest};
+use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
+use crate::transcript::{derive_messages, header_in_force};
+
+/// How a session's turns run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// System prompt sections, in render order.
+    pub sections: Vec<PromptSection>,
+    /// Steps a turn may take before it is ended as aborted.
+    pub max_steps: u64,
+    /// Concurrency-safe calls run at once, at most.
+    pub max_parallel: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            sections: Vec::new(),
+            max_steps: 50,
+            max_parallel: 4,
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnReport {
+    pub turn: u64,
+    pub reason: TurnEndReason,
+    /// The model's final answer text (of the last step).
+    pub answer: String,
+    /// Why the turn did not complete, when it did not.
+    pub error: Option<String>,
+}
+
+/// An agent: a session log, a model and the tools, driven turn by turn.
+pub struct Agent<'h> {
+    log: SessionLog,
+    model: Box<dyn Model>,
+    tools: &'h dyn ToolHost,
+    config: AgentConfig,
+}
+
+impl std::fmt::Debug for Agent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.log.id())
+            .field("model", &self.model.route())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call of a step, with the id the log knows it by.
+struct PlannedCall {
+    call: ToolCall,
+    concurrent: bool,
+}
+
+impl<'h> Agent<'h> {
+    pub fn new(
+        log: SessionLog,
+        model: Box<dyn Model>,
+        tools: &'h dyn ToolHost,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            log,
+            model,
+            tools,
+            config,
+        }
+    }
+
+    /// The session log.
+    pub fn log(&self) -> &SessionLog {
+        &self.log
+    }
+
+    /// Gives the session log back (dropping it makes it durable).
+    pub fn into_log(self) -> SessionLog {
+        self.log
+    }
+
+    /// Runs one turn on `input` until it ends.
+    pub fn run_turn(&mut self, input: &str) -> Result<TurnReport, AgentError> {
+        let turn = self.log.progress().next_turn();
+        self.log.append(Event::TurnStart { turn })?;
+        self.log.append(Event::UserMessage {
+            id: None,
+            text: input.to_owned(),
+        })?;
+        let mut answer = String::new();
+        for step in 0..self.config.max_steps {
+            self.log.append(Event::StepStart { turn, step })?;
+            let request = self.request()?;
+            self.log.barrier()?;
+            let streamed = self.stream(&request);
+            let (text, calls, finish) = match streamed {
+                Ok(parts) => parts,
+                Err(error) => {
+                    return self.end(turn, Some(step), TurnEndReason::Error, answer, Some(error));
+                }
+            };
+            answer.clone_from(&text);
+            let calls = self.name_calls(calls);
+            self.log.append(Event::AssistantMessage {
+                text,
+                tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+            })?;
+            if finish == FinishReason::Length {
+                let why = "the model's answer was cut at its output token limit".to_owned();
+                return self.end(
+                    turn,
+                    Some(step),
+                    TurnEndReason::MaxTokens,
+                    answer,
+                    Some(why),
+                );
+            }
+            if calls.is_empty() {
+                return self.end(turn, Some(step), TurnEndReason::Completed, answer, None);
+            }
+            self.run_calls(calls)?;
+            self.log.append(Event::StepEnd { turn, step })?;
+        }
+        let why = format!(
+            "the turn reached its limit of {} steps",
+            self.config.max_steps
+        );
+        self.end(turn, None, TurnEndReason::Aborted, answer, Some(why))
+    }
+
+    /// Ends the turn (and the open step) and makes the log durable.
+    fn end(
+        &mut self,
+        turn: u64,
+        step: Option<u64>,
+        reason: TurnEndReason,
+        answer: String,
+        error: Option<String>,
+    ) -> Result<TurnReport, AgentError> {
+        if let Some(step) = step {
+            self.log.append(Event::StepEnd { turn, step })?;
+        }
+        self.log.append(Event::TurnEnd { turn, reason })?;
+        self.log.barrier()?;
+        Ok(TurnReport {
+            turn,
+            reason,
+            answer,
+            error,
+        })
+    }
+
+    /// The next request, built from the log alone; its header is logged when it changed.
+    fn request(&mut self) -> Result<ModelRequest, AgentError> {
+        let header = RequestHeader {
+            sections: self.config.sections.clone(),
+            tools: self.tools.schemas(),
+            model: self.model.route(),
+        };
+        let events = self.log.events().iter().map(|(_, e)| e);
+        if header_in_force(events).as_ref() != Some(&header) {
+            self.log.append(Event::RequestHeader(header))?;
+        }
+        let events: Vec<&Event> = self.log.events().iter().map(|(_, e)| e).collect();
+        let header = header_in_force(events.iter().copied()).unwrap_or(RequestHeader {
+            sections: Vec::new(),
+            tools: Vec::new(),
+            model: String::new(),
+        });
+        Ok(ModelRequest {
+            system: header.sections,
+            messages: derive_messages(events),
+            tools: header.tools,
+        })
+    }
+
+    /// Streams the answer, logging text and reasoning chunks as they come; returns the text,
+    /// the tool calls by index and the finish reason.
+    fn stream(
+        &mut self,
+        request: &ModelRequest,
+    ) -> Result<(String, Vec<ToolCall>, FinishReason), String> {
+        let mut text = String::new();
+        let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
+        let mut finish = FinishReason::Stop;
+        let mut log_error = None;
+        let log = &mut self.log;
+        let result = self.model.stream(request, &mut |chunk| match chunk {
+            Chunk::Text(piece) => {
+                text.push_str(&piece);
+                if let Err(e) = log.append(Event::AssistantChunk {
+                    text: piece,
+                    reasoning: false,
+                }) {
+                    log_error.get_or_insert(e.to_string());
+                }
+            }
+            Chunk::Reasoning(piece) => {
+                if let Err(e) = log.append(Event::AssistantChunk {
+                    text: piece,
+                    reasoning: true,
+                }) {
+                    log_error.get_or_insert(e.to_string());
+                }
+            }
+            Chunk::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let call = calls.entry(index).or_insert_with(|| ToolCall {
+                    call_id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+                if let Some(id) = id {
+                    call.call_id = id;
+                }
+                if let Some(name) = name {
+                    call.name = name;
+                }
+                call.arguments.push_str(&arguments);
+            }
+            Chunk::Usage { .. } => {}
+            Chunk::Finish(reason) => finish = reason,
+        });
+        if let Some(e) = log_error {
+            return Err(format!(
+                "the session log failed while the answer streamed: {e}"
+            ));
+        }
+        result.map_err(|e| e.to_string())?;
+        Ok((text, calls.into_values().collect(), finish))
+    }
+
+    /// Gives every call an id no other call of the session has (a model may repeat or omit
+    /// them), and decides which may run concurrently.
+    fn name_calls(&self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
+        let mut seen: HashSet<String> = self
+            .log
+            .events()
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::ToolCall(call) => Some(call.call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let next = self.log.next_seq();
+        calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut call)| {
+                if call.call_id.is_empty() || seen.contains(&call.call_id) {
+                    call.call_id = format!("bridle_{next}_{i}");
+                }
+                seen.insert(call.call_id.clone());
+                let concurrent = self.tools.concurrency_safe(&call.name, &call.arguments);
+                PlannedCall { call, concurrent }
+            })
+            .collect()
+    }
+
+    /// Runs a step's calls: consecutive concurrency-safe calls together (up to the limit),
+    /// every other call alone after the ones before it. Results are logged in the model's
+    /// order.
+    fn run_calls(&mut self, calls: Vec<PlannedCall>) -> Result<(), AgentError> {
+        let mut batches: Vec<Vec<ToolCall>> = Vec::new();
+        let mut open_batch = false;
+        for planned in calls {
+            let fits = open_batch
+                && batches
+                    .last()
+                    .is_some_and(|b| b.len() < self.config.max_parallel.max(1));
+            if planned.concurrent && fits {
+                if let Some(batch) = batches.last_mut() {
+                    batch.push(planned.call);
+                }
+            } else {
+                batches.push(vec![planned.call]);
+            }
+            open_batch = planned.concurrent;
+        }
+        for batch in batches {
+            for call in &batch {
+                self.log.append(Event::ToolCall(call.clone()))?;
+            }
+            let outcomes = self.run_batch(&batch)?;
+            for (call, outcome) in batch.iter().zip(outcomes) {
+                self.log.append(Event::ToolResult {
+                    call_id: call.call_id.clone(),
+                    ok: outcome.ok,
+                    content: outcome.content,
+                    sandbox: outcome.sandbox,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `batch` (alone, or side by side), recording every decision as it is taken and
+    /// making the log durable before an allowed call runs.
+    fn run_batch(&mut self, batch: &[ToolCall]) -> Result<Vec<ToolOutcome>, AgentError> {
+        let tools = self.tools;
+        let log = Mutex::new(&mut self.log);
+        let run = |call: &ToolCall| {
+            let note = |n: ToolNote| -> Result<(), String> {
+                let mut log = log
+                    .lock()
+                    .map_err(|_| "the session log lock was poisoned")?;
+                let event = match n {
+                    ToolNote::ApprovalAsked { question } => Event::ApprovalAsked {
+                        call_id: call.call_id.clone(),
+                        question,
+                    },
+                    ToolNote::ApprovalDecided { answer, by } => Event::ApprovalDecided {
+                        call_id: call.call_id.clone(),
+                        answer,
+                        by,
+                    },
+                    ToolNote::Decided { decision, by } => Event::ToolDecision {
+                        call_id: call.call_id.clone(),
+                        decision,
+                        by,
+                    },
+                };
+                let runs = matches!(
+                    event,
+                    Event::ToolDecision {
+                        decision: bridle_policy::Decision::Allow,
+                        ..
+                    }
+                );
+                log.append(event).map_err(|e| e.to_string())?;
+                // A barrier before each tool execution.
+                if runs {
+                    log.barrier().map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            };
+            let mut failed = None;
+            let outcome = tools.call(&call.name, &call.arguments, &mut |n| {
+                note(n).inspect_err(|e| {
+                    failed.get_or_insert(e.clone());
+                })
+            });
+            match failed {
+                Some(reason) => not_recorded(&reason),
+                None => outcome,
+            }
+        };
+        let outcomes: Vec<ToolOutcome> = if batch.len() == 1 {
+            batch.iter().map(run).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = batch.iter().map(|call| scope.spawn(|| run(call))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| ToolOutcome {
+                            ok: false,
+                            content: "the tool failed unexpectedly (it panicked)".to_owned(),
+                            sandbox: None,
+                        })
+                    })
+                    .collect()
+            })
+        };
+        Ok(outcomes)
+    }
+}
