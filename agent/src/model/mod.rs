@@ -1,6 +1,8 @@
 //! Model adapters: one trait that streams a request (system prompt, messages, tools) into
-//! chunks. Adapters: [`script`] (a scripted model for tests, demos and offline CI).
+//! chunks. Adapters: [`openai`] (OpenAI-compatible chat completions, and DeepSeek) and
+//! [`script`] (a scripted model for tests, demos and offline CI).
 
+pub mod openai;
 pub mod script;
 
 use serde::{Deserialize, Serialize};

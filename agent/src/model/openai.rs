@@ -1,0 +1,406 @@
+//! `openai:MODEL` (OpenAI-compatible chat completions: base URL from `BRIDLE_BASE_URL`, key
+//! from `BRIDLE_API_KEY`) and `deepseek:MODEL` (the same protocol at DeepSeek's public base
+//! URL, key from `DEEPSEEK_API_KEY`). Streams server-sent events; retries with backoff on rate
+//! limits, server errors and timeouts before the first chunk; classifies every failure.
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Chunk, FinishReason, Message, Model, ModelError, ModelRequest};
+
+/// DeepSeek's public API.
+pub const DEEPSEEK_BASE_URL: &str = "https://api.deepseek.com";
+
+/// How failed requests are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts in all (1: no retry).
+    pub attempts: u32,
+    /// The wait before the first retry; doubled each time, capped at `max_delay`. A
+    /// `Retry-After` from the server is honoured up to `max_delay`.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A chat-completions model over HTTP.
+#[derive(Debug)]
+pub struct OpenAiModel {
+    route: String,
+    model: String,
+    url: String,
+    api_key: Option<String>,
+    client: reqwest::blocking::Client,
+    retry: Retry,
+}
+
+impl OpenAiModel {
+    /// A model at `base_url` (the part before `/chat/completions`).
+    pub fn new(
+        route: impl Into<String>,
+        model: impl Into<String>,
+        base_url: &str,
+        api_key: Option<String>,
+        retry: Retry,
+    ) -> Result<Self, String> {
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let parsed =
+            reqwest::Url::parse(&url).map_err(|e| format!("base URL {base_url:?}: {e}"))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(format!(
+                "base URL {base_url:?}: only http and https are supported"
+            ));
+        }
+        let host = parsed.host_str().unwrap_or("");
+        let loopback = host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        let mut builder = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            // Per read: a model that sends nothing for this long has stalled.
+            .timeout(Duration::from_secs(120));
+        if loopback {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(|e| format!("HTTP client: {e}"))?;
+        Ok(Self {
+            route: route.into(),
+            model: model.into(),
+            url,
+            api_key,
+            client,
+            retry,
+        })
+    }
+
+    /// The model a `--model` route names: `openai:MODEL` or `deepseek:MODEL`, configured from
+    /// `env` (the process environment, or a test's).
+    pub fn from_route(route: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let (provider, model) = route
+            .split_once(':')
+            .ok_or_else(|| format!("model {route:?}: expected PROVIDER:MODEL"))?;
+        if model.is_empty() {
+            return Err(format!("model {route:?}: the model name is empty"));
+        }
+        let (base_url, key) = match provider {
+            "openai" => (
+                env("BRIDLE_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+                env("BRIDLE_API_KEY"),
+            ),
+            "deepseek" => (DEEPSEEK_BASE_URL.to_owned(), env("DEEPSEEK_API_KEY")),
+            other => {
+                return Err(format!(
+                    "model {route:?}: unknown provider {other:?} (openai, deepseek or script)"
+                ));
+            }
+        };
+        Self::new(route, model, &base_url, key, Retry::default())
+    }
+
+    /// The JSON body of a streaming chat-completions request.
+    pub fn body(&self, request: &ModelRequest) -> Value {
+        let mut sections = request.system.clone();
+        sections.sort_by_key(|s| s.order);
+        let system: Vec<&str> = sections.iter().map(|s| s.text.as_str()).collect();
+        let mut messages = Vec::new();
+        if !system.is_empty() {
+            messages.push(json!({"role": "system", "content": system.join("\n\n")}));
+        }
+        for message in &request.messages {
+            messages.push(match message {
+                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+                    json!({"role": "assistant", "content": text})
+                }
+                Message::Assistant { text, tool_calls } => json!({
+                    "role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { json!(text) },
+                    "tool_calls": tool_calls.iter().map(|c| json!({
+                        "id": c.call_id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    })).collect::<Vec<_>>(),
+                }),
+                Message::Tool { call_id, content } => {
+                    json!({"role": "tool", "tool_call_id": call_id, "content": content})
+                }
+            });
+        }
+        let mut body = json!({
+            "model": self.model,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": messages,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": t}))
+                .collect();
+        }
+        body
+    }
+
+    fn error(&self, class: fn(String, String) -> ModelError, detail: String) -> ModelError {
+        class(self.route.clone(), detail)
+    }
+
+    /// One attempt: the response, or the failure and how long the server asked us to wait.
+    fn send(
+        &self,
+        body: &Value,
+    ) -> Result<reqwest::blocking::Response, (ModelError, Option<Duration>)> {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().map_err(|e| {
+            let detail = e.to_string();
+            let error = if e.is_timeout() {
+                self.error(
+                    |route, detail| ModelError::Timeout { route, detail },
+                    detail,
+                )
+            } else {
+                self.error(
+                    |route, detail| ModelError::Server { route, detail },
+                    format!("cannot reach {}: {detail}", self.url),
+                )
+            };
+            (error, None)
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let wait = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response.text().unwrap_or_default();
+        let detail = format!("HTTP {}: {}", status.as_u16(), brief(&text));
+        let lower = text.to_lowercase();
+        let error = match status.as_u16() {
+            401 | 403 => self.error(|route, detail| ModelError::Auth { route, detail }, detail),
+            429 => self.error(
+                |route, detail| ModelError::RateLimit { route, detail },
+                detail,
+            ),
+            408 => self.error(
+                |route, detail| ModelError::Timeout { route, detail },
+                detail,
+            ),
+            400 | 413
+                if lower.contains("context_length")
+                    || lower.contains("context length")
+                    || lower.contains("maximum context")
+                    || lower.contains("too many tokens") =>
+            {
+                self.error(
+                    |route, detail| ModelError::ContextWindow { route, detail },
+                    detail,
+                )
+            }
+            500..=599 => self.error(|route, detail| ModelError::Server { route, detail }, detail),
+            _ => self.error(
+                |route, detail| ModelError::Protocol { route, detail },
+                detail,
+            ),
+        };
+        Err((error, wait))
+    }
+}
+
+/// At most 300 characters of an error body, on one line.
+fn brief(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = one_line.chars().take(300).collect();
+    if out.len() < one_line.len() {
+        out.push('…');
+    }
+    out
+}
+
+fn retryable(error: &ModelError) -> bool {
+    matches!(
+        error,
+        ModelError::RateLimit { .. } | ModelError::Server { .. } | ModelError::Timeout { .. }
+    )
+}
+
+impl Model for OpenAiModel {
+    fn route(&self) -> String {
+        self.route.clone()
+    }
+
+    fn stream(
+        &mut self,
+        request: &ModelRequest,
+        on_chunk: &mut dyn FnMut(Chunk),
+    ) -> Result<(), ModelError> {
+        let body = self.body(request);
+        let mut delay = self.retry.base_delay;
+        let mut attempt = 1;
+        let response = loop {
+            match self.send(&body) {
+                Ok(response) => break response,
+                Err((error, wait)) => {
+                    if !retryable(&error) || attempt >= self.retry.attempts {
+                        return Err(error);
+                    }
+                    let pause = wait.unwrap_or(delay).min(self.retry.max_delay);
+                    tracing::warn!("{error}; retrying in {pause:?} (attempt {attempt})");
+                    std::thread::sleep(pause);
+                    delay = (delay * 2).min(self.retry.max_delay);
+                    attempt += 1;
+                }
+            }
+        };
+        read_events(&self.route, response, on_chunk)
+    }
+}
+
+/// Reads the server-sent events of a streaming response into chunks.
+fn read_events(
+    route: &str,
+    response: reqwest::blocking::Response,
+    on_chunk: &mut dyn FnMut(Chunk),
+) -> Result<(), ModelError> {
+    let protocol = |detail: String| ModelError::Protocol {
+        route: route.to_owned(),
+        detail,
+    };
+    let mut finished = false;
+    let mut data = String::new();
+    let reader = std::io::BufReader::new(response);
+    for line in reader.lines() {
+        let line = line.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                ModelError::Timeout {
+                    route: route.to_owned(),
+                    detail: "the stream stalled".to_owned(),
+                }
+            } else {
+                protocol(format!("reading the stream: {e}"))
+            }
+        })?;
+        if let Some(rest) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+            continue;
+        }
+        if !line.is_empty() {
+            // `event:`, `id:`, `retry:` and comments carry nothing for us.
+            continue;
+        }
+        let event = std::mem::take(&mut data);
+        if event.is_empty() {
+            continue;
+        }
+        if event == "[DONE]" {
+            return if finished {
+                Ok(())
+            } else {
+                on_chunk(Chunk::Finish(FinishReason::Stop));
+                Ok(())
+            };
+        }
+        let value: Value = serde_json::from_str(&event).map_err(|e| {
+            protocol(format!(
+                "a stream event is not JSON ({e}): {}",
+                brief(&event)
+            ))
+        })?;
+        if let Some(error) = value.get("error") {
+            return Err(ModelError::Server {
+                route: route.to_owned(),
+                detail: format!("error in the stream: {}", brief(&error.to_string())),
+            });
+        }
+        finished |= chunks_of(&value, on_chunk)?;
+    }
+    if !data.is_empty() {
+        return Err(protocol("the stream ended inside an event".to_owned()));
+    }
+    if finished {
+        Ok(())
+    } else {
+        Err(protocol(
+            "the stream ended before the answer did".to_owned(),
+        ))
+    }
+}
+
+/// The chunks in one `chat.completion.chunk`; whether it carried a finish reason.
+fn chunks_of(value: &Value, on_chunk: &mut dyn FnMut(Chunk)) -> Result<bool, ModelError> {
+    let mut finished = false;
+    if let Some(choice) = value["choices"].get(0) {
+        let delta = &choice["delta"];
+        if let Some(text) = delta["reasoning_content"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        {
+            on_chunk(Chunk::Reasoning(text.to_owned()));
+        }
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            on_chunk(Chunk::Text(text.to_owned()));
+        }
+        if let Some(calls) = delta["tool_calls"].as_array() {
+            for (position, call) in calls.iter().enumerate() {
+                let index = call["index"]
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .unwrap_or(position);
+                on_chunk(Chunk::ToolCallDelta {
+                    index,
+                    id: call["id"].as_str().map(str::to_owned),
+                    name: call["function"]["name"].as_str().map(str::to_owned),
+                    arguments: call["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned(),
+                });
+            }
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            finished = true;
+            on_chunk(Chunk::Finish(match reason {
+                "stop" => FinishReason::Stop,
+                "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                "length" => FinishReason::Length,
+                other => FinishReason::Other(other.to_owned()),
+            }));
+        }
+    }
+    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        on_chunk(Chunk::Usage {
+            input: usage["prompt_tokens"].as_u64().unwrap_or(0),
+            output: usage["completion_tokens"].as_u64().unwrap_or(0),
+        });
+    }
+    Ok(finished)
+}

@@ -1,0 +1,347 @@
+//! The OpenAI-compatible adapter against a real HTTP server on loopback that speaks the
+//! protocol: streaming server-sent events, tool-call deltas, errors, retries.
+
+#![cfg(test)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bridle_agent::log::{PromptSection, ToolCall};
+use bridle_agent::model::openai::{OpenAiModel, Retry};
+use bridle_agent::model::{Chunk, FinishReason, Message, Model, ModelError, ModelRequest};
+use pretty_assertions::assert_eq;
+
+/// What the server received.
+#[derive(Debug, Clone)]
+struct Received {
+    request_line: String,
+    headers: Vec<(String, String)>,
+    body: serde_json::Value,
+}
+
+/// One scripted reply: status, extra headers, body.
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+}
+
+fn sse(events: &[serde_json::Value]) -> Reply {
+    let mut body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    body.push_str("data: [DONE]\n\n");
+    Reply {
+        status: 200,
+        headers: vec![("Content-Type", "text/event-stream".into())],
+        body,
+    }
+}
+
+fn status(code: u16, body: &str) -> Reply {
+    Reply {
+        status: code,
+        headers: vec![("Content-Type", "application/json".into())],
+        body: body.into(),
+    }
+}
+
+/// Serves `replies` in order, one per connection; returns the base URL and what it received.
+fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Received>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&received);
+    std::thread::spawn(move || {
+        for reply in replies {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).unwrap();
+            let mut headers = Vec::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let line = line.trim_end().to_owned();
+                if line.is_empty() {
+                    break;
+                }
+                let (k, v) = line.split_once(':').unwrap();
+                headers.push((k.trim().to_lowercase(), v.trim().to_owned()));
+            }
+            let length: usize = headers
+                .iter()
+                .find(|(k, _)| k == "content-length")
+                .map_or(0, |(_, v)| v.parse().unwrap());
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).unwrap();
+            log.lock().unwrap().push(Received {
+                request_line: request_line.trim_end().to_owned(),
+                headers,
+                body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+            });
+            let mut stream = reader.into_inner();
+            let mut head = format!(
+                "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                reply.status,
+                reply.body.len()
+            );
+            for (k, v) in &reply.headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(reply.body.as_bytes());
+            let _ = stream.flush();
+        }
+    });
+    (url, received)
+}
+
+fn quick_retry() -> Retry {
+    Retry {
+        attempts: 3,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+    }
+}
+
+fn model(url: &str) -> OpenAiModel {
+    OpenAiModel::new(
+        "openai:test-model",
+        "test-model",
+        url,
+        Some("sk-test".into()),
+        quick_retry(),
+    )
+    .unwrap()
+}
+
+fn request() -> ModelRequest {
+    ModelRequest {
+        system: vec![
+            PromptSection {
+                name: "later".into(),
+                order: 50,
+                text: "Plan first.".into(),
+            },
+            PromptSection {
+                name: "base".into(),
+                order: 10,
+                text: "You are careful.".into(),
+            },
+        ],
+        messages: vec![
+            Message::User {
+                text: "list files".into(),
+            },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    call_id: "call_1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"ls"}"#.into(),
+                }],
+            },
+            Message::Tool {
+                call_id: "call_1".into(),
+                content: "README.md".into(),
+            },
+        ],
+        tools: vec![serde_json::json!({
+            "name": "bash",
+            "description": "run a command",
+            "parameters": {"type": "object"},
+        })],
+    }
+}
+
+fn collect(model: &mut OpenAiModel) -> Result<Vec<Chunk>, ModelError> {
+    let mut chunks = Vec::new();
+    model.stream(&request(), &mut |c| chunks.push(c))?;
+    Ok(chunks)
+}
+
+fn delta(d: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+}
+
+#[test]
+fn a_streamed_answer_with_tool_calls_arrives_as_chunks() {
+    let (url, received) = serve(vec![sse(&[
+        delta(
+            serde_json::json!({"role": "assistant", "reasoning_content": "hmm"}),
+            None,
+        ),
+        delta(serde_json::json!({"content": "Let me "}), None),
+        delta(serde_json::json!({"content": "look."}), None),
+        delta(
+            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_9", "type": "function",
+                "function": {"name": "bash", "arguments": "{\"comm"}}]}),
+            None,
+        ),
+        delta(
+            serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "and\":\"ls\"}"}}]}),
+            None,
+        ),
+        delta(serde_json::json!({}), Some("tool_calls")),
+        serde_json::json!({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 7}}),
+    ])]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![
+            Chunk::Reasoning("hmm".into()),
+            Chunk::Text("Let me ".into()),
+            Chunk::Text("look.".into()),
+            Chunk::ToolCallDelta {
+                index: 0,
+                id: Some("call_9".into()),
+                name: Some("bash".into()),
+                arguments: "{\"comm".into()
+            },
+            Chunk::ToolCallDelta {
+                index: 0,
+                id: None,
+                name: None,
+                arguments: "and\":\"ls\"}".into()
+            },
+            Chunk::Finish(FinishReason::ToolCalls),
+            Chunk::Usage {
+                input: 12,
+                output: 7
+            },
+        ]
+    );
+    let got = received.lock().unwrap()[0].clone();
+    assert_eq!(got.request_line, "POST /v1/chat/completions HTTP/1.1");
+    assert!(
+        got.headers
+            .contains(&("authorization".into(), "Bearer sk-test".into()))
+    );
+    let body = got.body;
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["stream"], true);
+    // Sections in render order, joined into one system message.
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(
+        body["messages"][0]["content"],
+        "You are careful.\n\nPlan first."
+    );
+    assert_eq!(body["messages"][2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        r#"{"command":"ls"}"#
+    );
+    assert_eq!(body["messages"][3]["role"], "tool");
+    assert_eq!(body["messages"][3]["tool_call_id"], "call_1");
+    assert_eq!(body["tools"][0]["type"], "function");
+    assert_eq!(body["tools"][0]["function"]["name"], "bash");
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried_then_the_answer_streams() {
+    let (url, received) = serve(vec![
+        Reply {
+            status: 429,
+            headers: vec![("Retry-After", "0".into())],
+            body: r#"{"error":{"message":"slow down"}}"#.into(),
+        },
+        status(503, "overloaded"),
+        sse(&[delta(serde_json::json!({"content": "ok"}), Some("stop"))]),
+    ]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![Chunk::Text("ok".into()), Chunk::Finish(FinishReason::Stop)]
+    );
+    assert_eq!(received.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn failures_are_classified_and_only_transient_ones_retried() {
+    let (url, received) = serve(vec![status(401, r#"{"error":"bad key"}"#)]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Auth { .. }), "{err}");
+    assert!(err.to_string().contains("HTTP 401"), "{err}");
+    assert_eq!(received.lock().unwrap().len(), 1, "no retry on auth");
+
+    let (url, _) = serve(vec![status(
+        400,
+        r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 8192 tokens"}}"#,
+    )]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::ContextWindow { .. }), "{err}");
+
+    let (url, received) = serve(vec![status(500, "a"), status(502, "b"), status(500, "c")]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Server { .. }), "{err}");
+    assert_eq!(received.lock().unwrap().len(), 3, "attempts in all");
+
+    let (url, _) = serve(vec![status(404, "no such route")]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Protocol { .. }), "{err}");
+}
+
+#[test]
+fn a_broken_stream_is_a_protocol_error_not_an_answer() {
+    let (url, _) = serve(vec![Reply {
+        status: 200,
+        headers: vec![("Content-Type", "text/event-stream".into())],
+        body: "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\ndata: {not json\n\n"
+            .into(),
+    }]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Protocol { .. }), "{err}");
+    // A stream cut before any finish reason or [DONE].
+    let (url, _) = serve(vec![Reply {
+        status: 200,
+        headers: vec![("Content-Type", "text/event-stream".into())],
+        body: "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n".into(),
+    }]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(err.to_string().contains("ended before"), "{err}");
+    // A cut answer is reported as such.
+    let (url, _) = serve(vec![sse(&[delta(
+        serde_json::json!({"content": "half"}),
+        Some("length"),
+    )])]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(chunks.last(), Some(&Chunk::Finish(FinishReason::Length)));
+}
+
+#[test]
+fn an_unreachable_server_is_retried_then_reported_with_its_address() {
+    // A port nothing listens on.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Server { .. }), "{err}");
+    assert!(err.to_string().contains("cannot reach"), "{err}");
+}
+
+#[test]
+fn routes_pick_the_provider_base_url_and_key() {
+    let env = |k: &str| match k {
+        "BRIDLE_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+        "BRIDLE_API_KEY" => Some("k1".to_owned()),
+        "DEEPSEEK_API_KEY" => Some("k2".to_owned()),
+        _ => None,
+    };
+    let m = OpenAiModel::from_route("openai:gpt-test", &env).unwrap();
+    assert_eq!(m.route(), "openai:gpt-test");
+    assert_eq!(m.body(&request())["model"], "gpt-test");
+    OpenAiModel::from_route("deepseek:deepseek-chat", &env).unwrap();
+    for bad in ["openai:", "gpt", "anthropic:x"] {
+        let err = OpenAiModel::from_route(bad, &env).unwrap_err();
+        assert!(err.contains(bad), "{err}");
+    }
+    let err = OpenAiModel::from_route("openai:x", &|k| {
+        (k == "BRIDLE_BASE_URL").then(|| "ftp://example.com".to_owned())
+    })
+    .unwrap_err();
+    assert!(err.contains("only http and https"), "{err}");
+}
