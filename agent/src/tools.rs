@@ -41,7 +41,7 @@ pub trait ToolHost: Sync {
 }
 
 /// Where a host reports a call's decisions: the loop records each in the session log.
-pub type Notes<'a> = dyn FnMut(ToolNote) -> Result<(), String> + 'a;
+pub type Notes<'a> = dyn FnMut(ToolNote) -> Result<(), String> + Send + 'a;
 
 /// The outcome of a call that did not run because its decision could not be recorded.
 pub fn not_recorded(reason: &str) -> ToolOutcome {

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, Write};
 
-use bridle_policy::{ApprovalPolicy, SandboxMode};
+use bridle_policy::{ApprovalPolicy, Decision, SandboxMode};
 use serde::Serialize;
 
 /// What a person (or a configured answerer) said.
@@ -24,6 +24,16 @@ pub enum ApprovalOutcome {
 }
 
 impl ApprovalOutcome {
+    /// How the outcome is logged: `approved`, `rejected`, `cancelled` or `unavailable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApprovalOutcome::AllowedOnce => "approved",
+            ApprovalOutcome::Rejected => "rejected",
+            ApprovalOutcome::Cancelled => "cancelled",
+            ApprovalOutcome::Unavailable => "unavailable",
+        }
+    }
+
     /// The denial text the model reads for every outcome except `AllowedOnce`.
     pub fn denial(self, policy: ApprovalPolicy) -> Option<String> {
         match self {
@@ -59,6 +69,11 @@ pub struct ApprovalRequest {
 pub trait Answerer: Send + Sync {
     /// Answers one question.
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome;
+
+    /// Who answers, as the session log records it.
+    fn who(&self) -> &'static str {
+        "a configured answerer"
+    }
 }
 
 /// The non-interactive default: nobody to ask.
@@ -68,6 +83,10 @@ pub struct NoAnswerer;
 impl Answerer for NoAnswerer {
     fn answer(&self, _request: &ApprovalRequest) -> ApprovalOutcome {
         ApprovalOutcome::Unavailable
+    }
+
+    fn who(&self) -> &'static str {
+        "nobody (no terminal to ask on)"
     }
 }
 
@@ -88,6 +107,10 @@ impl TerminalAnswerer {
 }
 
 impl Answerer for TerminalAnswerer {
+    fn who(&self) -> &'static str {
+        "the person at the terminal"
+    }
+
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome {
         let Ok(tty) = std::fs::OpenOptions::new()
             .read(true)
@@ -129,24 +152,86 @@ impl Answerer for TerminalAnswerer {
     }
 }
 
-/// The seam: the approval policy, then an answerer.
-pub struct Approvals {
-    policy: ApprovalPolicy,
-    answerer: Box<dyn Answerer>,
+/// What the pipeline reports while it handles one call, so a session log can show what
+/// decided it before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PipelineNote {
+    /// A question went to the answerer.
+    ApprovalAsked {
+        /// The tool, why it needs approval, and the model's justification.
+        question: String,
+    },
+    /// The seam answered.
+    ApprovalDecided {
+        /// `approved`, `rejected`, `cancelled` or `unavailable`.
+        answer: String,
+        /// Who answered (the approval policy, a person at the terminal, nobody).
+        by: String,
+    },
+    /// The call was decided; an allowed call runs right after.
+    Decided {
+        /// Allow or deny.
+        decision: Decision,
+        /// The rule, approval, policy or guard that decided.
+        by: String,
+    },
 }
 
-impl std::fmt::Debug for Approvals {
+/// Receives a call's notes; an error means the note could not be kept (and the call must not
+/// run).
+pub type Observer<'a> = dyn Fn(PipelineNote) -> Result<(), String> + Sync + 'a;
+
+/// The answerer of a seam: its own, or the one of the seam it was derived from.
+enum AnswererRef<'o> {
+    Owned(Box<dyn Answerer>),
+    Shared(&'o dyn Answerer),
+}
+
+impl AnswererRef<'_> {
+    fn get(&self) -> &dyn Answerer {
+        match self {
+            AnswererRef::Owned(a) => a.as_ref(),
+            AnswererRef::Shared(a) => *a,
+        }
+    }
+}
+
+/// The seam: the approval policy, then an answerer; and, for a call the agent records, the
+/// observer its decisions are reported to.
+pub struct Approvals<'o> {
+    policy: ApprovalPolicy,
+    answerer: AnswererRef<'o>,
+    observer: Option<&'o Observer<'o>>,
+}
+
+impl std::fmt::Debug for Approvals<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Approvals")
             .field("policy", &self.policy)
+            .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl Approvals {
+impl Approvals<'static> {
     /// A seam for `policy`, asking `answerer` when the policy allows asking.
-    pub fn new(policy: ApprovalPolicy, answerer: Box<dyn Answerer>) -> Approvals {
-        Approvals { policy, answerer }
+    pub fn new(policy: ApprovalPolicy, answerer: Box<dyn Answerer>) -> Approvals<'static> {
+        Approvals {
+            policy,
+            answerer: AnswererRef::Owned(answerer),
+            observer: None,
+        }
+    }
+}
+
+impl<'o> Approvals<'o> {
+    /// The same seam (policy and answerer) reporting to `observer`, for one call.
+    pub fn observed<'p>(&'p self, observer: &'p Observer<'p>) -> Approvals<'p> {
+        Approvals {
+            policy: self.policy,
+            answerer: AnswererRef::Shared(self.answerer.get()),
+            observer: Some(observer),
+        }
     }
 
     /// The policy in force.
@@ -154,13 +239,68 @@ impl Approvals {
         self.policy
     }
 
-    /// Asks. Under `never` the answer is `rejected` and no answerer is consulted.
+    /// Asks. Under `never` the answer is `rejected` and no answerer is consulted. With an
+    /// observer, the question and the answer are reported; a question that cannot be reported
+    /// is not asked, and an answer that cannot be reported does not approve (`unavailable`).
     pub fn ask(&self, request: &ApprovalRequest) -> ApprovalOutcome {
-        match self.policy {
-            ApprovalPolicy::Never => ApprovalOutcome::Rejected,
-            ApprovalPolicy::Ask => self.answerer.answer(request),
+        if self
+            .note(PipelineNote::ApprovalAsked {
+                question: question_text(request),
+            })
+            .is_err()
+        {
+            return ApprovalOutcome::Unavailable;
+        }
+        let (outcome, by) = match self.policy {
+            ApprovalPolicy::Never => (ApprovalOutcome::Rejected, "approval policy never"),
+            ApprovalPolicy::Ask => (
+                self.answerer.get().answer(request),
+                self.answerer.get().who(),
+            ),
+        };
+        let noted = self.note(PipelineNote::ApprovalDecided {
+            answer: outcome.name().to_owned(),
+            by: by.to_owned(),
+        });
+        match noted {
+            Ok(()) => outcome,
+            Err(_) => ApprovalOutcome::Unavailable,
         }
     }
+
+    /// Reports that the call was decided. An error means it could not be recorded: an allowed
+    /// call must then not run.
+    pub fn decided(&self, decision: Decision, by: &str) -> Result<(), String> {
+        self.note(PipelineNote::Decided {
+            decision,
+            by: by.to_owned(),
+        })
+    }
+
+    fn note(&self, note: PipelineNote) -> Result<(), String> {
+        match self.observer {
+            Some(observer) => observer(note),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The text the model reads when a call's decision could not be recorded and it did not run.
+pub fn not_recorded(reason: &str) -> String {
+    format!("not run: the session log could not record the decision ({reason})")
+}
+
+/// The question as one line: the tool, why it needs approval, and the model's justification.
+fn question_text(request: &ApprovalRequest) -> String {
+    let mut text = format!("{}: {}", request.tool, request.reason);
+    if let Some(j) = request
+        .justification
+        .as_deref()
+        .filter(|j| !j.trim().is_empty())
+    {
+        text.push_str(&format!(" (justification: {j})"));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -229,5 +369,53 @@ mod tests {
             ApprovalOutcome::AllowedOnce.denial(ApprovalPolicy::Ask),
             None
         );
+    }
+
+    #[test]
+    fn an_observed_seam_reports_questions_answers_and_decisions() {
+        let notes = std::sync::Mutex::new(Vec::new());
+        let observer = |n: PipelineNote| -> Result<(), String> {
+            notes.lock().unwrap().push(n);
+            Ok(())
+        };
+        let seam = Approvals::new(ApprovalPolicy::Ask, Box::new(NoAnswerer));
+        let observed = seam.observed(&observer);
+        assert_eq!(observed.ask(&request()), ApprovalOutcome::Unavailable);
+        observed
+            .decided(Decision::Deny, "approval unavailable")
+            .unwrap();
+        let notes = notes.into_inner().unwrap();
+        assert_eq!(
+            notes,
+            vec![
+                PipelineNote::ApprovalAsked {
+                    question: "bash: rule".into()
+                },
+                PipelineNote::ApprovalDecided {
+                    answer: "unavailable".into(),
+                    by: "nobody (no terminal to ask on)".into()
+                },
+                PipelineNote::Decided {
+                    decision: Decision::Deny,
+                    by: "approval unavailable".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_seam_that_cannot_record_never_approves() {
+        static ASKED: AtomicBool = AtomicBool::new(false);
+        let failing = |_: PipelineNote| -> Result<(), String> { Err("disk full".into()) };
+        let seam = Approvals::new(ApprovalPolicy::Ask, Box::new(Yes(&ASKED)));
+        let observed = seam.observed(&failing);
+        assert_eq!(observed.ask(&request()), ApprovalOutcome::Unavailable);
+        assert!(
+            !ASKED.load(Ordering::SeqCst),
+            "asked although it could not be recorded"
+        );
+        assert!(observed.decided(Decision::Allow, "x").is_err());
+        // The unobserved seam it came from still works.
+        assert_eq!(seam.ask(&request()), ApprovalOutcome::AllowedOnce);
     }
 }

@@ -83,7 +83,7 @@ pub struct BashContext<'a> {
     /// The session's plan (spec, approval policy, rules).
     pub plan: &'a Plan,
     /// The approvals seam.
-    pub approvals: &'a Approvals,
+    pub approvals: &'a Approvals<'a>,
     /// Where commands run.
     pub runner: &'a dyn Runner,
     /// Plans the spec for a wider mode (an approved escalation of one call).
@@ -166,12 +166,14 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
     // Rules first: a denial is final.
     let verdict = check_bash(ctx.plan, &args.command);
     if verdict.decision == Decision::Deny {
+        let _ = ctx.approvals.decided(Decision::Deny, &verdict.reason);
         return failure(
             spec,
             format!("denied: {}", verdict.reason),
             Some(DeniedBy::Rule),
         );
     }
+    let mut allowed_by = verdict.reason.clone();
     let mut reasons = Vec::new();
     if verdict.decision == Decision::Ask {
         reasons.push(verdict.reason.clone());
@@ -214,6 +216,9 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         };
         let outcome = ctx.approvals.ask(&request);
         if let Some(text) = outcome.denial(ctx.approvals.policy()) {
+            let _ = ctx
+                .approvals
+                .decided(Decision::Deny, &format!("approval {}", outcome.name()));
             return failure(
                 spec,
                 format!("denied ({}): {text}", request.reason),
@@ -221,11 +226,15 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
             );
         }
         debug_assert_eq!(outcome, ApprovalOutcome::AllowedOnce);
+        allowed_by = format!("approved ({})", request.reason);
     }
     let (run_spec, escalated) = match args.sandbox_permissions {
         Some(wider) => match (ctx.replan)(wider) {
             Ok(s) => (s, true),
             Err(e) => {
+                let _ = ctx
+                    .approvals
+                    .decided(Decision::Deny, "the escalated sandbox cannot be planned");
                 return failure(
                     spec,
                     format!("cannot plan the escalated sandbox: {e}"),
@@ -235,6 +244,10 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         },
         None => (spec.clone(), false),
     };
+    // Recorded before it runs; a decision that cannot be recorded does not run.
+    if let Err(e) = ctx.approvals.decided(Decision::Allow, &allowed_by) {
+        return failure(spec, crate::approvals::not_recorded(&e), None);
+    }
 
     let request = RunRequest {
         argv: vec!["bash".into(), "-c".into(), args.command.clone()],
@@ -531,6 +544,12 @@ pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         output_cap: ctx.output_cap,
         spill_dir: spec.temp_dir.clone(),
     };
+    if let Err(e) = ctx.approvals.decided(
+        Decision::Allow,
+        "grep reads inside the sandbox (masked paths stay hidden)",
+    ) {
+        return failure(spec, crate::approvals::not_recorded(&e), None);
+    }
     let result = match ctx.runner.run(&request) {
         Ok(r) => r,
         Err(e) => return failure(spec, format!("running grep failed: {e}"), None),

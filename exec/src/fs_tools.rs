@@ -13,7 +13,7 @@ use bridle_policy::{Decision, Plan, SandboxMode};
 use bridle_sandbox::confined_fs::ConfinedFs;
 use serde::Deserialize;
 
-use crate::approvals::{ApprovalRequest, Approvals};
+use crate::approvals::{ApprovalRequest, Approvals, not_recorded};
 use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
 
 /// Largest file `read_file` and `edit_file` load (bytes).
@@ -31,7 +31,7 @@ pub struct FsContext<'a> {
     /// The session's plan.
     pub plan: &'a Plan,
     /// The approvals seam.
-    pub approvals: &'a Approvals,
+    pub approvals: &'a Approvals<'a>,
     /// The confined worker.
     pub fs: &'a ConfinedFs,
     /// Plans the session for a wider mode (an approved escalation of one call); `None` when
@@ -233,9 +233,40 @@ impl Writer<'_> {
     }
 }
 
+/// Decides a write, reports the decision (an allowed write whose decision cannot be recorded
+/// does not happen) and returns where it goes.
+fn writer_for<'a>(
+    ctx: &'a FsContext<'_>,
+    tool: &str,
+    raw_args: &str,
+    path: &Path,
+    escalation: Option<(SandboxMode, Option<&str>)>,
+) -> Result<Writer<'a>, ToolResult> {
+    match decide_writer(ctx, tool, raw_args, path, escalation) {
+        Ok(writer) => {
+            let by = match &writer {
+                Writer::Session(_) => ctx.plan.decide_write(path).reason,
+                Writer::Escalated(_) | Writer::Unconfined => {
+                    "approved escalation of this one write".to_owned()
+                }
+            };
+            ctx.approvals
+                .decided(Decision::Allow, &by)
+                .map_err(|e| done(ctx.plan, false, not_recorded(&e), None))?;
+            Ok(writer)
+        }
+        Err(denied) => {
+            if denied.denied_by.is_some() {
+                let _ = ctx.approvals.decided(Decision::Deny, &denied.content);
+            }
+            Err(denied)
+        }
+    }
+}
+
 /// Decides a write (policy, rules, approvals; an escalation needs a person's approval and runs
 /// this one call under the wider mode) and returns where it goes.
-fn writer_for<'a>(
+fn decide_writer<'a>(
     ctx: &'a FsContext<'_>,
     tool: &str,
     raw_args: &str,
@@ -325,6 +356,9 @@ fn writer_for<'a>(
         })
 }
 
+/// How reads are decided: the mode allows them; the confined worker keeps masked paths out.
+const READS_ALLOWED: &str = "reads are allowed; masked paths stay hidden";
+
 /// `read_file`.
 pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     let args: ReadArgs = match parse(ctx.plan, "read_file", raw) {
@@ -332,6 +366,9 @@ pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Err(r) => return r,
     };
     let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
+        return done(ctx.plan, false, not_recorded(&e), None);
+    }
     let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES) {
         Ok(r) => r,
         Err(e) => return sandbox_denied(ctx.plan, &e),
@@ -494,6 +531,9 @@ pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Err(r) => return r,
     };
     let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
+        return done(ctx.plan, false, not_recorded(&e), None);
+    }
     match ctx.fs.list_dir(&path) {
         Ok(entries) => {
             let mut out = String::new();
@@ -548,6 +588,9 @@ pub fn glob(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         &ctx.plan.spec.workspace,
         args.path.as_deref().unwrap_or("."),
     );
+    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
+        return done(ctx.plan, false, not_recorded(&e), None);
+    }
     let (entries, stopped) = match ctx.fs.walk(&base, GLOB_MAX_VISITED) {
         Ok(r) => r,
         Err(e) => return sandbox_denied(ctx.plan, &e),

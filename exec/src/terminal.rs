@@ -211,7 +211,7 @@ struct TerminalArgs {
 /// when this returns).
 pub fn call_once(
     plan: &bridle_policy::Plan,
-    approvals: &crate::approvals::Approvals,
+    approvals: &crate::approvals::Approvals<'_>,
     launcher: PathBuf,
     raw_arguments: &str,
 ) -> crate::bash_tool::ToolResult {
@@ -241,10 +241,13 @@ pub fn call_once(
             );
         }
     };
+    let mut allowed_by = "opening the session's terminal".to_owned();
     if let Some(input) = &args.input {
         let verdict = crate::rules::check_bash(plan, input);
+        allowed_by.clone_from(&verdict.reason);
         match verdict.decision {
             bridle_policy::Decision::Deny if !input.trim().is_empty() => {
+                let _ = approvals.decided(bridle_policy::Decision::Deny, &verdict.reason);
                 return result(
                     false,
                     format!("denied: {}", verdict.reason),
@@ -260,16 +263,25 @@ pub fn call_once(
                     justification: None,
                     escalation: None,
                 };
-                if let Some(text) = approvals.ask(&request).denial(approvals.policy()) {
+                let outcome = approvals.ask(&request);
+                if let Some(text) = outcome.denial(approvals.policy()) {
+                    let _ = approvals.decided(
+                        bridle_policy::Decision::Deny,
+                        &format!("approval {}", outcome.name()),
+                    );
                     return result(
                         false,
                         format!("denied ({}): {text}", verdict.reason),
                         Some(DeniedBy::Approval),
                     );
                 }
+                allowed_by = format!("approved ({})", verdict.reason);
             }
             _ => {}
         }
+    }
+    if let Err(e) = approvals.decided(bridle_policy::Decision::Allow, &allowed_by) {
+        return result(false, crate::approvals::not_recorded(&e), None);
     }
     let mut terminal = match Terminal::start(spec, launcher, &spec.workspace, 40, 120) {
         Ok(t) => t,
