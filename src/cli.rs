@@ -79,9 +79,41 @@ pub enum Command {
     /// Inspect, validate and explain the effective policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Run the agent headless on TASK until the turn ends; prints the final answer.
+    ///
+    /// Exit 0 only when the turn completed; 1 otherwise, with the reason on stderr. The session
+    /// id is printed on stderr (`bridle: session ID`) before the first model request.
+    Run(RunArgs),
     /// List, show, verify and export session logs.
     #[command(subcommand)]
     Log(LogCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
+    /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
+    #[arg(long, value_name = "SPEC")]
+    pub model: String,
+    /// The session log store.
+    #[arg(long, value_name = "jsonl|sqlite", default_value = "jsonl", value_parser = ["jsonl", "sqlite"])]
+    pub store: String,
+    /// Where session logs live (default `$XDG_STATE_HOME/bridle/sessions`); refused when it
+    /// lies inside a writable root.
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Start the session in plan mode.
+    #[arg(long)]
+    pub plan: bool,
+    /// Continue session ID (its turn numbers continue).
+    #[arg(long, value_name = "ID", conflicts_with = "fork")]
+    pub resume: Option<String>,
+    /// Branch a new session from session ID, up to event SEQ (default: its last event).
+    #[arg(long, value_name = "ID[@SEQ]")]
+    pub fork: Option<String>,
+    /// The task.
+    #[arg(value_name = "TASK")]
+    pub task: String,
 }
 
 /// Where session logs live, for every `bridle log` subcommand.

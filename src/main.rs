@@ -1,11 +1,13 @@
 //! The `bridle` command-line interface: parses flags, wires the crates, prints.
 
+mod agent_host;
 mod cli;
 mod exec_cmd;
 mod log_cmd;
 mod policy_cmd;
 mod printable;
 mod probe_cmd;
+mod run_cmd;
 mod session_facts;
 mod shell_cmd;
 mod tool_cmd;
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
         Command::Log(cmd) => log_cmd::run(&cli.global, cmd),
+        Command::Run(args) => run_cmd::run(&cli.global, args),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
         Command::Shell => shell_cmd::run(&cli.global),

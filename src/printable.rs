@@ -3,11 +3,11 @@
 /// `text` with every character that could move the cursor, erase or recolour the screen, or
 /// reorder what is shown (C0 and C1 controls, DEL, bidirectional overrides) written as an
 /// escape such as `\u{1b}`, so what is printed is exactly what is there. Newlines are escaped
-/// too: one value is one line.
+/// too (one value is one line); tabs are kept.
 pub fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let hostile = c.is_control()
+        let hostile = (c.is_control() && c != '\t')
             || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
         if hostile {
             out.extend(c.escape_unicode());

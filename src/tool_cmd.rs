@@ -1,30 +1,16 @@
 //! `bridle tool NAME [--session-dir DIR] JSON`: one tool call through exactly the pipeline the
 //! agent uses (argument validation, rules, approval, sandbox, output limits), without a model.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use bridle_exec::approvals::{Answerer, Approvals, NoAnswerer, TerminalAnswerer};
-use bridle_exec::bash_tool::{self, BashContext, DEFAULT_OUTPUT_CAP};
-use bridle_exec::fs_tools::{self, FsContext};
-use bridle_exec::run::SandboxRunner;
 use bridle_policy::Overrides;
+
+use crate::agent_host::{LocalTools, TOOLS, answerer};
 
 use crate::cli::GlobalArgs;
 use crate::session_facts::{Facts, ensure_temp_base};
-
-/// The tools `bridle tool` can call today.
-pub const TOOLS: &[&str] = &[
-    "bash",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_dir",
-    "glob",
-    "grep",
-    "terminal",
-];
 
 /// Exit status for a usage error.
 pub const EXIT_USAGE: u8 = 2;
@@ -64,70 +50,14 @@ pub fn run(
             );
         }
     }
-    // With no terminal on stdin nobody can answer: approvals are `unavailable` (fail closed).
-    let answerer: Box<dyn Answerer> =
-        if std::io::stdin().is_terminal() && TerminalAnswerer::available() {
-            Box::new(TerminalAnswerer)
-        } else {
-            Box::new(NoAnswerer)
-        };
-    let approvals = Approvals::new(plan.approval, answerer);
-    let runner = SandboxRunner::new(std::env::current_exe()?);
-    // An approved escalation re-plans the session with the wider mode for that one call.
-    let replan_plan = |mode| -> Result<bridle_policy::Plan, String> {
-        let wider = facts
-            .load_policy(
-                global,
-                Overrides {
-                    mode: Some(mode),
-                    ..Overrides::default()
-                },
-            )
-            .map_err(|e| e.to_string())?;
-        facts
-            .plan(&wider, temp_dir.clone())
-            .map_err(|e| e.to_string())
-    };
-    let replan = |mode| replan_plan(mode).map(|p| p.spec);
-    let ctx = BashContext {
-        plan: &plan,
-        approvals: &approvals,
-        runner: &runner,
-        replan: &replan,
-        output_cap: DEFAULT_OUTPUT_CAP,
-    };
-    let result = if name == "bash" {
-        bash_tool::call(&ctx, arguments)
-    } else if name == "grep" {
-        bash_tool::grep(&ctx, arguments)
-    } else if name == "terminal" {
-        bridle_exec::terminal::call_once(&plan, &approvals, std::env::current_exe()?, arguments)
-    } else {
-        let fs = match bridle_sandbox::confined_fs::ConfinedFs::start(&plan.spec) {
-            Ok(fs) => fs,
-            Err(e) => {
-                let mut err = std::io::stderr().lock();
-                let _ = writeln!(
-                    err,
-                    "bridle: sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})"
-                );
-                return Ok(125);
-            }
-        };
-        let fctx = FsContext {
-            plan: &plan,
-            approvals: &approvals,
-            fs: &fs,
-            replan: Some(&replan_plan),
-        };
-        match name {
-            "read_file" => fs_tools::read_file(&fctx, arguments),
-            "write_file" => fs_tools::write_file(&fctx, arguments),
-            "edit_file" => fs_tools::edit_file(&fctx, arguments),
-            "glob" => fs_tools::glob(&fctx, arguments),
-            _ => fs_tools::list_dir(&fctx, arguments),
-        }
-    };
+    let tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), false)?;
+    let file_tool = !matches!(name, "bash" | "grep" | "terminal");
+    if file_tool && let Some(why) = tools.file_tools_unavailable() {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "bridle: {why}");
+        return Ok(125);
+    }
+    let result = tools.call_unrecorded(name, arguments);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
     if session_dir.is_none() && !result.content.contains(&temp_dir.display().to_string()) {
@@ -140,7 +70,7 @@ pub fn run(
 /// The private temp dir for this call: `<session-dir>/tmp` (kept across calls), or a fresh
 /// directory under the temp base that is kept after the call so a spill file it names stays
 /// readable.
-fn private_temp_dir(session_dir: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn private_temp_dir(session_dir: Option<&Path>) -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = match session_dir {
         Some(d) => {

@@ -7,6 +7,7 @@
 mod error;
 pub mod log;
 pub mod model;
+pub mod plan_mode;
 pub mod tools;
 pub mod transcript;
 mod turn;

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
 use crate::model::{Chunk, FinishReason, Model, ModelRequest};
+use crate::plan_mode::{self, PlanMode};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
 
@@ -21,6 +22,8 @@ pub struct AgentConfig {
     pub max_steps: u64,
     /// Concurrency-safe calls run at once, at most.
     pub max_parallel: usize,
+    /// The plan-mode plugin, when loaded.
+    pub plan_mode: Option<PlanMode>,
 }
 
 impl Default for AgentConfig {
@@ -29,6 +32,7 @@ impl Default for AgentConfig {
             sections: Vec::new(),
             max_steps: 50,
             max_parallel: 4,
+            plan_mode: None,
         }
     }
 }
@@ -90,6 +94,25 @@ impl<'h> Agent<'h> {
     /// Gives the session log back (dropping it makes it durable).
     pub fn into_log(self) -> SessionLog {
         self.log
+    }
+
+    /// Switches plan mode on before a turn (PM6: with no turn open the switch is logged at
+    /// once). Returns whether anything changed (PM4: switching to the state in force does
+    /// nothing).
+    pub fn enter_plan_mode(&mut self) -> Result<bool, AgentError> {
+        if self.config.plan_mode.is_none() {
+            return Err(AgentError::RecordEvent {
+                path: self.log.path().to_owned(),
+                kind: "plan/mode".to_owned(),
+                reason: "the plan-mode plugin is not loaded".to_owned(),
+            });
+        }
+        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) {
+            return Ok(false);
+        }
+        self.log.append(Event::PlanMode { active: true })?;
+        self.log.barrier()?;
+        Ok(true)
     }
 
     /// Runs one turn on `input` until it ends.
@@ -165,9 +188,17 @@ impl<'h> Agent<'h> {
 
     /// The next request, built from the log alone; its header is logged when it changed.
     fn request(&mut self) -> Result<ModelRequest, AgentError> {
+        let mut sections = self.config.sections.clone();
+        let mut tools = self.tools.schemas();
+        if let Some(plan) = &self.config.plan_mode {
+            sections.extend(plan.section(self.log.events().iter().map(|(_, e)| e)));
+            // Registered in both states, so the catalogue never changes (PM14).
+            tools.push(PlanMode::exit_tool_schema());
+        }
+        sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
-            sections: self.config.sections.clone(),
-            tools: self.tools.schemas(),
+            sections,
+            tools,
             model: self.model.route(),
         };
         let events = self.log.events().iter().map(|(_, e)| e);
@@ -314,6 +345,27 @@ impl<'h> Agent<'h> {
     /// Runs `batch` (alone, or side by side), recording every decision as it is taken and
     /// making the log durable before an allowed call runs.
     fn run_batch(&mut self, batch: &[ToolCall]) -> Result<Vec<ToolOutcome>, AgentError> {
+        if let [call] = batch
+            && call.name == plan_mode::EXIT_TOOL
+            && let Some(plan) = &self.config.plan_mode
+        {
+            // The plugin's own tool: no sandbox effect, answered from the logged state.
+            let outcome = plan.exit(self.log.events().iter().map(|(_, e)| e), &call.arguments);
+            self.log.append(Event::ToolDecision {
+                call_id: call.call_id.clone(),
+                decision: bridle_policy::Decision::Allow,
+                by: "the plan-mode plugin's own tool (no effect outside the session)".to_owned(),
+            })?;
+            let (ok, content) = match outcome {
+                Ok(text) => (true, text),
+                Err(text) => (false, text),
+            };
+            return Ok(vec![ToolOutcome {
+                ok,
+                content,
+                sandbox: None,
+            }]);
+        }
         let tools = self.tools;
         let log = Mutex::new(&mut self.log);
         let run = |call: &ToolCall| {

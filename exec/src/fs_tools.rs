@@ -257,7 +257,11 @@ fn writer_for<'a>(
         }
         Err(denied) => {
             if denied.denied_by.is_some() {
-                let _ = ctx.approvals.decided(Decision::Deny, &denied.content);
+                let by = denied
+                    .content
+                    .strip_prefix("denied: ")
+                    .unwrap_or(&denied.content);
+                let _ = ctx.approvals.decided(Decision::Deny, by);
             }
             Err(denied)
         }

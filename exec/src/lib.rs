@@ -1,7 +1,7 @@
 //! bridle's consumers: the tools an agent uses to touch the machine, all under the one
-//! `SandboxSpec` the policy plans — the one-shot `bash` tool (this increment), and next the file
-//! tools, the persistent terminal and the subprocess manager — plus the approvals seam and the
-//! pre-execute rules.
+//! `SandboxSpec` the policy plans — the one-shot `bash` tool, the file tools, `grep`, the
+//! persistent terminal and the subprocess manager — plus the approvals seam (which reports each
+//! call's decisions to an observer), the pre-execute rules and the tools' model-facing schemas.
 //!
 //! Kept apart, so a remote implementation can replace the local one without touching the tools:
 //! the interface ([`approvals::Approvals`], [`run::Runner`]), the local implementation
@@ -24,6 +24,7 @@ pub mod output;
 pub mod process;
 pub mod rules;
 pub mod run;
+pub mod schemas;
 pub mod shell_split;
 pub mod terminal;
 

@@ -215,6 +215,23 @@ pub fn call_once(
     launcher: PathBuf,
     raw_arguments: &str,
 ) -> crate::bash_tool::ToolResult {
+    let mut slot = None;
+    call(plan, approvals, launcher, &mut slot, raw_arguments, false)
+}
+
+/// The `terminal` tool on the session's shell in `slot` (started on first use): feeds `input`
+/// (checked by the command rules like a `bash` command line) and reads until the prompt
+/// returns, quiet, or `wait_ms` (default 2000). With `persist`, the shell stays for the next
+/// call unless `close` is set; without it, the shell is closed before this returns. Either way
+/// a closed shell's whole tree is gone when this returns.
+pub fn call(
+    plan: &bridle_policy::Plan,
+    approvals: &crate::approvals::Approvals<'_>,
+    launcher: PathBuf,
+    slot: &mut Option<Terminal>,
+    raw_arguments: &str,
+    persist: bool,
+) -> crate::bash_tool::ToolResult {
     use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
     let spec = &plan.spec;
     let result = |ok: bool, content: String, denied_by: Option<DeniedBy>| ToolResult {
@@ -283,9 +300,12 @@ pub fn call_once(
     if let Err(e) = approvals.decided(bridle_policy::Decision::Allow, &allowed_by) {
         return result(false, crate::approvals::not_recorded(&e), None);
     }
-    let mut terminal = match Terminal::start(spec, launcher, &spec.workspace, 40, 120) {
-        Ok(t) => t,
-        Err(e) => return result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox)),
+    let mut terminal = match slot.take() {
+        Some(t) => t,
+        None => match Terminal::start(spec, launcher, &spec.workspace, 40, 120) {
+            Ok(t) => t,
+            Err(e) => return result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox)),
+        },
     };
     let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
     let mut out = String::new();
@@ -296,10 +316,16 @@ pub fn call_once(
         }
         out = terminal.read(wait, wait.min(Duration::from_millis(500)));
     }
-    let _ = args.close;
+    if persist && !args.close {
+        *slot = Some(terminal);
+        return result(true, out, None);
+    }
     if let Some(why) = terminal.close() {
         out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
         return result(false, out, Some(DeniedBy::Sandbox));
+    }
+    if persist {
+        out.push_str("[the terminal was closed; the next call starts a new one]");
     }
     result(true, out, None)
 }

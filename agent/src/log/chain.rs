@@ -156,6 +156,11 @@ fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Hash {
     outer.finalize().into()
 }
 
+/// Lower-case hex of the SHA-256 of `bytes` (the policy digest in a session header).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    to_hex(&Sha256::digest(bytes).into())
+}
+
 /// Lower-case hex of `hash`.
 pub fn to_hex(hash: &Hash) -> String {
     hash.iter().map(|b| format!("{b:02x}")).collect()

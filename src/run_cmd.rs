@@ -1,0 +1,167 @@
+//! `bridle run [OPTIONS] TASK`: the agent, headless, on one task until the turn ends. Every
+//! tool call goes through the same pipeline as `bridle tool`, and the session log records what
+//! was asked, what decided each call and what came back.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use bridle_agent::log::{
+    Backend, NewSession, PromptSection, SessionDir, SessionLog, TurnEndReason,
+};
+use bridle_agent::model::Model;
+use bridle_agent::model::openai::OpenAiModel;
+use bridle_agent::model::script::ScriptModel;
+use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
+use bridle_agent::{Agent, AgentConfig};
+use bridle_policy::{Overrides, Plan};
+
+use crate::agent_host::{LocalTools, answerer};
+use crate::cli::{GlobalArgs, RunArgs};
+use crate::printable::printable;
+use crate::session_facts::Facts;
+
+fn say(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "bridle: {}", printable(line));
+}
+
+/// Runs `bridle run`; returns the exit status.
+pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
+    let model = model(&args.model)?;
+    let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
+    let plan = facts.plan(&policy, temp_dir.clone())?;
+    let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
+    let new = NewSession {
+        workspace: plan.spec.workspace.display().to_string(),
+        profile: global.profile.clone(),
+        policy_digest: bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&plan.spec)?),
+    };
+    let log = open_log(&dir, args, backend, &new)?;
+    say(&format!("session {}", log.id()));
+    let sections = vec![base_section(&plan)];
+    let tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), true)?;
+    let config = AgentConfig {
+        sections,
+        plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
+        ..AgentConfig::default()
+    };
+    let mut agent = Agent::new(log, model, &tools, config);
+    if args.plan {
+        agent.enter_plan_mode()?;
+    }
+    let report = agent.run_turn(&args.task);
+    drop(agent);
+    if let Some(why) = tools.close_terminal() {
+        say(&why);
+    }
+    drop(tools);
+    let _ = std::fs::remove_dir_all(&temp_dir);
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    if !report.answer.is_empty() {
+        writeln!(out, "{}", report.answer)?;
+    }
+    if report.reason == TurnEndReason::Completed {
+        return Ok(0);
+    }
+    let reason = bridle_agent::log::turn_end_name(report.reason);
+    match report.error {
+        Some(e) => say(&format!("the turn ended {reason}: {e}")),
+        None => say(&format!("the turn ended {reason}")),
+    }
+    Ok(1)
+}
+
+/// The model a `--model` route names.
+fn model(route: &str) -> Result<Box<dyn Model>> {
+    if let Some(file) = route.strip_prefix("script:") {
+        anyhow::ensure!(
+            !file.is_empty(),
+            "model {route:?}: the script file is missing"
+        );
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the model script `{file}`"))?;
+        let responses = ScriptModel::parse(file, &text).map_err(anyhow::Error::msg)?;
+        return Ok(Box::new(ScriptModel::new(route, responses)));
+    }
+    let model =
+        OpenAiModel::from_route(route, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    Ok(Box::new(model))
+}
+
+/// The session directory: `--session-dir` or the default, never inside a writable root.
+fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
+    let dir: PathBuf = match requested {
+        Some(d) => d.to_owned(),
+        None => crate::session_facts::default_session_dir()?,
+    };
+    let dir = SessionDir::open(&dir)?;
+    let real = std::fs::canonicalize(dir.path())
+        .with_context(|| format!("session dir `{}`", dir.path().display()))?;
+    if let Some(root) = plan
+        .spec
+        .writable_roots
+        .iter()
+        .find(|r| real.starts_with(r) && r.as_path() != temp_dir)
+    {
+        bail!(
+            "refusing session dir `{}`: it lies inside the writable root `{}`, where the agent \
+             could rewrite its own log",
+            real.display(),
+            root.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// A new session, or the one `--resume` or `--fork` names.
+fn open_log(
+    dir: &SessionDir,
+    args: &RunArgs,
+    backend: Backend,
+    new: &NewSession,
+) -> Result<SessionLog> {
+    if let Some(id) = &args.resume {
+        let (log, repairs) = dir.resume(id)?;
+        for repair in repairs {
+            say(&format!("session {id}: {repair}"));
+        }
+        return Ok(log);
+    }
+    if let Some(spec) = &args.fork {
+        let (id, at) = match spec.split_once('@') {
+            Some((id, seq)) => {
+                let seq = seq
+                    .parse::<u64>()
+                    .with_context(|| format!("--fork {spec:?}: `{seq}` is not an event number"))?;
+                (id, Some(seq))
+            }
+            None => (spec.as_str(), None),
+        };
+        return Ok(dir.fork(id, at, backend)?);
+    }
+    Ok(dir.create(backend, new)?)
+}
+
+/// What the model is told about where it works and what confines it.
+fn base_section(plan: &Plan) -> PromptSection {
+    let spec = &plan.spec;
+    PromptSection {
+        name: "bridle:environment".to_owned(),
+        order: 10,
+        text: format!(
+            "You are a coding agent working in the workspace `{}`. Every command and file tool \
+             runs in a sandbox the kernel enforces: sandbox mode `{}`, network `{}`, approval \
+             policy `{}`. A denial is final: do not retry a denied call unchanged; explain what \
+             you could not do instead. Relative paths are relative to the workspace.",
+            spec.workspace.display(),
+            spec.mode,
+            spec.network,
+            plan.approval
+        ),
+    }
+}

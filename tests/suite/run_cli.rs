@@ -1,0 +1,323 @@
+//! `bridle run`: the agent headless, with a scripted model and the real tools under the
+//! sandbox; what it did is read back from its session log.
+
+use bridle_agent::log::{Event, SessionDir, TurnEndReason};
+use pretty_assertions::assert_eq;
+
+use super::support::{ExecEnv, Run, path_str, run_bounded};
+
+/// Writes `script` into the home (outside the workspace) and runs `bridle run` on it with the
+/// sessions in `<home>/sessions`.
+fn agent(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> Run {
+    let file = e.home.join("script.yaml");
+    std::fs::write(&file, script).unwrap();
+    let mut cmd = e.bridle();
+    cmd.arg("run")
+        .arg("--model")
+        .arg(format!("script:{}", path_str(&file)))
+        .arg("--session-dir")
+        .arg(e.home.join("sessions"))
+        .args(extra)
+        .arg(task);
+    run_bounded(&mut cmd)
+}
+
+/// The session id `bridle run` announced on stderr.
+fn session_id(r: &Run) -> String {
+    r.stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bridle: session "))
+        .map(|rest| rest.split(':').next().unwrap().trim().to_owned())
+        .unwrap_or_else(|| panic!("no session line:\n{}", r.stderr))
+}
+
+fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
+    let dir = SessionDir::existing(&e.home.join("sessions")).unwrap();
+    dir.read(id)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.event().unwrap())
+        .collect()
+}
+
+fn decisions(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolDecision { decision, by, .. } => Some((decision.to_string(), by.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn results(events: &[Event]) -> Vec<(bool, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { ok, content, .. } => Some((*ok, content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_task_runs_confined_and_the_log_says_what_decided_each_call() {
+    let e = ExecEnv::new();
+    let victim = e.outside.join("victim.txt");
+    std::fs::write(&victim, "original").unwrap();
+    let script = format!(
+        r#"
+- text: Working on it.
+  tool_calls:
+    - name: bash
+      arguments: {{command: "echo made > made.txt && echo escaped > {victim}"}}
+    - name: write_file
+      arguments: {{path: "{victim}", content: overwritten}}
+    - name: read_file
+      arguments: {{path: made.txt}}
+- text: Made made.txt; the file outside was out of reach.
+"#,
+        victim = path_str(&victim)
+    );
+    let r = agent(&e, &script, &[], "make a file");
+    r.assert_code(0);
+    assert_eq!(
+        r.stdout.trim(),
+        "Made made.txt; the file outside was out of reach."
+    );
+    assert_eq!(
+        std::fs::read_to_string(e.workspace.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+    let id = session_id(&r);
+    let events = events(&e, &id);
+    let decisions = decisions(&events);
+    assert_eq!(decisions.len(), 3, "{decisions:?}");
+    assert_eq!(decisions[0].0, "allow");
+    assert_eq!(decisions[1].0, "deny");
+    assert!(
+        decisions[1].1.contains("outside every writable root"),
+        "{decisions:?}"
+    );
+    assert_eq!(decisions[2].0, "allow");
+    let results = results(&events);
+    // The command ran but could not write outside: the sandbox said no.
+    assert!(
+        !results[0].0 && results[0].1.contains("Read-only file system"),
+        "{results:?}"
+    );
+    assert!(!results[1].0, "{results:?}");
+    assert!(results[2].0 && results[2].1.contains("made"), "{results:?}");
+    assert_eq!(
+        events.last(),
+        Some(&Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Completed
+        })
+    );
+    // The same story through `bridle log`.
+    let mut cmd = e.bridle();
+    cmd.args(["log", "show", &id, "--session-dir"])
+        .arg(e.home.join("sessions"));
+    let shown = run_bounded(&mut cmd);
+    shown.assert_code(0);
+    assert!(shown.stdout.contains("write_file"), "{}", shown.stdout);
+    assert!(
+        shown.stdout.contains("deny by write to"),
+        "{}",
+        shown.stdout
+    );
+}
+
+#[test]
+fn rules_and_approvals_are_recorded_and_fail_closed_without_a_terminal() {
+    let e = ExecEnv::new();
+    let profile = e.profile(
+        "ask.yaml",
+        r#"
+extends: workspace-write
+approval: ask
+rules:
+  commands:
+    append:
+      - id: no-push
+        prefix: [git, push]
+        decision: deny
+        justification: pushing needs a person
+        examples: ["git push origin main"]
+      - id: ask-curl
+        prefix: [curl]
+        decision: ask
+        justification: downloads need approval
+        examples: ["curl https://example.com"]
+"#,
+    );
+    let script = r#"
+- tool_calls:
+    - name: bash
+      arguments: {command: "git push origin main"}
+    - name: bash
+      arguments: {command: "curl https://example.com"}
+- text: Both were refused.
+"#;
+    let r = agent(&e, script, &["--profile", &profile], "publish");
+    r.assert_code(0);
+    let events = events(&e, &session_id(&r));
+    let decisions = decisions(&events);
+    assert_eq!(decisions[0].0, "deny");
+    assert!(
+        decisions[0].1.contains("pushing needs a person"),
+        "{decisions:?}"
+    );
+    assert_eq!(decisions[1], ("deny".into(), "approval unavailable".into()));
+    let asked: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApprovalDecided { answer, by, .. } => Some((answer.clone(), by.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(
+            "unavailable".into(),
+            "nobody (no terminal to ask on)".into()
+        )]
+    );
+}
+
+#[test]
+fn bad_model_output_becomes_an_error_result_not_a_crash() {
+    let e = ExecEnv::new();
+    let script = r#"
+- tool_calls:
+    - name: bash
+      arguments: '{"command": "ls"'
+    - name: rm_everything
+      arguments: {}
+- text: Sorry.
+"#;
+    let r = agent(&e, script, &[], "go");
+    r.assert_code(0);
+    let results = results(&events(&e, &session_id(&r)));
+    assert!(
+        results[0].1.starts_with("invalid arguments for `bash`"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].1.contains("unknown tool `rm_everything`"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn resume_continues_turns_and_fork_branches_a_new_session() {
+    let e = ExecEnv::new();
+    let first = agent(&e, "- text: one\n", &["--store", "sqlite"], "first");
+    first.assert_code(0);
+    let id = session_id(&first);
+    let second = agent(&e, "- text: two\n", &["--resume", &id], "second");
+    second.assert_code(0);
+    assert_eq!(session_id(&second), id);
+    let turns: Vec<u64> = events(&e, &id)
+        .iter()
+        .filter_map(|e| match e {
+            Event::TurnStart { turn } => Some(*turn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns, vec![0, 1]);
+    let forked = agent(
+        &e,
+        "- text: three\n",
+        &["--fork", &format!("{id}@0")],
+        "again",
+    );
+    forked.assert_code(0);
+    let fork_id = session_id(&forked);
+    assert_ne!(fork_id, id);
+    let fork_events = events(&e, &fork_id);
+    assert!(fork_events.contains(&Event::SessionForked {
+        from: id.clone(),
+        seq: 0
+    }));
+    let bad = agent(&e, "- text: x\n", &["--fork", &format!("{id}@3")], "inside");
+    bad.assert_code(1);
+    assert!(bad.stderr.contains("inside turn 0"), "{}", bad.stderr);
+}
+
+#[test]
+fn plan_mode_adds_only_its_section_and_cannot_be_left_headless() {
+    let e = ExecEnv::new();
+    let script = r##"
+- tool_calls:
+    - name: exit_plan_mode
+      arguments: {plan: "# Plan\n1. edit"}
+- text: I will wait for approval.
+"##;
+    let planned = agent(&e, script, &["--plan"], "plan it");
+    planned.assert_code(0);
+    let plain = agent(&e, "- text: ok\n", &[], "just do it");
+    plain.assert_code(0);
+    let header = |id: &str| {
+        events(&e, id)
+            .into_iter()
+            .find_map(|e| match e {
+                Event::RequestHeader(h) => Some(h),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let with = header(&session_id(&planned));
+    let without = header(&session_id(&plain));
+    assert!(
+        with.sections
+            .iter()
+            .any(|s| s.name == "plan:policy" && s.order == 50)
+    );
+    assert!(without.sections.iter().all(|s| s.name != "plan:policy"));
+    // The tool catalogue is the same in both states.
+    assert_eq!(with.tools, without.tools);
+    let events = events(&e, &session_id(&planned));
+    assert!(events.contains(&Event::PlanMode { active: true }));
+    let results = results(&events);
+    assert!(
+        !results[0].0 && results[0].1.contains("no user-interaction channel"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn a_session_dir_inside_the_workspace_is_refused() {
+    let e = ExecEnv::new();
+    let file = e.home.join("script.yaml");
+    std::fs::write(&file, "- text: hi\n").unwrap();
+    let mut cmd = e.bridle();
+    cmd.arg("run")
+        .arg("--model")
+        .arg(format!("script:{}", path_str(&file)))
+        .arg("--session-dir")
+        .arg(e.workspace.join(".sessions"))
+        .arg("task");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(1);
+    assert!(
+        r.stderr.contains("inside the writable root"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_bad_model_spec_or_script_is_a_clear_error() {
+    let e = ExecEnv::new();
+    let r = agent(&e, "- text: a\n  tool_call: []\n", &[], "x");
+    r.assert_code(1);
+    assert!(r.stderr.contains("script.yaml:2:"), "{}", r.stderr);
+    let mut cmd = e.bridle();
+    cmd.args(["run", "--model", "nosuch:model", "x"]);
+    let r = run_bounded(&mut cmd);
+    r.assert_code(1);
+    assert!(r.stderr.contains("unknown provider"), "{}", r.stderr);
+}
