@@ -321,3 +321,118 @@ fn a_bad_model_spec_or_script_is_a_clear_error() {
     r.assert_code(1);
     assert!(r.stderr.contains("unknown provider"), "{}", r.stderr);
 }
+
+#[test]
+fn the_terminal_keeps_its_shell_across_the_calls_of_a_session() {
+    let e = ExecEnv::new();
+    let script = r#"
+- tool_calls:
+    - name: terminal
+      arguments: {input: "cd src && export MARK=kept\n", wait_ms: 3000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "echo \"$MARK in $PWD\"\n", wait_ms: 3000}
+- text: done
+"#;
+    std::fs::create_dir_all(e.workspace.join("src")).unwrap();
+    let r = agent(&e, script, &[], "use the terminal");
+    r.assert_code(0);
+    let results = results(&events(&e, &session_id(&r)));
+    let expected = format!("kept in {}", path_str(&e.workspace.join("src")));
+    assert!(
+        results[1].0 && results[1].1.contains(&expected),
+        "{results:?}"
+    );
+}
+
+/// A chat-completions server on loopback: the first request gets a streamed tool call, the
+/// second a streamed final answer. Returns the base URL and the bodies it received.
+fn chat_server() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&bodies);
+    std::thread::spawn(move || {
+        let replies = [
+            concat!(
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",",
+                "\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}\n\n",
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":",
+                "{\"arguments\":\"\\\"echo via-http > o.txt\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+                "data: [DONE]\n\n"
+            ),
+            concat!(
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Wrote o.txt.\"},\"finish_reason\":\"stop\"}]}\n\n",
+                "data: [DONE]\n\n"
+            ),
+        ];
+        for reply in replies {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream);
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line.trim_end().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).unwrap();
+            seen.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap());
+            let mut stream = reader.into_inner();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                reply.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (url, bodies)
+}
+
+#[test]
+fn an_openai_compatible_model_over_http_drives_the_tools() {
+    let e = ExecEnv::new();
+    let (url, bodies) = chat_server();
+    let mut cmd = e.bridle();
+    cmd.env("BRIDLE_BASE_URL", &url)
+        .env("BRIDLE_API_KEY", "sk-test")
+        .args(["run", "--model", "openai:test-model", "--session-dir"])
+        .arg(e.home.join("sessions"))
+        .arg("write o.txt");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(0);
+    assert_eq!(r.stdout.trim(), "Wrote o.txt.");
+    assert_eq!(
+        std::fs::read_to_string(e.workspace.join("o.txt")).unwrap(),
+        "via-http\n"
+    );
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "test-model");
+    // The second request carries the tool result the sandboxed command produced.
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool["tool_call_id"], "call_a");
+    let events = events(&e, &session_id(&r));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::RequestHeader(h) if h.model == "openai:test-model"))
+    );
+}
