@@ -8,7 +8,7 @@ use bridle_agent::AgentError;
 use bridle_agent::log::{Entry, Record, SessionDir, Timeline, timeline, turn_end_name};
 
 use crate::cli::{GlobalArgs, LogCommand, SessionDirArg};
-use crate::printable::printable;
+use bridle_exec::printable::printable;
 
 /// Runs `bridle log ...`; returns the exit status.
 pub fn run(_global: &GlobalArgs, cmd: &LogCommand) -> Result<u8> {

@@ -5,7 +5,6 @@ mod cli;
 mod exec_cmd;
 mod log_cmd;
 mod policy_cmd;
-mod printable;
 mod probe_cmd;
 mod run_cmd;
 mod session_facts;
@@ -89,5 +88,5 @@ pub(crate) fn error_chain(err: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     // Errors quote what they read (a log line, a file name): never let that drive the terminal.
-    printable::printable(&line)
+    bridle_exec::printable::printable(&line)
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use bridle_agent::log::{
-    Backend, NewSession, PromptSection, SessionDir, SessionLog, TurnEndReason,
+    Backend, Event, NewSession, PromptSection, SessionDir, SessionLog, TurnEndReason,
 };
 use bridle_agent::model::Model;
 use bridle_agent::model::openai::OpenAiModel;
@@ -18,8 +18,8 @@ use bridle_policy::{Overrides, Plan};
 
 use crate::agent_host::{LocalTools, answerer};
 use crate::cli::{GlobalArgs, RunArgs};
-use crate::printable::printable;
 use crate::session_facts::Facts;
+use bridle_exec::printable::printable;
 
 fn say(line: &str) {
     let mut err = std::io::stderr().lock();
@@ -40,7 +40,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
         profile: global.profile.clone(),
         policy_digest: bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&plan.spec)?),
     };
-    let log = open_log(&dir, args, backend, &new)?;
+    let log = open_log(&dir, args, backend, &new, &plan)?;
     say(&format!("session {}", log.id()));
     let sections = vec![base_section(&plan)];
     let tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), true)?;
@@ -93,29 +93,51 @@ fn model(route: &str) -> Result<Box<dyn Model>> {
     Ok(Box::new(model))
 }
 
-/// The session directory: `--session-dir` or the default, never inside a writable root.
+/// The session directory: `--session-dir` or the default, never inside the workspace or a
+/// writable root (checked before anything is created, on the real path).
 fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
     let dir: PathBuf = match requested {
-        Some(d) => d.to_owned(),
+        Some(d) => std::path::absolute(d)?,
         None => crate::session_facts::default_session_dir()?,
     };
-    let dir = SessionDir::open(&dir)?;
-    let real = std::fs::canonicalize(dir.path())
-        .with_context(|| format!("session dir `{}`", dir.path().display()))?;
-    if let Some(root) = plan
-        .spec
-        .writable_roots
-        .iter()
-        .find(|r| real.starts_with(r) && r.as_path() != temp_dir)
-    {
-        bail!(
-            "refusing session dir `{}`: it lies inside the writable root `{}`, where the agent \
-             could rewrite its own log",
-            real.display(),
-            root.display()
-        );
+    let real = real_path(&dir);
+    let forbidden = std::iter::once(&plan.spec.workspace).chain(
+        plan.spec
+            .writable_roots
+            .iter()
+            .filter(|r| r.as_path() != temp_dir),
+    );
+    for root in forbidden {
+        if real.starts_with(root) {
+            bail!(
+                "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
+                 it could rewrite its own log",
+                real.display(),
+                root.display()
+            );
+        }
     }
-    Ok(dir)
+    Ok(SessionDir::open(&dir)?)
+}
+
+/// `path` with its existing part resolved (symlinks followed) and the rest appended.
+fn real_path(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for name in rest.iter().rev() {
+        real.push(name);
+    }
+    real
 }
 
 /// A new session, or the one `--resume` or `--fork` names.
@@ -124,11 +146,36 @@ fn open_log(
     args: &RunArgs,
     backend: Backend,
     new: &NewSession,
+    plan: &Plan,
 ) -> Result<SessionLog> {
     if let Some(id) = &args.resume {
-        let (log, repairs) = dir.resume(id)?;
+        let (mut log, repairs) = dir.resume(id)?;
         for repair in repairs {
             say(&format!("session {id}: {repair}"));
+        }
+        let Some((_, Event::SessionHeader(header))) = log.events().first().cloned() else {
+            bail!("session {id} has no header");
+        };
+        if header.workspace != new.workspace {
+            bail!(
+                "session {id} belongs to the workspace `{}`; resume it from there, or branch \
+                 it into this workspace with --fork",
+                header.workspace
+            );
+        }
+        if header.policy_digest != new.policy_digest {
+            // The policy changed since the session began: the log says so before the turn.
+            say(&format!(
+                "session {id}: the policy differs from the one it began with (profile `{}`)",
+                header.profile
+            ));
+            log.append(Event::SandboxMode {
+                mode: plan.spec.mode,
+            })?;
+            log.append(Event::ApprovalPolicy {
+                policy: plan.approval,
+            })?;
+            log.barrier()?;
         }
         return Ok(log);
     }
@@ -142,7 +189,7 @@ fn open_log(
             }
             None => (spec.as_str(), None),
         };
-        return Ok(dir.fork(id, at, backend)?);
+        return Ok(dir.fork(id, at, backend, new)?);
     }
     Ok(dir.create(backend, new)?)
 }

@@ -65,6 +65,16 @@ impl std::fmt::Debug for Agent<'_> {
     }
 }
 
+/// The outcome of a call whose tool panicked.
+fn panicked() -> ToolOutcome {
+    ToolOutcome {
+        ok: false,
+        content: "the tool failed unexpectedly (it panicked); nothing is known about its effects"
+            .to_owned(),
+        sandbox: None,
+    }
+}
+
 /// One call of a step, with the id the log knows it by.
 struct PlannedCall {
     call: ToolCall,
@@ -142,6 +152,17 @@ impl<'h> Agent<'h> {
                 tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
             })?;
             if finish == FinishReason::Length {
+                // Calls of a cut answer are not run, but are answered: the next request must
+                // not carry a call without a result.
+                for planned in &calls {
+                    self.log.append(Event::ToolResult {
+                        call_id: planned.call.call_id.clone(),
+                        ok: false,
+                        content: "not run: the answer was cut at the model's output token limit"
+                            .to_owned(),
+                        sandbox: None,
+                    })?;
+                }
                 let why = "the model's answer was cut at its output token limit".to_owned();
                 return self.end(
                     turn,
@@ -296,7 +317,12 @@ impl<'h> Agent<'h> {
             .enumerate()
             .map(|(i, mut call)| {
                 if call.call_id.is_empty() || seen.contains(&call.call_id) {
+                    let mut n = 0;
                     call.call_id = format!("bridle_{next}_{i}");
+                    while seen.contains(&call.call_id) {
+                        n += 1;
+                        call.call_id = format!("bridle_{next}_{i}_{n}");
+                    }
                 }
                 seen.insert(call.call_id.clone());
                 let concurrent = self.tools.concurrency_safe(&call.name, &call.arguments);
@@ -415,19 +441,20 @@ impl<'h> Agent<'h> {
             }
         };
         let outcomes: Vec<ToolOutcome> = if batch.len() == 1 {
-            batch.iter().map(run).collect()
+            // A tool that panics fails its call; the turn goes on and the log stays balanced.
+            batch
+                .iter()
+                .map(|call| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(call)))
+                        .unwrap_or_else(|_| panicked())
+                })
+                .collect()
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = batch.iter().map(|call| scope.spawn(|| run(call))).collect();
                 handles
                     .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| ToolOutcome {
-                            ok: false,
-                            content: "the tool failed unexpectedly (it panicked)".to_owned(),
-                            sandbox: None,
-                        })
-                    })
+                    .map(|h| h.join().unwrap_or_else(|_| panicked()))
                     .collect()
             })
         };

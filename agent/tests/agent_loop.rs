@@ -58,6 +58,13 @@ impl ToolHost for Host {
             Err(e) => return fail(format!("invalid arguments for {name}: {e}")),
         };
         let path = args["path"].as_str().unwrap_or("").to_owned();
+        if name == "explode" {
+            let _ = note(ToolNote::Decided {
+                decision: Decision::Allow,
+                by: "test".into(),
+            });
+            panic!("the tool blew up");
+        }
         let (decision, by) = match (name, path.as_str()) {
             ("write", "secret") => (Decision::Deny, "rule no-secrets"),
             ("ask", _) => {
@@ -591,4 +598,63 @@ fn a_resumed_session_continues_its_turn_numbers() {
         })
         .collect();
     assert_eq!(headers, vec!["script:test.yaml", "script:again"]);
+}
+
+#[test]
+fn calls_of_an_answer_cut_at_the_token_limit_are_answered_not_run() {
+    let (r, events) = run_odd(vec![Ok((
+        vec![delta(0, "c1", "write", r#"{"path":"a"}"#)],
+        FinishReason::Length,
+    ))]);
+    assert_eq!(r.reports[0].reason, TurnEndReason::MaxTokens);
+    assert!(r.host.ran.lock().unwrap().is_empty());
+    let messages = derive_messages(&events);
+    let Some(bridle_agent::model::Message::Tool { call_id, content }) = messages.last() else {
+        panic!("{messages:?}");
+    };
+    assert_eq!(call_id, "c1");
+    assert!(content.contains("token limit"), "{content}");
+}
+
+#[test]
+fn a_generated_call_id_never_repeats_one_the_model_sent() {
+    // The generated id for the second call would be `bridle_5_1` (event 5, call 1).
+    let (_, events) = run_odd(vec![
+        Ok((
+            vec![
+                delta(0, "bridle_5_1", "read", r#"{"path":"a"}"#),
+                delta(1, "", "read", r#"{"path":"b"}"#),
+            ],
+            FinishReason::ToolCalls,
+        )),
+        Ok((vec![], FinishReason::Stop)),
+    ]);
+    let ids: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall(ToolCall { call_id, .. }) => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "{ids:?}");
+}
+
+#[test]
+fn a_tool_that_panics_fails_its_call_and_the_turn_goes_on() {
+    let (r, events) = run_odd(vec![
+        Ok((
+            vec![delta(0, "c1", "explode", "{}")],
+            FinishReason::ToolCalls,
+        )),
+        Ok((vec![Chunk::Text("recovered".into())], FinishReason::Stop)),
+    ]);
+    assert_eq!(r.reports[0].reason, TurnEndReason::Completed);
+    assert_eq!(r.reports[0].answer, "recovered");
+    let result = events.iter().find_map(|e| match e {
+        Event::ToolResult { ok, content, .. } => Some((*ok, content.clone())),
+        _ => None,
+    });
+    let (ok, content) = result.unwrap();
+    assert!(!ok && content.contains("panicked"), "{content}");
 }

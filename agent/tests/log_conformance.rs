@@ -651,7 +651,11 @@ fn a_tampered_log_cannot_be_resumed(backend: Backend) {
     let err = f.dir.resume(&id).unwrap_err().to_string();
     assert!(err.contains("fails verification at event 2"), "{err}");
     assert!(err.contains(&id), "the error names the log: {err}");
-    let err = f.dir.fork(&id, None, backend).unwrap_err().to_string();
+    let err = f
+        .dir
+        .fork(&id, None, backend, &new_session())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("fails verification at event 2"), "{err}");
 }
 
@@ -703,7 +707,7 @@ fn fork_copies_the_prefix_and_marks_where_it_came_from(backend: Backend) {
     let turn_len = whole_turn(0).len() as u64;
     // The end of turn 0.
     let at = turn_len;
-    let fork = f.dir.fork(&id, Some(at), backend).unwrap();
+    let fork = f.dir.fork(&id, Some(at), backend, &new_session()).unwrap();
     let fork_id = fork.id().to_owned();
     assert_ne!(fork_id, id);
     let events: Vec<Event> = fork.events().iter().map(|(_, e)| e.clone()).collect();
@@ -732,16 +736,27 @@ fn fork_copies_the_prefix_and_marks_where_it_came_from(backend: Backend) {
     let copied = f.dir.read(&fork_id).unwrap();
     assert_eq!(copied[3].time, source[3].time);
     // Without a point: the whole session.
-    let whole = f.dir.fork(&id, None, Backend::Jsonl).unwrap();
+    let whole = f
+        .dir
+        .fork(&id, None, Backend::Jsonl, &new_session())
+        .unwrap();
     assert_eq!(whole.events().len() as u64, 1 + 2 * turn_len + 1);
 }
 
 fn fork_inside_a_turn_or_past_the_end_is_refused(backend: Backend) {
     let f = Fixture::new(backend);
     let id = f.session_with_turns(1);
-    let err = f.dir.fork(&id, Some(4), backend).unwrap_err().to_string();
+    let err = f
+        .dir
+        .fork(&id, Some(4), backend, &new_session())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("inside turn 0"), "{err}");
-    let err = f.dir.fork(&id, Some(99), backend).unwrap_err().to_string();
+    let err = f
+        .dir
+        .fork(&id, Some(99), backend, &new_session())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("events 0 to 12"), "{err}");
     assert_eq!(
         f.dir.list().unwrap().len(),

@@ -21,11 +21,12 @@ struct Received {
     body: serde_json::Value,
 }
 
-/// One scripted reply: status, extra headers, body.
+/// One scripted reply: status, extra headers, body, and a pause after the headers.
 struct Reply {
     status: u16,
     headers: Vec<(&'static str, String)>,
     body: String,
+    stall: Duration,
 }
 
 fn sse(events: &[serde_json::Value]) -> Reply {
@@ -35,6 +36,16 @@ fn sse(events: &[serde_json::Value]) -> Reply {
         status: 200,
         headers: vec![("Content-Type", "text/event-stream".into())],
         body,
+        stall: Duration::ZERO,
+    }
+}
+
+fn raw_sse(body: &str) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![("Content-Type", "text/event-stream".into())],
+        body: body.into(),
+        stall: Duration::ZERO,
     }
 }
 
@@ -43,6 +54,7 @@ fn status(code: u16, body: &str) -> Reply {
         status: code,
         headers: vec![("Content-Type", "application/json".into())],
         body: body.into(),
+        stall: Duration::ZERO,
     }
 }
 
@@ -57,6 +69,17 @@ fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Received>>>) {
             let Ok((stream, _)) = listener.accept() else {
                 return;
             };
+            let log = Arc::clone(&log);
+            // Each connection on its own thread: a stalled reply does not hold up the next.
+            std::thread::spawn(move || answer(stream, reply, &log));
+        }
+    });
+    (url, received)
+}
+
+fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Received>>) {
+    {
+        {
             let mut reader = BufReader::new(stream);
             let mut request_line = String::new();
             reader.read_line(&mut request_line).unwrap();
@@ -93,11 +116,12 @@ fn serve(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Received>>>) {
             }
             head.push_str("\r\n");
             let _ = stream.write_all(head.as_bytes());
+            let _ = stream.flush();
+            std::thread::sleep(reply.stall);
             let _ = stream.write_all(reply.body.as_bytes());
             let _ = stream.flush();
         }
-    });
-    (url, received)
+    }
 }
 
 fn quick_retry() -> Retry {
@@ -105,6 +129,7 @@ fn quick_retry() -> Retry {
         attempts: 3,
         base_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
+        stall: Duration::from_millis(400),
     }
 }
 
@@ -248,6 +273,7 @@ fn rate_limits_and_server_errors_are_retried_then_the_answer_streams() {
             status: 429,
             headers: vec![("Retry-After", "0".into())],
             body: r#"{"error":{"message":"slow down"}}"#.into(),
+            stall: Duration::ZERO,
         },
         status(503, "overloaded"),
         sse(&[delta(serde_json::json!({"content": "ok"}), Some("stop"))]),
@@ -287,20 +313,15 @@ fn failures_are_classified_and_only_transient_ones_retried() {
 
 #[test]
 fn a_broken_stream_is_a_protocol_error_not_an_answer() {
-    let (url, _) = serve(vec![Reply {
-        status: 200,
-        headers: vec![("Content-Type", "text/event-stream".into())],
-        body: "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\ndata: {not json\n\n"
-            .into(),
-    }]);
+    let (url, _) = serve(vec![raw_sse(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\ndata: {not json\n\n",
+    )]);
     let err = collect(&mut model(&url)).unwrap_err();
     assert!(matches!(err, ModelError::Protocol { .. }), "{err}");
     // A stream cut before any finish reason or [DONE].
-    let (url, _) = serve(vec![Reply {
-        status: 200,
-        headers: vec![("Content-Type", "text/event-stream".into())],
-        body: "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n".into(),
-    }]);
+    let (url, _) = serve(vec![raw_sse(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
+    )]);
     let err = collect(&mut model(&url)).unwrap_err();
     assert!(err.to_string().contains("ended before"), "{err}");
     // A cut answer is reported as such.
@@ -344,4 +365,101 @@ fn routes_pick_the_provider_base_url_and_key() {
     })
     .unwrap_err();
     assert!(err.contains("only http and https"), "{err}");
+}
+
+#[test]
+fn streams_ending_without_a_blank_line_or_with_bare_cr_are_read_whole() {
+    let (url, _) = serve(vec![raw_sse(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n",
+    )]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![Chunk::Text("ok".into()), Chunk::Finish(FinishReason::Stop)]
+    );
+    let (url, _) = serve(vec![raw_sse(
+        ": comment\rdata: {\"choices\":[{\"delta\":{\"content\":\"cr\"},\"finish_reason\":\"stop\"}]}\r\rdata: [DONE]\r\r",
+    )]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![Chunk::Text("cr".into()), Chunk::Finish(FinishReason::Stop)]
+    );
+}
+
+#[test]
+fn calls_sent_without_an_index_stay_separate() {
+    let (url, _) = serve(vec![sse(&[
+        delta(
+            serde_json::json!({"tool_calls": [{"id": "a", "function": {"name": "list_dir", "arguments": "{\"path\":"}}]}),
+            None,
+        ),
+        delta(
+            serde_json::json!({"tool_calls": [{"function": {"arguments": "\"x\"}"}}]}),
+            None,
+        ),
+        delta(
+            serde_json::json!({"tool_calls": [{"id": "b", "function": {"name": "list_dir", "arguments": "{\"path\":\".\"}"}}]}),
+            Some("tool_calls"),
+        ),
+    ])]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    let indexes: Vec<usize> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            Chunk::ToolCallDelta { index, .. } => Some(*index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(indexes, vec![0, 0, 1]);
+}
+
+#[test]
+fn a_stalled_stream_is_a_timeout_and_is_retried_before_any_output() {
+    let (url, received) = serve(vec![
+        Reply {
+            stall: Duration::from_secs(3),
+            ..sse(&[delta(serde_json::json!({"content": "late"}), Some("stop"))])
+        },
+        sse(&[delta(
+            serde_json::json!({"content": "on time"}),
+            Some("stop"),
+        )]),
+    ]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(chunks[0], Chunk::Text("on time".into()));
+    assert_eq!(received.lock().unwrap().len(), 2);
+    let (url, _) = serve(vec![Reply {
+        stall: Duration::from_secs(3),
+        ..sse(&[delta(serde_json::json!({"content": "late"}), Some("stop"))])
+    }]);
+    let err = OpenAiModel::new(
+        "openai:m",
+        "m",
+        &url,
+        None,
+        Retry {
+            attempts: 1,
+            ..quick_retry()
+        },
+    )
+    .unwrap()
+    .stream(&request(), &mut |_| {})
+    .unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err}");
+}
+
+#[test]
+fn credentials_in_the_base_url_never_reach_an_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let url = format!("http://user:hunter2@127.0.0.1:{port}/v1?key=sk-secret");
+    let mut m =
+        OpenAiModel::new("openai:m", "m", &url, Some("sk-live".into()), quick_retry()).unwrap();
+    let err = m.stream(&request(), &mut |_| {}).unwrap_err().to_string();
+    for secret in ["hunter2", "sk-secret", "sk-live"] {
+        assert!(!err.contains(secret), "{err}");
+    }
+    assert!(!format!("{m:?}").contains("sk-live"));
 }

@@ -7,6 +7,13 @@
 use std::io::{BufRead, Write};
 
 use bridle_policy::{ApprovalPolicy, Decision, SandboxMode};
+
+use crate::printable::printable;
+
+/// `text` made printable line by line (its own newlines kept).
+fn printable_lines(text: &str) -> String {
+    text.lines().map(printable).collect::<Vec<_>>().join("\n")
+}
 use serde::Serialize;
 
 /// What a person (or a configured answerer) said.
@@ -122,18 +129,23 @@ impl Answerer for TerminalAnswerer {
         let Ok(mut out) = tty.try_clone() else {
             return ApprovalOutcome::Unavailable;
         };
-        let args = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
+        // Everything shown comes from the model or a profile: never let it drive the terminal.
+        let args =
+            printable_lines(&serde_json::to_string_pretty(&request.arguments).unwrap_or_default());
         let mut text = format!(
             "\nbridle: approval needed for tool `{}`\n  reason: {}\n",
-            request.tool, request.reason
+            printable(&request.tool),
+            printable(&request.reason)
         );
         if let Some(mode) = request.escalation {
             text.push_str(&format!("  asks to run with sandbox mode: {mode}\n"));
         }
         if let Some(j) = &request.justification {
-            text.push_str(&format!("  justification: {j}\n"));
+            text.push_str(&format!("  justification: {}\n", printable(j)));
         }
         text.push_str(&format!("  arguments: {args}\nallow this one call? [y/N] "));
+        // A key pressed before the question was shown is not an answer to it.
+        let _ = bridle_sandbox::tty::discard_input(&tty);
         if out
             .write_all(text.as_bytes())
             .and_then(|()| out.flush())

@@ -21,6 +21,7 @@ pub mod fs_tools;
 mod git_config;
 pub mod git_dirs;
 pub mod output;
+pub mod printable;
 pub mod process;
 pub mod rules;
 pub mod run;

@@ -26,6 +26,9 @@ pub struct Terminal {
     master: std::fs::File,
     output: mpsc::Receiver<Vec<u8>>,
     pending: Vec<u8>,
+    /// What was typed since the last newline: bash has not run it yet, and the next input
+    /// continues it, so the rules check both together.
+    unsubmitted: String,
     // Dropped last: removes placeholders only after the tree is gone.
     _sandbox: Sandbox,
 }
@@ -90,6 +93,7 @@ impl Terminal {
             master,
             output,
             pending: Vec::new(),
+            unsubmitted: String::new(),
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));
@@ -196,6 +200,43 @@ fn ends_with_prompt(bytes: &[u8]) -> bool {
         || text.ends_with(PROMPT_MARK)
 }
 
+/// Whether `input` is nothing but Ctrl-C (interrupting is always allowed: it runs nothing).
+fn only_interrupts(input: &str) -> bool {
+    !input.is_empty() && input.chars().all(|c| c == '\u{3}')
+}
+
+/// The rules' verdict on terminal input. Line editing (Ctrl-U, Ctrl-W, arrows and other escape
+/// sequences), completion (Tab) and carriage returns change what bash runs in ways the rule
+/// checker cannot follow, so input with control characters other than newline needs approval;
+/// otherwise `line` (the unsubmitted text before it, then the input) is checked like a `bash`
+/// command line.
+fn input_verdict(plan: &bridle_policy::Plan, input: &str, line: &str) -> bridle_policy::Verdict {
+    if only_interrupts(input) {
+        return bridle_policy::Verdict {
+            decision: bridle_policy::Decision::Allow,
+            by: bridle_policy::DecidedBy::Default,
+            reason: "Ctrl-C only interrupts".to_owned(),
+        };
+    }
+    if line.trim().is_empty() {
+        return bridle_policy::Verdict {
+            decision: bridle_policy::Decision::Allow,
+            by: bridle_policy::DecidedBy::Default,
+            reason: "empty input runs nothing".to_owned(),
+        };
+    }
+    if input.chars().any(|c| c.is_control() && c != '\n') {
+        return bridle_policy::Verdict {
+            decision: bridle_policy::Decision::Ask,
+            by: bridle_policy::DecidedBy::Default,
+            reason: "needs approval: the input contains control characters (line editing, \
+                     completion, carriage return) the rule checker cannot see through"
+                .to_owned(),
+        };
+    }
+    crate::rules::check_bash(plan, line)
+}
+
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TerminalArgs {
@@ -259,11 +300,16 @@ pub fn call(
         }
     };
     let mut allowed_by = "opening the session's terminal".to_owned();
+    // What bash will see: the text typed before and not yet submitted, then this input.
+    let carried = slot
+        .as_ref()
+        .map_or_else(String::new, |t| t.unsubmitted.clone());
     if let Some(input) = &args.input {
-        let verdict = crate::rules::check_bash(plan, input);
+        let line = format!("{carried}{input}");
+        let verdict = input_verdict(plan, input, &line);
         allowed_by.clone_from(&verdict.reason);
         match verdict.decision {
-            bridle_policy::Decision::Deny if !input.trim().is_empty() => {
+            bridle_policy::Decision::Deny if !line.trim().is_empty() => {
                 let _ = approvals.decided(bridle_policy::Decision::Deny, &verdict.reason);
                 return result(
                     false,
@@ -314,6 +360,13 @@ pub fn call(
             let _ = terminal.close();
             return result(false, e, None);
         }
+        terminal.unsubmitted = if only_interrupts(input) {
+            // Ctrl-C discards the line being edited.
+            String::new()
+        } else {
+            let line = format!("{carried}{input}");
+            line.rsplit('\n').next().unwrap_or("").to_owned()
+        };
         out = terminal.read(wait, wait.min(Duration::from_millis(500)));
     }
     if persist && !args.close {

@@ -40,3 +40,10 @@ pub fn restore(fd: impl AsFd, settings: &nix::sys::termios::Termios) -> io::Resu
     nix::sys::termios::tcsetattr(fd.as_fd(), nix::sys::termios::SetArg::TCSANOW, settings)
         .map_err(io::Error::from)
 }
+
+/// Discards input typed on the terminal `fd` but not read yet, so an answer to a question is
+/// typed after the question is shown, not before.
+pub fn discard_input(fd: impl AsFd) -> io::Result<()> {
+    nix::sys::termios::tcflush(fd.as_fd(), nix::sys::termios::FlushArg::TCIFLUSH)
+        .map_err(io::Error::from)
+}

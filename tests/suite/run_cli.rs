@@ -303,7 +303,25 @@ fn a_session_dir_inside_the_workspace_is_refused() {
     let r = run_bounded(&mut cmd);
     r.assert_code(1);
     assert!(
-        r.stderr.contains("inside the writable root"),
+        r.stderr.contains("which the agent can write"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !e.workspace.join(".sessions").exists(),
+        "created before it was refused"
+    );
+    // danger-full-access has no writable roots to compare with; the workspace still counts.
+    let mut cmd = e.bridle();
+    cmd.args(["--profile", "danger-full-access", "run", "--model"])
+        .arg(format!("script:{}", path_str(&file)))
+        .arg("--session-dir")
+        .arg(e.workspace.join("deep/.sessions"))
+        .arg("task");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(1);
+    assert!(
+        r.stderr.contains("which the agent can write"),
         "{}",
         r.stderr
     );
@@ -435,4 +453,112 @@ fn an_openai_compatible_model_over_http_drives_the_tools() {
             .iter()
             .any(|e| matches!(e, Event::RequestHeader(h) if h.model == "openai:test-model"))
     );
+}
+
+#[test]
+fn terminal_input_cannot_get_past_the_rules_in_pieces_or_with_line_editing() {
+    let e = ExecEnv::new();
+    // ci-locked denies curl and asks nobody.
+    let script = r#"
+- tool_calls:
+    - name: terminal
+      arguments: {input: "cur", wait_ms: 500}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "l --version\n", wait_ms: 2000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "\u0003", wait_ms: 500}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "echo \u0015curl --version\n", wait_ms: 2000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "echo still here\n", wait_ms: 2000}
+- text: done
+"#;
+    let r = agent(&e, script, &["--profile", "ci-locked"], "try curl");
+    r.assert_code(0);
+    let events = events(&e, &session_id(&r));
+    let results = results(&events);
+    assert_eq!(results.len(), 5, "{results:?}");
+    // The piece that completes `curl` is checked together with what was typed before it.
+    assert!(
+        !results[1].0 && results[1].1.contains("denied"),
+        "{results:?}"
+    );
+    // Ctrl-C alone is allowed and clears the pending line.
+    assert!(results[2].0, "{results:?}");
+    // Line editing needs approval, and nobody can approve under ci-locked.
+    assert!(
+        !results[3].0 && results[3].1.contains("control characters"),
+        "{results:?}"
+    );
+    assert!(
+        results[4].0 && results[4].1.contains("still here"),
+        "{results:?}"
+    );
+    for (_, content) in &results {
+        assert!(
+            !content.contains("curl 7") && !content.contains("curl 8"),
+            "{content}"
+        );
+    }
+}
+
+#[test]
+fn a_session_continues_only_where_it_began_and_a_policy_change_is_logged() {
+    let e = ExecEnv::new();
+    let first = agent(&e, "- text: one\n", &[], "first");
+    first.assert_code(0);
+    let id = session_id(&first);
+    // From another directory: refused, with the way to branch it instead.
+    let other = e.home.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let file = e.home.join("script.yaml");
+    std::fs::write(&file, "- text: two\n").unwrap();
+    let mut cmd = e.bridle();
+    cmd.current_dir(&other)
+        .args(["run", "--resume", &id, "--model"])
+        .arg(format!("script:{}", path_str(&file)))
+        .arg("--session-dir")
+        .arg(e.home.join("sessions"))
+        .arg("second");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(1);
+    assert!(
+        r.stderr.contains("belongs to the workspace") && r.stderr.contains("--fork"),
+        "{}",
+        r.stderr
+    );
+    // A fork from there describes where it continues.
+    let mut cmd = e.bridle();
+    cmd.current_dir(&other)
+        .args(["run", "--fork", &id, "--model"])
+        .arg(format!("script:{}", path_str(&file)))
+        .arg("--session-dir")
+        .arg(e.home.join("sessions"))
+        .arg("second");
+    let r = run_bounded(&mut cmd);
+    r.assert_code(0);
+    let header = events(&e, &session_id(&r)).into_iter().next().unwrap();
+    let Event::SessionHeader(h) = header else {
+        panic!("{header:?}")
+    };
+    assert_eq!(
+        h.workspace,
+        path_str(&std::fs::canonicalize(&other).unwrap())
+    );
+    // Same workspace, tighter profile: the switch is in the log.
+    let again = agent(
+        &e,
+        "- text: three\n",
+        &["--resume", &id, "--profile", "read-only"],
+        "third",
+    );
+    again.assert_code(0);
+    assert!(again.stderr.contains("policy differs"), "{}", again.stderr);
+    assert!(events(&e, &id).contains(&Event::SandboxMode {
+        mode: bridle_policy::SandboxMode::ReadOnly
+    }));
 }

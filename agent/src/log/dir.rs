@@ -256,13 +256,15 @@ impl SessionDir {
         Ok((log, repairs))
     }
 
-    /// Copies session `id` up to event `at` (default: its last) into a new session, followed
-    /// by a `session/forked` marker. `at` may not fall inside a turn.
+    /// Copies session `id` up to event `at` (default: its last) into a new session for `new`
+    /// (the header describes the session that continues, not the one copied), followed by a
+    /// `session/forked` marker. `at` may not fall inside a turn.
     pub fn fork(
         &self,
         id: &str,
         at: Option<u64>,
         backend: Backend,
+        new: &NewSession,
     ) -> Result<SessionLog, AgentError> {
         let (path, stored, verdict) = self.load(id)?;
         let verified = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
@@ -287,14 +289,9 @@ impl SessionDir {
                 "event {at} is inside turn {turn}; fork at an event outside a turn"
             )));
         }
-        let Some((_, Event::SessionHeader(header))) = prefix.first() else {
+        if !matches!(prefix.first(), Some((_, Event::SessionHeader(_)))) {
             return Err(refuse("the session has no header".to_owned()));
-        };
-        let new = NewSession {
-            workspace: header.workspace.clone(),
-            profile: header.profile.clone(),
-            policy_digest: header.policy_digest.clone(),
-        };
+        }
         // Copied events keep their original times; the marker is new.
         let mut copied: Vec<(Event, String)> = prefix
             .into_iter()
@@ -314,7 +311,7 @@ impl SessionDir {
             },
             record::now_rfc3339(),
         ));
-        self.create_with(backend, &new, copied)
+        self.create_with(backend, new, copied)
     }
 
     /// Checks session `id` without changing it.

@@ -22,6 +22,8 @@ pub struct Retry {
     /// `Retry-After` from the server is honoured up to `max_delay`.
     pub base_delay: Duration,
     pub max_delay: Duration,
+    /// How long the server may send nothing before the request counts as timed out.
+    pub stall: Duration,
 }
 
 impl Default for Retry {
@@ -30,19 +32,31 @@ impl Default for Retry {
             attempts: 4,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(20),
+            stall: Duration::from_secs(120),
         }
     }
 }
 
 /// A chat-completions model over HTTP.
-#[derive(Debug)]
 pub struct OpenAiModel {
     route: String,
     model: String,
     url: String,
+    /// The URL as errors show it: no user, password or query (where credentials hide).
+    shown_url: String,
     api_key: Option<String>,
     client: reqwest::blocking::Client,
     retry: Retry,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("route", &self.route)
+            .field("url", &self.shown_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiModel {
@@ -54,14 +68,17 @@ impl OpenAiModel {
         api_key: Option<String>,
         retry: Retry,
     ) -> Result<Self, String> {
-        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        let parsed =
-            reqwest::Url::parse(&url).map_err(|e| format!("base URL {base_url:?}: {e}"))?;
+        // Errors name the base URL without what may hold a secret (user, password, query).
+        let mut parsed = reqwest::Url::parse(base_url).map_err(|e| format!("base URL: {e}"))?;
         if !matches!(parsed.scheme(), "https" | "http") {
             return Err(format!(
-                "base URL {base_url:?}: only http and https are supported"
+                "base URL: scheme {:?}: only http and https are supported",
+                parsed.scheme()
             ));
         }
+        let path = format!("{}/chat/completions", parsed.path().trim_end_matches('/'));
+        parsed.set_path(&path);
+        let url = parsed.to_string();
         let host = parsed.host_str().unwrap_or("");
         let loopback = host == "localhost"
             || host
@@ -72,14 +89,19 @@ impl OpenAiModel {
         let mut builder = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Per read: a model that sends nothing for this long has stalled.
-            .timeout(Duration::from_secs(120));
+            .timeout(retry.stall);
         if loopback {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|e| format!("HTTP client: {e}"))?;
+        let mut shown = parsed.clone();
+        let _ = shown.set_username("");
+        let _ = shown.set_password(None);
+        shown.set_query(None);
         Ok(Self {
             route: route.into(),
             model: model.into(),
+            shown_url: shown.to_string(),
             url,
             api_key,
             client,
@@ -175,8 +197,10 @@ impl OpenAiModel {
             request = request.bearer_auth(key);
         }
         let response = request.send().map_err(|e| {
-            let detail = e.to_string();
-            let error = if e.is_timeout() {
+            // reqwest's message would repeat the URL, query included.
+            let timed_out = e.is_timeout();
+            let detail = e.without_url().to_string();
+            let error = if timed_out {
                 self.error(
                     |route, detail| ModelError::Timeout { route, detail },
                     detail,
@@ -184,7 +208,7 @@ impl OpenAiModel {
             } else {
                 self.error(
                     |route, detail| ModelError::Server { route, detail },
-                    format!("cannot reach {}: {detail}", self.url),
+                    format!("cannot reach {}: {detail}", self.shown_url),
                 )
             };
             (error, None)
@@ -263,144 +287,238 @@ impl Model for OpenAiModel {
         let body = self.body(request);
         let mut delay = self.retry.base_delay;
         let mut attempt = 1;
-        let response = loop {
-            match self.send(&body) {
-                Ok(response) => break response,
-                Err((error, wait)) => {
-                    if !retryable(&error) || attempt >= self.retry.attempts {
-                        return Err(error);
-                    }
-                    let pause = wait.unwrap_or(delay).min(self.retry.max_delay);
-                    tracing::warn!("{error}; retrying in {pause:?} (attempt {attempt})");
-                    std::thread::sleep(pause);
-                    delay = (delay * 2).min(self.retry.max_delay);
-                    attempt += 1;
-                }
+        loop {
+            // A failure is retried only while nothing of the answer reached the loop.
+            let (error, wait) = match self.send(&body) {
+                Ok(response) => match read_events(&self.route, response, on_chunk) {
+                    Ok(()) => return Ok(()),
+                    Err((error, true)) => return Err(error),
+                    Err((error, false)) => (error, None),
+                },
+                Err(failed) => failed,
+            };
+            if !retryable(&error) || attempt >= self.retry.attempts {
+                return Err(error);
             }
-        };
-        read_events(&self.route, response, on_chunk)
+            let pause = wait.unwrap_or(delay).min(self.retry.max_delay);
+            tracing::warn!("{error}; retrying in {pause:?} (attempt {attempt})");
+            std::thread::sleep(pause);
+            delay = (delay * 2).min(self.retry.max_delay);
+            attempt += 1;
+        }
     }
 }
 
-/// Reads the server-sent events of a streaming response into chunks.
+/// Whether an I/O error while reading the body is reqwest's read timeout.
+fn is_timeout(e: &std::io::Error) -> bool {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|r| r as _);
+    while let Some(err) = source {
+        if let Some(r) = err.downcast_ref::<reqwest::Error>()
+            && r.is_timeout()
+        {
+            return true;
+        }
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// The lines of an event stream: ended by LF, CRLF or a lone CR, as the SSE format allows.
+fn split_lines(raw: &[u8]) -> impl Iterator<Item = String> + '_ {
+    let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    raw.split(|&b| b == b'\r')
+        .map(|part| String::from_utf8_lossy(part).into_owned())
+}
+
+/// Reads the server-sent events of a streaming response into chunks. On failure, also says
+/// whether any chunk already reached `on_chunk` (then the request cannot be retried).
 fn read_events(
     route: &str,
     response: reqwest::blocking::Response,
     on_chunk: &mut dyn FnMut(Chunk),
-) -> Result<(), ModelError> {
+) -> Result<(), (ModelError, bool)> {
     let protocol = |detail: String| ModelError::Protocol {
         route: route.to_owned(),
         detail,
     };
-    let mut finished = false;
+    let mut state = StreamState::default();
     let mut data = String::new();
-    let reader = std::io::BufReader::new(response);
-    for line in reader.lines() {
-        let line = line.map_err(|e| {
-            if e.kind() == std::io::ErrorKind::TimedOut {
-                ModelError::Timeout {
-                    route: route.to_owned(),
-                    detail: "the stream stalled".to_owned(),
+    let mut reader = std::io::BufReader::new(response);
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        let read = reader.read_until(b'\n', &mut raw);
+        let eof = match read {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => {
+                let error = if is_timeout(&e) {
+                    ModelError::Timeout {
+                        route: route.to_owned(),
+                        detail: "the stream stalled".to_owned(),
+                    }
+                } else {
+                    protocol(format!("reading the stream: {e}"))
+                };
+                return Err((error, state.delivered));
+            }
+        };
+        // At the end, a pending event counts as ended (some servers omit the blank line).
+        let lines: Vec<String> = if eof {
+            vec![String::new()]
+        } else {
+            split_lines(&raw).collect()
+        };
+        for line in lines {
+            if let Some(rest) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
                 }
-            } else {
-                protocol(format!("reading the stream: {e}"))
+                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                continue;
             }
-        })?;
-        if let Some(rest) = line.strip_prefix("data:") {
-            if !data.is_empty() {
-                data.push('\n');
+            if !line.is_empty() {
+                // `event:`, `id:`, `retry:` and comments carry nothing for us.
+                continue;
             }
-            data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
-            continue;
+            let event = std::mem::take(&mut data);
+            if event.is_empty() {
+                continue;
+            }
+            if event == "[DONE]" {
+                if !state.finished {
+                    on_chunk(Chunk::Finish(FinishReason::Stop));
+                }
+                return Ok(());
+            }
+            let value: Value = serde_json::from_str(&event).map_err(|e| {
+                (
+                    protocol(format!(
+                        "a stream event is not JSON ({e}): {}",
+                        brief(&event)
+                    )),
+                    state.delivered,
+                )
+            })?;
+            if let Some(error) = value.get("error") {
+                let error = ModelError::Server {
+                    route: route.to_owned(),
+                    detail: format!("error in the stream: {}", brief(&error.to_string())),
+                };
+                return Err((error, state.delivered));
+            }
+            state.take(&value, on_chunk);
         }
-        if !line.is_empty() {
-            // `event:`, `id:`, `retry:` and comments carry nothing for us.
-            continue;
+        if eof {
+            break;
         }
-        let event = std::mem::take(&mut data);
-        if event.is_empty() {
-            continue;
-        }
-        if event == "[DONE]" {
-            return if finished {
-                Ok(())
-            } else {
-                on_chunk(Chunk::Finish(FinishReason::Stop));
-                Ok(())
-            };
-        }
-        let value: Value = serde_json::from_str(&event).map_err(|e| {
-            protocol(format!(
-                "a stream event is not JSON ({e}): {}",
-                brief(&event)
-            ))
-        })?;
-        if let Some(error) = value.get("error") {
-            return Err(ModelError::Server {
-                route: route.to_owned(),
-                detail: format!("error in the stream: {}", brief(&error.to_string())),
-            });
-        }
-        finished |= chunks_of(&value, on_chunk)?;
     }
-    if !data.is_empty() {
-        return Err(protocol("the stream ended inside an event".to_owned()));
-    }
-    if finished {
+    if state.finished {
         Ok(())
     } else {
-        Err(protocol(
-            "the stream ended before the answer did".to_owned(),
+        Err((
+            protocol("the stream ended before the answer did".to_owned()),
+            state.delivered,
         ))
     }
 }
 
-/// The chunks in one `chat.completion.chunk`; whether it carried a finish reason.
-fn chunks_of(value: &Value, on_chunk: &mut dyn FnMut(Chunk)) -> Result<bool, ModelError> {
-    let mut finished = false;
-    if let Some(choice) = value["choices"].get(0) {
-        let delta = &choice["delta"];
-        if let Some(text) = delta["reasoning_content"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-        {
-            on_chunk(Chunk::Reasoning(text.to_owned()));
-        }
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            on_chunk(Chunk::Text(text.to_owned()));
-        }
-        if let Some(calls) = delta["tool_calls"].as_array() {
-            for (position, call) in calls.iter().enumerate() {
-                let index = call["index"]
-                    .as_u64()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .unwrap_or(position);
-                on_chunk(Chunk::ToolCallDelta {
-                    index,
-                    id: call["id"].as_str().map(str::to_owned),
-                    name: call["function"]["name"].as_str().map(str::to_owned),
-                    arguments: call["function"]["arguments"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                });
+/// What a stream has carried so far.
+#[derive(Debug, Default)]
+struct StreamState {
+    finished: bool,
+    delivered: bool,
+    /// The next free tool-call index, and the call the last delta without an index went to.
+    next_index: usize,
+    current: Option<(usize, Option<String>)>,
+}
+
+impl StreamState {
+    /// The index of a tool-call delta: its own, or (when the server sends none) the current
+    /// call's, unless the delta starts a call with a new id.
+    fn index_of(&mut self, explicit: Option<usize>, id: Option<&str>) -> usize {
+        let index = match (explicit, &self.current) {
+            (Some(i), _) => i,
+            (None, Some((i, current_id))) if id.is_none() || id == current_id.as_deref() => *i,
+            (None, _) => self.next_index,
+        };
+        self.next_index = self.next_index.max(index + 1);
+        let keep = self
+            .current
+            .as_ref()
+            .filter(|(i, _)| *i == index)
+            .and_then(|(_, id)| id.clone());
+        self.current = Some((index, id.map(str::to_owned).or(keep)));
+        index
+    }
+
+    /// Emits the chunks in one `chat.completion.chunk`.
+    fn take(&mut self, value: &Value, emit: &mut dyn FnMut(Chunk)) {
+        let mut send = |c: Chunk, state: &mut Self| {
+            state.delivered = true;
+            emit(c);
+        };
+        if let Some(choice) = value["choices"].get(0) {
+            let delta = &choice["delta"];
+            if let Some(text) = delta["reasoning_content"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+            {
+                send(Chunk::Reasoning(text.to_owned()), self);
+            }
+            if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                send(Chunk::Text(text.to_owned()), self);
+            }
+            if let Some(calls) = delta["tool_calls"].as_array() {
+                for call in calls {
+                    let explicit = call["index"].as_u64().and_then(|i| usize::try_from(i).ok());
+                    let id = call["id"].as_str();
+                    let index = self.index_of(explicit, id);
+                    send(
+                        Chunk::ToolCallDelta {
+                            index,
+                            id: id.map(str::to_owned),
+                            name: call["function"]["name"].as_str().map(str::to_owned),
+                            arguments: call["function"]["arguments"]
+                                .as_str()
+                                .unwrap_or("")
+                                .to_owned(),
+                        },
+                        self,
+                    );
+                }
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                self.finished = true;
+                send(
+                    Chunk::Finish(match reason {
+                        "stop" => FinishReason::Stop,
+                        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                        "length" => FinishReason::Length,
+                        other => FinishReason::Other(other.to_owned()),
+                    }),
+                    self,
+                );
             }
         }
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            finished = true;
-            on_chunk(Chunk::Finish(match reason {
-                "stop" => FinishReason::Stop,
-                "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                "length" => FinishReason::Length,
-                other => FinishReason::Other(other.to_owned()),
-            }));
+        if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+            send(
+                Chunk::Usage {
+                    input: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                    output: usage["completion_tokens"].as_u64().unwrap_or(0),
+                },
+                self,
+            );
         }
     }
-    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
-        on_chunk(Chunk::Usage {
-            input: usage["prompt_tokens"].as_u64().unwrap_or(0),
-            output: usage["completion_tokens"].as_u64().unwrap_or(0),
-        });
-    }
-    Ok(finished)
 }
