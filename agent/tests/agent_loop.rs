@@ -475,6 +475,17 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
     (r, events)
 }
 
+/// The ids of the calls recorded in `events`, in order.
+fn call_ids(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall(ToolCall { call_id, .. }) => Some(call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn delta(index: usize, id: &str, name: &str, args: &str) -> Chunk {
     Chunk::ToolCallDelta {
         index,
@@ -498,13 +509,7 @@ fn repeated_or_missing_call_ids_are_made_unique() {
         Ok((vec![], FinishReason::Stop)),
     ]);
     assert_eq!(r.reports[0].reason, TurnEndReason::Completed);
-    let ids: Vec<String> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ToolCall(ToolCall { call_id, .. }) => Some(call_id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids = call_ids(&events);
     assert_eq!(ids.len(), 3);
     assert_eq!(ids[0], "c");
     assert!(
@@ -629,13 +634,7 @@ fn a_generated_call_id_never_repeats_one_the_model_sent() {
         )),
         Ok((vec![], FinishReason::Stop)),
     ]);
-    let ids: Vec<String> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ToolCall(ToolCall { call_id, .. }) => Some(call_id.clone()),
-            _ => None,
-        })
-        .collect();
+    let ids = call_ids(&events);
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1], "{ids:?}");
 }
