@@ -33,8 +33,11 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
-    let plan = facts.plan(&policy, temp_dir.clone())?;
+    let mut plan = facts.plan(&policy, temp_dir.clone())?;
     let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
+    // The agent's commands and file tools must not read the logs or the key that seals them.
+    let real_dir = std::fs::canonicalize(dir.path())?;
+    plan.mask_found(&real_dir, "bridle's session directory");
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
         profile: global.profile.clone(),

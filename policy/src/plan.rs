@@ -425,6 +425,39 @@ impl Plan {
             .collect()
     }
 
+    /// Adds `guarantee` to the spec's required guarantees (kept in their canonical order).
+    fn require(&mut self, guarantee: Guarantee) {
+        if !self.spec.guarantees.contains(&guarantee) {
+            self.spec.guarantees.push(guarantee);
+            self.spec.guarantees.sort_by_key(|g| {
+                Guarantee::ALL
+                    .iter()
+                    .position(|x| x == g)
+                    .unwrap_or(usize::MAX)
+            });
+        }
+    }
+
+    /// Masks `path` (for example bridle's own session directory) inside the sandbox, as if the
+    /// profile listed it, recording `what` it is as its provenance. Returns whether it is
+    /// masked: `danger-full-access` masks nothing.
+    pub fn mask_found(&mut self, path: &Path, what: &str) -> bool {
+        if self.spec.mode == SandboxMode::DangerFullAccess {
+            return false;
+        }
+        let path = normalize(path);
+        if self.spec.masked_paths.iter().any(|m| path.starts_with(m)) {
+            return true;
+        }
+        self.spec.masked_paths.push(path.clone());
+        self.spec.masked_paths.sort();
+        self.provenance.entry(path).or_insert(Origin::Found {
+            what: what.to_owned(),
+        });
+        self.require(Guarantee::FsMask);
+        true
+    }
+
     /// Protects paths found on disk in addition to the profile's, when they lie inside a
     /// content root; others are ignored. Only `workspace-write` has protected paths.
     pub fn protect_found(&mut self, found: Vec<FoundPath>) {
@@ -463,15 +496,7 @@ impl Plan {
         if added {
             self.spec.protected_paths.sort();
             self.spec.must_stay_absent.sort();
-            if !self.spec.guarantees.contains(&Guarantee::FsProtect) {
-                self.spec.guarantees.push(Guarantee::FsProtect);
-                self.spec.guarantees.sort_by_key(|g| {
-                    Guarantee::ALL
-                        .iter()
-                        .position(|x| x == g)
-                        .unwrap_or(usize::MAX)
-                });
-            }
+            self.require(Guarantee::FsProtect);
         }
     }
 

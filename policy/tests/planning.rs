@@ -643,3 +643,23 @@ fn danger_full_access_protects_nothing_found() {
     assert!(plan.spec.protected_paths.is_empty());
     assert!(plan.spec.must_stay_absent.is_empty());
 }
+
+#[test]
+fn a_found_path_can_be_masked_except_without_confinement() {
+    let mut confined = plan(&shipped("workspace-write"), &ctx()).unwrap();
+    assert!(!confined.spec.guarantees.contains(&Guarantee::FsMask));
+    let sessions = Path::new(STATE).join("sessions");
+    assert!(confined.mask_found(&sessions, "bridle's session directory"));
+    assert!(confined.spec.masked_paths.contains(&sessions));
+    assert!(confined.spec.guarantees.contains(&Guarantee::FsMask));
+    let verdict = confined.decide_write(&sessions.join("x.jsonl"));
+    assert_eq!(verdict.decision, bridle_policy::Decision::Deny);
+    assert!(
+        verdict.reason.contains("bridle's session directory"),
+        "{}",
+        verdict.reason
+    );
+    let mut open = plan(&shipped("danger-full-access"), &ctx()).unwrap();
+    assert!(!open.mask_found(&sessions, "bridle's session directory"));
+    assert!(open.spec.masked_paths.is_empty());
+}

@@ -562,3 +562,31 @@ fn a_session_continues_only_where_it_began_and_a_policy_change_is_logged() {
         mode: bridle_policy::SandboxMode::ReadOnly
     }));
 }
+
+#[test]
+fn the_agent_cannot_read_its_session_logs_or_their_key() {
+    let e = ExecEnv::new();
+    let sessions = e.home.join("sessions");
+    let script = format!(
+        r#"
+- tool_calls:
+    - name: bash
+      arguments: {{command: "wc -c {dir}/log.key; ls {dir}"}}
+    - name: read_file
+      arguments: {{path: "{dir}/log.key"}}
+- text: done
+"#,
+        dir = path_str(&sessions)
+    );
+    let r = agent(&e, &script, &[], "read the key");
+    r.assert_code(0);
+    let results = results(&events(&e, &session_id(&r)));
+    assert!(!results[0].0, "{results:?}");
+    assert!(
+        !results[0].1.contains(" log.key\n") && !results[0].1.contains(".jsonl"),
+        "{results:?}"
+    );
+    assert!(!results[1].0, "{results:?}");
+    // The header's policy digest covers the mask: the spec the commands ran under.
+    assert!(std::fs::metadata(sessions.join("log.key")).unwrap().len() == 32);
+}
