@@ -9,6 +9,11 @@ use super::support::{ExecEnv, Run, path_str, run_bounded};
 /// Writes `script` into the home (outside the workspace) and runs `bridle run` on it with the
 /// sessions in `<home>/sessions`.
 fn agent(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> Run {
+    run_bounded(&mut agent_cmd(e, script, extra, task))
+}
+
+/// The `bridle run` command line of [`agent`], not yet run.
+fn agent_cmd(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> std::process::Command {
     let file = e.home.join("script.yaml");
     std::fs::write(&file, script).unwrap();
     let mut cmd = e.bridle();
@@ -19,7 +24,7 @@ fn agent(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> Run {
         .arg(e.home.join("sessions"))
         .args(extra)
         .arg(task);
-    run_bounded(&mut cmd)
+    cmd
 }
 
 /// The session id `bridle run` announced on stderr.
@@ -589,4 +594,60 @@ fn the_agent_cannot_read_its_session_logs_or_their_key() {
     assert!(!results[1].0, "{results:?}");
     // The header's policy digest covers the mask: the spec the commands ran under.
     assert!(std::fs::metadata(sessions.join("log.key")).unwrap().len() == 32);
+}
+
+#[test]
+fn an_interrupted_run_leaves_no_process_and_its_turn_is_closed_on_resume() {
+    let e = ExecEnv::new();
+    let mark = super::support::token("run-int");
+    let script = format!(
+        r#"
+- tool_calls:
+    - name: bash
+      arguments: {{command: "sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}"}}
+- text: never reached
+"#
+    );
+    let mut cmd = agent_cmd(&e, &script, &[], "sleep");
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(20), || {
+            !super::support::processes_with(&mark).is_empty()
+        }),
+        "the tool never started"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(10), || {
+            super::support::processes_with(&mark).is_empty()
+        }),
+        "the tool's processes outlived bridle run"
+    );
+    super::support::assert_no_survivor(&mark, "interrupted bridle run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let id = session_id(&Run {
+        code: None,
+        stdout: String::new(),
+        stderr,
+        elapsed: std::time::Duration::ZERO,
+    });
+    let again = agent(&e, "- text: resumed\n", &["--resume", &id], "go on");
+    again.assert_code(0);
+    assert!(
+        again.stderr.contains("closed as interrupted"),
+        "{}",
+        again.stderr
+    );
+    let events = events(&e, &id);
+    assert!(events.contains(&Event::TurnEnd {
+        turn: 0,
+        reason: TurnEndReason::Interrupted
+    }));
+    let results = results(&events);
+    assert!(results[0].1.contains("outcome unknown"), "{results:?}");
 }
