@@ -4,6 +4,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use bridle_agent::log::{
@@ -26,8 +28,51 @@ fn say(line: &str) {
     let _ = writeln!(err, "bridle: {}", printable(line));
 }
 
-/// Runs `bridle run`; returns the exit status.
+/// How long a cancelled turn may take to end (a model stream blocked in a read) before bridle
+/// dies of the signal anyway; the log is durable up to the last decision.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `bridle run`; returns the exit status. Ctrl-C, SIGTERM and SIGHUP cancel the turn:
+/// running tools' trees are killed, calls not started are answered "aborted before dispatch",
+/// the turn ends `aborted`, and bridle then dies of the signal.
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
+    bridle_sandbox::launcher::hold_interruption();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (cancel, done) = (Arc::clone(&cancel), Arc::clone(&done));
+        std::thread::spawn(move || watch_for_cancel(&cancel, &done))
+    };
+    let result = run_turn(global, args, Arc::clone(&cancel));
+    done.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    if cancel.load(Ordering::SeqCst) {
+        bridle_sandbox::launcher::die_of_forwarded_signal();
+    }
+    result
+}
+
+/// Waits for a held signal; then cancels the turn, kills the running tools, and, if the turn
+/// has not ended within [`CANCEL_GRACE`], ends the process.
+fn watch_for_cancel(cancel: &AtomicBool, done: &AtomicBool) {
+    while !done.load(Ordering::SeqCst) {
+        if bridle_sandbox::launcher::termination_requested() {
+            cancel.store(true, Ordering::SeqCst);
+            bridle_sandbox::launcher::terminate_children();
+            let start = std::time::Instant::now();
+            while !done.load(Ordering::SeqCst) {
+                if start.elapsed() > CANCEL_GRACE {
+                    bridle_sandbox::launcher::die_of_forwarded_signal();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn run_turn(global: &GlobalArgs, args: &RunArgs, cancel: Arc<AtomicBool>) -> Result<u8> {
     let model = model(&args.model)?;
     let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(global)?;
@@ -50,6 +95,7 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let config = AgentConfig {
         sections,
         plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
+        cancel: Some(cancel),
         ..AgentConfig::default()
     };
     let mut agent = Agent::new(log, model, &tools, config);

@@ -14,7 +14,7 @@ use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
 
 /// How a session's turns run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// System prompt sections, in render order.
     pub sections: Vec<PromptSection>,
@@ -24,6 +24,10 @@ pub struct AgentConfig {
     pub max_parallel: usize,
     /// The plan-mode plugin, when loaded.
     pub plan_mode: Option<PlanMode>,
+    /// Set (by a signal handler's watcher, say) to cancel the turn: no further step or call
+    /// starts, calls not started are answered "aborted before dispatch", and the turn ends
+    /// `aborted`. Running tools are the caller's to kill.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for AgentConfig {
@@ -33,6 +37,7 @@ impl Default for AgentConfig {
             max_steps: 50,
             max_parallel: 4,
             plan_mode: None,
+            cancel: None,
         }
     }
 }
@@ -64,6 +69,9 @@ impl std::fmt::Debug for Agent<'_> {
             .finish_non_exhaustive()
     }
 }
+
+/// Why a cancelled turn ended.
+const CANCELLED: &str = "the turn was cancelled";
 
 /// The outcome of a call whose tool panicked.
 fn panicked() -> ToolOutcome {
@@ -135,10 +143,29 @@ impl<'h> Agent<'h> {
         })?;
         let mut answer = String::new();
         for step in 0..self.config.max_steps {
+            if self.cancelled() {
+                return self.end(
+                    turn,
+                    None,
+                    TurnEndReason::Aborted,
+                    answer,
+                    Some(CANCELLED.into()),
+                );
+            }
             self.log.append(Event::StepStart { turn, step })?;
             let request = self.request()?;
             self.log.barrier()?;
             let streamed = self.stream(&request);
+            if self.cancelled() {
+                // Whatever the model sent after the cancel is not acted on.
+                return self.end(
+                    turn,
+                    Some(step),
+                    TurnEndReason::Aborted,
+                    answer,
+                    Some(CANCELLED.into()),
+                );
+            }
             let (text, calls, finish) = match streamed {
                 Ok(parts) => parts,
                 Err(error) => {
@@ -176,6 +203,15 @@ impl<'h> Agent<'h> {
                 return self.end(turn, Some(step), TurnEndReason::Completed, answer, None);
             }
             self.run_calls(calls)?;
+            if self.cancelled() {
+                return self.end(
+                    turn,
+                    Some(step),
+                    TurnEndReason::Aborted,
+                    answer,
+                    Some(CANCELLED.into()),
+                );
+            }
             self.log.append(Event::StepEnd { turn, step })?;
         }
         let why = format!(
@@ -183,6 +219,13 @@ impl<'h> Agent<'h> {
             self.config.max_steps
         );
         self.end(turn, None, TurnEndReason::Aborted, answer, Some(why))
+    }
+
+    fn cancelled(&self) -> bool {
+        self.config
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Ends the turn (and the open step) and makes the log durable.
@@ -352,6 +395,18 @@ impl<'h> Agent<'h> {
             open_batch = planned.concurrent;
         }
         for batch in batches {
+            if self.cancelled() {
+                // Never started: answered, so the log stays balanced.
+                for call in &batch {
+                    self.log.append(Event::ToolResult {
+                        call_id: call.call_id.clone(),
+                        ok: false,
+                        content: "aborted before dispatch: the turn was cancelled".to_owned(),
+                        sandbox: None,
+                    })?;
+                }
+                continue;
+            }
             for call in &batch {
                 self.log.append(Event::ToolCall(call.clone()))?;
             }

@@ -413,13 +413,21 @@ extern "C" fn forward_signal(signal: libc::c_int) {
 /// passed on once [`forward_termination`] names a launcher), so that host state a run sets up
 /// (locks, placeholders) is always undone before the process dies of the signal.
 pub fn hold_termination() -> io::Result<()> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    hold_signals(&[
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+    ])
+}
+
+/// Like [`hold_termination`], for `signals`.
+pub fn hold_signals(signals: &[nix::sys::signal::Signal]) -> io::Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
     let action = SigAction::new(
         SigHandler::Handler(forward_signal),
         SaFlags::SA_RESTART,
         SigSet::empty(),
     );
-    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+    for &signal in signals {
         // SAFETY: `forward_signal` only uses atomics and calls kill(2), both
         // async-signal-safe.
         unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;

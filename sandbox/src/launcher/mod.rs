@@ -588,6 +588,32 @@ pub fn hold_termination() {
     let _ = sys::hold_termination();
 }
 
+/// Like [`hold_termination`], for SIGINT, SIGTERM and SIGHUP: for a process that ends its own
+/// work cleanly when asked to stop (`bridle run` cancels its turn), then dies of the signal
+/// ([`die_of_forwarded_signal`]).
+pub fn hold_interruption() {
+    let _ = sys::hold_signals(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP]);
+}
+
+/// Sends SIGTERM to every child process of this process: each confined run's launcher, which
+/// then kills its whole tree.
+pub fn terminate_children() {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        for pid in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+    }
+}
+
 /// Whether SIGTERM or SIGHUP came since [`hold_termination`].
 pub fn termination_requested() -> bool {
     sys::termination_requested()
