@@ -71,7 +71,9 @@ impl std::fmt::Debug for Agent<'_> {
 }
 
 /// Why a cancelled turn ended.
-const CANCELLED: &str = "the turn was cancelled";
+fn cancelled() -> Option<String> {
+    Some("the turn was cancelled".to_owned())
+}
 
 /// The outcome of a call whose tool panicked.
 fn panicked() -> ToolOutcome {
@@ -144,13 +146,7 @@ impl<'h> Agent<'h> {
         let mut answer = String::new();
         for step in 0..self.config.max_steps {
             if self.cancelled() {
-                return self.end(
-                    turn,
-                    None,
-                    TurnEndReason::Aborted,
-                    answer,
-                    Some(CANCELLED.into()),
-                );
+                return self.end(turn, None, TurnEndReason::Aborted, answer, cancelled());
             }
             self.log.append(Event::StepStart { turn, step })?;
             let request = self.request()?;
@@ -163,7 +159,7 @@ impl<'h> Agent<'h> {
                     Some(step),
                     TurnEndReason::Aborted,
                     answer,
-                    Some(CANCELLED.into()),
+                    cancelled(),
                 );
             }
             let (text, calls, finish) = match streamed {
@@ -209,7 +205,7 @@ impl<'h> Agent<'h> {
                     Some(step),
                     TurnEndReason::Aborted,
                     answer,
-                    Some(CANCELLED.into()),
+                    cancelled(),
                 );
             }
             self.log.append(Event::StepEnd { turn, step })?;

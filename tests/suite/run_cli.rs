@@ -635,7 +635,10 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
         "the tool's processes outlived the cancel"
     );
     super::support::assert_no_survivor(&mark, "cancelled bridle run");
-    assert!(!e.workspace.join("never.txt").exists(), "a call after the cancel ran");
+    assert!(
+        !e.workspace.join("never.txt").exists(),
+        "a call after the cancel ran"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let id = session_id(&Run {
         code: None,
@@ -654,9 +657,16 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
     let results = results(&events);
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(!results[0].0, "{results:?}");
-    assert!(results[1].1.contains("aborted before dispatch"), "{results:?}");
+    assert!(
+        results[1].1.contains("aborted before dispatch"),
+        "{results:?}"
+    );
     // Nothing left to repair.
     let again = agent(&e, "- text: resumed\n", &["--resume", &id], "go on");
     again.assert_code(0);
-    assert!(!again.stderr.contains("closed as interrupted"), "{}", again.stderr);
+    assert!(
+        !again.stderr.contains("closed as interrupted"),
+        "{}",
+        again.stderr
+    );
 }
