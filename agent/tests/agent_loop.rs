@@ -22,6 +22,8 @@ use pretty_assertions::assert_eq;
 /// arrive, which only happens when the two run side by side), `write` (denied for `secret`),
 /// `ask` (the approval seam rejects it).
 struct Host {
+    /// Set by the `cancel` tool, as a signal handler would.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
     meet: (Mutex<u32>, Condvar),
     ran: Mutex<Vec<String>>,
 }
@@ -29,6 +31,7 @@ struct Host {
 impl Host {
     fn new() -> Self {
         Self {
+            cancel: Arc::default(),
             meet: (Mutex::new(0), Condvar::new()),
             ran: Mutex::new(Vec::new()),
         }
@@ -58,6 +61,9 @@ impl ToolHost for Host {
             Err(e) => return fail(format!("invalid arguments for {name}: {e}")),
         };
         let path = args["path"].as_str().unwrap_or("").to_owned();
+        if name == "cancel" {
+            self.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if name == "explode" {
             let _ = note(ToolNote::Decided {
                 decision: Decision::Allow,
@@ -455,12 +461,11 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
     let id = log.id().to_owned();
     let host = Host::new();
     let report = {
-        let mut agent = Agent::new(
-            log,
-            Box::new(Odd { answers }),
-            &host,
-            AgentConfig::default(),
-        );
+        let config = AgentConfig {
+            cancel: Some(Arc::clone(&host.cancel)),
+            ..AgentConfig::default()
+        };
+        let mut agent = Agent::new(log, Box::new(Odd { answers }), &host, config);
         agent.run_turn("go").unwrap()
     };
     let r = Run {
@@ -656,4 +661,47 @@ fn a_tool_that_panics_fails_its_call_and_the_turn_goes_on() {
     });
     let (ok, content) = result.unwrap();
     assert!(!ok && content.contains("panicked"), "{content}");
+}
+
+#[test]
+fn a_cancelled_turn_answers_calls_not_started_and_ends_aborted() {
+    let (r, events) = run_odd(vec![
+        Ok((
+            vec![
+                delta(0, "c1", "cancel", "{}"),
+                delta(1, "c2", "write", r#"{"path":"a"}"#),
+            ],
+            FinishReason::ToolCalls,
+        )),
+        Ok((vec![Chunk::Text("not asked".into())], FinishReason::Stop)),
+    ]);
+    assert_eq!(r.reports[0].reason, TurnEndReason::Aborted);
+    assert_eq!(*r.host.ran.lock().unwrap(), vec!["cancel "]);
+    let results: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult {
+                call_id, content, ..
+            } => Some((call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results[1].1.contains("aborted before dispatch"),
+        "{results:?}"
+    );
+    assert_eq!(
+        events.last(),
+        Some(&Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Aborted
+        })
+    );
+    // The model was asked once: no step starts after the cancel.
+    let steps = events
+        .iter()
+        .filter(|e| matches!(e, Event::StepStart { .. }))
+        .count();
+    assert_eq!(steps, 1);
 }
