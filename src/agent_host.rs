@@ -45,6 +45,8 @@ pub struct LocalTools<'f> {
     /// The session's persistent terminal, when `persist_terminal`.
     terminal: Mutex<Option<Terminal>>,
     persist_terminal: bool,
+    /// Paths masked in every plan of the session, escalations included (`path`, what it is).
+    masks: Vec<(PathBuf, String)>,
 }
 
 impl std::fmt::Debug for LocalTools<'_> {
@@ -81,7 +83,19 @@ impl<'f> LocalTools<'f> {
             fs,
             terminal: Mutex::new(None),
             persist_terminal,
+            masks: Vec::new(),
         })
+    }
+
+    /// Masks `path` in this session's plan and in every plan an approved escalation makes
+    /// (bridle's own session directory, say).
+    pub fn mask(&mut self, path: PathBuf, what: &str) {
+        self.plan.mask_found(&path, what);
+        self.masks.push((path, what.to_owned()));
+        // The file tools' worker was confined by the plan before the mask.
+        self.fs = bridle_sandbox::confined_fs::ConfinedFs::start(&self.plan.spec).map_err(|e| {
+            format!("sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})")
+        });
     }
 
     /// Why the file tools cannot run here (Landlock could not confine their worker), if so.
@@ -101,9 +115,14 @@ impl<'f> LocalTools<'f> {
                 },
             )
             .map_err(|e| e.to_string())?;
-        self.facts
+        let mut plan = self
+            .facts
             .plan(&wider, self.temp_dir.clone())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        for (path, what) in &self.masks {
+            plan.mask_found(path, what);
+        }
+        Ok(plan)
     }
 
     /// Runs tool `name` through the pipeline, deciding through `approvals`.
@@ -229,6 +248,49 @@ impl ToolHost for LocalTools<'_> {
             ok: result.ok,
             content: result.content,
             sandbox: serde_json::to_value(&result.sandbox).ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An approved escalation plans the session anew: what the session masked (its own logs)
+    /// must stay masked in that plan too.
+    #[test]
+    fn masks_hold_in_every_escalated_plan() {
+        let workspace = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let global = GlobalArgs {
+            profile: "read-only".into(),
+            workspace: Some(workspace.path().to_owned()),
+            verbose: 0,
+            quiet: false,
+        };
+        let facts = Facts::gather(&global).unwrap();
+        let policy = facts.load_policy(&global, Overrides::default()).unwrap();
+        let temp = home.path().join("tmp");
+        std::fs::create_dir_all(&temp).unwrap();
+        let plan = facts.plan(&policy, temp.clone()).unwrap();
+        let mut tools = LocalTools::new(
+            &facts,
+            &global,
+            plan,
+            temp,
+            Box::new(bridle_exec::approvals::NoAnswerer),
+            false,
+        )
+        .unwrap();
+        let sessions = home.path().join("sessions");
+        tools.mask(sessions.clone(), "bridle's session directory");
+        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+            let wider = tools.replan(mode).unwrap();
+            assert!(
+                wider.spec.masked_paths.contains(&sessions),
+                "{mode}: {:?}",
+                wider.spec.masked_paths
+            );
         }
     }
 }

@@ -46,7 +46,9 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let result = run_turn(global, args, Arc::clone(&cancel));
     done.store(true, Ordering::SeqCst);
     let _ = watcher.join();
-    if cancel.load(Ordering::SeqCst) {
+    // A signal that came at any point, even after the turn ended: die of it, as the caller
+    // who sent it expects.
+    if bridle_sandbox::launcher::termination_requested() {
         bridle_sandbox::launcher::die_of_forwarded_signal();
     }
     result
@@ -78,11 +80,9 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs, cancel: Arc<AtomicBool>) -> Res
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
-    let mut plan = facts.plan(&policy, temp_dir.clone())?;
+    let plan = facts.plan(&policy, temp_dir.clone())?;
     let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
-    // The agent's commands and file tools must not read the logs or the key that seals them.
     let real_dir = std::fs::canonicalize(dir.path())?;
-    plan.mask_found(&real_dir, "bridle's session directory");
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
         profile: global.profile.clone(),
@@ -91,7 +91,10 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs, cancel: Arc<AtomicBool>) -> Res
     let log = open_log(&dir, args, backend, &new, &plan)?;
     say(&format!("session {}", log.id()));
     let sections = vec![base_section(&plan)];
-    let tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), true)?;
+    let mut tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), true)?;
+    // The agent's commands and file tools must not read the logs or the key that seals them,
+    // in this plan or any escalation of it.
+    tools.mask(real_dir, "bridle's session directory");
     let config = AgentConfig {
         sections,
         plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
@@ -149,6 +152,15 @@ fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result
         Some(d) => std::path::absolute(d)?,
         None => crate::session_facts::default_session_dir()?,
     };
+    if dir
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        bail!(
+            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
+            dir.display()
+        );
+    }
     let real = real_path(&dir);
     let forbidden = std::iter::once(&plan.spec.workspace).chain(
         plan.spec

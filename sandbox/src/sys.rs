@@ -430,7 +430,13 @@ pub fn hold_signals(signals: &[nix::sys::signal::Signal]) -> io::Result<()> {
     for &signal in signals {
         // SAFETY: `forward_signal` only uses atomics and calls kill(2), both
         // async-signal-safe.
-        unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
+        let old = unsafe { sigaction(signal, &action) }.map_err(io::Error::from)?;
+        // A signal this process was started with ignored (`nohup`, `&` in a script) stays
+        // ignored: whoever started it asked for that.
+        if matches!(old.handler(), SigHandler::SigIgn) {
+            // SAFETY: restores SIG_IGN, which installs no code as a handler.
+            unsafe { sigaction(signal, &old) }.map_err(io::Error::from)?;
+        }
     }
     Ok(())
 }

@@ -560,3 +560,32 @@ fn stdio_redirected_to_files_cannot_change_those_files_metadata() {
         input_mode
     );
 }
+
+/// A caller that started bridle with SIGHUP ignored (`nohup`) keeps it ignored: bridle's own
+/// handling of SIGHUP must not undo that.
+#[test]
+fn a_hangup_ignored_by_the_caller_stays_ignored() {
+    let e = ExecEnv::new();
+    let mut cmd = Command::new("nohup");
+    cmd.arg(env!("CARGO_BIN_EXE_bridle"))
+        .args(["exec", "--", "sh", "-c", "sleep 1; echo finished"])
+        .env_clear()
+        .env("HOME", &e.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(&e.workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "finished\n");
+}

@@ -316,6 +316,20 @@ fn a_session_dir_inside_the_workspace_is_refused() {
         !e.workspace.join(".sessions").exists(),
         "created before it was refused"
     );
+    // A `..` after a missing directory cannot hide where it really is.
+    let sneaky = format!(
+        "{}/missing/../{}/logs",
+        path_str(&e.home),
+        e.workspace.file_name().unwrap().to_str().unwrap()
+    );
+    let mut cmd = e.bridle();
+    cmd.args(["run", "--model"])
+        .arg(format!("script:{}", path_str(&file)))
+        .args(["--session-dir", &sneaky, "task"]);
+    let r = run_bounded(&mut cmd);
+    r.assert_code(1);
+    assert!(r.stderr.contains("`..` is not allowed"), "{}", r.stderr);
+    assert!(!e.workspace.join("logs").exists());
     // danger-full-access has no writable roots to compare with; the workspace still counts.
     let mut cmd = e.bridle();
     cmd.args(["--profile", "danger-full-access", "run", "--model"])
