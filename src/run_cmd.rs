@@ -28,22 +28,18 @@ fn say(line: &str) {
     let _ = writeln!(err, "bridle: {}", printable(line));
 }
 
-/// How long a cancelled turn may take to end (a model stream blocked in a read) before bridle
-/// dies of the signal anyway; the log is durable up to the last decision.
-const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Runs `bridle run`; returns the exit status. Ctrl-C, SIGTERM and SIGHUP cancel the turn:
-/// running tools' trees are killed, calls not started are answered "aborted before dispatch",
-/// the turn ends `aborted`, and bridle then dies of the signal.
+/// running tools' trees are killed, a model answer being streamed is abandoned, calls not
+/// started are answered "aborted before dispatch", the turn ends `aborted`, and bridle then
+/// dies of the signal.
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     bridle_sandbox::launcher::hold_interruption();
-    let cancel = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let (cancel, done) = (Arc::clone(&cancel), Arc::clone(&done));
-        std::thread::spawn(move || watch_for_cancel(&cancel, &done))
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || kill_tools_on_cancel(&done))
     };
-    let result = run_turn(global, args, Arc::clone(&cancel));
+    let result = run_turn(global, args);
     done.store(true, Ordering::SeqCst);
     let _ = watcher.join();
     // A signal that came at any point, even after the turn ended: die of it, as the caller
@@ -54,27 +50,18 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     result
 }
 
-/// Waits for a held signal; then cancels the turn, kills the running tools, and, if the turn
-/// has not ended within [`CANCEL_GRACE`], ends the process.
-fn watch_for_cancel(cancel: &AtomicBool, done: &AtomicBool) {
+/// Once a held signal came, kills the running tools' trees (SIGTERM to each launcher), again
+/// every 50 ms until the turn has ended, so a tool that was being started is not missed.
+fn kill_tools_on_cancel(done: &AtomicBool) {
     while !done.load(Ordering::SeqCst) {
         if bridle_sandbox::launcher::termination_requested() {
-            cancel.store(true, Ordering::SeqCst);
             bridle_sandbox::launcher::terminate_children();
-            let start = std::time::Instant::now();
-            while !done.load(Ordering::SeqCst) {
-                if start.elapsed() > CANCEL_GRACE {
-                    bridle_sandbox::launcher::die_of_forwarded_signal();
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
-fn run_turn(global: &GlobalArgs, args: &RunArgs, cancel: Arc<AtomicBool>) -> Result<u8> {
+fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let model = model(&args.model)?;
     let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(global)?;
@@ -98,7 +85,7 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs, cancel: Arc<AtomicBool>) -> Res
     let config = AgentConfig {
         sections,
         plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
-        cancel: Some(cancel),
+        cancel: Some(Arc::new(bridle_sandbox::launcher::termination_requested)),
         ..AgentConfig::default()
     };
     let mut agent = Agent::new(log, model, &tools, config);

@@ -14,7 +14,7 @@ use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
 
 /// How a session's turns run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentConfig {
     /// System prompt sections, in render order.
     pub sections: Vec<PromptSection>,
@@ -24,10 +24,26 @@ pub struct AgentConfig {
     pub max_parallel: usize,
     /// The plan-mode plugin, when loaded.
     pub plan_mode: Option<PlanMode>,
-    /// Set (by a signal handler's watcher, say) to cancel the turn: no further step or call
-    /// starts, calls not started are answered "aborted before dispatch", and the turn ends
-    /// `aborted`. Running tools are the caller's to kill.
-    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Says whether the turn is cancelled (a held Ctrl-C, say): then no further step or call
+    /// starts, a model answer being streamed is abandoned, calls not started are answered
+    /// "aborted before dispatch", and the turn ends `aborted`. Running tools are the caller's
+    /// to kill.
+    pub cancel: Option<Cancel>,
+}
+
+/// A cancellation check, asked often (before each step and call, while a model streams).
+pub type Cancel = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("sections", &self.sections)
+            .field("max_steps", &self.max_steps)
+            .field("max_parallel", &self.max_parallel)
+            .field("plan_mode", &self.plan_mode)
+            .field("cancel", &self.cancel.is_some())
+            .finish()
+    }
 }
 
 impl Default for AgentConfig {
@@ -56,7 +72,10 @@ pub struct TurnReport {
 /// An agent: a session log, a model and the tools, driven turn by turn.
 pub struct Agent<'h> {
     log: SessionLog,
-    model: Box<dyn Model>,
+    /// `None` once a cancelled turn abandoned a request (the model went with it).
+    model: Option<Box<dyn Model>>,
+    /// The model's route, as logged.
+    route: String,
     tools: &'h dyn ToolHost,
     config: AgentConfig,
 }
@@ -65,7 +84,7 @@ impl std::fmt::Debug for Agent<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
             .field("session", &self.log.id())
-            .field("model", &self.model.route())
+            .field("model", &self.route)
             .finish_non_exhaustive()
     }
 }
@@ -100,7 +119,8 @@ impl<'h> Agent<'h> {
     ) -> Self {
         Self {
             log,
-            model,
+            route: model.route(),
+            model: Some(model),
             tools,
             config,
         }
@@ -218,10 +238,7 @@ impl<'h> Agent<'h> {
     }
 
     fn cancelled(&self) -> bool {
-        self.config
-            .cancel
-            .as_ref()
-            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        self.config.cancel.as_ref().is_some_and(|c| c())
     }
 
     /// Ends the turn (and the open step) and makes the log durable.
@@ -259,7 +276,7 @@ impl<'h> Agent<'h> {
         let header = RequestHeader {
             sections,
             tools,
-            model: self.model.route(),
+            model: self.route.clone(),
         };
         let events = self.log.events().iter().map(|(_, e)| e);
         if header_in_force(events).as_ref() != Some(&header) {
@@ -279,61 +296,87 @@ impl<'h> Agent<'h> {
     }
 
     /// Streams the answer, logging text and reasoning chunks as they come; returns the text,
-    /// the tool calls by index and the finish reason.
+    /// the tool calls by index and the finish reason. The model runs on its own thread, so a
+    /// cancel does not wait for a read that is blocked: the request is abandoned (and the
+    /// model with it).
     fn stream(
         &mut self,
         request: &ModelRequest,
     ) -> Result<(String, Vec<ToolCall>, FinishReason), String> {
+        let Some(mut model) = self.model.take() else {
+            return Err(
+                "the model is gone: its last request was abandoned when a turn was cancelled"
+                    .to_owned(),
+            );
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Chunk>();
+        let asked = request.clone();
+        let worker = std::thread::spawn(move || {
+            let result = model.stream(&asked, &mut |chunk| {
+                let _ = tx.send(chunk);
+            });
+            (model, result)
+        });
         let mut text = String::new();
         let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
         let mut finish = FinishReason::Stop;
-        let mut log_error = None;
-        let log = &mut self.log;
-        let result = self.model.stream(request, &mut |chunk| match chunk {
-            Chunk::Text(piece) => {
-                text.push_str(&piece);
-                if let Err(e) = log.append(Event::AssistantChunk {
-                    text: piece,
-                    reasoning: false,
-                }) {
-                    log_error.get_or_insert(e.to_string());
-                }
+        loop {
+            if self.cancelled() {
+                return Err("the turn was cancelled".to_owned());
             }
-            Chunk::Reasoning(piece) => {
-                if let Err(e) = log.append(Event::AssistantChunk {
+            let chunk = match rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(chunk) => chunk,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let logged = match chunk {
+                Chunk::Text(piece) => {
+                    text.push_str(&piece);
+                    self.log.append(Event::AssistantChunk {
+                        text: piece,
+                        reasoning: false,
+                    })
+                }
+                Chunk::Reasoning(piece) => self.log.append(Event::AssistantChunk {
                     text: piece,
                     reasoning: true,
-                }) {
-                    log_error.get_or_insert(e.to_string());
+                }),
+                Chunk::ToolCallDelta {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    let call = calls.entry(index).or_insert_with(|| ToolCall {
+                        call_id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                    });
+                    if let Some(id) = id {
+                        call.call_id = id;
+                    }
+                    if let Some(name) = name {
+                        call.name = name;
+                    }
+                    call.arguments.push_str(&arguments);
+                    Ok(0)
                 }
+                Chunk::Usage { .. } => Ok(0),
+                Chunk::Finish(reason) => {
+                    finish = reason;
+                    Ok(0)
+                }
+            };
+            if let Err(e) = logged {
+                return Err(format!(
+                    "the session log failed while the answer streamed: {e}"
+                ));
             }
-            Chunk::ToolCallDelta {
-                index,
-                id,
-                name,
-                arguments,
-            } => {
-                let call = calls.entry(index).or_insert_with(|| ToolCall {
-                    call_id: String::new(),
-                    name: String::new(),
-                    arguments: String::new(),
-                });
-                if let Some(id) = id {
-                    call.call_id = id;
-                }
-                if let Some(name) = name {
-                    call.name = name;
-                }
-                call.arguments.push_str(&arguments);
-            }
-            Chunk::Usage { .. } => {}
-            Chunk::Finish(reason) => finish = reason,
-        });
-        if let Some(e) = log_error {
-            return Err(format!(
-                "the session log failed while the answer streamed: {e}"
-            ));
         }
+        let (model, result) = worker
+            .join()
+            .map_err(|_| "the model adapter failed unexpectedly (it panicked)".to_owned())?;
+        self.model = Some(model);
         result.map_err(|e| e.to_string())?;
         Ok((text, calls.into_values().collect(), finish))
     }

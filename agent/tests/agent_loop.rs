@@ -461,8 +461,11 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
     let id = log.id().to_owned();
     let host = Host::new();
     let report = {
+        let flag = Arc::clone(&host.cancel);
         let config = AgentConfig {
-            cancel: Some(Arc::clone(&host.cancel)),
+            cancel: Some(Arc::new(move || {
+                flag.load(std::sync::atomic::Ordering::SeqCst)
+            })),
             ..AgentConfig::default()
         };
         let mut agent = Agent::new(log, Box::new(Odd { answers }), &host, config);

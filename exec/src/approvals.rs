@@ -153,6 +153,19 @@ impl Answerer for TerminalAnswerer {
         {
             return ApprovalOutcome::Unavailable;
         }
+        // Wait for the answer, but give up when bridle is asked to stop (Ctrl-C is held by
+        // `bridle run` so that it can end the turn cleanly).
+        loop {
+            if bridle_sandbox::launcher::termination_requested() {
+                return ApprovalOutcome::Cancelled;
+            }
+            match bridle_sandbox::tty::wait_readable(&tty, std::time::Duration::from_millis(100)) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return ApprovalOutcome::Cancelled,
+            }
+        }
         let mut line = String::new();
         match std::io::BufReader::new(tty).read_line(&mut line) {
             Ok(0) | Err(_) => ApprovalOutcome::Cancelled,

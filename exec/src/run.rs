@@ -108,6 +108,13 @@ impl Runner for SandboxRunner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // This process was asked to stop (a held Ctrl-C or SIGTERM): start nothing new.
+        if bridle_sandbox::launcher::termination_requested() {
+            return Ok(refused(Refusal {
+                guarantee: None,
+                cause: "cancelled: bridle was asked to stop".to_owned(),
+            }));
+        }
         let mut running = match sandbox.spawn(launch) {
             Ok(Spawned::Running(r)) => r,
             Ok(Spawned::ExecFailed(f)) => {

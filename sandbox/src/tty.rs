@@ -47,3 +47,12 @@ pub fn discard_input(fd: impl AsFd) -> io::Result<()> {
     nix::sys::termios::tcflush(fd.as_fd(), nix::sys::termios::FlushArg::TCIFLUSH)
         .map_err(io::Error::from)
 }
+
+/// Waits up to `timeout` for input on `fd`; returns whether there is some (or end of file).
+pub fn wait_readable(fd: impl AsFd, timeout: std::time::Duration) -> io::Result<bool> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let ready = poll(&mut fds, PollTimeout::from(millis)).map_err(io::Error::from)?;
+    Ok(ready > 0)
+}

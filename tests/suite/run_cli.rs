@@ -29,11 +29,16 @@ fn agent_cmd(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> std::proc
 
 /// The session id `bridle run` announced on stderr.
 fn session_id(r: &Run) -> String {
-    r.stderr
+    session_id_in(&r.stderr)
+}
+
+/// The session id announced in `stderr`.
+fn session_id_in(stderr: &str) -> String {
+    stderr
         .lines()
         .find_map(|l| l.strip_prefix("bridle: session "))
         .map(|rest| rest.split(':').next().unwrap().trim().to_owned())
-        .unwrap_or_else(|| panic!("no session line:\n{}", r.stderr))
+        .unwrap_or_else(|| panic!("no session line:\n{stderr}"))
 }
 
 fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
@@ -388,26 +393,40 @@ fn chat_server() -> (
     String,
     std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
 ) {
+    chat_server_with(vec![
+        (TOOL_CALL_REPLY.to_owned(), std::time::Duration::ZERO),
+        (FINAL_REPLY.to_owned(), std::time::Duration::ZERO),
+    ])
+}
+
+const TOOL_CALL_REPLY: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",",
+    "\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":",
+    "{\"arguments\":\"\\\"echo via-http > o.txt\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: [DONE]\n\n"
+);
+
+const FINAL_REPLY: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Wrote o.txt.\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n"
+);
+
+/// A chat-completions server on loopback answering each request with the next reply, after
+/// sending the headers and pausing for its delay.
+fn chat_server_with(
+    replies: Vec<(String, std::time::Duration)>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&bodies);
     std::thread::spawn(move || {
-        let replies = [
-            concat!(
-                "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",",
-                "\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}\n\n",
-                "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":",
-                "{\"arguments\":\"\\\"echo via-http > o.txt\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
-                "data: [DONE]\n\n"
-            ),
-            concat!(
-                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Wrote o.txt.\"},\"finish_reason\":\"stop\"}]}\n\n",
-                "data: [DONE]\n\n"
-            ),
-        ];
-        for reply in replies {
+        for (reply, delay) in replies {
             let Ok((stream, _)) = listener.accept() else {
                 return;
             };
@@ -436,6 +455,8 @@ fn chat_server() -> (
                 reply.len()
             );
             let _ = stream.write_all(head.as_bytes());
+            let _ = stream.flush();
+            std::thread::sleep(delay);
             let _ = stream.write_all(reply.as_bytes());
         }
     });
@@ -653,13 +674,7 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
         !e.workspace.join("never.txt").exists(),
         "a call after the cancel ran"
     );
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let id = session_id(&Run {
-        code: None,
-        stdout: String::new(),
-        stderr,
-        elapsed: std::time::Duration::ZERO,
-    });
+    let id = session_id_in(&String::from_utf8_lossy(&out.stderr));
     let events = events(&e, &id);
     assert_eq!(
         events.last(),
@@ -683,4 +698,66 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
         "{}",
         again.stderr
     );
+}
+
+#[test]
+fn a_cancel_does_not_wait_for_a_stalled_model_and_cleans_up() {
+    let e = ExecEnv::new();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q", "."])
+        .current_dir(&e.workspace)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    // The persistent terminal is open (its sandbox holds git's config lock) while the model
+    // stalls.
+    let terminal_call = serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
+        "index": 0, "id": "call_t", "type": "function",
+        "function": {"name": "terminal", "arguments": "{\"input\": \"echo hi\\n\"}"}}]},
+        "finish_reason": "tool_calls"}]});
+    let (url, bodies) = chat_server_with(vec![
+        (
+            format!("data: {terminal_call}\n\ndata: [DONE]\n\n"),
+            std::time::Duration::ZERO,
+        ),
+        (FINAL_REPLY.to_owned(), std::time::Duration::from_secs(60)),
+    ]);
+    let mut cmd = e.bridle();
+    cmd.env("BRIDLE_BASE_URL", &url)
+        .args(["run", "--model", "openai:test-model", "--session-dir"])
+        .arg(e.home.join("sessions"))
+        .arg("write o.txt")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(20), || {
+            bodies.lock().unwrap().len() == 2
+        }),
+        "the second request never came"
+    );
+    let asked = std::time::Instant::now();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(nix::sys::signal::Signal::SIGTERM as i32)
+    );
+    let id = session_id_in(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        events(&e, &id).last(),
+        Some(&Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Aborted
+        })
+    );
+    assert!(!e.workspace.join(".git/config.lock").exists());
+    let results = results(&events(&e, &id));
+    assert!(results[0].0 && results[0].1.contains("hi"), "{results:?}");
 }
