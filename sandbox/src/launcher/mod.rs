@@ -609,12 +609,31 @@ pub fn terminate_children() {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            // Pinned by a pidfd, then checked to still be our child: a child reaped since the
+            // list was read, and its pid reused by another process, is never signalled.
+            let Ok(pidfd) = sys::pidfd_open(pid) else {
+                continue;
+            };
+            if parent_of(pid) == Some(std::process::id()) {
+                let _ = sys::pidfd_send_signal(
+                    std::os::fd::AsFd::as_fd(&pidfd),
+                    Signal::SIGTERM as i32,
+                );
+            }
         }
     }
 }
 
-/// Whether SIGTERM or SIGHUP came since [`hold_termination`].
+/// The parent pid of `pid`, from `/proc/PID/status`.
+fn parent_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether a held signal (SIGTERM or SIGHUP, and SIGINT after [`hold_interruption`]) came.
 pub fn termination_requested() -> bool {
     sys::termination_requested()
 }
