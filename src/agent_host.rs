@@ -40,8 +40,9 @@ pub struct LocalTools<'f> {
     approvals: Approvals<'static>,
     runner: SandboxRunner,
     launcher: PathBuf,
-    /// The file tools' confined worker (or why it could not start: then they refuse).
-    fs: Result<bridle_sandbox::confined_fs::ConfinedFs, String>,
+    /// The file tools' confined worker (or why it could not start: then they refuse), started
+    /// on first use, so sessions that never touch a file do not pay for it.
+    fs: std::sync::OnceLock<Result<bridle_sandbox::confined_fs::ConfinedFs, String>>,
     /// The session's persistent terminal, when `persist_terminal`.
     terminal: Mutex<Option<Terminal>>,
     persist_terminal: bool,
@@ -69,9 +70,6 @@ impl<'f> LocalTools<'f> {
         persist_terminal: bool,
     ) -> Result<Self> {
         let launcher = std::env::current_exe()?;
-        let fs = bridle_sandbox::confined_fs::ConfinedFs::start(&plan.spec).map_err(|e| {
-            format!("sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})")
-        });
         Ok(Self {
             facts,
             global,
@@ -80,7 +78,7 @@ impl<'f> LocalTools<'f> {
             temp_dir,
             runner: SandboxRunner::new(launcher.clone()),
             launcher,
-            fs,
+            fs: std::sync::OnceLock::new(),
             terminal: Mutex::new(None),
             persist_terminal,
             masks: Vec::new(),
@@ -92,15 +90,22 @@ impl<'f> LocalTools<'f> {
     pub fn mask(&mut self, path: PathBuf, what: &str) {
         self.plan.mask_found(&path, what);
         self.masks.push((path, what.to_owned()));
-        // The file tools' worker was confined by the plan before the mask.
-        self.fs = bridle_sandbox::confined_fs::ConfinedFs::start(&self.plan.spec).map_err(|e| {
-            format!("sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})")
-        });
+        // A worker confined by the plan before the mask must not serve the session.
+        self.fs.take();
+    }
+
+    /// The file tools' worker, confined by the session's plan as it is now.
+    fn fs(&self) -> &Result<bridle_sandbox::confined_fs::ConfinedFs, String> {
+        self.fs.get_or_init(|| {
+            bridle_sandbox::confined_fs::ConfinedFs::start(&self.plan.spec).map_err(|e| {
+                format!("sandbox unavailable: G-FS-WRITE (file tools need Landlock: {e})")
+            })
+        })
     }
 
     /// Why the file tools cannot run here (Landlock could not confine their worker), if so.
     pub fn file_tools_unavailable(&self) -> Option<&str> {
-        self.fs.as_ref().err().map(String::as_str)
+        self.fs().as_ref().err().map(String::as_str)
     }
 
     /// Plans this session with a wider mode, for one approved call.
@@ -160,7 +165,7 @@ impl<'f> LocalTools<'f> {
                 )
             }
             _ => {
-                let fs = match &self.fs {
+                let fs = match self.fs() {
                     Ok(fs) => fs,
                     Err(why) => return refusal(&self.plan, why),
                 };

@@ -89,11 +89,6 @@ impl std::fmt::Debug for Agent<'_> {
     }
 }
 
-/// Why a cancelled turn ended.
-fn cancelled() -> Option<String> {
-    Some("the turn was cancelled".to_owned())
-}
-
 /// The outcome of a call whose tool panicked.
 fn panicked() -> ToolOutcome {
     ToolOutcome {
@@ -166,7 +161,7 @@ impl<'h> Agent<'h> {
         let mut answer = String::new();
         for step in 0..self.config.max_steps {
             if self.cancelled() {
-                return self.end(turn, None, TurnEndReason::Aborted, answer, cancelled());
+                return self.abort(turn, None, answer);
             }
             self.log.append(Event::StepStart { turn, step })?;
             let request = self.request()?;
@@ -174,13 +169,7 @@ impl<'h> Agent<'h> {
             let streamed = self.stream(&request);
             if self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
-                return self.end(
-                    turn,
-                    Some(step),
-                    TurnEndReason::Aborted,
-                    answer,
-                    cancelled(),
-                );
+                return self.abort(turn, Some(step), answer);
             }
             let (text, calls, finish) = match streamed {
                 Ok(parts) => parts,
@@ -220,13 +209,7 @@ impl<'h> Agent<'h> {
             }
             self.run_calls(calls)?;
             if self.cancelled() {
-                return self.end(
-                    turn,
-                    Some(step),
-                    TurnEndReason::Aborted,
-                    answer,
-                    cancelled(),
-                );
+                return self.abort(turn, Some(step), answer);
             }
             self.log.append(Event::StepEnd { turn, step })?;
         }
@@ -239,6 +222,17 @@ impl<'h> Agent<'h> {
 
     fn cancelled(&self) -> bool {
         self.config.cancel.as_ref().is_some_and(|c| c())
+    }
+
+    /// Ends a cancelled turn.
+    fn abort(
+        &mut self,
+        turn: u64,
+        step: Option<u64>,
+        answer: String,
+    ) -> Result<TurnReport, AgentError> {
+        let why = "the turn was cancelled".to_owned();
+        self.end(turn, step, TurnEndReason::Aborted, answer, Some(why))
     }
 
     /// Ends the turn (and the open step) and makes the log durable.

@@ -245,7 +245,14 @@ fn writer_for<'a>(
     match decide_writer(ctx, tool, raw_args, path, escalation) {
         Ok(writer) => {
             let by = match &writer {
-                Writer::Session(_) => ctx.plan.decide_write(path).reason,
+                Writer::Session(_) => {
+                    let verdict = ctx.plan.decide_write(path);
+                    if verdict.decision == Decision::Ask {
+                        format!("approved ({})", verdict.reason)
+                    } else {
+                        verdict.reason
+                    }
+                }
                 Writer::Escalated(_) | Writer::Unconfined => {
                     "approved escalation of this one write".to_owned()
                 }
