@@ -439,6 +439,7 @@ mod tests {
                 wall_time_secs: None,
                 command_timeout_secs: None,
                 command_timeout_max_secs: None,
+                spill_size_bytes: None,
             },
             env: Default::default(),
             temp_dir: "/var/tmp/t".into(),
