@@ -1,4 +1,5 @@
 mod exec_fs;
+mod exec_interference;
 mod exec_ipc;
 mod exec_misc;
 mod exec_network;
