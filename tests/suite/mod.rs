@@ -19,4 +19,6 @@ mod shell_cli;
 mod support;
 mod tool_bash;
 mod tool_files;
+mod tool_files_hardening;
+mod tool_temp_files;
 mod tool_terminal;
