@@ -165,16 +165,25 @@ fn links_for(plan: &Plan, approved: bool) -> HardLinks {
     }
 }
 
+/// An allowed write: what the worker checks on the opened file, and who allowed it (logged).
+struct Allowed {
+    links: HardLinks,
+    by: String,
+}
+
 /// Policy, then approval, for a write to `path`.
 fn allow_write(
     ctx: &FsContext<'_>,
     tool: &str,
     raw_args: &str,
     path: &Path,
-) -> Result<HardLinks, ToolResult> {
+) -> Result<Allowed, ToolResult> {
     let verdict = write_verdict(ctx.plan, path);
     match verdict.decision {
-        Decision::Allow => Ok(links_for(ctx.plan, false)),
+        Decision::Allow => Ok(Allowed {
+            links: links_for(ctx.plan, false),
+            by: verdict.reason,
+        }),
         Decision::Deny => {
             let by = if matches!(verdict.by, bridle_policy::DecidedBy::Rule { .. }) {
                 DeniedBy::Rule
@@ -197,7 +206,10 @@ fn allow_write(
                 escalation: None,
             };
             match ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
-                None => Ok(links_for(ctx.plan, true)),
+                None => Ok(Allowed {
+                    links: links_for(ctx.plan, true),
+                    by: format!("approved ({})", verdict.reason),
+                }),
                 Some(text) => Err(done(
                     ctx.plan,
                     false,
@@ -260,24 +272,11 @@ fn writer_for<'a>(
     escalation: Option<(SandboxMode, Option<&str>)>,
 ) -> Result<(Writer<'a>, HardLinks), ToolResult> {
     match decide_writer(ctx, tool, raw_args, path, escalation) {
-        Ok((writer, links)) => {
-            let by = match &writer {
-                Writer::Session(_) => {
-                    let verdict = write_verdict(ctx.plan, path);
-                    if verdict.decision == Decision::Ask {
-                        format!("approved ({})", verdict.reason)
-                    } else {
-                        verdict.reason
-                    }
-                }
-                Writer::Escalated(_) | Writer::Unconfined => {
-                    "approved escalation of this one write".to_owned()
-                }
-            };
+        Ok((writer, allowed)) => {
             ctx.approvals
-                .decided(Decision::Allow, &by)
+                .decided(Decision::Allow, &allowed.by)
                 .map_err(|e| done(ctx.plan, false, not_recorded(&e), None))?;
-            Ok((writer, links))
+            Ok((writer, allowed.links))
         }
         Err(denied) => {
             if denied.denied_by.is_some() {
@@ -300,10 +299,10 @@ fn decide_writer<'a>(
     raw_args: &str,
     path: &Path,
     escalation: Option<(SandboxMode, Option<&str>)>,
-) -> Result<(Writer<'a>, HardLinks), ToolResult> {
+) -> Result<(Writer<'a>, Allowed), ToolResult> {
     let Some((wider, justification)) = escalation else {
-        let links = allow_write(ctx, tool, raw_args, path)?;
-        return Ok((Writer::Session(ctx.fs), links));
+        let allowed = allow_write(ctx, tool, raw_args, path)?;
+        return Ok((Writer::Session(ctx.fs), allowed));
     };
     let invalid = |m: String| {
         done(
@@ -370,11 +369,15 @@ fn decide_writer<'a>(
         ));
     }
     // A person approved this write: whatever names the file has.
+    let allowed = Allowed {
+        links: HardLinks::Allowed,
+        by: "approved escalation of this one write".to_owned(),
+    };
     if wider == SandboxMode::DangerFullAccess {
-        return Ok((Writer::Unconfined, HardLinks::Allowed));
+        return Ok((Writer::Unconfined, allowed));
     }
     ConfinedFs::start(&wide.spec)
-        .map(|fs| (Writer::Escalated(fs), HardLinks::Allowed))
+        .map(|fs| (Writer::Escalated(fs), allowed))
         .map_err(|e| {
             done(
                 ctx.plan,
