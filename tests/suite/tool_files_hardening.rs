@@ -3,11 +3,11 @@
 //! a rule-covered file a name no rule matches.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Env, Run, path_str, run};
+use super::support::{Env, Run, path_str, run, run_within};
 
 fn tool_with(env: &Env, home: &Path, profile: &str, name: &str, args: &Value) -> Value {
     let mut cmd = env.bridle();
@@ -30,30 +30,11 @@ fn content(v: &Value) -> &str {
 /// `bridle tool NAME ARGS`, killed (and the test failed) if it has not returned within
 /// `deadline`; returns the result and how long it took.
 fn tool_bounded(env: &Env, name: &str, args: &Value, deadline: Duration) -> (Value, Duration) {
-    use std::process::Stdio;
-    let start = Instant::now();
-    let child = env
-        .bridle()
-        .args(["tool", name, &args.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn bridle");
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let Ok(out) = rx.recv_timeout(deadline) else {
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        panic!("`{name} {args}` did not return within {deadline:?}");
-    };
-    let out = out.expect("wait for bridle");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    (v, start.elapsed())
+    let r = run_within(
+        env.bridle().args(["tool", name, &args.to_string()]),
+        deadline,
+    );
+    (parse(&r), r.elapsed)
 }
 
 /// Reads, listings and globs of `paths` under `home` (workstation masks `~/.ssh`) never show
