@@ -60,11 +60,30 @@ pub fn run(
     let result = tools.call_unrecorded(name, arguments);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
-    if session_dir.is_none() && !result.content.contains(&temp_dir.display().to_string()) {
-        // Kept only when the result names a spill file inside it (swept after a day).
-        let _ = std::fs::remove_dir_all(&temp_dir);
+    if session_dir.is_none() {
+        remove_unnamed(&temp_dir, &result.content);
     }
     Ok(if result.ok { 0 } else { 1 })
+}
+
+/// Removes what the call left in its private temp dir (the command's `/tmp`) except the files
+/// its result names (spill files, kept so they can be read; swept after a day), and the
+/// directory itself when the result names nothing in it.
+fn remove_unnamed(temp_dir: &Path, content: &str) {
+    if !content.contains(&temp_dir.display().to_string()) {
+        let _ = std::fs::remove_dir_all(temp_dir);
+        return;
+    }
+    for entry in std::fs::read_dir(temp_dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if content.contains(&path.display().to_string()) {
+            continue;
+        }
+        let _ = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+    }
 }
 
 /// The private temp dir for this call: `<session-dir>/tmp` (kept across calls), or a fresh

@@ -313,6 +313,8 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
                 run_spec.mode
             ));
     }
+    result.stdout.remove_spill_unless_named(&content);
+    result.stderr.remove_spill_unless_named(&content);
     ToolResult {
         ok,
         content,
@@ -439,6 +441,7 @@ mod tests {
                 wall_time_secs: None,
                 command_timeout_secs: None,
                 command_timeout_max_secs: None,
+                spill_size_bytes: None,
             },
             env: Default::default(),
             temp_dir: "/var/tmp/t".into(),
@@ -507,7 +510,9 @@ struct GrepArgs {
 
 /// `grep {pattern, path?, glob?}`: GNU `grep -rnIE` run in the sandbox (so masked paths are
 /// invisible to it exactly as to commands), without a shell: the pattern is one argument.
-/// Binary files are skipped; output is capped like `bash`.
+/// Binary files are skipped, and so are FIFOs, sockets and devices even when `path` names one
+/// (`--devices=skip`: GNU grep reads those when named on its command line, and a FIFO without
+/// a writer would block it until the timeout); output is capped like `bash`.
 pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
     let spec = &ctx.plan.spec;
     let args: GrepArgs = match serde_json::from_str(raw_arguments) {
@@ -522,10 +527,16 @@ pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         );
     }
     let target = args.path.clone().unwrap_or_else(|| ".".into());
-    let mut argv: Vec<String> = ["grep", "-rnIEs", "--color=never", "--exclude-dir=.git"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut argv: Vec<String> = [
+        "grep",
+        "-rnIEs",
+        "--color=never",
+        "--devices=skip",
+        "--exclude-dir=.git",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     if let Some(g) = &args.glob {
         argv.push(format!("--include={g}"));
     }
@@ -570,6 +581,8 @@ pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         RunStatus::Refused(r) => (false, format!("not run: {r}")),
         RunStatus::Stopped(why) => (false, format!("stopped by the sandbox: {why}")),
     };
+    result.stdout.remove_spill_unless_named(&content);
+    result.stderr.remove_spill_unless_named(&content);
     ToolResult {
         ok,
         content,

@@ -1,22 +1,12 @@
 //! The one error type at the `exec` boundary.
 
 use std::io;
-use std::path::PathBuf;
 
 /// What can go wrong running a tool, apart from the tool's own failures (which are results the
 /// model reads, not errors).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecError {
-    /// Creating or writing the spill file failed.
-    #[error("writing the output spill file `{}`: {source}", path.display())]
-    SpillFile {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
     /// Reading a command's output failed.
     #[error("reading the output of `{command}`: {source}")]
     ReadOutput {

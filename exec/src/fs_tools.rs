@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use bridle_policy::{Decision, Plan, SandboxMode};
-use bridle_sandbox::confined_fs::ConfinedFs;
+use bridle_sandbox::confined_fs::{ConfinedFs, FsDenied, HardLinks, write_unconfined};
 use serde::Deserialize;
 
 use crate::approvals::{ApprovalRequest, Approvals, not_recorded};
@@ -122,25 +122,53 @@ pub fn resolve(workspace: &Path, raw: &str) -> PathBuf {
     } else {
         workspace.join(raw)
     };
-    let normal = bridle_policy::normalize(&joined);
-    let mut existing = normal.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return normal,
-        }
+    bridle_sandbox::real_path::real_path(&joined)
+}
+
+/// The policy's decision on a write to `path`, at least `ask` when the profile has path rules
+/// and the file has more than one name: path rules match names, and a hard link is another
+/// name for the same file (`ln .env notes.txt`, then a write to `notes.txt`, would change
+/// `.env` past a rule on `.env*`).
+fn write_verdict(plan: &Plan, path: &Path) -> bridle_policy::Verdict {
+    use std::os::unix::fs::MetadataExt;
+    let mut verdict = plan.decide_write(path);
+    if plan.path_rules.is_empty() || verdict.decision == Decision::Deny {
+        return verdict;
     }
+    let links = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(1, |m| m.nlink());
+    if links > 1 {
+        let why = format!(
+            "`{}` has {links} hard links: path rules match names, and another name of this file may be one a rule covers",
+            path.display()
+        );
+        verdict.reason = if verdict.decision == Decision::Ask {
+            format!("{}; {why}", verdict.reason)
+        } else {
+            format!("write to `{}` needs approval: {why}", path.display())
+        };
+        verdict.decision = Decision::Ask;
+    }
+    verdict
+}
+
+/// Whether the worker must refuse a file with several names: only when the profile has path
+/// rules and nobody approved this write (then a link made after [`write_verdict`] looked is
+/// caught on the opened file).
+fn links_for(plan: &Plan, approved: bool) -> HardLinks {
+    if approved || plan.path_rules.is_empty() {
+        HardLinks::Allowed
+    } else {
+        HardLinks::Refused
+    }
+}
+
+/// An allowed write: what the worker checks on the opened file, and who allowed it (logged).
+struct Allowed {
+    links: HardLinks,
+    by: String,
 }
 
 /// Policy, then approval, for a write to `path`.
@@ -149,10 +177,13 @@ fn allow_write(
     tool: &str,
     raw_args: &str,
     path: &Path,
-) -> Result<(), ToolResult> {
-    let verdict = ctx.plan.decide_write(path);
+) -> Result<Allowed, ToolResult> {
+    let verdict = write_verdict(ctx.plan, path);
     match verdict.decision {
-        Decision::Allow => Ok(()),
+        Decision::Allow => Ok(Allowed {
+            links: links_for(ctx.plan, false),
+            by: verdict.reason,
+        }),
         Decision::Deny => {
             let by = if matches!(verdict.by, bridle_policy::DecidedBy::Rule { .. }) {
                 DeniedBy::Rule
@@ -175,7 +206,10 @@ fn allow_write(
                 escalation: None,
             };
             match ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
-                None => Ok(()),
+                None => Ok(Allowed {
+                    links: links_for(ctx.plan, true),
+                    by: format!("approved ({})", verdict.reason),
+                }),
                 Some(text) => Err(done(
                     ctx.plan,
                     false,
@@ -187,13 +221,14 @@ fn allow_write(
     }
 }
 
-fn sandbox_denied(plan: &Plan, err: &bridle_sandbox::confined_fs::FsDenied) -> ToolResult {
-    use bridle_sandbox::confined_fs::FsDenied;
+fn sandbox_denied(plan: &Plan, err: &FsDenied) -> ToolResult {
     let by = match err {
         FsDenied::OutsideWritableRoots(_)
         | FsDenied::Masked(_)
         | FsDenied::Symlink(_)
-        | FsDenied::Landlock(_) => Some(DeniedBy::Sandbox),
+        | FsDenied::Landlock(_)
+        | FsDenied::HostProc(_) => Some(DeniedBy::Sandbox),
+        FsDenied::HardLinked { .. } => Some(DeniedBy::Policy),
         _ => None,
     };
     done(plan, false, err.to_string(), by)
@@ -218,17 +253,11 @@ enum Writer<'a> {
 }
 
 impl Writer<'_> {
-    fn write(&self, path: &Path, bytes: Vec<u8>) -> Result<(), String> {
+    fn write(&self, path: &Path, bytes: Vec<u8>, links: HardLinks) -> Result<(), FsDenied> {
         match self {
-            Writer::Session(fs) => fs.write(path, bytes).map_err(|e| e.to_string()),
-            Writer::Escalated(fs) => fs.write(path, bytes).map_err(|e| e.to_string()),
-            Writer::Unconfined => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| format!("`{}`: {e}", parent.display()))?;
-                }
-                std::fs::write(path, bytes).map_err(|e| format!("`{}`: {e}", path.display()))
-            }
+            Writer::Session(fs) => fs.write(path, bytes, links),
+            Writer::Escalated(fs) => fs.write(path, bytes, links),
+            Writer::Unconfined => write_unconfined(path, &bytes, links),
         }
     }
 }
@@ -241,26 +270,13 @@ fn writer_for<'a>(
     raw_args: &str,
     path: &Path,
     escalation: Option<(SandboxMode, Option<&str>)>,
-) -> Result<Writer<'a>, ToolResult> {
+) -> Result<(Writer<'a>, HardLinks), ToolResult> {
     match decide_writer(ctx, tool, raw_args, path, escalation) {
-        Ok(writer) => {
-            let by = match &writer {
-                Writer::Session(_) => {
-                    let verdict = ctx.plan.decide_write(path);
-                    if verdict.decision == Decision::Ask {
-                        format!("approved ({})", verdict.reason)
-                    } else {
-                        verdict.reason
-                    }
-                }
-                Writer::Escalated(_) | Writer::Unconfined => {
-                    "approved escalation of this one write".to_owned()
-                }
-            };
+        Ok((writer, allowed)) => {
             ctx.approvals
-                .decided(Decision::Allow, &by)
+                .decided(Decision::Allow, &allowed.by)
                 .map_err(|e| done(ctx.plan, false, not_recorded(&e), None))?;
-            Ok(writer)
+            Ok((writer, allowed.links))
         }
         Err(denied) => {
             if denied.denied_by.is_some() {
@@ -283,10 +299,10 @@ fn decide_writer<'a>(
     raw_args: &str,
     path: &Path,
     escalation: Option<(SandboxMode, Option<&str>)>,
-) -> Result<Writer<'a>, ToolResult> {
+) -> Result<(Writer<'a>, Allowed), ToolResult> {
     let Some((wider, justification)) = escalation else {
-        allow_write(ctx, tool, raw_args, path)?;
-        return Ok(Writer::Session(ctx.fs));
+        let allowed = allow_write(ctx, tool, raw_args, path)?;
+        return Ok((Writer::Session(ctx.fs), allowed));
     };
     let invalid = |m: String| {
         done(
@@ -320,7 +336,7 @@ fn decide_writer<'a>(
             Some(DeniedBy::Sandbox),
         )
     })?;
-    let verdict = wide.decide_write(path);
+    let verdict = write_verdict(&wide, path);
     if verdict.decision == Decision::Deny {
         return Err(done(
             ctx.plan,
@@ -352,11 +368,16 @@ fn decide_writer<'a>(
             Some(DeniedBy::Approval),
         ));
     }
+    // A person approved this write: whatever names the file has.
+    let allowed = Allowed {
+        links: HardLinks::Allowed,
+        by: "approved escalation of this one write".to_owned(),
+    };
     if wider == SandboxMode::DangerFullAccess {
-        return Ok(Writer::Unconfined);
+        return Ok((Writer::Unconfined, allowed));
     }
     ConfinedFs::start(&wide.spec)
-        .map(Writer::Escalated)
+        .map(|fs| (Writer::Escalated(fs), allowed))
         .map_err(|e| {
             done(
                 ctx.plan,
@@ -432,19 +453,19 @@ pub fn write_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     let escalation = args
         .sandbox_permissions
         .map(|m| (m, args.justification.as_deref()));
-    let writer = match writer_for(ctx, "write_file", raw, &path, escalation) {
+    let (writer, links) = match writer_for(ctx, "write_file", raw, &path, escalation) {
         Ok(w) => w,
         Err(denied) => return denied,
     };
     let len = args.content.len();
-    match writer.write(&path, args.content.into_bytes()) {
+    match writer.write(&path, args.content.into_bytes(), links) {
         Ok(()) => done(
             ctx.plan,
             true,
             format!("wrote {len} bytes to `{}`", path.display()),
             None,
         ),
-        Err(e) => done(ctx.plan, false, e, Some(DeniedBy::Sandbox)),
+        Err(e) => sandbox_denied(ctx.plan, &e),
     }
 }
 
@@ -474,7 +495,7 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     let escalation = args
         .sandbox_permissions
         .map(|m| (m, args.justification.as_deref()));
-    let writer = match writer_for(ctx, "edit_file", raw, &path, escalation) {
+    let (writer, links) = match writer_for(ctx, "edit_file", raw, &path, escalation) {
         Ok(w) => w,
         Err(denied) => return denied,
     };
@@ -524,14 +545,14 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             );
         }
     };
-    match writer.write(&path, updated.into_bytes()) {
+    match writer.write(&path, updated.into_bytes(), links) {
         Ok(()) => done(
             ctx.plan,
             true,
             format!("replaced {count} occurrence(s) in `{}`", path.display()),
             None,
         ),
-        Err(e) => done(ctx.plan, false, e, Some(DeniedBy::Sandbox)),
+        Err(e) => sandbox_denied(ctx.plan, &e),
     }
 }
 

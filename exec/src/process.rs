@@ -22,6 +22,7 @@ use bridle_sandbox::{Controller, Outcome, Sandbox, Spawned};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::ExecError;
+use crate::output::{Captured, Spill, SpillBudget, SpillTarget};
 
 /// A job's id, unique within its manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,42 +60,32 @@ pub struct SpawnRequest {
     pub spill_dir: PathBuf,
 }
 
-/// Output with bounded memory: head, tail, and a spill file once it does not fit.
+/// Output with bounded memory: head, tail, and a spill file once it does not fit (capped like
+/// every spill, see [`crate::output`]).
 #[derive(Debug)]
 struct LiveOutput {
     cap: usize,
     head: Vec<u8>,
     tail: std::collections::VecDeque<u8>,
     total: u64,
-    spill_path: PathBuf,
-    spill: Option<std::fs::File>,
-    spill_error: Option<String>,
+    spill: Spill,
 }
 
 impl LiveOutput {
     fn push(&mut self, chunk: &[u8]) {
         self.total += u64::try_from(chunk.len()).unwrap_or(0);
-        if let Some(file) = self.spill.as_mut()
-            && let Err(e) = file.write_all(chunk)
-        {
-            self.spill_error = Some(e.to_string());
+        if self.spill.started() {
+            self.spill.write(chunk);
         }
         let room = self.cap.saturating_sub(self.head.len());
         let (to_head, rest) = chunk.split_at(room.min(chunk.len()));
         self.head.extend_from_slice(to_head);
         if !rest.is_empty() {
-            if self.spill.is_none() && self.spill_error.is_none() {
-                match std::fs::File::create(&self.spill_path) {
-                    Ok(mut file) => {
-                        let mut seen: Vec<u8> = self.head.clone();
-                        seen.extend(self.tail.iter());
-                        if let Err(e) = file.write_all(&seen).and_then(|()| file.write_all(rest)) {
-                            self.spill_error = Some(e.to_string());
-                        }
-                        self.spill = Some(file);
-                    }
-                    Err(e) => self.spill_error = Some(e.to_string()),
-                }
+            if !self.spill.started() {
+                let mut seen: Vec<u8> = self.head.clone();
+                seen.extend(self.tail.iter());
+                self.spill.write(&seen);
+                self.spill.write(rest);
             }
             self.tail.extend(rest);
             if self.tail.len() > self.cap {
@@ -105,22 +96,16 @@ impl LiveOutput {
     }
 
     fn render(&self) -> String {
-        let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        let kept = u64::try_from(self.head.len() + self.tail.len()).unwrap_or(u64::MAX);
-        if self.total > kept {
-            let whole = match (&self.spill, &self.spill_error) {
-                (_, Some(e)) => format!("the complete output could not be saved: {e}"),
-                _ => format!("the complete output is in {}", self.spill_path.display()),
-            };
-            text.push_str(&format!(
-                "\n[... {} bytes omitted; {whole} ...]\n",
-                self.total - kept
-            ));
+        let (spill, spilled, cut) = self.spill.state();
+        Captured {
+            head: self.head.clone(),
+            tail: self.tail.iter().copied().collect(),
+            total: self.total,
+            spill,
+            spilled,
+            cut,
         }
-        text.push_str(&String::from_utf8_lossy(
-            &self.tail.iter().copied().collect::<Vec<u8>>(),
-        ));
-        text
+        .render()
     }
 }
 
@@ -154,13 +139,15 @@ impl ProcessManager {
         let jobs: Arc<Mutex<HashMap<JobId, JobEntry>>> = Arc::new(Mutex::new(HashMap::new()));
         let (tx, rx) = mpsc::channel::<(SpawnRequest, Reply)>();
         let registry = jobs.clone();
+        // The manager's jobs share one spill budget (one session).
+        let spills = Arc::new(SpillBudget::new());
         std::thread::Builder::new()
             .name("bridle-spawner".into())
             .spawn(move || {
                 let next = AtomicU64::new(1);
                 for (request, reply) in rx {
                     let id = JobId(next.fetch_add(1, Ordering::Relaxed));
-                    let result = start(&launcher, request, id, &registry).map(|()| id);
+                    let result = start(&launcher, request, id, &registry, &spills).map(|()| id);
                     let _ = reply.send(result);
                 }
                 // The manager is gone: every launcher started here now gets its parent-death
@@ -243,6 +230,7 @@ fn start(
     request: SpawnRequest,
     id: JobId,
     registry: &Arc<Mutex<HashMap<JobId, JobEntry>>>,
+    spills: &Arc<SpillBudget>,
 ) -> Result<(), ExecError> {
     let shown = request.argv.join(" ");
     let refused = |reason: String| ExecError::Spawn {
@@ -266,9 +254,12 @@ fn start(
         head: Vec::new(),
         tail: Default::default(),
         total: 0,
-        spill_path: request.spill_dir.join(format!("{id}.out")),
-        spill: None,
-        spill_error: None,
+        spill: Spill::new(SpillTarget::new(
+            &request.spill_dir,
+            format!("{id}.out"),
+            &request.spec.limits,
+            spills.clone(),
+        )),
     }));
     let (state_tx, state_rx) = watch::channel(JobState::Running);
     let mut running = match sandbox.spawn(launch).map_err(|r| refused(r.to_string()))? {

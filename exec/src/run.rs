@@ -4,13 +4,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bridle_policy::SandboxSpec;
 use bridle_sandbox::{Outcome, Refusal, Sandbox, Spawned};
 
 use crate::error::ExecError;
-use crate::output::{Captured, capture};
+use crate::output::{Captured, SpillBudget, SpillTarget, capture};
 
 /// One command to run.
 #[derive(Debug, Clone)]
@@ -27,7 +28,9 @@ pub struct RunRequest {
     pub stdin: Vec<u8>,
     /// Bytes of head and of tail kept per stream.
     pub output_cap: usize,
-    /// Directory for spill files (the session's private temp dir).
+    /// Directory for spill files (the session's private temp dir); each holds at most the
+    /// spec's `limits.spill_size`, and a session's together at most
+    /// [`bridle_policy::SESSION_SPILL_MULTIPLE`] times that.
     pub spill_dir: PathBuf,
 }
 
@@ -71,16 +74,21 @@ pub trait Runner: Send + Sync {
 }
 
 /// Runs commands through bridle's sandbox launcher (the re-executed `bridle` binary), so any
-/// thread of any process may call it.
+/// thread of any process may call it. One runner serves one session: its runs share the
+/// session's spill budget.
 #[derive(Debug, Clone)]
 pub struct SandboxRunner {
     launcher: PathBuf,
+    spills: Arc<SpillBudget>,
 }
 
 impl SandboxRunner {
     /// A runner that re-executes `launcher` (the bridle binary) as the sandbox launcher.
     pub fn new(launcher: PathBuf) -> SandboxRunner {
-        SandboxRunner { launcher }
+        SandboxRunner {
+            launcher,
+            spills: Arc::new(SpillBudget::new()),
+        }
     }
 }
 
@@ -149,10 +157,15 @@ impl Runner for SandboxRunner {
         ]
         .into_iter()
         .map(|(stream, name)| {
-            let path = request.spill_dir.join(format!("bash-{stamp}.{name}"));
+            let spill = SpillTarget::new(
+                &request.spill_dir,
+                format!("bash-{stamp}.{name}"),
+                &request.spec.limits,
+                self.spills.clone(),
+            );
             let shown = shown.clone();
             std::thread::spawn(move || match stream {
-                Some(s) => capture(s, cap, &path, &shown),
+                Some(s) => capture(s, cap, spill, &shown),
                 None => Ok(Captured::default()),
             })
         })

@@ -58,5 +58,7 @@ pub use policy::{Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;
 pub use rules::{CommandRule, PathRule};
 pub use source::{FsProfileSource, ProfileSource, SHIPPED, ShippedOnly, SourceFile};
-pub use spec::{ResourceLimits, SandboxSpec, SeccompProfile};
+pub use spec::{
+    DEFAULT_SPILL_SIZE, ResourceLimits, SESSION_SPILL_MULTIPLE, SandboxSpec, SeccompProfile,
+};
 pub use vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};

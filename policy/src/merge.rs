@@ -30,6 +30,7 @@ use crate::policy::{EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, RawToken};
 use crate::rules::{CommandRule, PathRule, split_words};
 use crate::source::{ProfileSource, SourceFile};
+use crate::spec::DEFAULT_SPILL_SIZE;
 use crate::units::Limit;
 use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode, UnixSockets};
 
@@ -247,6 +248,7 @@ fn builtin(profile: &str) -> Policy {
             wall_time: Sourced::builtin(None),
             command_timeout: Sourced::builtin(Some(120)),
             command_timeout_max: Sourced::builtin(Some(600)),
+            spill_size: Sourced::builtin(Some(DEFAULT_SPILL_SIZE)),
         },
         environment: EnvironmentPolicy {
             inherit: Sourced::builtin(EnvInherit::AllowList),
@@ -466,6 +468,11 @@ impl Applier<'_> {
                 &mut l.command_timeout_max,
                 limits.command_timeout_max.map(|s| map_spanned(s, |c| c.0)),
                 "limits.command_timeout_max",
+            )?;
+            self.limit(
+                &mut l.spill_size,
+                limits.spill_size.map(|s| map_spanned(s, |c| c.0)),
+                "limits.spill_size",
             )?;
         }
         if let Some(env) = raw.environment {

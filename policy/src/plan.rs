@@ -217,6 +217,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         wall_time_secs: l.wall_time.value,
         command_timeout_secs: l.command_timeout.value,
         command_timeout_max_secs: l.command_timeout_max.value,
+        spill_size_bytes: l.spill_size.value,
     };
     let network = if mode == SandboxMode::DangerFullAccess {
         Network::On

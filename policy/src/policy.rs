@@ -53,6 +53,10 @@ pub struct Limits {
     pub command_timeout: Sourced<Limit>,
     /// Largest per-call timeout a tool call may ask for, seconds.
     pub command_timeout_max: Sourced<Limit>,
+    /// Most bytes of one tool output spill file (written by bridle, outside the command's
+    /// `file_size` limit); a session's spill files together hold at most
+    /// [`SESSION_SPILL_MULTIPLE`](crate::SESSION_SPILL_MULTIPLE) times this.
+    pub spill_size: Sourced<Limit>,
 }
 
 /// The environment policy with provenance.
@@ -206,6 +210,11 @@ impl Policy {
             "limits.command_timeout_max",
             format_seconds(l.command_timeout_max.value),
             &l.command_timeout_max.origin,
+        );
+        push(
+            "limits.spill_size",
+            format_bytes(l.spill_size.value),
+            &l.spill_size.origin,
         );
         let env = &self.environment;
         let inherit = match env.inherit.value {

@@ -45,6 +45,7 @@ pub(crate) struct RawLimits {
     pub wall_time: Option<Spanned<Seconds>>,
     pub command_timeout: Option<Spanned<Seconds>>,
     pub command_timeout_max: Option<Spanned<Seconds>>,
+    pub spill_size: Option<Spanned<ByteSize>>,
 }
 
 /// How the environment is inherited.

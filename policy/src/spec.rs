@@ -39,6 +39,24 @@ pub struct ResourceLimits {
     pub command_timeout_secs: Option<u64>,
     /// Largest per-call timeout a tool call may request, in seconds.
     pub command_timeout_max_secs: Option<u64>,
+    /// Most bytes of one output spill file of a tool call (not a kernel limit: bridle writes
+    /// spill files itself and stops at this size); a session's spill files together hold at
+    /// most [`SESSION_SPILL_MULTIPLE`] times this.
+    pub spill_size_bytes: Option<u64>,
+}
+
+/// How many times `limits.spill_size` all spill files of one session may hold together.
+pub const SESSION_SPILL_MULTIPLE: u64 = 4;
+
+/// The default `limits.spill_size`: 64 MiB.
+pub const DEFAULT_SPILL_SIZE: u64 = 64 << 20;
+
+impl ResourceLimits {
+    /// The most bytes all spill files of one session may hold together (`None`: unlimited).
+    pub fn session_spill_budget(&self) -> Option<u64> {
+        self.spill_size_bytes
+            .map(|size| size.saturating_mul(SESSION_SPILL_MULTIPLE))
+    }
 }
 
 impl ResourceLimits {

@@ -116,6 +116,7 @@ const KEYS: &[&str] = &[
     "wall_time",
     "command_timeout",
     "command_timeout_max",
+    "spill_size",
     "inherit",
     "allow",
     "scrub",
@@ -349,6 +350,7 @@ const LIMIT_KEYS: &[&str] = &[
     "wall_time",
     "command_timeout",
     "command_timeout_max",
+    "spill_size",
 ];
 const LIMITS: &[&str] = &[
     "0",
@@ -610,6 +612,7 @@ proptest! {
                 (&tight.limits.memory, &base.limits.memory),
                 (&tight.limits.wall_time, &base.limits.wall_time),
                 (&tight.limits.command_timeout_max, &base.limits.command_timeout_max),
+                (&tight.limits.spill_size, &base.limits.spill_size),
             ] {
                 prop_assert!(mine.value.is_some() && mine.value <= theirs.value, "{text}");
             }

@@ -428,6 +428,7 @@ fn entries_list_every_key_in_a_stable_order() {
             "limits.wall_time",
             "limits.command_timeout",
             "limits.command_timeout_max",
+            "limits.spill_size",
             "environment.inherit",
             "environment.allow",
             "environment.scrub",

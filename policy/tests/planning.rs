@@ -324,15 +324,33 @@ fn resource_guarantee_appears_when_an_os_limit_is_set() {
         let spec = plan(&p, &ctx()).unwrap().spec;
         assert_eq!(spec.guarantees.last(), Some(&Guarantee::Res), "{limit}");
     }
-    // Tool-call timeouts are bridle's, not the kernel's.
-    let p = policy("extends: workspace-write\nlimits:\n  command_timeout: 30s\n");
-    assert!(
-        !plan(&p, &ctx())
-            .unwrap()
-            .spec
-            .guarantees
-            .contains(&Guarantee::Res)
-    );
+    // Tool-call timeouts and the spill size are bridle's, not the kernel's.
+    for limit in ["command_timeout: 30s", "spill_size: 1MiB"] {
+        let p = policy(&format!("extends: workspace-write\nlimits:\n  {limit}\n"));
+        assert!(
+            !plan(&p, &ctx())
+                .unwrap()
+                .spec
+                .guarantees
+                .contains(&Guarantee::Res),
+            "{limit}"
+        );
+    }
+}
+
+#[test]
+fn spill_size_takes_units_and_bounds_the_session_budget() {
+    let spec = plan(&shipped("workspace-write"), &ctx()).unwrap().spec;
+    assert_eq!(spec.limits.spill_size_bytes, Some(64 << 20));
+    assert_eq!(spec.limits.session_spill_budget(), Some(256 << 20));
+    let p = policy("extends: workspace-write\nlimits:\n  spill_size: 100KiB\n");
+    let limits = plan(&p, &ctx()).unwrap().spec.limits;
+    assert_eq!(limits.spill_size_bytes, Some(100 << 10));
+    assert_eq!(limits.session_spill_budget(), Some(400 << 10));
+    let p = policy("extends: workspace-write\nlimits:\n  spill_size: unlimited\n");
+    let limits = plan(&p, &ctx()).unwrap().spec.limits;
+    assert_eq!(limits.spill_size_bytes, None);
+    assert_eq!(limits.session_spill_budget(), None);
 }
 
 #[test]

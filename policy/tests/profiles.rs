@@ -256,6 +256,11 @@ fn ci_locked_limits_are_set_in_bytes_and_seconds() {
     assert_eq!(limits.wall_time_secs, Some(7200));
     assert_eq!(limits.command_timeout_secs, Some(600));
     assert_eq!(limits.command_timeout_max_secs, Some(1800));
+    assert_eq!(
+        limits.spill_size_bytes,
+        Some(64 << 20),
+        "the built-in default"
+    );
 }
 
 #[test]

@@ -204,6 +204,16 @@ fn raising_a_limit_is_refused() {
         "limits:\n  wall_time: 3h\n",
         "limits.wall_time",
     );
+    refused(
+        "ci-locked",
+        "limits:\n  spill_size: unlimited\n",
+        "limits.spill_size",
+    );
+    refused(
+        "workstation",
+        "limits:\n  spill_size: 65MiB\n",
+        "limits.spill_size",
+    );
     // The built-in timeouts are limits too.
     refused(
         "workstation",
@@ -436,6 +446,13 @@ fn lowering_limits_is_accepted() {
     let policy =
         check_workspace_layer(&shipped("workstation"), &ws("limits:\n  memory: 512MiB\n")).unwrap();
     assert_eq!(policy.limits.memory.value, Some(512 << 20));
+    let text = "limits:\n  spill_size: 1MiB\n";
+    let policy = accepted(text);
+    assert_eq!(policy.limits.spill_size.value, Some(1 << 20));
+    assert_eq!(
+        policy.limits.spill_size.origin,
+        origin_of(".bridle/profile.yaml", text, "1MiB")
+    );
 }
 
 #[test]

@@ -2,12 +2,19 @@
 //!
 //! Every operation runs on one dedicated worker thread that has restricted itself with the same
 //! Landlock ruleset the launcher gives commands (readable roots read-only, writable roots
-//! writable). Paths are opened with `openat2`: writes relative to their writable root with
-//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, so a directory swapped for a
-//! symlink between a check and the write makes the write fail instead of redirecting it; reads
-//! with `RESOLVE_NO_MAGICLINKS`, and the file actually opened (read back from `/proc/self/fd`) is
-//! refused when it lies in a masked path. Policy decisions (protected paths, rules) are the
-//! caller's; this module is the kernel-enforced floor under them.
+//! writable), except that the host's `/proc` is left out of it too: commands get a `/proc` of
+//! their own PID namespace, the worker (a thread of bridle) would see the host's processes,
+//! sockets and keys there, so the file tools refuse it. Paths are opened with `openat2`: writes
+//! relative to their writable root with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS`, so a directory swapped for a symlink between a check and the write
+//! makes the write fail instead of redirecting it; reads with `RESOLVE_NO_MAGICLINKS`, and the
+//! file actually opened (read back from `/proc/self/fd`) is refused when it lies in a masked
+//! path or `/proc`. Masks are compared in their resolved form as well as as written (a `$HOME`
+//! below a symlinked `/home`, a masked path that is itself a symlink), and carved out of the
+//! worker's Landlock rules in that form. Reads open with `O_PATH` first and refuse anything but
+//! a regular file before reading, so a FIFO, socket or device never blocks or is touched.
+//! Policy decisions (protected paths, rules) are the caller's; this module is the
+//! kernel-enforced floor under them.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -19,6 +26,10 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 
 use crate::landlock_rules::{LandlockRequest, restrict_current_thread};
+use crate::real_path::{real_path, with_real_paths};
+
+/// The host's `/proc`: refused by the confined file tools (commands see their own).
+const HOST_PROC: &str = "/proc";
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -40,6 +51,31 @@ pub enum FsDenied {
     /// The kernel (Landlock) refused.
     #[error("`{0}`: denied by the sandbox (Landlock)")]
     Landlock(PathBuf),
+    /// The path is in the host's `/proc`.
+    #[error(
+        "`{0}` is in /proc, which the file tools do not read (it would show the host's processes, sockets and keys); use `bash`, whose commands see the sandbox's own /proc"
+    )]
+    HostProc(PathBuf),
+    /// The path is not a regular file (a FIFO, socket or device).
+    #[error(
+        "`{path}` is a {kind}, not a regular file; the file tools read and write regular files only"
+    )]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is: "FIFO", "socket", "character device", ...
+        kind: &'static str,
+    },
+    /// The file has more than one name, and the caller refused writing such a file.
+    #[error(
+        "`{path}` has {links} names (hard links); a path rule may cover another of them, so it is not written without approval"
+    )]
+    HardLinked {
+        /// The path.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
     /// Any other OS error.
     #[error("`{path}`: {message}")]
     Io {
@@ -66,14 +102,129 @@ fn io_denied(path: &Path, err: nix::errno::Errno) -> FsDenied {
     }
 }
 
+/// Whether a write may go to a file that has more than one name (hard links).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HardLinks {
+    /// Any link count (no path rules, or a person approved this write).
+    Allowed,
+    /// Only a file with one name (or a new file): checked on the opened file, so a link made
+    /// after the caller's check is caught too.
+    Refused,
+}
+
+/// What a file is, for refusals.
+fn kind_of(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        None
+    } else if file_type.is_dir() {
+        Some("directory")
+    } else if file_type.is_fifo() {
+        Some("FIFO")
+    } else if file_type.is_socket() {
+        Some("socket")
+    } else if file_type.is_char_device() {
+        Some("character device")
+    } else if file_type.is_block_device() {
+        Some("block device")
+    } else {
+        Some("special file")
+    }
+}
+
+/// Refuses anything but a regular file, and a file with several names unless allowed.
+fn check_target(path: &Path, meta: &std::fs::Metadata, links: HardLinks) -> Result<(), FsDenied> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(kind) = kind_of(meta.file_type()) {
+        return Err(FsDenied::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
+    if links == HardLinks::Refused && meta.nlink() > 1 {
+        return Err(FsDenied::HardLinked {
+            path: path.to_path_buf(),
+            links: meta.nlink(),
+        });
+    }
+    Ok(())
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> FsDenied {
+    FsDenied::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Writes `content` to `path` without any confinement (danger-full-access, or an approved
+/// escalation to it), creating missing parents: never blocking on a FIFO, never writing
+/// anything but a regular file, and a file with several names only when `links` allows it.
+pub fn write_unconfined(path: &Path, content: &[u8], links: HardLinks) -> Result<(), FsDenied> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, &e))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_error(path, &e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, &e))?;
+    check_target(path, &meta, links)?;
+    write_over(path, &mut file, content)
+}
+
+/// Overwrites, then cuts to length, rather than O_TRUNC: ext4 flushes a file truncated to zero
+/// and rewritten at close (auto_da_alloc), which costs a disk round trip.
+fn write_over(path: &Path, file: &mut std::fs::File, content: &[u8]) -> Result<(), FsDenied> {
+    let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
+    file.write_all(content)
+        .and_then(|()| file.set_len(len))
+        .map_err(|e| io_error(path, &e))
+}
+
+/// The path of the file `fd` refers to, as the kernel opened it.
+fn opened_path(fd: &OwnedFd, fallback: &Path) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .unwrap_or_else(|_| fallback.to_path_buf())
+}
+
+/// What the worker refuses to read whatever Landlock says: masked paths (in every form) and,
+/// when confined, the host's `/proc`.
+#[derive(Debug, Clone)]
+struct Hidden {
+    masked: Vec<PathBuf>,
+    proc: bool,
+}
+
+impl Hidden {
+    fn check(&self, path: &Path) -> Result<(), FsDenied> {
+        if self.proc && path.starts_with(HOST_PROC) {
+            Err(FsDenied::HostProc(path.to_path_buf()))
+        } else if self.masked.iter().any(|m| path.starts_with(m)) {
+            Err(FsDenied::Masked(path.to_path_buf()))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn is_masked(&self, path: &Path) -> bool {
+        self.masked.iter().any(|m| path.starts_with(m))
+    }
+}
+
 /// A worker thread confined by the spec's Landlock rules.
 #[derive(Debug)]
 pub struct ConfinedFs {
     jobs: mpsc::Sender<Job>,
     /// danger-full-access: no roots, no Landlock.
     unconfined: bool,
+    /// The writable roots, resolved (they are opened without following symlinks).
     writable: Vec<PathBuf>,
-    masked: Vec<PathBuf>,
+    hidden: Hidden,
 }
 
 impl ConfinedFs {
@@ -86,11 +237,16 @@ impl ConfinedFs {
             .writable_roots
             .iter()
             .filter(|p| p.as_path() != Path::new("/dev/null"))
-            .cloned()
+            .map(|p| real_path(p))
             .collect();
         let landlock_writable = writable.clone();
         let unconfined = spec.mode == bridle_policy::SandboxMode::DangerFullAccess;
-        let masked_for_worker = spec.masked_paths.clone();
+        let hidden = Hidden {
+            masked: with_real_paths(&spec.masked_paths),
+            proc: !unconfined,
+        };
+        let mut masked_for_worker = hidden.masked.clone();
+        masked_for_worker.push(PathBuf::from(HOST_PROC));
         std::thread::Builder::new()
             .name("bridle-confined-fs".into())
             .spawn(move || {
@@ -128,7 +284,7 @@ impl ConfinedFs {
             jobs,
             unconfined,
             writable,
-            masked: spec.masked_paths.clone(),
+            hidden,
         })
     }
 
@@ -171,30 +327,16 @@ impl ConfinedFs {
         Ok((root.clone(), relative))
     }
 
-    fn check_masked(masked: &[PathBuf], real: &Path) -> Result<(), FsDenied> {
-        if masked.iter().any(|m| real.starts_with(m)) {
-            Err(FsDenied::Masked(real.to_path_buf()))
-        } else {
-            Ok(())
-        }
-    }
-
     /// Writes `content` to `path` (absolute), creating missing parent directories below its
-    /// writable root. No symlink is followed anywhere below the root.
-    pub fn write(&self, path: &Path, content: Vec<u8>) -> Result<(), FsDenied> {
+    /// writable root. No symlink is followed anywhere below the root; an existing FIFO, socket
+    /// or device is refused without blocking, and so is a file with several names unless
+    /// `links` allows it.
+    pub fn write(&self, path: &Path, content: Vec<u8>, links: HardLinks) -> Result<(), FsDenied> {
         if self.unconfined {
             let shown = path.to_path_buf();
-            return self.run(move || {
-                let io = |e: std::io::Error| FsDenied::Io {
-                    path: shown.clone(),
-                    message: e.to_string(),
-                };
-                if let Some(parent) = shown.parent() {
-                    std::fs::create_dir_all(parent).map_err(io)?;
-                }
-                std::fs::write(&shown, &content).map_err(io)
-            });
+            return self.run(move || write_unconfined(&shown, &content, links));
         }
+        self.hidden.check(path)?;
         let (root, relative) = self.root_of(path)?;
         let shown = path.to_path_buf();
         self.run(move || {
@@ -232,86 +374,119 @@ impl ConfinedFs {
                 )
                 .map_err(|e| io_denied(&shown, e))?;
             }
+            // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader.
             let how = OpenHow::new()
-                .flags(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+                .flags(
+                    OFlag::O_WRONLY
+                        | OFlag::O_CREAT
+                        | OFlag::O_CLOEXEC
+                        | OFlag::O_NOFOLLOW
+                        | OFlag::O_NONBLOCK,
+                )
                 .mode(Mode::from_bits_truncate(0o644))
                 .resolve(strict);
-            let fd = openat2(dir.as_fd(), Path::new(last.as_os_str()), how)
-                .map_err(|e| io_denied(&shown, e))?;
-            // Overwrite, then cut to length, rather than O_TRUNC: ext4 flushes a file truncated
-            // to zero and rewritten at close (auto_da_alloc), which costs a disk round trip.
+            let fd = match openat2(dir.as_fd(), Path::new(last.as_os_str()), how) {
+                Ok(fd) => fd,
+                // A FIFO without a reader: refused like one with a reader below.
+                Err(nix::errno::Errno::ENXIO) => {
+                    return Err(FsDenied::NotRegular {
+                        path: shown,
+                        kind: "FIFO",
+                    });
+                }
+                Err(e) => return Err(io_denied(&shown, e)),
+            };
             let mut file = std::fs::File::from(fd);
-            let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
-            file.write_all(&content)
-                .and_then(|()| file.set_len(len))
-                .map_err(|e| FsDenied::Io {
-                    path: shown.clone(),
-                    message: e.to_string(),
-                })?;
-            Ok(())
+            let meta = file.metadata().map_err(|e| io_error(&shown, &e))?;
+            check_target(&shown, &meta, links)?;
+            write_over(&shown, &mut file, &content)
         })
     }
 
     /// Reads at most `limit` bytes of `path`; returns the bytes and the file's size. Refuses a
-    /// file that turns out (after resolution) to lie in a masked path.
+    /// file that turns out (after resolution) to lie in a masked path or `/proc`, and anything
+    /// but a regular file, before reading it.
     pub fn read(&self, path: &Path, limit: usize) -> Result<(Vec<u8>, u64), FsDenied> {
         let shown = path.to_path_buf();
-        let masked = self.masked.clone();
-        Self::check_masked(&masked, path)?;
+        let hidden = self.hidden.clone();
+        hidden.check(path)?;
         self.run(move || {
+            // O_PATH: nothing is opened for reading (no FIFO waits for a writer, no device
+            // sees an open) until the file is known to be a regular one outside the masks.
             let how = OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
                 .resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
             let fd =
                 openat2(nix::fcntl::AT_FDCWD, &shown, how).map_err(|e| io_denied(&shown, e))?;
-            if !masked.is_empty() {
-                let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-                    .unwrap_or_else(|_| shown.clone());
-                Self::check_masked(&masked, &real)?;
-            }
-            let file = std::fs::File::from(fd);
-            let meta = file.metadata().map_err(|e| FsDenied::Io {
-                path: shown.clone(),
-                message: e.to_string(),
-            })?;
+            hidden.check(&opened_path(&fd, &shown))?;
+            let meta = std::fs::File::from(fd.try_clone().map_err(|e| io_error(&shown, &e))?)
+                .metadata()
+                .map_err(|e| io_error(&shown, &e))?;
             if meta.is_dir() {
                 return Err(FsDenied::Io {
                     path: shown,
                     message: "is a directory".into(),
                 });
             }
+            check_target(&shown, &meta, HardLinks::Allowed)?;
+            // Reopened for reading through the descriptor: the same file, whatever happened to
+            // the path meanwhile (Landlock checks the file itself).
+            let file =
+                std::fs::File::open(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|e| {
+                    match e.raw_os_error() {
+                        Some(nix::libc::EACCES) => FsDenied::Landlock(shown.clone()),
+                        _ => io_error(&shown, &e),
+                    }
+                })?;
             let mut bytes = Vec::new();
             let cap = u64::try_from(limit).unwrap_or(u64::MAX);
             file.take(cap)
                 .read_to_end(&mut bytes)
-                .map_err(|e| FsDenied::Io {
-                    path: shown.clone(),
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| io_error(&shown, &e))?;
             Ok((bytes, meta.len()))
         })
     }
 
     /// Walks the tree below `base` (not following symlinks, skipping masked directories and
     /// `.git`), returning `(path relative to base, is_dir)` for at most `max_entries` entries,
-    /// and whether the walk stopped early.
+    /// and whether the walk stopped early. Every directory is opened beneath `base` without
+    /// following symlinks, so one swapped for a symlink during the walk is skipped, not entered.
     pub fn walk(
         &self,
         base: &Path,
         max_entries: usize,
     ) -> Result<(Vec<(PathBuf, bool)>, bool), FsDenied> {
         let shown = base.to_path_buf();
-        let masked = self.masked.clone();
-        Self::check_masked(&masked, base)?;
+        let hidden = self.hidden.clone();
+        hidden.check(base)?;
         self.run(move || {
+            let base_fd = open_dir(
+                nix::fcntl::AT_FDCWD,
+                &shown,
+                ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            )
+            .map_err(|e| io_denied(&shown, e))?;
+            let real_base = opened_path(&base_fd, &shown);
+            hidden.check(&real_base)?;
+            let beneath = ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS;
             let mut out = Vec::new();
             let mut stack = vec![PathBuf::new()];
             while let Some(relative) = stack.pop() {
-                let dir = shown.join(&relative);
-                if masked.iter().any(|m| dir.starts_with(m)) {
+                if hidden.is_masked(&real_base.join(&relative)) {
                     continue;
                 }
-                let Ok(entries) = std::fs::read_dir(&dir) else {
+                let dir = if relative.as_os_str().is_empty() {
+                    base_fd.try_clone().map_err(|e| io_error(&shown, &e))?
+                } else {
+                    match open_dir(base_fd.as_fd(), &relative, beneath) {
+                        Ok(fd) => fd,
+                        Err(_) => continue,
+                    }
+                };
+                let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+                else {
                     continue;
                 };
                 let mut names: Vec<(PathBuf, bool)> = entries
@@ -337,28 +512,23 @@ impl ConfinedFs {
         })
     }
 
-    /// Lists a directory: `(name, is_dir)` sorted by name. Refuses masked directories.
+    /// Lists a directory: `(name, is_dir)` sorted by name. Refuses masked directories and
+    /// `/proc`.
     pub fn list_dir(&self, path: &Path) -> Result<Vec<(String, bool)>, FsDenied> {
         let shown = path.to_path_buf();
-        let masked = self.masked.clone();
-        Self::check_masked(&masked, path)?;
+        let hidden = self.hidden.clone();
+        hidden.check(path)?;
         self.run(move || {
-            let how = OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-                .resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            let fd =
-                openat2(nix::fcntl::AT_FDCWD, &shown, how).map_err(|e| io_denied(&shown, e))?;
-            let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-                .unwrap_or_else(|_| shown.clone());
-            Self::check_masked(&masked, &real)?;
+            let fd = open_dir(
+                nix::fcntl::AT_FDCWD,
+                &shown,
+                ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            )
+            .map_err(|e| io_denied(&shown, e))?;
+            hidden.check(&opened_path(&fd, &shown))?;
             let mut out = Vec::new();
-            let entries =
-                std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|e| {
-                    FsDenied::Io {
-                        path: shown.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
+            let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                .map_err(|e| io_error(&shown, &e))?;
             for entry in entries.flatten() {
                 let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
                 out.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
@@ -367,4 +537,19 @@ impl ConfinedFs {
             Ok(out)
         })
     }
+}
+
+/// Opens a directory for listing; a FIFO or other non-directory fails at once (`ENOTDIR`).
+fn open_dir<Fd: std::os::fd::AsFd>(
+    at: Fd,
+    path: &Path,
+    resolve: ResolveFlag,
+) -> nix::Result<OwnedFd> {
+    openat2(
+        at,
+        path,
+        OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(resolve),
+    )
 }

@@ -21,6 +21,7 @@ use landlock::{
 
 use crate::error::SandboxError;
 use crate::probe::PINNED_LANDLOCK_ABI;
+use crate::real_path::{real_path, with_real_paths};
 
 const PINNED: ABI = ABI::V6;
 
@@ -163,10 +164,16 @@ pub fn restrict_current_thread(req: &LandlockRequest<'_>) -> Result<LandlockRepo
 /// a masked path is granted entry by entry, skipping the masked entry and symlinks (whose
 /// targets are reached through their own grants, if any). An entry created there later is not
 /// readable: the cost of the carve-out.
+///
+/// The walk visits real paths only (it starts from the resolved readable roots and never
+/// enters a symlink), so masked paths are compared in their resolved form too: a masked
+/// `~/.ssh` below a symlinked `/home`, or one that is itself a symlink, carves out the
+/// directory the kernel actually reaches.
 pub fn readable_rules(readable: &[PathBuf], masked: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let masked = with_real_paths(masked);
     let mut full = Vec::new();
     let mut list_only = Vec::new();
-    let mut stack: Vec<PathBuf> = readable.to_vec();
+    let mut stack: Vec<PathBuf> = readable.iter().map(|p| real_path(p)).collect();
     while let Some(path) = stack.pop() {
         if masked.iter().any(|m| m == &path) {
             continue;
@@ -211,4 +218,49 @@ fn add_path(
     created
         .add_rule(PathBeneath::new(fd, access))
         .map_err(|e| landlock_err(&format!("adding a rule for `{}`", path.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No granted path holds `target`, and `target` lies below no granted path.
+    fn not_granted(full: &[PathBuf], target: &Path) -> bool {
+        full.iter()
+            .all(|p| !target.starts_with(p) && !p.starts_with(target))
+    }
+
+    #[test]
+    fn a_mask_below_a_symlinked_home_carves_out_the_real_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("realhome/u/.ssh")).unwrap();
+        std::fs::create_dir_all(root.join("realhome/u/src")).unwrap();
+        std::os::unix::fs::symlink("realhome", root.join("link")).unwrap();
+        let (full, list_only) =
+            readable_rules(std::slice::from_ref(&root), &[root.join("link/u/.ssh")]);
+        assert!(
+            not_granted(&full, &root.join("realhome/u/.ssh")),
+            "{full:?}"
+        );
+        assert!(full.contains(&root.join("realhome/u/src")), "{full:?}");
+        assert!(
+            list_only.contains(&root.join("realhome/u")),
+            "{list_only:?}"
+        );
+    }
+
+    #[test]
+    fn a_mask_that_is_a_symlink_carves_out_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("home/keys")).unwrap();
+        std::fs::create_dir_all(root.join("home/src")).unwrap();
+        std::os::unix::fs::symlink("keys", root.join("home/.ssh")).unwrap();
+        // A readable root named through a symlink is resolved too.
+        std::os::unix::fs::symlink("home", root.join("alias")).unwrap();
+        let (full, _) = readable_rules(&[root.join("alias")], &[root.join("home/.ssh")]);
+        assert!(not_granted(&full, &root.join("home/keys")), "{full:?}");
+        assert!(full.contains(&root.join("home/src")), "{full:?}");
+    }
 }

@@ -29,6 +29,7 @@ pub mod launcher;
 pub mod mounts;
 pub mod privileges;
 pub mod probe;
+pub mod real_path;
 pub mod seccomp;
 mod sys;
 pub mod tty;

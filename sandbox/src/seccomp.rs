@@ -19,9 +19,10 @@
 //! truncated by it with `lower_32_bits`), so the filter sees exactly what the kernel acts on and
 //! setting the high half cannot smuggle a value past it (the CVE-2019-10063 `TIOCSTI` bypass).
 //!
-//! Default action: allow. A matched row returns its errno: `EPERM`, except `clone3`, which
-//! returns `ENOSYS` so that glibc and other runtimes fall back to `clone`, whose flags the filter
-//! can inspect (`clone3` passes them behind a pointer, which seccomp cannot read).
+//! Default action: allow. A matched row returns its errno: `EPERM`, except `clone3` and
+//! `openat2`, which return `ENOSYS` so that glibc and other runtimes fall back to `clone` and
+//! `openat`, whose flags and mode the filter can inspect (`clone3` and `openat2` pass them behind
+//! a pointer, which seccomp cannot read).
 //!
 //! For [`SeccompProfile::Confined`] and [`SeccompProfile::ConfinedNoNetwork`]:
 //!
@@ -38,7 +39,10 @@
 //! | `open_by_handle_at`, `name_to_handle_at` | always | G-PRIV | file handles bypass path-based confinement ("shocker") |
 //! | `io_uring_setup`, `io_uring_enter`, `io_uring_register` | always | G-PRIV | io_uring operations (sockets, opens) bypass this filter entirely; large attack surface. Load-bearing for G-NET too |
 //! | `ioctl` | request (low 32 bits) is `TIOCSTI` or `TIOCLINUX` | G-TTY | injecting input into a terminal outside the sandbox |
-//! | `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat` | the mode sets `S_ISUID` or `S_ISGID` | G-PRIV | a sandboxed uid 0 leaving a setuid-root binary for the host (cost: `chmod u+s`/`g+s` fails inside, including on directories) |
+//! | `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir`, `mkdirat` | the mode sets `S_ISUID` or `S_ISGID` | G-PRIV | a sandboxed uid 0 leaving a setuid-root binary for the host (cost: `chmod u+s`/`g+s` fails inside, including on directories; so does `mkdir` with either bit, which the kernel would drop anyway) |
+//! | `openat2` (`ENOSYS`) | always | G-PRIV | its mode is behind a pointer (`struct open_how`); glibc, coreutils, git, Python, tar and Rust's std do not call it (checked with strace), and `ENOSYS` is what kernels before 5.6 answer, so callers that use it must fall back to `openat` |
+//! | `fcntl` | the command is `F_SETLEASE` | G-PROC | a lease on a host file (the kernel grants one on any file the caller owns: every file of the user it can read) stalls every host program opening it for writing for the lease-break time (`/proc/sys/fs/lease-break-time`, 45 s by default), again and again; `flock` and POSIX locks stay allowed (see SECURITY.md) |
+//! | `prlimit64` | `pid` is not 0 (the caller itself) | G-PROC | lowering the limits of the sandbox's init or of another process; glibc's `getrlimit`/`setrlimit` (and so `ulimit`) pass 0 (cost: `prlimit --pid N` fails, even for the caller's own pid) |
 //! | `personality` | persona is not one of `PER_LINUX` (0), `PER_LINUX32` (8), `UNAME26` (0x20000), `PER_LINUX32\|UNAME26`, or the query 0xffffffff | G-PRIV | `ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC` and friends weaken the hardening of the programs we exec; the allowed set is Docker's default |
 //!
 //! Sockets, when network is off ([`SeccompProfile::ConfinedNoNetwork`], or
@@ -176,7 +180,7 @@ pub struct DenyRule {
     pub nr: i64,
     /// What is denied.
     pub when: When,
-    /// What the denied call returns (`EPERM`, or `ENOSYS` for `clone3`).
+    /// What the denied call returns (`EPERM`, or `ENOSYS` for `clone3` and `openat2`).
     pub errno: i32,
     /// The guarantee this row serves.
     pub guarantee: Guarantee,
@@ -239,6 +243,8 @@ const SOCK_TYPE_MASK: u32 = 0xf;
 const TIOCSTI: u32 = 0x5412;
 const S_ISUID: u32 = 0o4000;
 const S_ISGID: u32 = 0o2000;
+/// `F_SETLEASE` (`F_LINUX_SPECIFIC_BASE + 0`).
+const F_SETLEASE: u32 = 1024;
 /// `fchmodat2` (Linux 6.6) has the same number on x86_64 and aarch64.
 const SYS_FCHMODAT2: i64 = 452;
 const TIOCLINUX: u32 = 0x541C;
@@ -407,7 +413,8 @@ pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> 
 
     // No set-user-id or set-group-id files: a sandboxed uid 0 could otherwise leave a
     // setuid-root binary in a writable root for anyone on the host to run. Covers changing a
-    // mode and creating a file with one.
+    // mode and every call that creates a file with one (`openat2`, whose mode the filter
+    // cannot read, is refused below).
     for bit in [S_ISUID, S_ISGID] {
         let set = CmpOp::MaskedEq {
             mask: bit,
@@ -417,12 +424,16 @@ pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> 
             (sys!(SYS_fchmod), 1),
             (sys!(SYS_fchmodat), 2),
             (sys!(SYS_openat), 3),
+            (sys!(SYS_mknodat), 2),
+            (sys!(SYS_mkdirat), 2),
         ];
         #[cfg(target_arch = "x86_64")]
         mode_args.extend([
             (sys!(SYS_chmod), 1),
             (sys!(SYS_open), 2),
             (sys!(SYS_creat), 1),
+            (sys!(SYS_mknod), 1),
+            (sys!(SYS_mkdir), 1),
         ]);
         mode_args.push((("SYS_fchmodat2", SYS_FCHMODAT2), 2));
         for (call, index) in mode_args {
@@ -434,6 +445,29 @@ pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> 
             ));
         }
     }
+
+    table.push(row(
+        sys!(SYS_openat2),
+        When::Always,
+        libc::ENOSYS,
+        Guarantee::Priv,
+    ));
+
+    // A lease stalls host programs that open the file for writing; the kernel grants one to the
+    // file's owner, so a command can take one on any host file it can read and owns.
+    table.push(row(
+        sys!(SYS_fcntl),
+        When::All(vec![arg(1, CmpOp::Eq(F_SETLEASE))]),
+        eperm,
+        Guarantee::Proc,
+    ));
+    // Only the caller's own limits (pid 0): never those of the sandbox's init or a sibling.
+    table.push(row(
+        sys!(SYS_prlimit64),
+        When::All(vec![arg(0, CmpOp::Ne(0))]),
+        eperm,
+        Guarantee::Proc,
+    ));
 
     let personas = [
         PER_LINUX,

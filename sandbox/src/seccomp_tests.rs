@@ -156,6 +156,101 @@ fn clone3_is_denied_with_enosys_so_runtimes_fall_back_to_clone() {
 }
 
 #[test]
+fn openat2_is_denied_with_enosys_so_callers_fall_back_to_openat() {
+    for profile in CONFINED {
+        for options in all_options() {
+            let table = rules(profile, options);
+            for args in [[0; 6], [u64::MAX; 6]] {
+                assert_eq!(denied(&table, libc::SYS_openat2, args), Some(libc::ENOSYS));
+            }
+        }
+    }
+}
+
+#[test]
+fn creating_a_setuid_or_setgid_node_or_directory_is_denied() {
+    let table = rules(SeccompProfile::Confined, options(false, false, false));
+    let s_ifreg = u64::from(libc::S_IFREG);
+    let mut calls = vec![(libc::SYS_mknodat, 2), (libc::SYS_mkdirat, 2)];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([(libc::SYS_mknod, 1), (libc::SYS_mkdir, 1)]);
+    for (nr, index) in calls {
+        let with_mode = |mode: u64| {
+            let mut args = [3, 0, 0, 0, 0, 0];
+            args[index] = mode;
+            args
+        };
+        for mode in [
+            s_ifreg | 0o4755,
+            s_ifreg | 0o2755,
+            0o6777,
+            0o2000,
+            0x1_0000_0000 | 0o4000,
+        ] {
+            assert_eq!(denied(&table, nr, with_mode(mode)), EPERM, "{nr} {mode:o}");
+        }
+        for mode in [
+            s_ifreg | 0o644,
+            0o755,
+            0o1777,
+            u64::from(libc::S_IFIFO) | 0o600,
+        ] {
+            assert_eq!(denied(&table, nr, with_mode(mode)), None, "{nr} {mode:o}");
+        }
+    }
+}
+
+#[test]
+fn file_leases_are_denied_but_locks_and_other_fcntls_are_not() {
+    for profile in CONFINED {
+        for options in all_options() {
+            let table = rules(profile, options);
+            let lease = u64::from(F_SETLEASE);
+            for args in [
+                args3(3, lease, 0),
+                args3(3, lease, 2),
+                args3(3, lease | (1 << 32), 1),
+            ] {
+                let row = evaluate(&table, libc::SYS_fcntl, &args).expect("F_SETLEASE denied");
+                assert_eq!((row.errno, row.guarantee), (libc::EPERM, Guarantee::Proc));
+            }
+            for cmd in [
+                libc::F_GETLEASE,
+                libc::F_SETLK,
+                libc::F_SETLKW,
+                libc::F_OFD_SETLK,
+                libc::F_SETFL,
+                libc::F_DUPFD_CLOEXEC,
+                libc::F_NOTIFY,
+            ] {
+                let args = args3(3, u64::from(cmd.cast_unsigned()), 0);
+                assert_eq!(denied(&table, libc::SYS_fcntl, args), None, "fcntl {cmd}");
+            }
+        }
+    }
+}
+
+#[test]
+fn prlimit_is_allowed_only_on_the_caller_itself() {
+    for profile in CONFINED {
+        for options in all_options() {
+            let table = rules(profile, options);
+            assert_eq!(denied(&table, libc::SYS_prlimit64, args3(0, 7, 0)), None);
+            assert_eq!(
+                denied(&table, libc::SYS_prlimit64, args3(1 << 32, 7, 0)),
+                None,
+                "the kernel reads pid as a 32-bit int: 0"
+            );
+            for pid in [1, 2, 0xffff_ffff, u64::MAX] {
+                let row = evaluate(&table, libc::SYS_prlimit64, &args3(pid, 7, 0))
+                    .expect("prlimit on another pid is denied");
+                assert_eq!((row.errno, row.guarantee), (libc::EPERM, Guarantee::Proc));
+            }
+        }
+    }
+}
+
+#[test]
 fn clone_with_any_namespace_flag_is_denied() {
     let table = rules(SeccompProfile::Confined, options(false, false, false));
     let sigchld = u64::from(libc::SIGCHLD.cast_unsigned());
@@ -255,6 +350,8 @@ fn kernel_constants_match_libc() {
     assert_eq!(u64::from(TIOCSTI), libc::TIOCSTI);
     assert_eq!(u64::from(TIOCLINUX), libc::TIOCLINUX);
     assert_eq!(UNAME26, libc::UNAME26.cast_unsigned());
+    assert_eq!(F_SETLEASE, libc::F_SETLEASE.cast_unsigned());
+    assert_eq!([S_ISUID, S_ISGID], [libc::S_ISUID, libc::S_ISGID]);
 }
 
 #[test]
@@ -571,7 +668,8 @@ fn every_row_is_well_formed() {
                 assert!(!row.syscall.starts_with("SYS_"), "{row:?}");
                 assert!(
                     row.errno == libc::EPERM
-                        || (row.syscall == "clone3" && row.errno == libc::ENOSYS),
+                        || (matches!(row.syscall, "clone3" | "openat2")
+                            && row.errno == libc::ENOSYS),
                     "{row:?}"
                 );
                 if let When::All(cmps) = &row.when {
@@ -782,6 +880,14 @@ fn probe_values() -> Vec<u64> {
         0x7fff_ffff,
         0xffff_ffff,
         u64::MAX,
+        // F_SETLEASE, with high bits; modes with the setuid and setgid bits, and without.
+        0x400,
+        0x1_0000_0400,
+        0o4755,
+        0o2755,
+        0o100_644,
+        0o104_755,
+        0x1_0000_0800,
     ];
     for (_, flag) in CLONE_NEW_FLAGS {
         values.extend([
@@ -796,13 +902,21 @@ fn probe_values() -> Vec<u64> {
 #[test]
 fn compiled_program_agrees_with_the_table() {
     let values = probe_values();
-    let conditional = [
+    let mut conditional = vec![
         libc::SYS_clone,
         libc::SYS_ioctl,
         libc::SYS_personality,
         libc::SYS_socket,
         libc::SYS_socketpair,
+        libc::SYS_fcntl,
+        libc::SYS_prlimit64,
+        libc::SYS_mknodat,
+        libc::SYS_mkdirat,
+        libc::SYS_fchmodat,
+        libc::SYS_fchmod,
     ];
+    #[cfg(target_arch = "x86_64")]
+    conditional.extend([libc::SYS_mknod, libc::SYS_mkdir, libc::SYS_chmod]);
     for profile in CONFINED {
         for options in all_options() {
             let table = rules(profile, options);
@@ -828,10 +942,10 @@ fn compiled_program_agrees_with_the_table() {
                     );
                 }
             }
-            for nr in conditional {
+            for &nr in &conditional {
                 for &a0 in &values {
                     for &a1 in &values {
-                        for a2 in [0, 9] {
+                        for a2 in [0, 9, 0o4755, 0o2000, 0o100_644] {
                             let args = args3(a0, a1, a2);
                             assert_eq!(
                                 run(&program, &data(nr, args)),
@@ -1157,6 +1271,67 @@ const COMMON_CHECKS: &[Check] = &[
     ("keyctl fails with EPERM", || {
         // SAFETY: KEYCTL_GET_KEYRING_ID takes integers only.
         unsafe { errno_of_call(libc::SYS_keyctl, 0, -3, 0) == libc::EPERM }
+    }),
+    (
+        "mknodat(S_IFREG | 04755) fails with EPERM (EFAULT without the filter)",
+        || {
+            // SAFETY: a null path is rejected with EFAULT; nothing is created.
+            unsafe {
+                errno_of_call(
+                    libc::SYS_mknodat,
+                    -1,
+                    0,
+                    c_long::from(libc::S_IFREG | 0o4755),
+                ) == libc::EPERM
+            }
+        },
+    ),
+    (
+        "mkdirat(02755) fails with EPERM (EFAULT without the filter)",
+        || {
+            // SAFETY: a null path is rejected with EFAULT; nothing is created.
+            unsafe { errno_of_call(libc::SYS_mkdirat, -1, 0, 0o2755) == libc::EPERM }
+        },
+    ),
+    ("mkdirat(0755) still reaches the kernel (EFAULT)", || {
+        // SAFETY: a null path is rejected with EFAULT; nothing is created.
+        unsafe { errno_of_call(libc::SYS_mkdirat, -1, 0, 0o755) == libc::EFAULT }
+    }),
+    (
+        "openat2 fails with ENOSYS (EFAULT without the filter)",
+        || {
+            // SAFETY: a null open_how and path are rejected with EFAULT; nothing is opened.
+            unsafe { errno_of_call(libc::SYS_openat2, -1, 0, 0) == libc::ENOSYS }
+        },
+    ),
+    (
+        "fcntl(F_SETLEASE) fails with EPERM (EBADF without the filter)",
+        || {
+            // SAFETY: fcntl takes integers; fd -1 is rejected by the kernel.
+            unsafe {
+                errno_of_call(libc::SYS_fcntl, -1, c_long::from(libc::F_SETLEASE), 0) == libc::EPERM
+            }
+        },
+    ),
+    (
+        "fcntl(F_GETFD) on a bad fd still reaches the kernel (EBADF)",
+        || {
+            // SAFETY: fcntl takes integers; fd -1 is rejected by the kernel.
+            unsafe {
+                errno_of_call(libc::SYS_fcntl, -1, c_long::from(libc::F_GETFD), 0) == libc::EBADF
+            }
+        },
+    ),
+    ("prlimit64(1, ...) fails with EPERM", || {
+        // SAFETY: null new and old limits: nothing is read or written.
+        unsafe {
+            errno_of_call(libc::SYS_prlimit64, 1, c_long::from(libc::RLIMIT_NOFILE), 0)
+                == libc::EPERM
+        }
+    }),
+    ("prlimit64(0, ...) works (getrlimit, setrlimit)", || {
+        // SAFETY: null new and old limits: nothing is read or written.
+        unsafe { errno_of_call(libc::SYS_prlimit64, 0, c_long::from(libc::RLIMIT_NOFILE), 0) == 0 }
     }),
     ("personality query works", || {
         // SAFETY: takes an integer.

@@ -246,3 +246,65 @@ fn setuid_and_setgid_files_cannot_be_made() {
                 == 0
     );
 }
+
+#[test]
+fn setuid_and_setgid_files_cannot_be_created_by_mknod_openat2_or_mkdir() {
+    let e = ExecEnv::new();
+    let r = e.python(
+        r#"
+import ctypes, errno, os, stat, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {
+    "x86_64": {"mknodat": 259, "mkdirat": 258, "mknod": 133, "mkdir": 83, "openat2": 437},
+    "aarch64": {"mknodat": 33, "mkdirat": 34, "openat2": 437},
+}[os.uname().machine]
+AT_FDCWD = -100
+def report(name, ret):
+    print(name + "=" + ("ok" if ret >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")))
+def call(name, *args):
+    ctypes.set_errno(0)
+    return libc.syscall(nr[name], *args)
+for bits, tag in [(0o4755, "suid"), (0o2755, "sgid"), (0o644, "plain")]:
+    report("mknodat_" + tag, call("mknodat", AT_FDCWD, b"node-" + tag.encode(), stat.S_IFREG | bits, 0))
+    report("mkdirat_" + tag, call("mkdirat", AT_FDCWD, b"dir-" + tag.encode(), bits))
+    if "mknod" in nr:
+        report("mknod_" + tag, call("mknod", b"oldnode-" + tag.encode(), stat.S_IFREG | bits, 0))
+        report("mkdir_" + tag, call("mkdir", b"olddir-" + tag.encode(), bits))
+    else:
+        for old in ("mknod_", "mkdir_"):
+            print(old + tag + "=" + ("ok" if tag == "plain" else "EPERM"))
+# openat2 hides its mode in struct open_how; it is refused so callers fall back to openat.
+how = ctypes.create_string_buffer(struct.pack("QQQ", os.O_CREAT | os.O_WRONLY, 0o4755, 0))
+report("openat2_suid", call("openat2", AT_FDCWD, b"via-openat2", how, 24))
+how = ctypes.create_string_buffer(struct.pack("QQQ", os.O_RDONLY, 0, 0))
+report("openat2_plain", call("openat2", AT_FDCWD, b".", how, 24))
+# What glibc and python use keeps working.
+os.mknod("py-node", stat.S_IFREG | 0o644); os.mkdir("py-dir", 0o755)
+with open("py-file", "w") as f: f.write("x")
+print("python_plain=ok")
+"#,
+    );
+    r.assert_ok();
+    for tag in ["suid", "sgid"] {
+        for call in ["mknodat", "mkdirat", "mknod", "mkdir"] {
+            assert_eq!(r.value(&format!("{call}_{tag}")), "EPERM", "{call} {tag}");
+        }
+    }
+    for call in ["mknodat", "mkdirat", "mknod", "mkdir"] {
+        assert_eq!(r.value(&format!("{call}_plain")), "ok", "{call} plain");
+    }
+    assert_eq!(r.value("openat2_suid"), "ENOSYS");
+    assert_eq!(r.value("openat2_plain"), "ENOSYS");
+    assert_eq!(r.value("python_plain"), "ok");
+    for entry in std::fs::read_dir(&e.workspace).unwrap().flatten() {
+        let mode = entry.metadata().unwrap().mode();
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "{:?} has mode {mode:o}",
+            entry.file_name()
+        );
+    }
+    assert!(!e.workspace.join("via-openat2").exists());
+}

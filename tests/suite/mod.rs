@@ -1,4 +1,5 @@
 mod exec_fs;
+mod exec_interference;
 mod exec_ipc;
 mod exec_misc;
 mod exec_network;
@@ -18,4 +19,6 @@ mod shell_cli;
 mod support;
 mod tool_bash;
 mod tool_files;
+mod tool_files_hardening;
+mod tool_temp_files;
 mod tool_terminal;

@@ -380,6 +380,12 @@ pub const EXEC_DEADLINE: Duration = Duration::from_secs(60);
 /// Like [`run`] (stdin is `/dev/null`), but fails the test, killing bridle, when it has not
 /// returned within [`EXEC_DEADLINE`].
 pub fn run_bounded(cmd: &mut Command) -> Run {
+    run_within(cmd, EXEC_DEADLINE)
+}
+
+/// Like [`run`] (stdin is `/dev/null`), but fails the test, killing bridle, when it has not
+/// returned within `deadline`.
+pub fn run_within(cmd: &mut Command, deadline: Duration) -> Run {
     use std::process::Stdio;
     let start = Instant::now();
     let child = cmd
@@ -393,9 +399,9 @@ pub fn run_bounded(cmd: &mut Command) -> Run {
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let Ok(out) = rx.recv_timeout(EXEC_DEADLINE) else {
+    let Ok(out) = rx.recv_timeout(deadline) else {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        panic!("bridle did not return within {EXEC_DEADLINE:?}");
+        panic!("bridle did not return within {deadline:?}");
     };
     let Output {
         status,

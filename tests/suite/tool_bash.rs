@@ -230,7 +230,7 @@ fn timeout_kills_the_whole_tree() {
 }
 
 #[test]
-fn a_gigabyte_of_output_keeps_memory_bounded_and_spills_completely() {
+fn a_gigabyte_of_output_keeps_memory_bounded_and_spills_up_to_the_spill_size() {
     let env = Env::new();
     let session = env.home.join("session");
     let mut cmd = env.bridle();
@@ -281,7 +281,24 @@ fn a_gigabyte_of_output_keeps_memory_bounded_and_spills_completely() {
         .find(|w| w.contains("/session/tmp/") && w.ends_with(".stdout"))
         .unwrap_or_else(|| panic!("no spill path in {}", &content[..content.len().min(300)]));
     let meta = std::fs::metadata(spill).unwrap();
-    assert_eq!(meta.len(), 1 << 30, "spill file incomplete");
+    assert_eq!(
+        meta.len(),
+        64 << 20,
+        "the spill file is not cut at the default spill size"
+    );
+    let dropped = format!(
+        "the other {} bytes were not kept: limits.spill_size is 64MiB",
+        (1u64 << 30) - (64 << 20)
+    );
+    assert!(
+        content.contains(&dropped),
+        "{}",
+        content
+            .chars()
+            .skip(16 * 1024)
+            .take(400)
+            .collect::<String>()
+    );
     std::fs::remove_file(spill).unwrap();
     let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
     assert!(peak > 0, "no memory figure was read");

@@ -512,7 +512,10 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         .map(|p| Ok((p.clone(), clone_tree(p, Ipc)?)))
         .collect::<Result<_, MountFailure>>()?;
 
-    // Masked files share one empty, mode-000 file inside the session temp dir.
+    // Masked files share one empty, mode-000 file inside the session temp dir. Earlier
+    // commands of the session could write there: a symlink planted under the name is refused,
+    // never followed (its target would be truncated and bound over the masked files), and a
+    // FIFO is refused instead of blocking the launcher.
     let mask_file = plan.temp_dir.join(".bridle-masked");
     if !plan.masked_files.is_empty() {
         std::fs::OpenOptions::new()
@@ -520,6 +523,7 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
             .create(true)
             .truncate(true)
             .mode(0o000)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(&mask_file)
             .map_err(|e| {
                 fail(
