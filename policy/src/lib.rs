@@ -48,12 +48,14 @@ mod vocab;
 
 pub use error::PolicyError;
 pub use merge::{
-    DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, LoadRequest, MAX_EXTENDS_DEPTH,
-    Overrides, check_workspace_layer, load,
+    DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, EnvOverride, LoadRequest,
+    MAX_EXTENDS_DEPTH, Overrides, check_workspace_layer, load,
 };
 pub use origin::{Origin, Sourced};
 pub use parse::parse_document;
-pub use plan::{DecidedBy, FoundPath, Plan, PlanContext, Verdict, normalize, plan};
+pub use plan::{
+    DecidedBy, EnvDecision, FoundPath, Plan, PlanContext, Verdict, env_decisions, normalize, plan,
+};
 pub use policy::{Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;
 pub use rules::{CommandRule, PathRule};

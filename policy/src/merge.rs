@@ -97,7 +97,25 @@ pub struct Overrides {
     pub network: Option<Network>,
     /// `--allow-write`, repeatable.
     pub allow_write: Vec<String>,
+    /// `--timeout`, in whole seconds (rounded up): lowers `limits.wall_time`, the wall-clock
+    /// limit of every sandboxed command, for this invocation (never raises it).
+    pub timeout_secs: Option<u64>,
+    /// `--env NAME[=VALUE]`, repeatable: pass the host's `NAME`, or set it. A name the
+    /// effective policy scrubs is refused ([`PolicyError::EnvScrubbed`]).
+    pub env: Vec<EnvOverride>,
 }
+
+/// One `--env`: pass the host's value of `name` (`value` is `None`), or set it to `value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvOverride {
+    /// The variable's name.
+    pub name: String,
+    /// The value to set, or `None` to pass the host's.
+    pub value: Option<String>,
+}
+
+/// The origin of every `--env` entry.
+const ENV_FLAG: &str = "--env";
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -145,6 +163,7 @@ pub fn load(source: &dyn ProfileSource, request: &LoadRequest) -> Result<Policy,
         .apply(&mut policy, raw)?;
     }
     validate(&policy)?;
+    check_env_flags(&policy)?;
     Ok(policy)
 }
 
@@ -264,7 +283,9 @@ fn builtin(profile: &str) -> Policy {
 fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), PolicyError> {
     let any = overrides.mode.is_some()
         || overrides.network.is_some()
-        || !overrides.allow_write.is_empty();
+        || !overrides.allow_write.is_empty()
+        || !overrides.env.is_empty()
+        || overrides.timeout_secs.is_some();
     if !any {
         return Ok(());
     }
@@ -290,6 +311,58 @@ fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), Pol
             policy
                 .writable_roots
                 .push(Sourced::new(dir.clone(), origin));
+        }
+    }
+    if let Some(secs) = overrides.timeout_secs {
+        let wall = &mut policy.limits.wall_time;
+        if wall.value.is_none_or(|w| secs < w) {
+            *wall = Sourced::new(Some(secs), Origin::flag("--timeout"));
+        }
+    }
+    for item in &overrides.env {
+        let origin = Origin::flag(ENV_FLAG);
+        match &item.value {
+            Some(value) => {
+                policy
+                    .environment
+                    .set
+                    .insert(item.name.clone(), Sourced::new(value.clone(), origin));
+            }
+            None => policy
+                .environment
+                .allow
+                .push(Sourced::new(item.name.clone(), origin)),
+        }
+    }
+    Ok(())
+}
+
+/// A variable named by `--env` that the effective policy scrubs (the workspace layer may add
+/// scrub patterns after the flags) is refused: the flag must not smuggle a secret in.
+fn check_env_flags(policy: &Policy) -> Result<(), PolicyError> {
+    let env = &policy.environment;
+    let from_flag = env
+        .set
+        .iter()
+        .filter(|(_, v)| v.origin == Origin::flag(ENV_FLAG))
+        .map(|(name, _)| name)
+        .chain(
+            env.allow
+                .iter()
+                .filter(|a| a.origin == Origin::flag(ENV_FLAG))
+                .map(|a| &a.value),
+        );
+    for name in from_flag {
+        if let Some(pattern) = env
+            .scrub
+            .iter()
+            .find(|p| crate::glob::Glob::new(&p.value).is_ok_and(|g| g.is_match(name)))
+        {
+            return Err(PolicyError::EnvScrubbed {
+                name: name.clone(),
+                pattern: pattern.value.clone(),
+                at: pattern.origin.clone(),
+            });
         }
     }
     Ok(())

@@ -188,6 +188,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         writable_ids: Vec::new(),
         temp_dir: spec.temp_dir.clone(),
         private_tmp: false,
+        read_only_in_tmp: Vec::new(),
         pins: Vec::new(),
         protected: Vec::new(),
         masked_dirs: Vec::new(),
@@ -318,10 +319,17 @@ impl Launch {
             pids_group: self.pids_group.take(),
             io,
             must_stay_absent: self.config.mounts.must_stay_absent.clone(),
+            net_watch: None,
         };
         match read_status(status_read) {
             Ok(ready) => {
                 running.ready = Some(ready);
+                // The launcher is in the sandbox's network namespace by now.
+                if self.config.mechanisms.net_ns
+                    && self.config.spec.network == bridle_policy::Network::Off
+                {
+                    running.net_watch = crate::net_watch::NetWatch::open(running.pid.as_raw());
+                }
                 Ok(Spawned::Running(running))
             }
             Err(StatusEnd::ExecFailed(failure)) => {
@@ -467,6 +475,8 @@ pub struct Running {
     pids_group: Option<crate::cgroup::PidsGroup>,
     /// Swept when the run is over (see [`mounts::sweep_planted`]).
     must_stay_absent: Vec<PathBuf>,
+    /// The sandbox's network counters, when the network is off (see [`Running::take_net_watch`]).
+    net_watch: Option<crate::net_watch::NetWatch>,
 }
 
 impl Running {
@@ -493,6 +503,12 @@ impl Running {
     /// The command's stderr, when piped.
     pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
         self.io.stderr.take()
+    }
+
+    /// The sandbox's count of attempts to reach the network, when the network is off and the
+    /// sandbox has its own network namespace. It stays readable after [`Running::wait`].
+    pub fn take_net_watch(&mut self) -> Option<crate::net_watch::NetWatch> {
+        self.net_watch.take()
     }
 
     /// A handle that can signal this run from another thread, even after [`Running::wait`]

@@ -75,6 +75,10 @@ pub struct MountPlan {
     pub temp_dir: PathBuf,
     /// Mount the temp dir on `/tmp` and a private tmpfs on `/dev/shm`.
     pub private_tmp: bool,
+    /// Directories below the host's `/tmp` that stay visible, read-only, in the private `/tmp`
+    /// (a workspace there that is not writable, as under `read-only`).
+    #[serde(default)]
+    pub read_only_in_tmp: Vec<PathBuf>,
     /// Directories bound onto themselves so they cannot be renamed or removed.
     pub pins: Vec<PathBuf>,
     /// Paths re-bound read-only (they exist).
@@ -323,7 +327,19 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         })?;
         writable_ids.push((meta.dev(), meta.ino()));
     }
+    // The private /tmp hides the host's: a workspace there that is not a writable root (it is
+    // bound writable otherwise) must still be seen, read-only.
+    let read_only_in_tmp: Vec<PathBuf> = if spec.private_tmp
+        && spec.workspace.starts_with("/tmp")
+        && spec.workspace.is_dir()
+        && !is_within(&spec.workspace, &outermost)
+    {
+        vec![spec.workspace.clone()]
+    } else {
+        Vec::new()
+    };
     let plan = MountPlan {
+        read_only_in_tmp,
         writable: outermost,
         must_stay_absent,
         writable_ids,
@@ -496,6 +512,17 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         })
         .collect::<Result<_, MountFailure>>()?;
     let temp = clone_tree_strict(&plan.temp_dir, FsWrite, None)?;
+    // Taken from the host's /tmp before the private one covers it.
+    let read_only_in_tmp: Vec<(PathBuf, OwnedFd)> = plan
+        .read_only_in_tmp
+        .iter()
+        .map(|p| {
+            let tree = clone_tree(p, FsWrite)?;
+            sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+                .map_err(|e| fail(FsWrite, format!("making `{}` read-only: {e}", p.display())))?;
+            Ok((p.clone(), tree))
+        })
+        .collect::<Result<_, MountFailure>>()?;
     let temp_for_tmp = if plan.private_tmp {
         Some(clone_tree(&plan.temp_dir, FsWrite)?)
     } else {
@@ -536,6 +563,20 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
     // then attached on a mount point created inside the private /tmp.
     if let Some(tree) = &temp_for_tmp {
         attach(tree, Path::new("/tmp"), FsWrite)?;
+    }
+    if temp_for_tmp.is_some() {
+        for (path, tree) in &read_only_in_tmp {
+            std::fs::create_dir_all(path).map_err(|e| {
+                fail(
+                    FsWrite,
+                    format!(
+                        "creating the mount point `{}` in the private /tmp: {e}",
+                        path.display()
+                    ),
+                )
+            })?;
+            attach(tree, path, FsWrite)?;
+        }
     }
     for (path, tree) in &writable {
         if temp_for_tmp.is_some() && path.starts_with("/tmp") {
