@@ -155,6 +155,7 @@ impl Facts {
             state_dir: self.state_dir.clone(),
             config_dir: self.config_dir.clone(),
             temp_dir,
+            cache_root: Some(temp_base().join("cache")),
             host_env: self.host_env.clone(),
         }
     }

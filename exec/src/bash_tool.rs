@@ -449,6 +449,7 @@ mod tests {
             env: Default::default(),
             temp_dir: "/var/tmp/t".into(),
             private_tmp: true,
+            cache_home: None,
         }
     }
 

@@ -26,18 +26,29 @@ use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::parse::parse_layer;
 use crate::plan::normalize;
-use crate::policy::{EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
+use crate::policy::{CacheHomePolicy, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, RawToken};
 use crate::rules::{CommandRule, PathRule, split_words};
 use crate::source::{ProfileSource, SourceFile};
 use crate::units::Limit;
-use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode, UnixSockets};
+use crate::vocab::{ApprovalPolicy, CacheHome, Decision, Network, SandboxMode, UnixSockets};
 
 /// The longest `extends` chain accepted.
 pub const MAX_EXTENDS_DEPTH: usize = 16;
 
 /// Protected paths every policy starts with.
 pub const DEFAULT_PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".bridle"];
+
+/// The cache directories tools write (`cache_home.paths` by default): package caches and the
+/// per-user install prefix, never a directory that holds credentials.
+pub const DEFAULT_CACHE_PATHS: &[&str] = &[
+    "~/.cache",
+    "~/.npm",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/.local",
+    "~/go/pkg/mod",
+];
 
 /// Environment variables passed by default (name globs).
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
@@ -272,6 +283,10 @@ fn builtin(profile: &str) -> Policy {
             allow: strings(DEFAULT_ENV_ALLOW),
             scrub: strings(DEFAULT_ENV_SCRUB),
             set: BTreeMap::new(),
+        },
+        cache_home: CacheHomePolicy {
+            mode: Sourced::builtin(CacheHome::PerWorkspace),
+            paths: strings(DEFAULT_CACHE_PATHS),
         },
         accept_missing: Vec::new(),
         allow_dangerous_workspace_root: Sourced::builtin(false),
@@ -583,6 +598,15 @@ impl Applier<'_> {
                 e.set
                     .insert(name, Sourced::new(value.value, self.at(&value.referenced)));
             }
+        }
+        if let Some(cache) = raw.cache_home {
+            self.scalar(&mut policy.cache_home.mode, cache.mode, "cache_home.mode")?;
+            self.paths(
+                &mut policy.cache_home.paths,
+                cache.paths,
+                "cache_home.paths",
+                Direction::ShrinkOnly,
+            )?;
         }
         if let Some(op) = raw.accept_missing {
             self.list(

@@ -12,8 +12,10 @@ use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::raw::EnvInherit;
 use crate::rules::{CommandRule, PathRule, strictest_command_rule};
-use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
-use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
+use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
+use crate::vocab::{
+    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
+};
 
 /// The facts about this session that planning needs. The caller gathers them (canonicalising
 /// the workspace, reading the environment); planning itself does no I/O.
@@ -29,6 +31,9 @@ pub struct PlanContext {
     pub config_dir: PathBuf,
     /// The session's private temp directory.
     pub temp_dir: PathBuf,
+    /// Where bridle keeps per-workspace cache homes on the host (outside every writable root
+    /// and every cache path); `None`: no cache home.
+    pub cache_root: Option<PathBuf>,
     /// The environment bridle was started with.
     pub host_env: BTreeMap<String, String>,
 }
@@ -237,6 +242,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         (_, Network::Off) => SeccompProfile::ConfinedNoNetwork,
         (_, Network::On) => SeccompProfile::Confined,
     };
+    let cache_home = plan_cache_home(policy, ctx, &workspace, &writable_roots, &masked_paths)?;
     let spec = SandboxSpec {
         mode,
         workspace,
@@ -258,6 +264,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         env: plan_env(policy, ctx, &temp_dir, network),
         temp_dir,
         private_tmp: mode != SandboxMode::DangerFullAccess,
+        cache_home,
     };
     Ok(Plan {
         spec,
@@ -266,6 +273,74 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         path_rules: policy.path_rules.clone(),
         provenance,
     })
+}
+
+/// The cache home of `workspace-write`: the profile's cache paths (those inside a writable or
+/// masked path left out: a writable root needs no overlay, a masked path stays unreadable), kept
+/// under `cache_root` in a directory named after the workspace.
+fn plan_cache_home(
+    policy: &Policy,
+    ctx: &PlanContext,
+    workspace: &Path,
+    writable_roots: &[PathBuf],
+    masked_paths: &[PathBuf],
+) -> Result<Option<CacheHomeSpec>, PolicyError> {
+    let Some(root) = &ctx.cache_root else {
+        return Ok(None);
+    };
+    if policy.mode.value != SandboxMode::WorkspaceWrite
+        || policy.cache_home.mode.value == CacheHome::Off
+    {
+        return Ok(None);
+    }
+    if !root.is_absolute() {
+        return Err(PolicyError::RelativePath { path: root.clone() });
+    }
+    let root = normalize(root);
+    let mut paths = BTreeSet::new();
+    for item in &policy.cache_home.paths {
+        let path = expand(&item.value, &ctx.home, workspace);
+        // Under /tmp, the private /tmp hides it anyway.
+        let covered = writable_roots.iter().any(|w| path.starts_with(w))
+            || masked_paths.iter().any(|m| path.starts_with(m))
+            || path.starts_with("/tmp");
+        // The cache root must not be seen through a cache path: its overlay would contain it.
+        if covered || root.starts_with(&path) || path.starts_with(&root) {
+            continue;
+        }
+        paths.insert(path);
+    }
+    // A path inside another cache path is already covered by the outer overlay.
+    let outermost: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| !paths.iter().any(|o| o != *p && p.starts_with(o)))
+        .cloned()
+        .collect();
+    if outermost.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(CacheHomeSpec {
+        dir: root.join(workspace_dir_name(workspace)),
+        paths: outermost,
+    }))
+}
+
+/// A directory name for `workspace` that a person can recognise and that no other workspace
+/// gets: its path with `/` as `-` (shortened), then a hash of the whole path.
+fn workspace_dir_name(workspace: &Path) -> String {
+    let text = workspace.display().to_string();
+    // FNV-1a: stable across runs and versions (std's hasher is not), collisions irrelevant at
+    // this size next to the readable part.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let readable: String = text
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' })
+        .collect();
+    let tail: String = readable.chars().rev().take(48).collect::<Vec<_>>().into_iter().rev().collect();
+    format!("{tail}-{hash:016x}")
 }
 
 fn required_guarantees(

@@ -481,6 +481,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         state_dir: env.home.join(".local/state/bridle"),
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,
+        cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec

@@ -77,6 +77,8 @@ pub struct Sandbox {
     verified: bool,
     mounts: MountPlan,
     placeholders: Placeholders,
+    /// Held while the sandbox lives: this run writes the workspace's cache home.
+    _cache_lease: mounts::cache::CacheLease,
     launcher: PathBuf,
 }
 
@@ -93,8 +95,19 @@ impl Sandbox {
         if let Some(missing) = assessment.refusal() {
             return Err(missing_refusal(missing));
         }
+        let mut cache_lease = mounts::cache::CacheLease::default();
         let (mounts, placeholders) = if assessment.plan.mount_view {
-            mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?
+            let (mut plan, placeholders) =
+                mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?;
+            if let Some(cache) = &spec.cache_home {
+                let (overlays, lease, notes) = mounts::cache::prepare(cache, &spec.temp_dir);
+                for note in notes {
+                    tracing::info!("{note}");
+                }
+                plan.cache_overlays = overlays;
+                cache_lease = lease;
+            }
+            (plan, placeholders)
         } else {
             std::fs::create_dir_all(&spec.temp_dir).map_err(|e| {
                 refusal(
@@ -105,6 +118,7 @@ impl Sandbox {
             (empty_mount_plan(&spec), Placeholders::default())
         };
         Ok(Sandbox {
+            _cache_lease: cache_lease,
             spec,
             assessment,
             verified: probe.verified,
@@ -164,6 +178,7 @@ impl Sandbox {
             uid: geteuid().as_raw(),
             gid: getegid().as_raw(),
             cgroup_procs: None,
+            notes: Vec::new(),
         };
         Launch {
             command,
@@ -189,6 +204,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         temp_dir: spec.temp_dir.clone(),
         private_tmp: false,
         read_only_in_tmp: Vec::new(),
+        cache_overlays: Vec::new(),
         pins: Vec::new(),
         protected: Vec::new(),
         masked_dirs: Vec::new(),
@@ -323,6 +339,9 @@ impl Launch {
         };
         match read_status(status_read) {
             Ok(ready) => {
+                for note in &ready.notes {
+                    tracing::info!("{note}");
+                }
                 running.ready = Some(ready);
                 // The launcher is in the sandbox's network namespace by now.
                 if self.config.mechanisms.net_ns

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys;
 
+pub mod cache;
 mod git_lock;
 mod placeholders;
 mod watch;
@@ -79,6 +80,9 @@ pub struct MountPlan {
     /// (a workspace there that is not writable, as under `read-only`).
     #[serde(default)]
     pub read_only_in_tmp: Vec<PathBuf>,
+    /// Cache directories made writable through an overlay (see [`cache`]).
+    #[serde(default)]
+    pub cache_overlays: Vec<cache::CacheOverlay>,
     /// Directories bound onto themselves so they cannot be renamed or removed.
     pub pins: Vec<PathBuf>,
     /// Paths re-bound read-only (they exist).
@@ -339,6 +343,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         Vec::new()
     };
     let plan = MountPlan {
+        cache_overlays: Vec::new(),
         read_only_in_tmp,
         writable: outermost,
         must_stay_absent,
@@ -486,11 +491,22 @@ fn visible_in_view(path: &Path) -> Result<bool, MountFailure> {
     }
 }
 
+/// What [`build_view`] set up besides the guarantees: the cache paths it made writable, and
+/// why others were left read-only.
+#[derive(Debug, Default)]
+pub struct ViewReport {
+    /// Cache directories now writable (through their overlay).
+    pub cache_writable: Vec<PathBuf>,
+    /// Why a cache directory stayed read-only.
+    pub cache_notes: Vec<String>,
+}
+
 /// Builds the view in the current (fresh) mount namespace, except `/proc`. Must run before the
 /// PID namespace's init mounts `/proc`, in a process that holds CAP_SYS_ADMIN over the mount
 /// namespace.
-pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
+pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     use Guarantee::{FsMask, FsProtect, FsWrite, Ipc};
+    let mut report = ViewReport::default();
     mount(
         None::<&str>,
         "/",
@@ -556,6 +572,18 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
             })?;
     }
 
+    // Before `/` is read-only, and before the writable roots are attached: the workspace may lie
+    // inside a cache path, and must be seen on top of its overlay.
+    for overlay in &plan.cache_overlays {
+        match cache::mount(overlay) {
+            Ok(()) => report.cache_writable.push(overlay.target.clone()),
+            Err(why) => report.cache_notes.push(format!(
+                "cache path `{}` left read-only: {why}",
+                overlay.target.display()
+            )),
+        }
+    }
+
     sys::mount_setattr_path(c"/", sys::MOUNT_ATTR_RDONLY, 0)
         .map_err(|e| fail(FsWrite, format!("making `/` read-only: {e}")))?;
 
@@ -563,6 +591,20 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
     // then attached on a mount point created inside the private /tmp.
     if let Some(tree) = &temp_for_tmp {
         attach(tree, Path::new("/tmp"), FsWrite)?;
+    }
+    // The overlays were mounted writable before `/` became read-only (their upper layers are on
+    // the host's filesystem, which overlayfs needs writable when it mounts); they went read-only
+    // with everything else and are made writable again, each on its own.
+    // One that cannot be stays read-only, like a path without a cache home.
+    let mounted = std::mem::take(&mut report.cache_writable);
+    for target in mounted {
+        match sys::mount_setattr_path(&cstr(&target)?, 0, sys::MOUNT_ATTR_RDONLY) {
+            Ok(()) => report.cache_writable.push(target),
+            Err(e) => report.cache_notes.push(format!(
+                "cache path `{}` left read-only: making its overlay writable: {e}",
+                target.display()
+            )),
+        }
     }
     if temp_for_tmp.is_some() {
         for (path, tree) in &read_only_in_tmp {
@@ -680,7 +722,7 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         }
         remount_read_only(dir, Ipc)?;
     }
-    Ok(())
+    Ok(report)
 }
 
 /// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private
