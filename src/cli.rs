@@ -238,12 +238,7 @@ pub struct ExecArgs {
     pub confine: ConfineArgs,
     /// The command and its arguments (`--` is needed only when the command itself starts with
     /// `-`).
-    #[arg(
-        required = true,
-        value_name = "CMD",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(required = true, value_name = "CMD", trailing_var_arg = true)]
     pub argv: Vec<String>,
 }
 

@@ -152,6 +152,11 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
 /// Removes private temp dirs left by earlier runs whose bridle process is gone (killed before
 /// it could clean up). Names are `run-<pid>-<nonce>`; a live pid is never touched.
 fn sweep_stale_run_dirs() {
+    // Cache homes of workspaces no run has used for 30 days.
+    bridle_sandbox::mounts::cache::sweep_unused(
+        &crate::session_facts::temp_base().join("cache"),
+        std::time::Duration::from_secs(30 * 24 * 3600),
+    );
     let Ok(entries) = std::fs::read_dir(crate::session_facts::temp_base()) else {
         return;
     };

@@ -80,8 +80,10 @@ fn main() -> ExitCode {
         Err(err) => {
             // `probe` answers one question, "can this profile be enforced here": anything that
             // keeps it from saying yes is a no.
+            // `policy check` says whether a file is valid: invalid is its answer 1 (cli.md).
             let code = match cli.command {
                 Command::Probe { .. } => exec_cmd::EXIT_SANDBOX_UNAVAILABLE,
+                Command::Policy(cli::PolicyCommand::Check { .. }) => 1,
                 _ => exit_code_of(&err),
             };
             report_error(&error_chain(&err), code, cli.command.wants_json());

@@ -54,7 +54,8 @@ pub use merge::{
 pub use origin::{Origin, Sourced};
 pub use parse::parse_document;
 pub use plan::{
-    DecidedBy, EnvDecision, FoundPath, Plan, PlanContext, Verdict, env_decisions, normalize, plan,
+    DecidedBy, EnvDecision, FoundPath, Plan, PlanContext, Verdict, cache_dir_for, env_decisions,
+    normalize, plan,
 };
 pub use policy::{CacheHomePolicy, Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;

@@ -320,13 +320,18 @@ fn plan_cache_home(
         return Ok(None);
     }
     Ok(Some(CacheHomeSpec {
-        dir: root.join(workspace_dir_name(workspace)),
+        dir: cache_dir_for(&root, workspace),
         paths: outermost,
     }))
 }
 
-/// A directory name for `workspace` that a person can recognise and that no other workspace
-/// gets: its path with `/` as `-` (shortened), then a hash of the whole path.
+/// Where the cache home of `workspace` lives under `cache_root`: a directory whose name a
+/// person can recognise and that no other workspace gets (the path with `/` as `-`, shortened,
+/// then a hash of the whole path).
+pub fn cache_dir_for(cache_root: &Path, workspace: &Path) -> PathBuf {
+    cache_root.join(workspace_dir_name(workspace))
+}
+
 fn workspace_dir_name(workspace: &Path) -> String {
     let text = workspace.display().to_string();
     // FNV-1a: stable across runs and versions (std's hasher is not), collisions irrelevant at
@@ -337,9 +342,22 @@ fn workspace_dir_name(workspace: &Path) -> String {
     let readable: String = text
         .trim_start_matches('/')
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    let tail: String = readable.chars().rev().take(48).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = readable
+        .chars()
+        .rev()
+        .take(48)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     format!("{tail}-{hash:016x}")
 }
 

@@ -432,6 +432,8 @@ fn entries_list_every_key_in_a_stable_order() {
             "environment.inherit",
             "environment.allow",
             "environment.scrub",
+            "cache_home.mode",
+            "cache_home.paths",
             "accept_missing",
             "allow_dangerous_workspace_root",
         ]

@@ -1,3 +1,5 @@
+mod cli_flags;
+mod exec_defaults;
 mod exec_fs;
 mod exec_ipc;
 mod exec_misc;

@@ -496,7 +496,13 @@ fn command_stage(
         if m.mount_view && config.mounts.private_tmp {
             writable.push(PathBuf::from("/dev/shm"));
         }
-        writable.extend(config.mounts.cache_overlays.iter().map(|o| o.target.clone()));
+        writable.extend(
+            config
+                .mounts
+                .cache_overlays
+                .iter()
+                .map(|o| o.target.clone()),
+        );
         let request = landlock_rules::LandlockRequest {
             readable: &spec.readable_roots,
             writable: &writable,

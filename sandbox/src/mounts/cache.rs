@@ -65,6 +65,10 @@ pub fn prepare(
         .open(cache.dir.join("lock"))
         .ok()
         .and_then(|f| Flock::lock(f, FlockArg::LockExclusiveNonblock).ok());
+    if let Some(lock) = &lock {
+        // Marks the cache home as used, for [`sweep_unused`].
+        let _ = lock.set_modified(std::time::SystemTime::now());
+    }
     let (upper_base, shared_base) = match &lock {
         Some(_) => (cache.dir.join("upper"), None),
         None => {
@@ -83,10 +87,61 @@ pub fn prepare(
         match overlay_for(target, &upper_base, &work_base, shared_base.as_deref()) {
             Ok(Some(o)) => overlays.push(o),
             Ok(None) => {}
-            Err(why) => notes.push(format!("cache path `{}` left read-only: {why}", target.display())),
+            Err(why) => notes.push(format!(
+                "cache path `{}` left read-only: {why}",
+                target.display()
+            )),
         }
     }
     (overlays, CacheLease { _lock: lock }, notes)
+}
+
+/// Removes the cache homes under `root` that no run has used for `max_age` (by their lock's
+/// time) and that no run holds now. Returns how many were removed.
+pub fn sweep_unused(root: &Path, max_age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let lock_path = dir.join("lock");
+        let old = std::fs::metadata(&lock_path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > max_age);
+        if !old {
+            continue;
+        }
+        let held = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lock_path)
+            .ok()
+            .and_then(|f| Flock::lock(f, FlockArg::LockExclusiveNonblock).ok());
+        // Held while the tree goes, so no run starts using it meanwhile.
+        if held.is_some() && remove_tree(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes `dir`, making directories a command left without permissions removable first.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fn open_up(dir: &Path) {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    open_up(&entry.path());
+                }
+            }
+        }
+    }
+    open_up(dir);
+    std::fs::remove_dir_all(dir)
 }
 
 fn overlay_for(
@@ -111,8 +166,9 @@ fn overlay_for(
             // Made empty, as the tool itself would on first use, so that it has a mount point;
             // not when its parent is missing too (the tool was never set up here).
             match target.parent() {
-                Some(parent) if parent.is_dir() => make_private_dir(target)
-                    .map_err(|e| format!("creating it on the host: {e}"))?,
+                Some(parent) if parent.is_dir() => {
+                    make_private_dir(target).map_err(|e| format!("creating it on the host: {e}"))?
+                }
                 _ => return Ok(None),
             }
         }
@@ -151,7 +207,11 @@ fn layer_name(target: &Path) -> String {
 }
 
 fn make_private_dir(path: &Path) -> std::io::Result<()> {
-    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+    {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(e),
@@ -206,7 +266,10 @@ mod tests {
         let first_temp = root.path().join("t1");
         let (first, lease, notes) = prepare(&spec, &first_temp);
         assert!(notes.is_empty(), "{notes:?}");
-        assert_eq!(first[0].upper, spec.dir.join("upper").join(layer_name(&host)));
+        assert_eq!(
+            first[0].upper,
+            spec.dir.join("upper").join(layer_name(&host))
+        );
         assert_eq!(first[0].shared, None);
         let (second, _lease2, notes) = prepare(&spec, &root.path().join("t2"));
         assert!(notes[0].contains("not kept"), "{notes:?}");
