@@ -606,46 +606,33 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
             )),
         }
     }
-    if temp_for_tmp.is_some() {
-        for (path, tree) in &read_only_in_tmp {
-            std::fs::create_dir_all(path).map_err(|e| {
-                fail(
-                    FsWrite,
-                    format!(
-                        "creating the mount point `{}` in the private /tmp: {e}",
-                        path.display()
-                    ),
-                )
-            })?;
-            attach(tree, path, FsWrite)?;
+    // A path below the host's /tmp needs its mount point made inside the private one.
+    let mount_point_in_tmp = |path: &Path| -> Result<(), MountFailure> {
+        if temp_for_tmp.is_none() || !path.starts_with("/tmp") {
+            return Ok(());
         }
-    }
-    for (path, tree) in &writable {
-        if temp_for_tmp.is_some() && path.starts_with("/tmp") {
-            std::fs::create_dir_all(path).map_err(|e| {
-                fail(
-                    FsWrite,
-                    format!(
-                        "creating the mount point `{}` in the private /tmp: {e}",
-                        path.display()
-                    ),
-                )
-            })?;
-        }
-        attach_strict(tree, path, FsWrite)?;
-    }
-    if temp_for_tmp.is_some() && plan.temp_dir.starts_with("/tmp") {
-        // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
-        std::fs::create_dir_all(&plan.temp_dir).map_err(|e| {
+        std::fs::create_dir_all(path).map_err(|e| {
             fail(
                 FsWrite,
                 format!(
                     "creating the mount point `{}` in the private /tmp: {e}",
-                    plan.temp_dir.display()
+                    path.display()
                 ),
             )
-        })?;
+        })
+    };
+    if temp_for_tmp.is_some() {
+        for (path, tree) in &read_only_in_tmp {
+            mount_point_in_tmp(path)?;
+            attach(tree, path, FsWrite)?;
+        }
     }
+    for (path, tree) in &writable {
+        mount_point_in_tmp(path)?;
+        attach_strict(tree, path, FsWrite)?;
+    }
+    // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
+    mount_point_in_tmp(&plan.temp_dir)?;
     // Other runs' temp dirs live next to ours: hide the directory that holds them behind an
     // empty read-only tmpfs that has only a mount point for ours.
     if let Some(base) = plan.temp_dir.parent()
