@@ -36,6 +36,7 @@ fn plan_for(root: &std::path::Path) -> bridle_policy::Plan {
         config_dir: home.join(".config/bridle"),
         temp_dir: std::path::PathBuf::from("/var/tmp")
             .join(format!("bridle-bench-{}", std::process::id())),
+        cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
     };
     bridle_policy::plan(&policy, &ctx).unwrap()

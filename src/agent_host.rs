@@ -35,6 +35,9 @@ pub fn answerer() -> Box<dyn Answerer> {
 pub struct LocalTools<'f> {
     facts: &'f Facts,
     global: &'f GlobalArgs,
+    /// The command line's overrides (`--network`, `--allow-write`, `--env`, ...), kept in
+    /// every plan an approved escalation makes.
+    overrides: Overrides,
     plan: Plan,
     temp_dir: PathBuf,
     approvals: Approvals<'static>,
@@ -64,6 +67,7 @@ impl<'f> LocalTools<'f> {
     pub fn new(
         facts: &'f Facts,
         global: &'f GlobalArgs,
+        overrides: Overrides,
         plan: Plan,
         temp_dir: PathBuf,
         answerer: Box<dyn Answerer>,
@@ -73,6 +77,7 @@ impl<'f> LocalTools<'f> {
         Ok(Self {
             facts,
             global,
+            overrides,
             approvals: Approvals::new(plan.approval, answerer),
             plan,
             temp_dir,
@@ -116,7 +121,7 @@ impl<'f> LocalTools<'f> {
                 self.global,
                 Overrides {
                     mode: Some(mode),
-                    ..Overrides::default()
+                    ..self.overrides.clone()
                 },
             )
             .map_err(|e| e.to_string())?;
@@ -281,6 +286,7 @@ mod tests {
         let mut tools = LocalTools::new(
             &facts,
             &global,
+            Overrides::default(),
             plan,
             temp,
             Box::new(bridle_exec::approvals::NoAnswerer),

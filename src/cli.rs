@@ -58,7 +58,7 @@ pub enum Command {
     /// An interactive bash in a pseudo-terminal, confined like `exec`.
     ///
     /// Exits with the shell's status.
-    Shell,
+    Shell(ShellArgs),
     /// Call one tool through the agent's pipeline, without a model.
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
@@ -66,6 +66,8 @@ pub enum Command {
     /// glob, grep, terminal.
     /// With no terminal on stdin, approvals are answered `unavailable`.
     Tool {
+        #[command(flatten)]
+        confine: ConfineArgs,
         /// The tool: bash, read_file, write_file, edit_file, list_dir, glob, grep or terminal.
         name: String,
         /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
@@ -87,10 +89,46 @@ pub enum Command {
     /// List, show, verify and export session logs.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Print a shell completion script: `bridle completions bash > /etc/bash_completion.d/bridle`.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `bridle man | man -l -`.
+    Man,
+}
+
+impl Command {
+    /// Whether the user asked for JSON output (then errors are printed as JSON too).
+    pub fn wants_json(&self) -> bool {
+        match self {
+            Command::Probe { json } => *json,
+            Command::Policy(PolicyCommand::Show { json }) => *json,
+            Command::Policy(PolicyCommand::Explain(e)) => e.wants_json(),
+            Command::Log(LogCommand::List { json, .. } | LogCommand::Show { json, .. }) => *json,
+            Command::Tool { .. } => true,
+            Command::Policy(PolicyCommand::Check { .. })
+            | Command::Log(LogCommand::Verify { .. } | LogCommand::Export { .. })
+            | Command::Exec(_)
+            | Command::Shell(_)
+            | Command::Run(_)
+            | Command::Completions { .. }
+            | Command::Man => false,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub confine: ConfineArgs,
     /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
     /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
     #[arg(long, value_name = "SPEC")]
@@ -164,8 +202,10 @@ pub enum LogCommand {
     },
 }
 
-#[derive(Debug, Args)]
-pub struct ExecArgs {
+/// How a command is confined, given the same way to every subcommand that runs one (`exec`,
+/// `shell`, `tool`, `run`): each flag overrides the profile for this invocation only.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfineArgs {
     /// Overrides the profile's sandbox mode.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub mode: Option<SandboxMode>,
@@ -175,11 +215,30 @@ pub struct ExecArgs {
     /// Overrides the profile's network setting.
     #[arg(long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<Network>,
-    /// Wall-clock limit in seconds; the whole process tree is killed when it passes (exit 124).
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    /// Wall-clock limit (seconds, or a duration such as `90s`, `2m`, `1h`); the whole process
+    /// tree is killed when it passes.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// Pass NAME from bridle's environment, or set NAME=VALUE, inside the sandbox (repeatable).
+    /// Names the profile scrubs (secrets) are refused.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<EnvArg>,
+}
+
+/// One `--env`: a name, and the value to set (none: pass the host's value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvArg {
+    pub name: String,
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub confine: ConfineArgs,
+    /// The command and its arguments (`--` is needed only when the command itself starts with
+    /// `-`).
+    #[arg(required = true, value_name = "CMD", trailing_var_arg = true)]
     pub argv: Vec<String>,
 }
 
@@ -191,14 +250,48 @@ fn parse_network(s: &str) -> Result<Network, String> {
     s.parse()
 }
 
-fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+/// Seconds (`30`, `0.5`) or a duration as in profiles (`90s`, `2m`, `1h`).
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = match s.trim().parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => match bridle_policy::units::parse_seconds(s) {
+            Ok(Some(secs)) => secs as f64,
+            Ok(None) => return Err(format!("`{s}`: a timeout cannot be unlimited")),
+            Err(e) => {
+                return Err(format!(
+                    "{e} (use seconds or a duration such as 90s, 2m, 1h)"
+                ));
+            }
+        },
+    };
     if !(secs > 0.0 && secs.is_finite() && secs <= 31_536_000.0) {
         return Err(format!("`{s}`: the timeout must be between 0 and one year"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_env(s: &str) -> Result<EnvArg, String> {
+    let (name, value) = match s.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_owned())),
+        None => (s, None),
+    };
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "`{name}` is not a variable name (letters, digits and `_`, not starting with a digit)"
+        ));
+    }
+    if value.as_deref().is_some_and(|v| v.contains('\0')) {
+        return Err(format!("the value of `{name}` contains a NUL byte"));
+    }
+    Ok(EnvArg {
+        name: name.to_owned(),
+        value,
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -241,4 +334,44 @@ pub enum ExplainCommand {
         #[arg(last = true, required = true, value_name = "CMD")]
         argv: Vec<String>,
     },
+}
+
+impl ExplainCommand {
+    fn wants_json(&self) -> bool {
+        match self {
+            ExplainCommand::Write { json, .. } | ExplainCommand::Exec { json, .. } => *json,
+        }
+    }
+}
+
+impl ConfineArgs {
+    /// The profile overrides these flags make (relative `--allow-write` paths are made
+    /// absolute against the current directory).
+    pub fn overrides(&self) -> bridle_policy::Overrides {
+        bridle_policy::Overrides {
+            mode: self.mode,
+            network: self.network,
+            timeout_secs: self
+                .timeout
+                .map(|t| t.as_secs() + u64::from(t.subsec_nanos() > 0)),
+            allow_write: self
+                .allow_write
+                .iter()
+                .map(|p| {
+                    std::path::absolute(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string()
+                })
+                .collect(),
+            env: self
+                .env
+                .iter()
+                .map(|e| bridle_policy::EnvOverride {
+                    name: e.name.clone(),
+                    value: e.value.clone(),
+                })
+                .collect(),
+        }
+    }
 }

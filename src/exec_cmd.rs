@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use anyhow::Result;
-use bridle_policy::Overrides;
 use bridle_sandbox::{Outcome, Sandbox, Spawned};
 
 use crate::cli::{ExecArgs, GlobalArgs};
@@ -28,7 +27,12 @@ pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
         Ok(code) => code,
         Err(err) => {
             say(&crate::error_chain(&err));
-            EXIT_SANDBOX_UNAVAILABLE
+            // A profile or flag that does not work is the caller's to fix (2); anything else
+            // kept the sandbox from being set up (125). Neither ran the command.
+            match crate::exit_code_of(&err) {
+                crate::EXIT_USAGE => crate::EXIT_USAGE,
+                _ => EXIT_SANDBOX_UNAVAILABLE,
+            }
         }
     };
     // Killed by SIGTERM or SIGHUP: the run was cleaned up; now die of it.
@@ -38,21 +42,9 @@ pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
 
 fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
-    let overrides = Overrides {
-        mode: args.mode,
-        network: args.network,
-        allow_write: args
-            .allow_write
-            .iter()
-            .map(|p| {
-                std::path::absolute(p)
-                    .unwrap_or_else(|_| p.clone())
-                    .display()
-                    .to_string()
-            })
-            .collect(),
-    };
+    let overrides = args.confine.overrides();
     let policy = facts.load_policy(global, overrides)?;
+    facts.report_env(&policy);
     crate::session_facts::ensure_temp_base()?;
     sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
@@ -74,7 +66,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
         .limits
         .wall_time_secs
         .map(std::time::Duration::from_secs);
-    let timeout = match (args.timeout, wall) {
+    let timeout = match (args.confine.timeout, wall) {
         (Some(t), Some(w)) => Some(t.min(w)),
         (t, w) => t.or(w),
     };
@@ -110,10 +102,11 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             say(&failure.cause);
             u8::try_from(failure.code).unwrap_or(127)
         }
-        Some(Ok(Spawned::Running(running))) => {
+        Some(Ok(Spawned::Running(mut running))) => {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
-            match running.wait(timeout) {
+            let mut net_watch = running.take_net_watch();
+            let code = match running.wait(timeout) {
                 Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
                 Outcome::TimedOut => {
                     let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
@@ -126,7 +119,11 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
                     say(&why);
                     137
                 }
+            };
+            if code != 0 {
+                network_hint(net_watch.as_mut());
             }
+            code
         }
     };
     bridle_sandbox::launcher::kill_orphans();
@@ -136,9 +133,30 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// After a command failed with the network off: one line saying so, when the kernel saw it try
+/// to reach the network (see [`bridle_sandbox::net_watch`]).
+pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
+    let Some(attempts) = watch.and_then(|w| w.attempts()).filter(|n| *n > 0) else {
+        return;
+    };
+    let times = if attempts == 1 {
+        "once"
+    } else {
+        "more than once"
+    };
+    say(&format!(
+        "network: the command tried to reach the network {times}, but the network is off in this sandbox (profile key `network`; `--network on` for this run)"
+    ));
+}
+
 /// Removes private temp dirs left by earlier runs whose bridle process is gone (killed before
 /// it could clean up). Names are `run-<pid>-<nonce>`; a live pid is never touched.
 fn sweep_stale_run_dirs() {
+    // Cache homes of workspaces no run has used for 30 days.
+    bridle_sandbox::mounts::cache::sweep_unused(
+        &crate::session_facts::temp_base().join("cache"),
+        std::time::Duration::from_secs(30 * 24 * 3600),
+    );
     let Ok(entries) = std::fs::read_dir(crate::session_facts::temp_base()) else {
         return;
     };

@@ -48,7 +48,10 @@ fn main() -> ExitCode {
     {
         bridle_sandbox::launcher_main();
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
     init_logging(&cli.global);
     let result = match &cli.command {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
@@ -56,21 +59,124 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(&cli.global, args),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
-        Command::Shell => shell_cmd::run(&cli.global),
+        Command::Shell(args) => shell_cmd::run(&cli.global, args),
         Command::Tool {
+            confine,
             name,
             session_dir,
             arguments,
-        } => tool_cmd::run(&cli.global, name, session_dir.as_deref(), arguments),
+        } => tool_cmd::run(
+            &cli.global,
+            confine,
+            name,
+            session_dir.as_deref(),
+            arguments,
+        ),
+        Command::Completions { shell } => completions(*shell),
+        Command::Man => man_page(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            let mut stderr = std::io::stderr().lock();
-            let _ = writeln!(stderr, "bridle: {}", error_chain(&err));
-            ExitCode::from(1)
+            // `probe` answers one question, "can this profile be enforced here": anything that
+            // keeps it from saying yes is a no.
+            // `policy check` says whether a file is valid: invalid is its answer 1 (cli.md).
+            let code = match cli.command {
+                Command::Probe { .. } => exec_cmd::EXIT_SANDBOX_UNAVAILABLE,
+                Command::Policy(cli::PolicyCommand::Check { .. }) => 1,
+                _ => exit_code_of(&err),
+            };
+            report_error(&error_chain(&err), code, cli.command.wants_json());
+            ExitCode::from(code)
         }
     }
+}
+
+/// Exit status for an error in what was asked (flags, arguments, a profile that does not load,
+/// a workspace that cannot be used): nothing ran.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// An error in what the user asked for rather than in running it: exit [`EXIT_USAGE`].
+#[derive(Debug)]
+pub(crate) struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The exit status for a command that failed with `err`: a usage or profile error is 2,
+/// anything else 1.
+pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
+    let usage = err.chain().any(|cause| {
+        cause.downcast_ref::<UsageError>().is_some()
+            || cause.downcast_ref::<bridle_policy::PolicyError>().is_some()
+    });
+    if usage { EXIT_USAGE } else { 1 }
+}
+
+/// Prints a failure: one `bridle:` line on stderr, or, when JSON output was asked for, one
+/// JSON object on stdout (so a script reading stdout sees the failure in the format it parses).
+pub(crate) fn report_error(message: &str, code: u8, as_json: bool) {
+    if as_json {
+        let value = serde_json::json!({"ok": false, "error": message, "exit_code": code});
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{value}");
+    } else {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "bridle: {message}");
+    }
+}
+
+/// A command line clap refused (or `--help`/`--version`, which clap reports the same way).
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return ExitCode::from(
+            if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                EXIT_USAGE
+            } else {
+                0
+            },
+        );
+    }
+    if std::env::args().any(|a| a == "--json") {
+        let message = err
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_owned();
+        report_error(&message, EXIT_USAGE, true);
+    } else {
+        let _ = err.print();
+    }
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut command, "bridle", &mut out);
+    Ok(0)
+}
+
+fn man_page() -> anyhow::Result<u8> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let mut out = std::io::stdout().lock();
+    clap_mangen::Man::new(command).render(&mut out)?;
+    Ok(0)
 }
 
 /// One line: the error and its causes, separated by `: `, without repeating a cause that the

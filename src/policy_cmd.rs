@@ -107,6 +107,7 @@ fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
         }
     };
     let limit = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    let seconds = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |n| format!("{n}s"));
     writeln!(
         out,
         "sandbox spec for workspace {}",
@@ -131,25 +132,35 @@ fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
     let l = &spec.limits;
     writeln!(
         out,
-        "  limits:          processes={} memory={} file_size={} open_files={} cpu={}s wall={}s",
+        "  limits:          processes={} memory={} file_size={} open_files={} cpu={} wall={}",
         limit(l.processes),
         limit(l.memory_bytes),
         limit(l.file_size_bytes),
         limit(l.open_files),
-        limit(l.cpu_time_secs),
-        limit(l.wall_time_secs),
+        seconds(l.cpu_time_secs),
+        seconds(l.wall_time_secs),
     )?;
     writeln!(
         out,
         "  environment:     {}",
         spec.env.keys().cloned().collect::<Vec<_>>().join(" ")
     )?;
-    writeln!(
-        out,
-        "  temp dir:        {} (private /tmp: {})",
-        spec.temp_dir.display(),
-        spec.private_tmp
-    )?;
+    writeln!(out, "  temp dir:        {}", spec.temp_dir.display())?;
+    if spec.private_tmp {
+        writeln!(
+            out,
+            "  /tmp:            private (the temp dir; the host's /tmp is not visible inside, except a workspace or writable root there)"
+        )?;
+    }
+    match &spec.cache_home {
+        Some(cache) => writeln!(
+            out,
+            "  cache home:      {} (writable, kept per workspace; the host's copies stay read-only beneath) for {}",
+            paths(&cache.paths),
+            cache.dir.display()
+        )?,
+        None => writeln!(out, "  cache home:      (none)")?,
+    }
     Ok(())
 }
 

@@ -51,7 +51,7 @@ pub fn run(global: &GlobalArgs, as_json: bool) -> Result<u8> {
             "accepted_missing": accepted.iter().map(|g| g.guarantee).collect::<Vec<_>>(),
             "enforceable": refusal.is_none(),
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
     } else {
         writeln!(out, "host")?;
         writeln!(out, "  kernel          {}", kernel_release())?;

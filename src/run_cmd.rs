@@ -16,7 +16,7 @@ use bridle_agent::model::openai::OpenAiModel;
 use bridle_agent::model::script::ScriptModel;
 use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
 use bridle_agent::{Agent, AgentConfig};
-use bridle_policy::{Overrides, Plan};
+use bridle_policy::Plan;
 
 use crate::agent_host::{LocalTools, answerer};
 use crate::cli::{GlobalArgs, RunArgs};
@@ -65,7 +65,9 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let model = model(&args.model)?;
     let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(global)?;
-    let policy = facts.load_policy(global, Overrides::default())?;
+    let overrides = args.confine.overrides();
+    let policy = facts.load_policy(global, overrides.clone())?;
+    facts.report_env(&policy);
     let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
     let plan = facts.plan(&policy, temp_dir.clone())?;
     let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
@@ -78,7 +80,15 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let log = open_log(&dir, args, backend, &new, &plan)?;
     say(&format!("session {}", log.id()));
     let sections = vec![base_section(&plan)];
-    let mut tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), true)?;
+    let mut tools = LocalTools::new(
+        &facts,
+        global,
+        overrides,
+        plan,
+        temp_dir.clone(),
+        answerer(),
+        true,
+    )?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.
     tools.mask(real_dir, "bridle's session directory");

@@ -10,6 +10,7 @@ use bridle_policy::{
     FsProfileSource, LoadRequest, Overrides, Plan, PlanContext, Policy, PolicyError, SourceFile,
 };
 
+use crate::UsageError;
 use crate::cli::GlobalArgs;
 
 /// Where a workspace keeps its own (tighten-only) configuration.
@@ -100,9 +101,13 @@ impl Facts {
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
         let workspace = std::fs::canonicalize(&requested)
-            .with_context(|| format!("workspace `{}`", requested.display()))?;
+            .map_err(|e| UsageError(format!("workspace `{}`: {e}", requested.display())))?;
         if !workspace.is_dir() {
-            bail!("workspace `{}` is not a directory", requested.display());
+            return Err(UsageError(format!(
+                "workspace `{}` is not a directory",
+                requested.display()
+            ))
+            .into());
         }
         let home = home_dir()?;
         let state_dir = xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("bridle");
@@ -150,6 +155,7 @@ impl Facts {
             state_dir: self.state_dir.clone(),
             config_dir: self.config_dir.clone(),
             temp_dir,
+            cache_root: Some(temp_base().join("cache")),
             host_env: self.host_env.clone(),
         }
     }
@@ -167,6 +173,18 @@ impl Facts {
                 path.display()
             ),
             Ok(_) => Ok(Some(SourceFile::read(&path)?)),
+        }
+    }
+
+    /// Logs (at `-v`) every variable of bridle's environment the sandbox does not get, and
+    /// why; `-vv` also the ones it gets.
+    pub fn report_env(&self, policy: &Policy) {
+        for d in bridle_policy::env_decisions(policy, &self.host_env) {
+            if d.passed {
+                tracing::debug!("environment: passing `{}` ({})", d.name, d.reason);
+            } else {
+                tracing::info!("environment: dropping `{}`: {}", d.name, d.reason);
+            }
         }
     }
 

@@ -12,10 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use bridle_policy::Overrides;
 use bridle_sandbox::{Outcome, Sandbox, Spawned};
 
-use crate::cli::GlobalArgs;
+use crate::cli::{GlobalArgs, ShellArgs};
 use crate::exec_cmd::EXIT_SANDBOX_UNAVAILABLE;
 use crate::session_facts::{Facts, ensure_temp_base};
 
@@ -24,7 +23,7 @@ fn say(line: &str) {
     let _ = writeln!(err, "bridle: {line}");
 }
 
-pub fn run(global: &GlobalArgs) -> Result<u8> {
+pub fn run(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         say("`bridle shell` needs a terminal; for scripts use `bridle exec -- bash -c ...`");
         return Ok(2);
@@ -32,14 +31,15 @@ pub fn run(global: &GlobalArgs) -> Result<u8> {
     // From here on SIGTERM and SIGHUP cannot end bridle before what the run sets up on the
     // host is undone; once it is, bridle dies of the signal.
     bridle_sandbox::launcher::hold_termination();
-    let code = run_held(global);
+    let code = run_held(global, args);
     bridle_sandbox::launcher::die_of_forwarded_signal();
     code
 }
 
-fn run_held(global: &GlobalArgs) -> Result<u8> {
+fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
-    let policy = facts.load_policy(global, Overrides::default())?;
+    let policy = facts.load_policy(global, args.confine.overrides())?;
+    facts.report_env(&policy);
     ensure_temp_base()?;
     let temp_dir = facts.run_temp_dir();
     let plan = facts.plan(&policy, temp_dir.clone())?;
@@ -54,6 +54,11 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
             return Ok(EXIT_SANDBOX_UNAVAILABLE);
         }
     };
+    let wall_time = sandbox
+        .spec()
+        .limits
+        .wall_time_secs
+        .map(Duration::from_secs);
     let (rows, cols) = bridle_sandbox::tty::size(std::io::stdin().as_fd()).unwrap_or((24, 80));
     let (master, slave) =
         bridle_sandbox::tty::open_pty(rows, cols).context("opening a pseudo-terminal")?;
@@ -72,7 +77,7 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
         let _ = std::fs::remove_dir_all(&temp_dir);
         return Ok(128 + 15);
     }
-    let running = match sandbox.spawn(launch) {
+    let mut running = match sandbox.spawn(launch) {
         Ok(Spawned::Running(r)) => r,
         Ok(Spawned::ExecFailed(f)) => {
             say(&f.cause);
@@ -86,6 +91,20 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
     drop(slave);
     // A closed terminal (SIGHUP) or SIGTERM ends the sandbox, then this process as usual.
     running.forward_termination();
+    let mut net_watch = running.take_net_watch();
+    // The wall-clock limit (`limits.wall_time`, `--timeout`) ends the whole session.
+    let timed_out = Arc::new(AtomicBool::new(false));
+    if let Some(limit) = wall_time {
+        let controller = running
+            .controller()
+            .map_err(|r| anyhow::anyhow!(r.to_string()))?;
+        let timed_out = Arc::clone(&timed_out);
+        std::thread::spawn(move || {
+            std::thread::sleep(limit);
+            timed_out.store(true, Ordering::SeqCst);
+            controller.kill_tree();
+        });
+    }
 
     let saved = bridle_sandbox::tty::make_raw(std::io::stdin().as_fd())
         .context("putting the terminal in raw mode")?;
@@ -136,6 +155,13 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
     done.store(true, Ordering::SeqCst);
     let _ = bridle_sandbox::tty::restore(std::io::stdin().as_fd(), &saved);
     let code = match running.wait(None) {
+        Outcome::Exited(_) if timed_out.load(Ordering::SeqCst) => {
+            say(&format!(
+                "timed out after {}s; the whole process tree was killed",
+                wall_time.map_or(0, |d| d.as_secs())
+            ));
+            124
+        }
         Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
         Outcome::TimedOut => 124,
         Outcome::Stopped(why) => {
@@ -143,6 +169,7 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
             137
         }
     };
+    crate::exec_cmd::network_hint(net_watch.as_mut());
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)

@@ -5,11 +5,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use bridle_policy::Overrides;
 
 use crate::agent_host::{LocalTools, TOOLS, answerer};
 
-use crate::cli::GlobalArgs;
+use crate::cli::{ConfineArgs, GlobalArgs};
 use crate::session_facts::{Facts, ensure_temp_base};
 
 /// Exit status for a usage error.
@@ -17,6 +16,7 @@ pub const EXIT_USAGE: u8 = 2;
 
 pub fn run(
     global: &GlobalArgs,
+    confine: &ConfineArgs,
     name: &str,
     session_dir: Option<&Path>,
     arguments: &str,
@@ -32,7 +32,9 @@ pub fn run(
     }
     let facts = Facts::gather(global)?;
     let temp_dir = private_temp_dir(session_dir)?;
-    let policy = facts.load_policy(global, Overrides::default())?;
+    let overrides = confine.overrides();
+    let policy = facts.load_policy(global, overrides.clone())?;
+    facts.report_env(&policy);
     let plan = facts.plan(&policy, temp_dir.clone())?;
     if let Some(dir) = session_dir {
         let dir = std::fs::canonicalize(dir)
@@ -50,7 +52,15 @@ pub fn run(
             );
         }
     }
-    let tools = LocalTools::new(&facts, global, plan, temp_dir.clone(), answerer(), false)?;
+    let tools = LocalTools::new(
+        &facts,
+        global,
+        overrides,
+        plan,
+        temp_dir.clone(),
+        answerer(),
+        false,
+    )?;
     let file_tool = !matches!(name, "bash" | "grep" | "terminal");
     if file_tool && let Some(why) = tools.file_tools_unavailable() {
         let mut err = std::io::stderr().lock();

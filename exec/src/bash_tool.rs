@@ -158,6 +158,12 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         (Some(t), _) => Some(t),
         (None, _) => limits.command_timeout_secs,
     };
+    // The wall-clock limit of every sandboxed command (`limits.wall_time`, `--timeout`) caps
+    // what the call asks for.
+    let timeout = match (timeout, limits.wall_time_secs) {
+        (Some(t), Some(w)) => Some(t.min(w)),
+        (t, w) => t.or(w),
+    };
     let cwd = match resolve_workdir(&spec.workspace, args.workdir.as_deref()) {
         Ok(p) => p,
         Err(e) => return failure(spec, format!("invalid arguments for `bash`: {e}"), None),
@@ -446,6 +452,7 @@ mod tests {
             env: Default::default(),
             temp_dir: "/var/tmp/t".into(),
             private_tmp: true,
+            cache_home: None,
         }
     }
 
@@ -550,7 +557,11 @@ pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         argv,
         cwd: spec.workspace.clone(),
         spec: spec.clone(),
-        timeout: spec.limits.command_timeout_secs.map(Duration::from_secs),
+        timeout: match (spec.limits.command_timeout_secs, spec.limits.wall_time_secs) {
+            (Some(t), Some(w)) => Some(t.min(w)),
+            (t, w) => t.or(w),
+        }
+        .map(Duration::from_secs),
         stdin: Vec::new(),
         output_cap: ctx.output_cap,
         spill_dir: spec.temp_dir.clone(),

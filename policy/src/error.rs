@@ -139,6 +139,18 @@ pub enum PolicyError {
         /// The state directory.
         state: PathBuf,
     },
+    /// `--env NAME` names a variable the policy scrubs.
+    #[error(
+        "refusing `--env {name}`: the profile scrubs it as a secret (pattern `{pattern}` at {at}); set what the sandbox needs under another name, or change the profile's `environment.scrub`"
+    )]
+    EnvScrubbed {
+        /// The variable.
+        name: String,
+        /// The scrub pattern that matches it.
+        pattern: String,
+        /// Where the pattern was written.
+        at: Origin,
+    },
     /// A path given to the planner or a decision function is not absolute.
     #[error("path `{}` must be absolute", path.display())]
     RelativePath {

@@ -48,17 +48,23 @@ mod vocab;
 
 pub use error::PolicyError;
 pub use merge::{
-    DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, LoadRequest, MAX_EXTENDS_DEPTH,
-    Overrides, check_workspace_layer, load,
+    DEFAULT_CACHE_PATHS, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, EnvOverride,
+    LoadRequest, MAX_EXTENDS_DEPTH, Overrides, check_workspace_layer, load,
 };
 pub use origin::{Origin, Sourced};
 pub use parse::parse_document;
-pub use plan::{DecidedBy, FoundPath, Plan, PlanContext, Verdict, normalize, plan};
-pub use policy::{Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
+pub use plan::{
+    DecidedBy, EnvDecision, FoundPath, Plan, PlanContext, Verdict, cache_dir_for, env_decisions,
+    normalize, plan,
+};
+pub use policy::{CacheHomePolicy, Entry, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 pub use raw::EnvInherit;
 pub use rules::{CommandRule, PathRule};
 pub use source::{FsProfileSource, ProfileSource, SHIPPED, ShippedOnly, SourceFile};
 pub use spec::{
-    DEFAULT_SPILL_SIZE, ResourceLimits, SESSION_SPILL_MULTIPLE, SandboxSpec, SeccompProfile,
+    CacheHomeSpec, DEFAULT_SPILL_SIZE, ResourceLimits, SESSION_SPILL_MULTIPLE, SandboxSpec,
+    SeccompProfile,
 };
-pub use vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
+pub use vocab::{
+    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
+};

@@ -26,19 +26,30 @@ use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::parse::parse_layer;
 use crate::plan::normalize;
-use crate::policy::{EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
+use crate::policy::{CacheHomePolicy, EnvironmentPolicy, Layer, LayerKind, Limits, Policy};
 use crate::raw::{EnvInherit, ListOp, RawCommandRule, RawPathRule, RawProfile, RawToken};
 use crate::rules::{CommandRule, PathRule, split_words};
 use crate::source::{ProfileSource, SourceFile};
 use crate::spec::DEFAULT_SPILL_SIZE;
 use crate::units::Limit;
-use crate::vocab::{ApprovalPolicy, Decision, Network, SandboxMode, UnixSockets};
+use crate::vocab::{ApprovalPolicy, CacheHome, Decision, Network, SandboxMode, UnixSockets};
 
 /// The longest `extends` chain accepted.
 pub const MAX_EXTENDS_DEPTH: usize = 16;
 
 /// Protected paths every policy starts with.
 pub const DEFAULT_PROTECTED: &[&str] = &[".git/hooks", ".git/config", ".bridle"];
+
+/// The cache directories tools write (`cache_home.paths` by default): package caches and the
+/// per-user install prefix, never a directory that holds credentials.
+pub const DEFAULT_CACHE_PATHS: &[&str] = &[
+    "~/.cache",
+    "~/.npm",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/.local",
+    "~/go/pkg/mod",
+];
 
 /// Environment variables passed by default (name globs).
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
@@ -98,7 +109,25 @@ pub struct Overrides {
     pub network: Option<Network>,
     /// `--allow-write`, repeatable.
     pub allow_write: Vec<String>,
+    /// `--timeout`, in whole seconds (rounded up): lowers `limits.wall_time`, the wall-clock
+    /// limit of every sandboxed command, for this invocation (never raises it).
+    pub timeout_secs: Option<u64>,
+    /// `--env NAME[=VALUE]`, repeatable: pass the host's `NAME`, or set it. A name the
+    /// effective policy scrubs is refused ([`PolicyError::EnvScrubbed`]).
+    pub env: Vec<EnvOverride>,
 }
+
+/// One `--env`: pass the host's value of `name` (`value` is `None`), or set it to `value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvOverride {
+    /// The variable's name.
+    pub name: String,
+    /// The value to set, or `None` to pass the host's.
+    pub value: Option<String>,
+}
+
+/// The origin of every `--env` entry.
+const ENV_FLAG: &str = "--env";
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -146,6 +175,7 @@ pub fn load(source: &dyn ProfileSource, request: &LoadRequest) -> Result<Policy,
         .apply(&mut policy, raw)?;
     }
     validate(&policy)?;
+    check_env_flags(&policy)?;
     Ok(policy)
 }
 
@@ -256,6 +286,10 @@ fn builtin(profile: &str) -> Policy {
             scrub: strings(DEFAULT_ENV_SCRUB),
             set: BTreeMap::new(),
         },
+        cache_home: CacheHomePolicy {
+            mode: Sourced::builtin(CacheHome::PerWorkspace),
+            paths: strings(DEFAULT_CACHE_PATHS),
+        },
         accept_missing: Vec::new(),
         allow_dangerous_workspace_root: Sourced::builtin(false),
         command_rules: Vec::new(),
@@ -266,7 +300,9 @@ fn builtin(profile: &str) -> Policy {
 fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), PolicyError> {
     let any = overrides.mode.is_some()
         || overrides.network.is_some()
-        || !overrides.allow_write.is_empty();
+        || !overrides.allow_write.is_empty()
+        || !overrides.env.is_empty()
+        || overrides.timeout_secs.is_some();
     if !any {
         return Ok(());
     }
@@ -292,6 +328,58 @@ fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), Pol
             policy
                 .writable_roots
                 .push(Sourced::new(dir.clone(), origin));
+        }
+    }
+    if let Some(secs) = overrides.timeout_secs {
+        let wall = &mut policy.limits.wall_time;
+        if wall.value.is_none_or(|w| secs < w) {
+            *wall = Sourced::new(Some(secs), Origin::flag("--timeout"));
+        }
+    }
+    for item in &overrides.env {
+        let origin = Origin::flag(ENV_FLAG);
+        match &item.value {
+            Some(value) => {
+                policy
+                    .environment
+                    .set
+                    .insert(item.name.clone(), Sourced::new(value.clone(), origin));
+            }
+            None => policy
+                .environment
+                .allow
+                .push(Sourced::new(item.name.clone(), origin)),
+        }
+    }
+    Ok(())
+}
+
+/// A variable named by `--env` that the effective policy scrubs (the workspace layer may add
+/// scrub patterns after the flags) is refused: the flag must not smuggle a secret in.
+fn check_env_flags(policy: &Policy) -> Result<(), PolicyError> {
+    let env = &policy.environment;
+    let from_flag = env
+        .set
+        .iter()
+        .filter(|(_, v)| v.origin == Origin::flag(ENV_FLAG))
+        .map(|(name, _)| name)
+        .chain(
+            env.allow
+                .iter()
+                .filter(|a| a.origin == Origin::flag(ENV_FLAG))
+                .map(|a| &a.value),
+        );
+    for name in from_flag {
+        if let Some(pattern) = env
+            .scrub
+            .iter()
+            .find(|p| crate::glob::Glob::new(&p.value).is_ok_and(|g| g.is_match(name)))
+        {
+            return Err(PolicyError::EnvScrubbed {
+                name: name.clone(),
+                pattern: pattern.value.clone(),
+                at: pattern.origin.clone(),
+            });
         }
     }
     Ok(())
@@ -517,6 +605,15 @@ impl Applier<'_> {
                 e.set
                     .insert(name, Sourced::new(value.value, self.at(&value.referenced)));
             }
+        }
+        if let Some(cache) = raw.cache_home {
+            self.scalar(&mut policy.cache_home.mode, cache.mode, "cache_home.mode")?;
+            self.paths(
+                &mut policy.cache_home.paths,
+                cache.paths,
+                "cache_home.paths",
+                Direction::ShrinkOnly,
+            )?;
         }
         if let Some(op) = raw.accept_missing {
             self.list(

@@ -12,8 +12,10 @@ use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::raw::EnvInherit;
 use crate::rules::{CommandRule, PathRule, strictest_command_rule};
-use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
-use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
+use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
+use crate::vocab::{
+    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
+};
 
 /// The facts about this session that planning needs. The caller gathers them (canonicalising
 /// the workspace, reading the environment); planning itself does no I/O.
@@ -29,6 +31,9 @@ pub struct PlanContext {
     pub config_dir: PathBuf,
     /// The session's private temp directory.
     pub temp_dir: PathBuf,
+    /// Where bridle keeps per-workspace cache homes on the host (outside every writable root
+    /// and every cache path); `None`: no cache home.
+    pub cache_root: Option<PathBuf>,
     /// The environment bridle was started with.
     pub host_env: BTreeMap<String, String>,
 }
@@ -238,6 +243,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         (_, Network::Off) => SeccompProfile::ConfinedNoNetwork,
         (_, Network::On) => SeccompProfile::Confined,
     };
+    let cache_home = plan_cache_home(policy, ctx, &workspace, &writable_roots, &masked_paths)?;
     let spec = SandboxSpec {
         mode,
         workspace,
@@ -256,9 +262,10 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         },
         seccomp,
         limits,
-        env: plan_env(policy, ctx, &temp_dir),
+        env: plan_env(policy, ctx, &temp_dir, network),
         temp_dir,
         private_tmp: mode != SandboxMode::DangerFullAccess,
+        cache_home,
     };
     Ok(Plan {
         spec,
@@ -267,6 +274,92 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         path_rules: policy.path_rules.clone(),
         provenance,
     })
+}
+
+/// The cache home of `workspace-write`: the profile's cache paths (those inside a writable or
+/// masked path left out: a writable root needs no overlay, a masked path stays unreadable), kept
+/// under `cache_root` in a directory named after the workspace.
+fn plan_cache_home(
+    policy: &Policy,
+    ctx: &PlanContext,
+    workspace: &Path,
+    writable_roots: &[PathBuf],
+    masked_paths: &[PathBuf],
+) -> Result<Option<CacheHomeSpec>, PolicyError> {
+    let Some(root) = &ctx.cache_root else {
+        return Ok(None);
+    };
+    if policy.mode.value != SandboxMode::WorkspaceWrite
+        || policy.cache_home.mode.value == CacheHome::Off
+    {
+        return Ok(None);
+    }
+    if !root.is_absolute() {
+        return Err(PolicyError::RelativePath { path: root.clone() });
+    }
+    let root = normalize(root);
+    let mut paths = BTreeSet::new();
+    for item in &policy.cache_home.paths {
+        let path = expand(&item.value, &ctx.home, workspace);
+        // Under /tmp, the private /tmp hides it anyway.
+        let covered = writable_roots.iter().any(|w| path.starts_with(w))
+            || masked_paths.iter().any(|m| path.starts_with(m))
+            || path.starts_with("/tmp");
+        // The cache root must not be seen through a cache path: its overlay would contain it.
+        if covered || root.starts_with(&path) || path.starts_with(&root) {
+            continue;
+        }
+        paths.insert(path);
+    }
+    // A path inside another cache path is already covered by the outer overlay.
+    let outermost: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| !paths.iter().any(|o| o != *p && p.starts_with(o)))
+        .cloned()
+        .collect();
+    if outermost.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(CacheHomeSpec {
+        dir: cache_dir_for(&root, workspace),
+        paths: outermost,
+    }))
+}
+
+/// Where the cache home of `workspace` lives under `cache_root`: a directory whose name a
+/// person can recognise and that no other workspace gets (the path with `/` as `-`, shortened,
+/// then a hash of the whole path).
+pub fn cache_dir_for(cache_root: &Path, workspace: &Path) -> PathBuf {
+    cache_root.join(workspace_dir_name(workspace))
+}
+
+fn workspace_dir_name(workspace: &Path) -> String {
+    let text = workspace.display().to_string();
+    // FNV-1a: stable across runs and versions (std's hasher is not), collisions irrelevant at
+    // this size next to the readable part.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let readable: String = text
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let tail: String = readable
+        .chars()
+        .rev()
+        .take(48)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{tail}-{hash:016x}")
 }
 
 fn required_guarantees(
@@ -294,26 +387,89 @@ fn required_guarantees(
         .collect()
 }
 
-fn plan_env(policy: &Policy, ctx: &PlanContext, temp_dir: &Path) -> BTreeMap<String, String> {
+/// What planning does with one variable of bridle's own environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvDecision {
+    /// The variable's name.
+    pub name: String,
+    /// Whether the host's value reaches the sandbox (a profile's `environment.set` or `--env
+    /// NAME=VALUE` may still set a value of its own).
+    pub passed: bool,
+    /// Why, naming the pattern and where it was written: "scrubbed by `*TOKEN*`
+    /// (profiles/workstation.yaml:3:5)", "not in `environment.allow`".
+    pub reason: String,
+}
+
+/// Decides every variable of `host_env` against the policy's environment allow-list and
+/// scrub, in name order (what `-v` prints, and what [`plan`] passes).
+pub fn env_decisions(policy: &Policy, host_env: &BTreeMap<String, String>) -> Vec<EnvDecision> {
     let env = &policy.environment;
-    let globs = |list: &[Sourced<String>]| -> Vec<Glob> {
+    let globs = |list: &[Sourced<String>]| -> Vec<(Glob, Origin, String)> {
         list.iter()
-            .filter_map(|s| Glob::new(&s.value).ok())
+            .filter_map(|s| Some((Glob::new(&s.value).ok()?, s.origin.clone(), s.value.clone())))
             .collect()
     };
     let allow = globs(&env.allow);
     let scrub = globs(&env.scrub);
-    let mut out: BTreeMap<String, String> = ctx
-        .host_env
-        .iter()
-        .filter(|(name, _)| {
-            let allowed =
-                env.inherit.value == EnvInherit::All || allow.iter().any(|g| g.is_match(name));
-            allowed && !scrub.iter().any(|g| g.is_match(name))
+    host_env
+        .keys()
+        .map(|name| {
+            let allowed_by = if env.inherit.value == EnvInherit::All {
+                Some(format!(
+                    "`environment.inherit: all` ({})",
+                    env.inherit.origin
+                ))
+            } else {
+                allow
+                    .iter()
+                    .find(|(g, _, _)| g.is_match(name))
+                    .map(|(_, origin, text)| format!("allowed by `{text}` ({origin})"))
+            };
+            let scrubbed_by = scrub.iter().find(|(g, _, _)| g.is_match(name));
+            let (passed, reason) = match (allowed_by, scrubbed_by) {
+                (_, Some((_, origin, text))) => (false, format!("scrubbed by `{text}` ({origin})")),
+                (Some(why), None) => (true, why),
+                (None, None) => (
+                    false,
+                    format!("not in `environment.allow` (pass it with `--env {name}`)"),
+                ),
+            };
+            EnvDecision {
+                name: name.clone(),
+                passed,
+                reason,
+            }
         })
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Set when the network is off (a profile's `environment.set` may override each).
+pub const OFFLINE_ENV: &[(&str, &str)] = &[
+    ("npm_config_offline", "true"),
+    ("CARGO_NET_OFFLINE", "true"),
+    ("GOPROXY", "off"),
+    ("PIP_RETRIES", "0"),
+];
+
+fn plan_env(
+    policy: &Policy,
+    ctx: &PlanContext,
+    temp_dir: &Path,
+    network: Network,
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = env_decisions(policy, &ctx.host_env)
+        .into_iter()
+        .filter(|d| d.passed)
+        .filter_map(|d| Some((d.name.clone(), ctx.host_env.get(&d.name)?.clone())))
         .collect();
-    for (name, value) in &env.set {
+    if network == Network::Off {
+        // Package managers told the network is off use their caches and fail at once, instead
+        // of retrying for a minute (npm) before they fail.
+        for (name, value) in OFFLINE_ENV {
+            out.insert((*name).to_owned(), (*value).to_owned());
+        }
+    }
+    for (name, value) in &policy.environment.set {
         out.insert(name.clone(), value.value.clone());
     }
     let tmp = temp_dir.display().to_string();

@@ -9,7 +9,7 @@ use crate::origin::{Origin, Sourced};
 use crate::raw::EnvInherit;
 use crate::rules::{CommandRule, PathRule};
 use crate::units::{Limit, format_bytes, format_count, format_seconds};
-use crate::vocab::{ApprovalPolicy, Guarantee, Network, SandboxMode, UnixSockets};
+use crate::vocab::{ApprovalPolicy, CacheHome, Guarantee, Network, SandboxMode, UnixSockets};
 
 /// Where a layer came from, and how much it is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,6 +72,15 @@ pub struct EnvironmentPolicy {
     pub set: BTreeMap<String, Sourced<String>>,
 }
 
+/// The cache home with provenance (see [`CacheHome`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CacheHomePolicy {
+    /// `per-workspace` or `off`.
+    pub mode: Sourced<CacheHome>,
+    /// The cache directories made writable (`~/.cache`, `~/.npm`, ...).
+    pub paths: Vec<Sourced<String>>,
+}
+
 /// The effective policy after all layers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
@@ -103,6 +112,8 @@ pub struct Policy {
     pub limits: Limits,
     /// Environment filtering.
     pub environment: EnvironmentPolicy,
+    /// Writable cache directories for tools.
+    pub cache_home: CacheHomePolicy,
     /// Guarantees the deployer accepts as missing on this host.
     pub accept_missing: Vec<Sourced<Guarantee>>,
     /// Opt-in to use `/`, `$HOME` or similar as a workspace or writable root.
@@ -238,6 +249,15 @@ impl Policy {
                 format!("{name}={}", value.value),
                 &value.origin,
             );
+        }
+        let cache = &self.cache_home;
+        push(
+            "cache_home.mode",
+            cache.mode.value.as_str().to_owned(),
+            &cache.mode.origin,
+        );
+        for item in &cache.paths {
+            push("cache_home.paths", item.value.clone(), &item.origin);
         }
         if self.accept_missing.is_empty() {
             push("accept_missing", "(none)".to_owned(), &Origin::Builtin);

@@ -10,7 +10,9 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::units::{ByteSize, Count, Seconds};
-use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
+use crate::vocab::{
+    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
+};
 
 /// One profile layer.
 #[derive(Debug, Deserialize)]
@@ -29,6 +31,7 @@ pub(crate) struct RawProfile {
     pub masked_paths: Option<ListOp<String>>,
     pub limits: Option<RawLimits>,
     pub environment: Option<RawEnvironment>,
+    pub cache_home: Option<RawCacheHome>,
     pub accept_missing: Option<ListOp<Guarantee>>,
     pub allow_dangerous_workspace_root: Option<Spanned<bool>>,
     pub rules: Option<RawRules>,
@@ -65,6 +68,13 @@ pub(crate) struct RawEnvironment {
     pub allow: Option<ListOp<String>>,
     pub scrub: Option<ListOp<String>>,
     pub set: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCacheHome {
+    pub mode: Option<Spanned<CacheHome>>,
+    pub paths: Option<ListOp<String>>,
 }
 
 #[derive(Debug, Deserialize)]

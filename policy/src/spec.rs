@@ -75,6 +75,17 @@ impl ResourceLimits {
     }
 }
 
+/// Writable cache directories for tools (`cache_home: per-workspace`): each path is an overlay
+/// whose lower layer is the host's directory (read-only, never written) and whose changes are
+/// kept in `dir`, one directory per workspace, outside every writable root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheHomeSpec {
+    /// Where this workspace's cache changes live on the host.
+    pub dir: PathBuf,
+    /// The cache directories (absolute, `~` expanded), sorted.
+    pub paths: Vec<PathBuf>,
+}
+
 /// What the sandbox must enforce for one session. Plain data: serialisable, comparable,
 /// deterministic for the same inputs. All paths are absolute and lexically normalised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,4 +127,7 @@ pub struct SandboxSpec {
     pub temp_dir: PathBuf,
     /// Whether `/tmp` and `/dev/shm` inside the sandbox are private.
     pub private_tmp: bool,
+    /// Writable cache directories, when the policy has them and the mode allows writes.
+    #[serde(default)]
+    pub cache_home: Option<CacheHomeSpec>,
 }

@@ -54,6 +54,18 @@ pub enum UnixSockets {
     Allow,
 }
 
+/// Whether tools get a writable cache home (see [`crate::CacheHomeSpec`]). Ordered from
+/// strictest to widest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheHome {
+    /// Cache directories stay as the host has them: readable, not writable.
+    Off,
+    /// Each cache directory is writable through an overlay whose changes are kept per
+    /// workspace, outside the workspace; the host's own directory is never written.
+    PerWorkspace,
+}
+
 /// A policy decision. Ordered so that the strictest decision is the greatest:
 /// `Allow < Ask < Deny`, and combining decisions takes the maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -195,6 +207,10 @@ display_and_parse!(Network, "network setting", [
 display_and_parse!(UnixSockets, "unix socket setting", [
     UnixSockets::Block => "block",
     UnixSockets::Allow => "allow",
+]);
+display_and_parse!(CacheHome, "cache home setting", [
+    CacheHome::Off => "off",
+    CacheHome::PerWorkspace => "per-workspace",
 ]);
 display_and_parse!(Decision, "decision", [
     Decision::Allow => "allow",

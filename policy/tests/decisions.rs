@@ -169,19 +169,26 @@ fn protected_path_from_a_profile_names_its_origin() {
 #[test]
 fn write_into_a_masked_credential_store_is_denied() {
     let plan = shipped_plan("workstation");
+    let ww = |needle: &str| {
+        origin_of(
+            "profiles/workspace-write.yaml",
+            shipped_text("workspace-write"),
+            needle,
+        )
+    };
     let verdict = write(&plan, "/home/dev/.ssh/id_rsa");
     assert_eq!(verdict.decision, Decision::Deny);
     assert_eq!(
         verdict.by,
         DecidedBy::MaskedPath {
             path: PathBuf::from("/home/dev/.ssh"),
-            origin: ws("~/.ssh"),
+            origin: ww("~/.ssh"),
         }
     );
     assert!(
         verdict
             .reason
-            .contains("masked path `/home/dev/.ssh` (profiles/workstation.yaml:7:5)"),
+            .contains("masked path `/home/dev/.ssh` (profiles/workspace-write.yaml:12:5)"),
         "{}",
         verdict.reason
     );

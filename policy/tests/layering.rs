@@ -262,7 +262,7 @@ fn ci_locked_chain_records_the_layer_that_set_each_value() {
     );
     assert_eq!(
         policy.masked_paths[0],
-        Sourced::new("~/.ssh".to_owned(), ws("~/.ssh"))
+        Sourced::new("~/.ssh".to_owned(), ww("~/.ssh"))
     );
     assert_eq!(policy.limits.processes, Sourced::new(Some(512), ci("512")));
     assert_eq!(
@@ -318,6 +318,7 @@ fn command_line_overrides_have_flag_origins() {
                 mode: Some(SandboxMode::ReadOnly),
                 network: Some(Network::On),
                 allow_write: vec!["/opt/out".into(), "/opt/out".into(), "build".into()],
+                ..Overrides::default()
             },
             ..request("ci-locked")
         },
@@ -432,9 +433,116 @@ fn entries_list_every_key_in_a_stable_order() {
             "environment.inherit",
             "environment.allow",
             "environment.scrub",
+            "cache_home.mode",
+            "cache_home.paths",
             "accept_missing",
             "allow_dangerous_workspace_root",
         ]
     );
     assert_eq!(policy.entries(), policy.entries());
+}
+
+#[test]
+fn env_flags_pass_or_set_variables_with_flag_origins() {
+    use bridle_policy::EnvOverride;
+    let policy = load(
+        &ShippedOnly,
+        &LoadRequest {
+            overrides: Overrides {
+                env: vec![
+                    EnvOverride {
+                        name: "RUSTFLAGS".into(),
+                        value: None,
+                    },
+                    EnvOverride {
+                        name: "MODE".into(),
+                        value: Some("ci".into()),
+                    },
+                ],
+                ..Overrides::default()
+            },
+            ..request("workspace-write")
+        },
+    )
+    .unwrap();
+    assert!(
+        policy
+            .environment
+            .allow
+            .contains(&Sourced::new("RUSTFLAGS".to_owned(), Origin::flag("--env")))
+    );
+    assert_eq!(
+        policy.environment.set.get("MODE"),
+        Some(&Sourced::new("ci".to_owned(), Origin::flag("--env")))
+    );
+    let host: std::collections::BTreeMap<String, String> = [
+        ("RUSTFLAGS".to_owned(), "-Dwarnings".to_owned()),
+        ("BUILD_FLAVOUR".to_owned(), "x".to_owned()),
+        ("GITHUB_TOKEN".to_owned(), "x".to_owned()),
+    ]
+    .into();
+    let decisions = bridle_policy::env_decisions(&policy, &host);
+    let find = |name: &str| decisions.iter().find(|d| d.name == name).unwrap();
+    assert!(find("RUSTFLAGS").passed, "{:?}", find("RUSTFLAGS"));
+    assert!(!find("BUILD_FLAVOUR").passed);
+    assert!(
+        find("BUILD_FLAVOUR")
+            .reason
+            .contains("not in `environment.allow`")
+    );
+    assert!(!find("GITHUB_TOKEN").passed);
+    assert!(find("GITHUB_TOKEN").reason.contains("`*TOKEN*`"));
+}
+
+#[test]
+fn an_env_flag_naming_a_scrubbed_variable_is_refused() {
+    use bridle_policy::{EnvOverride, PolicyError};
+    for value in [None, Some("x".to_owned())] {
+        let err = load(
+            &ShippedOnly,
+            &LoadRequest {
+                overrides: Overrides {
+                    env: vec![EnvOverride {
+                        name: "GITHUB_TOKEN".into(),
+                        value: value.clone(),
+                    }],
+                    ..Overrides::default()
+                },
+                ..request("workspace-write")
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::EnvScrubbed { name, pattern, .. } if name == "GITHUB_TOKEN" && pattern == "*TOKEN*"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--env GITHUB_TOKEN"), "{err}");
+    }
+}
+
+#[test]
+fn a_timeout_flag_lowers_the_wall_time_and_never_raises_it() {
+    let with = |profile: &str, secs: u64| {
+        load(
+            &ShippedOnly,
+            &LoadRequest {
+                overrides: Overrides {
+                    timeout_secs: Some(secs),
+                    ..Overrides::default()
+                },
+                ..request(profile)
+            },
+        )
+        .unwrap()
+        .limits
+        .wall_time
+    };
+    assert_eq!(
+        with("workspace-write", 90),
+        Sourced::new(Some(90), Origin::flag("--timeout"))
+    );
+    // ci-locked's wall_time is 2h: a longer --timeout does not widen it.
+    let kept = with("ci-locked", 10 * 3600);
+    assert_eq!(kept.value, Some(2 * 3600));
+    assert!(matches!(kept.origin, Origin::File { .. }));
 }

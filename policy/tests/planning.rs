@@ -397,7 +397,9 @@ fn protected_paths_outside_every_writable_root_are_dropped() {
 
 #[test]
 fn masked_paths_expand_home_and_workspace_relative_entries() {
-    let p = policy("extends: read-only\nmasked_paths: [~/.ssh, secrets, /etc/shadow, \"~\"]\n");
+    let p = policy(
+        "extends: read-only\nmasked_paths: {replace: [~/.ssh, secrets, /etc/shadow, \"~\"]}\n",
+    );
     let spec = plan(&p, &ctx()).unwrap().spec;
     assert_eq!(
         spec.masked_paths,
@@ -664,7 +666,8 @@ fn danger_full_access_protects_nothing_found() {
 
 #[test]
 fn a_found_path_can_be_masked_except_without_confinement() {
-    let mut confined = plan(&shipped("workspace-write"), &ctx()).unwrap();
+    let unmasked = policy("extends: workspace-write\nmasked_paths: {replace: []}\n");
+    let mut confined = plan(&unmasked, &ctx()).unwrap();
     assert!(!confined.spec.guarantees.contains(&Guarantee::FsMask));
     let sessions = Path::new(STATE).join("sessions");
     assert!(confined.mask_found(&sessions, "bridle's session directory"));
@@ -680,4 +683,54 @@ fn a_found_path_can_be_masked_except_without_confinement() {
     let mut open = plan(&shipped("danger-full-access"), &ctx()).unwrap();
     assert!(!open.mask_found(&sessions, "bridle's session directory"));
     assert!(open.spec.masked_paths.is_empty());
+}
+
+#[test]
+fn the_cache_home_is_planned_for_workspace_write_only_and_outside_writable_and_masked_paths() {
+    let p = policy(
+        "extends: workspace-write\ncache_home: {paths: [~/project/.venv-cache, ~/.ssh/cache, ~/.cache/pip]}\n",
+    );
+    let spec = plan(&p, &ctx()).unwrap().spec;
+    let cache = spec.cache_home.expect("a cache home");
+    assert!(
+        cache.dir.starts_with("/var/tmp/bridle-1000/cache/"),
+        "{cache:?}"
+    );
+    assert!(
+        cache
+            .dir
+            .display()
+            .to_string()
+            .contains("home-dev-project-"),
+        "{cache:?}"
+    );
+    // Inside the workspace (writable anyway), inside a masked path, inside another cache path:
+    // none gets an overlay of its own.
+    for left_out in [
+        "/home/dev/project/.venv-cache",
+        "/home/dev/.ssh/cache",
+        "/home/dev/.cache/pip",
+    ] {
+        assert!(
+            !cache.paths.contains(&PathBuf::from(left_out)),
+            "{left_out}: {cache:?}"
+        );
+    }
+    assert!(cache.paths.contains(&PathBuf::from("/home/dev/.cache")));
+    for mode in ["read-only", "danger-full-access"] {
+        assert_eq!(
+            plan(&shipped(mode), &ctx()).unwrap().spec.cache_home,
+            None,
+            "{mode}"
+        );
+    }
+    // The directory depends on the workspace only, so runs share it and workspaces do not.
+    let again = plan(&p, &ctx()).unwrap().spec.cache_home.unwrap();
+    assert_eq!(again.dir, cache.dir);
+    let other = plan(&p, &ctx_in("/home/dev/other"))
+        .unwrap()
+        .spec
+        .cache_home
+        .unwrap();
+    assert_ne!(other.dir, cache.dir);
 }

@@ -130,20 +130,17 @@ fn shipped_profiles_export_the_private_temp_dir() {
 #[test]
 fn shipped_profiles_require_the_guarantees_of_their_mode() {
     use Guarantee::*;
-    let confined = [FsWrite, FsProtect, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env];
+    let confined = [
+        FsWrite, FsProtect, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env,
+    ];
     let expected: [(&str, Vec<Guarantee>); 5] = [
         (
             "read-only",
-            vec![FsWrite, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env],
+            vec![FsWrite, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env],
         ),
         ("workspace-write", confined.to_vec()),
         ("danger-full-access", vec![Tree, Fd, Env]),
-        (
-            "workstation",
-            vec![
-                FsWrite, FsProtect, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env,
-            ],
-        ),
+        ("workstation", confined.to_vec()),
         (
             "ci-locked",
             vec![
@@ -180,30 +177,41 @@ fn shipped_profiles_pick_network_and_seccomp_by_mode() {
 }
 
 #[test]
-fn workstation_and_ci_locked_mask_the_credential_stores() {
+fn every_confined_profile_masks_the_credential_stores() {
+    // Issue 8: what the agent reads can reach the model provider, so the defaults mask the
+    // credential stores peers forget too (npm, PyPI, cargo, gcloud, Azure, docker).
     let expected: Vec<PathBuf> = [
         ".aws",
+        ".azure",
+        ".cargo/credentials",
+        ".cargo/credentials.toml",
+        ".config/gcloud",
         ".config/gh",
+        ".config/hub",
         ".docker/config.json",
+        ".gem/credentials",
         ".git-credentials",
         ".gnupg",
         ".kube",
+        ".local/share/keyrings",
         ".netrc",
+        ".npmrc",
+        ".password-store",
+        ".pypirc",
         ".ssh",
+        ".terraform.d/credentials.tfrc.json",
+        ".vault-token",
     ]
     .iter()
     .map(|p| Path::new(HOME).join(p))
     .collect();
-    for name in ["workstation", "ci-locked"] {
+    for name in ["read-only", "workspace-write", "workstation", "ci-locked"] {
         assert_eq!(shipped_plan(name).spec.masked_paths, expected, "{name}");
     }
-    for name in ["read-only", "workspace-write", "danger-full-access"] {
-        assert_eq!(
-            shipped_plan(name).spec.masked_paths,
-            Vec::<PathBuf>::new(),
-            "{name}"
-        );
-    }
+    assert_eq!(
+        shipped_plan("danger-full-access").spec.masked_paths,
+        Vec::<PathBuf>::new()
+    );
 }
 
 #[test]

@@ -529,3 +529,36 @@ fn workspace_layer_file_is_recorded_as_a_workspace_layer() {
         ("ws.yaml", LayerKind::Workspace)
     );
 }
+
+#[test]
+fn the_workspace_may_turn_the_cache_home_off_or_shrink_it_but_not_add_paths() {
+    use bridle_policy::CacheHome;
+    let policy = accepted("cache_home: {mode: \"off\"}\n");
+    assert_eq!(policy.cache_home.mode.value, CacheHome::Off);
+    let policy = accepted("cache_home: {paths: {remove: [~/.local]}}\n");
+    assert!(
+        !policy
+            .cache_home
+            .paths
+            .iter()
+            .any(|p| p.value == "~/.local")
+    );
+    refused(
+        "workstation",
+        "cache_home: {paths: [~/.config]}\n",
+        "cache_home.paths",
+    );
+    let source = MemSource::new().with(
+        "off.yaml",
+        "extends: workspace-write\ncache_home: {mode: \"off\"}\n",
+    );
+    let err = load(
+        &source,
+        &LoadRequest {
+            workspace_layer: Some(ws("cache_home: {mode: per-workspace}\n")),
+            ..request("off.yaml")
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`cache_home.mode`"), "{err}");
+}

@@ -359,6 +359,7 @@ mod tests {
             state_dir: "/home/dev/.local/state/bridle".into(),
             config_dir: "/home/dev/.config/bridle".into(),
             temp_dir: "/var/tmp/bridle-1000/s".into(),
+            cache_root: None,
             host_env: Default::default(),
         };
         bridle_policy::plan(&policy, &ctx).unwrap().spec

@@ -27,6 +27,7 @@ pub mod fault;
 pub mod landlock_rules;
 pub mod launcher;
 pub mod mounts;
+pub mod net_watch;
 pub mod privileges;
 pub mod probe;
 pub mod real_path;

@@ -647,14 +647,22 @@ fn masked_home_below_private_tmp_runs_and_leaks_nothing() {
 }
 
 #[test]
-fn default_profile_does_not_mask_but_still_protects_home() {
+fn without_masks_a_secret_is_readable_but_home_still_protected() {
     // Positive control for the masking test: without masks the planted key is readable (so the
     // masking test above fails for the right reason), and still not writable.
     let e = ExecEnv::new();
     plant_secrets(&e.home);
     let key = e.home.join(".ssh/id_rsa");
     let before = snapshot(&key);
-    let r = e.sh("cat ~/.ssh/id_rsa; echo; echo read=$?; echo x >> ~/.ssh/id_rsa; echo write=$?");
+    let unmasked = e.profile(
+        "unmasked.yaml",
+        "extends: workspace-write\nmasked_paths: {replace: []}\n",
+    );
+    let r = e.sh_with(
+        &["--profile", &unmasked],
+        &[],
+        "cat ~/.ssh/id_rsa; echo; echo read=$?; echo x >> ~/.ssh/id_rsa; echo write=$?",
+    );
     r.assert_ok();
     r.assert_succeeded("read");
     r.assert_failed("write");

@@ -1,3 +1,5 @@
+mod cli_flags;
+mod exec_defaults;
 mod exec_fs;
 mod exec_interference;
 mod exec_ipc;

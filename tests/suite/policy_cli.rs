@@ -72,7 +72,7 @@ fn show_ci_locked_prints_provenance_for_every_value() {
     );
     assert!(table.iter().any(|r| r.starts_with("masked_paths")
         && r.contains("~/.ssh")
-        && r.contains("profiles/workstation.yaml:")));
+        && r.contains("profiles/workspace-write.yaml:")));
 }
 
 #[test]
@@ -284,7 +284,7 @@ fn workspace_configuration_can_tighten_but_not_widen() {
 
     env.write(".bridle/profile.yaml", "mode: danger-full-access\n");
     let r = run(env.bridle().args(["policy", "show"]));
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(
         r.stderr.contains("profile.yaml:1:7")
             && r.stderr.contains("`mode`")
@@ -306,7 +306,7 @@ fn home_as_workspace_is_refused() {
     let r = run(env
         .bridle()
         .args(["policy", "show", "--workspace", path_str(&env.home)]));
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(
         r.stderr.starts_with("bridle: refusing workspace root")
             && r.stderr.contains("home directory"),
@@ -314,7 +314,7 @@ fn home_as_workspace_is_refused() {
         r.stderr
     );
     let r = run(env.bridle().args(["policy", "show", "--workspace", "/"]));
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(r.stderr.contains("filesystem root"), "{}", r.stderr);
 }
 
@@ -324,7 +324,7 @@ fn missing_workspace_is_a_clear_error() {
     let r = run(env
         .bridle()
         .args(["policy", "show", "--workspace", "/no/such/dir"]));
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(r.stderr.contains("/no/such/dir"), "{}", r.stderr);
 }
 
@@ -332,7 +332,7 @@ fn missing_workspace_is_a_clear_error() {
 fn unknown_profile_name_lists_the_shipped_ones() {
     let env = Env::new();
     let r = run(env.bridle().args(["policy", "show", "--profile", "yolo"]));
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(
         r.stderr.contains("`yolo`") && r.stderr.contains("ci-locked"),
         "{}",

@@ -32,3 +32,39 @@ fn shell_without_a_terminal_is_a_usage_error() {
     r.assert_code(2);
     assert!(r.stderr.contains("needs a terminal"), "{}", r.stderr);
 }
+
+#[test]
+fn shell_takes_the_confinement_flags_of_exec() {
+    let e = ExecEnv::new();
+    let outside = e.outside.display().to_string();
+    let input = format!("touch {outside}/from-shell; echo wrote=$?; echo stage=$STAGE; exit 0\n");
+    let r = super::support::bridle_in_pty(
+        &["shell", "--allow-write", &outside, "--env", "STAGE=ci"],
+        &e.home,
+        &e.workspace,
+        None,
+        Some(&input),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("wrote=0") && r.stdout.contains("stage=ci"),
+        "{}",
+        r.stdout
+    );
+    assert!(e.outside.join("from-shell").exists());
+}
+
+#[test]
+fn a_shell_past_its_timeout_is_killed_with_its_tree() {
+    let e = ExecEnv::new();
+    let r = super::support::bridle_in_pty(
+        &["shell", "--timeout", "2s"],
+        &e.home,
+        &e.workspace,
+        None,
+        Some("sleep 60\n"),
+    );
+    assert_eq!(r.code, Some(124), "{}", r.stdout);
+    assert!(r.stdout.contains("timed out after 2s"), "{}", r.stdout);
+    assert!(r.elapsed.as_secs() < 15, "{:?}", r.elapsed);
+}

@@ -118,6 +118,9 @@ impl Drop for ExecEnv {
     /// Makes every directory the sandboxed commands left behind removable (a copy of a masked,
     /// mode-000 directory, say) before the temp dir is deleted.
     fn drop(&mut self) {
+        // The workspace's cache home (outside the temp dir, kept for later runs otherwise).
+        let cache = bridle_policy::cache_dir_for(&cache_root(), &self.env.workspace);
+        let _ = std::fs::remove_dir_all(&cache);
         fn open_up(dir: &Path) {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
@@ -253,6 +256,14 @@ impl Run {
         );
         self
     }
+}
+
+/// Where bridle keeps per-workspace cache homes for this user.
+pub fn cache_root() -> PathBuf {
+    PathBuf::from(format!(
+        "/var/tmp/bridle-{}/cache",
+        nix::unistd::geteuid().as_raw()
+    ))
 }
 
 pub fn is_root() -> bool {
@@ -487,6 +498,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         state_dir: env.home.join(".local/state/bridle"),
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,
+        cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec

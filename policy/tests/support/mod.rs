@@ -40,6 +40,7 @@ pub fn ctx() -> PlanContext {
         state_dir: PathBuf::from(STATE),
         config_dir: PathBuf::from(CONFIG),
         temp_dir: PathBuf::from(TEMP),
+        cache_root: Some(PathBuf::from("/var/tmp/bridle-1000/cache")),
         host_env,
     }
 }

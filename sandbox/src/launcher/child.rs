@@ -208,8 +208,15 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
         nix::sched::unshare(flags)
             .map_err(|e| fail(Guarantee::FsWrite, format!("unshare({flags:?}): {e}")))?;
     }
+    let mut config = config;
     if m.mount_view {
-        mounts::build_view(&config.mounts).map_err(|e| fail(e.guarantee, e.cause))?;
+        let view = mounts::build_view(&config.mounts).map_err(|e| fail(e.guarantee, e.cause))?;
+        // Only the cache overlays that are mounted become writable (Landlock, below).
+        config
+            .mounts
+            .cache_overlays
+            .retain(|o| view.cache_writable.contains(&o.target));
+        config.notes.extend(view.cache_notes);
     }
     if m.net_ns {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
@@ -489,6 +496,13 @@ fn command_stage(
         if m.mount_view && config.mounts.private_tmp {
             writable.push(PathBuf::from("/dev/shm"));
         }
+        writable.extend(
+            config
+                .mounts
+                .cache_overlays
+                .iter()
+                .map(|o| o.target.clone()),
+        );
         let request = landlock_rules::LandlockRequest {
             readable: &spec.readable_roots,
             writable: &writable,
@@ -534,6 +548,7 @@ fn command_stage(
         mechanisms: m,
         landlock_abi,
         command_pid_inside: getpid().as_raw(),
+        notes: config.notes.clone(),
     }));
     let err = nix::unistd::execve(&path, &argv, &envp).err();
     let errno = err.map_or(0, |e| e as i32);

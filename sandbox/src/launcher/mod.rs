@@ -77,6 +77,8 @@ pub struct Sandbox {
     verified: bool,
     mounts: MountPlan,
     placeholders: Placeholders,
+    /// Held while the sandbox lives: this run writes the workspace's cache home.
+    _cache_lease: mounts::cache::CacheLease,
     launcher: PathBuf,
 }
 
@@ -93,8 +95,19 @@ impl Sandbox {
         if let Some(missing) = assessment.refusal() {
             return Err(missing_refusal(missing));
         }
+        let mut cache_lease = mounts::cache::CacheLease::default();
         let (mounts, placeholders) = if assessment.plan.mount_view {
-            mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?
+            let (mut plan, placeholders) =
+                mounts::prepare(&spec).map_err(|f| refusal(Some(f.guarantee), f.cause))?;
+            if let Some(cache) = &spec.cache_home {
+                let (overlays, lease, notes) = mounts::cache::prepare(cache, &spec.temp_dir);
+                for note in notes {
+                    tracing::info!("{note}");
+                }
+                plan.cache_overlays = overlays;
+                cache_lease = lease;
+            }
+            (plan, placeholders)
         } else {
             std::fs::create_dir_all(&spec.temp_dir).map_err(|e| {
                 refusal(
@@ -105,6 +118,7 @@ impl Sandbox {
             (empty_mount_plan(&spec), Placeholders::default())
         };
         Ok(Sandbox {
+            _cache_lease: cache_lease,
             spec,
             assessment,
             verified: probe.verified,
@@ -164,6 +178,7 @@ impl Sandbox {
             uid: geteuid().as_raw(),
             gid: getegid().as_raw(),
             cgroup_procs: None,
+            notes: Vec::new(),
         };
         Launch {
             command,
@@ -188,6 +203,8 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         writable_ids: Vec::new(),
         temp_dir: spec.temp_dir.clone(),
         private_tmp: false,
+        read_only_in_tmp: Vec::new(),
+        cache_overlays: Vec::new(),
         pins: Vec::new(),
         protected: Vec::new(),
         masked_dirs: Vec::new(),
@@ -318,10 +335,20 @@ impl Launch {
             pids_group: self.pids_group.take(),
             io,
             must_stay_absent: self.config.mounts.must_stay_absent.clone(),
+            net_watch: None,
         };
         match read_status(status_read) {
             Ok(ready) => {
+                for note in &ready.notes {
+                    tracing::info!("{note}");
+                }
                 running.ready = Some(ready);
+                // The launcher is in the sandbox's network namespace by now.
+                if self.config.mechanisms.net_ns
+                    && self.config.spec.network == bridle_policy::Network::Off
+                {
+                    running.net_watch = crate::net_watch::NetWatch::open(running.pid.as_raw());
+                }
                 Ok(Spawned::Running(running))
             }
             Err(StatusEnd::ExecFailed(failure)) => {
@@ -467,6 +494,8 @@ pub struct Running {
     pids_group: Option<crate::cgroup::PidsGroup>,
     /// Swept when the run is over (see [`mounts::sweep_planted`]).
     must_stay_absent: Vec<PathBuf>,
+    /// The sandbox's network counters, when the network is off (see [`Running::take_net_watch`]).
+    net_watch: Option<crate::net_watch::NetWatch>,
 }
 
 impl Running {
@@ -493,6 +522,12 @@ impl Running {
     /// The command's stderr, when piped.
     pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
         self.io.stderr.take()
+    }
+
+    /// The sandbox's count of attempts to reach the network, when the network is off and the
+    /// sandbox has its own network namespace. It stays readable after [`Running::wait`].
+    pub fn take_net_watch(&mut self) -> Option<crate::net_watch::NetWatch> {
+        self.net_watch.take()
     }
 
     /// A handle that can signal this run from another thread, even after [`Running::wait`]

@@ -45,6 +45,10 @@ pub struct LaunchConfig {
     pub gid: u32,
     /// The `cgroup.procs` file of the run's pids cgroup, which the launcher joins first.
     pub cgroup_procs: Option<PathBuf>,
+    /// What the launcher set up short of the plan, where that is not a guarantee (a cache path
+    /// left read-only, say); reported with `ready`.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// What was enforced, reported with `ready`.
@@ -57,6 +61,10 @@ pub struct ReadyReport {
     /// The pid of the command in the parent's PID namespace is not known to the launcher; this
     /// is the command's pid as the launcher saw it.
     pub command_pid_inside: i32,
+    /// What was set up short of the plan where that is not a guarantee (see
+    /// [`LaunchConfig::notes`]).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// A parsed status line.

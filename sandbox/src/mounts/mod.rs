@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys;
 
+pub mod cache;
 mod git_lock;
 mod placeholders;
 mod watch;
@@ -75,6 +76,13 @@ pub struct MountPlan {
     pub temp_dir: PathBuf,
     /// Mount the temp dir on `/tmp` and a private tmpfs on `/dev/shm`.
     pub private_tmp: bool,
+    /// Directories below the host's `/tmp` that stay visible, read-only, in the private `/tmp`
+    /// (a workspace there that is not writable, as under `read-only`).
+    #[serde(default)]
+    pub read_only_in_tmp: Vec<PathBuf>,
+    /// Cache directories made writable through an overlay (see [`cache`]).
+    #[serde(default)]
+    pub cache_overlays: Vec<cache::CacheOverlay>,
     /// Directories bound onto themselves so they cannot be renamed or removed.
     pub pins: Vec<PathBuf>,
     /// Paths re-bound read-only (they exist).
@@ -323,7 +331,20 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         })?;
         writable_ids.push((meta.dev(), meta.ino()));
     }
+    // The private /tmp hides the host's: a workspace there that is not a writable root (it is
+    // bound writable otherwise) must still be seen, read-only.
+    let read_only_in_tmp: Vec<PathBuf> = if spec.private_tmp
+        && spec.workspace.starts_with("/tmp")
+        && spec.workspace.is_dir()
+        && !is_within(&spec.workspace, &outermost)
+    {
+        vec![spec.workspace.clone()]
+    } else {
+        Vec::new()
+    };
     let plan = MountPlan {
+        cache_overlays: Vec::new(),
+        read_only_in_tmp,
         writable: outermost,
         must_stay_absent,
         writable_ids,
@@ -470,11 +491,22 @@ fn visible_in_view(path: &Path) -> Result<bool, MountFailure> {
     }
 }
 
+/// What [`build_view`] set up besides the guarantees: the cache paths it made writable, and
+/// why others were left read-only.
+#[derive(Debug, Default)]
+pub struct ViewReport {
+    /// Cache directories now writable (through their overlay).
+    pub cache_writable: Vec<PathBuf>,
+    /// Why a cache directory stayed read-only.
+    pub cache_notes: Vec<String>,
+}
+
 /// Builds the view in the current (fresh) mount namespace, except `/proc`. Must run before the
 /// PID namespace's init mounts `/proc`, in a process that holds CAP_SYS_ADMIN over the mount
 /// namespace.
-pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
+pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     use Guarantee::{FsMask, FsProtect, FsWrite, Ipc};
+    let mut report = ViewReport::default();
     mount(
         None::<&str>,
         "/",
@@ -496,6 +528,17 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         })
         .collect::<Result<_, MountFailure>>()?;
     let temp = clone_tree_strict(&plan.temp_dir, FsWrite, None)?;
+    // Taken from the host's /tmp before the private one covers it.
+    let read_only_in_tmp: Vec<(PathBuf, OwnedFd)> = plan
+        .read_only_in_tmp
+        .iter()
+        .map(|p| {
+            let tree = clone_tree(p, FsWrite)?;
+            sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+                .map_err(|e| fail(FsWrite, format!("making `{}` read-only: {e}", p.display())))?;
+            Ok((p.clone(), tree))
+        })
+        .collect::<Result<_, MountFailure>>()?;
     let temp_for_tmp = if plan.private_tmp {
         Some(clone_tree(&plan.temp_dir, FsWrite)?)
     } else {
@@ -533,6 +576,18 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
             })?;
     }
 
+    // Before `/` is read-only, and before the writable roots are attached: the workspace may lie
+    // inside a cache path, and must be seen on top of its overlay.
+    for overlay in &plan.cache_overlays {
+        match cache::mount(overlay) {
+            Ok(()) => report.cache_writable.push(overlay.target.clone()),
+            Err(why) => report.cache_notes.push(format!(
+                "cache path `{}` left read-only: {why}",
+                overlay.target.display()
+            )),
+        }
+    }
+
     sys::mount_setattr_path(c"/", sys::MOUNT_ATTR_RDONLY, 0)
         .map_err(|e| fail(FsWrite, format!("making `/` read-only: {e}")))?;
 
@@ -541,32 +596,47 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
     if let Some(tree) = &temp_for_tmp {
         attach(tree, Path::new("/tmp"), FsWrite)?;
     }
-    for (path, tree) in &writable {
-        if temp_for_tmp.is_some() && path.starts_with("/tmp") {
-            std::fs::create_dir_all(path).map_err(|e| {
-                fail(
-                    FsWrite,
-                    format!(
-                        "creating the mount point `{}` in the private /tmp: {e}",
-                        path.display()
-                    ),
-                )
-            })?;
+    // The overlays were mounted writable before `/` became read-only (their upper layers are on
+    // the host's filesystem, which overlayfs needs writable when it mounts); they went read-only
+    // with everything else and are made writable again, each on its own.
+    // One that cannot be stays read-only, like a path without a cache home.
+    let mounted = std::mem::take(&mut report.cache_writable);
+    for target in mounted {
+        match sys::mount_setattr_path(&cstr(&target)?, 0, sys::MOUNT_ATTR_RDONLY) {
+            Ok(()) => report.cache_writable.push(target),
+            Err(e) => report.cache_notes.push(format!(
+                "cache path `{}` left read-only: making its overlay writable: {e}",
+                target.display()
+            )),
         }
-        attach_strict(tree, path, FsWrite)?;
     }
-    if temp_for_tmp.is_some() && plan.temp_dir.starts_with("/tmp") {
-        // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
-        std::fs::create_dir_all(&plan.temp_dir).map_err(|e| {
+    // A path below the host's /tmp needs its mount point made inside the private one.
+    let mount_point_in_tmp = |path: &Path| -> Result<(), MountFailure> {
+        if temp_for_tmp.is_none() || !path.starts_with("/tmp") {
+            return Ok(());
+        }
+        std::fs::create_dir_all(path).map_err(|e| {
             fail(
                 FsWrite,
                 format!(
                     "creating the mount point `{}` in the private /tmp: {e}",
-                    plan.temp_dir.display()
+                    path.display()
                 ),
             )
-        })?;
+        })
+    };
+    if temp_for_tmp.is_some() {
+        for (path, tree) in &read_only_in_tmp {
+            mount_point_in_tmp(path)?;
+            attach(tree, path, FsWrite)?;
+        }
     }
+    for (path, tree) in &writable {
+        mount_point_in_tmp(path)?;
+        attach_strict(tree, path, FsWrite)?;
+    }
+    // A temp dir below /tmp (a session dir there, say) is reached at its own path too.
+    mount_point_in_tmp(&plan.temp_dir)?;
     // Other runs' temp dirs live next to ours: hide the directory that holds them behind an
     // empty read-only tmpfs that has only a mount point for ours.
     if let Some(base) = plan.temp_dir.parent()
@@ -643,7 +713,7 @@ pub fn build_view(plan: &MountPlan) -> Result<(), MountFailure> {
         }
         remount_read_only(dir, Ipc)?;
     }
-    Ok(())
+    Ok(report)
 }
 
 /// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private
