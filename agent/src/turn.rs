@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use crate::AgentError;
-use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
+use crate::log::{
+    Event, PromptSection, Reply, RequestHeader, SessionLog, ToolCall, TurnEndReason, Usage,
+};
 use crate::model::{Chunk, FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
@@ -24,15 +26,16 @@ pub struct AgentConfig {
     pub max_parallel: usize,
     /// The plan-mode plugin, when loaded.
     pub plan_mode: Option<PlanMode>,
-    /// Says whether the turn is cancelled (a held Ctrl-C, say): then no further step or call
-    /// starts, a model answer being streamed is abandoned, calls not started are answered
-    /// "aborted before dispatch", and the turn ends `aborted`. Running tools are the caller's
-    /// to kill.
+    /// Says whether the turn is cancelled, and by whom or what (`SIGINT`, say): then no
+    /// further step or call starts, a model answer being streamed is abandoned, calls not
+    /// started are answered "aborted before dispatch", and the turn ends `aborted` with the
+    /// cause logged. Running tools are the caller's to kill.
     pub cancel: Option<Cancel>,
 }
 
-/// A cancellation check, asked often (before each step and call, while a model streams).
-pub type Cancel = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+/// A cancellation check, asked often (before each step and call, while a model streams):
+/// `Some(cause)` once the turn is cancelled.
+pub type Cancel = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,6 +102,30 @@ fn panicked() -> ToolOutcome {
     }
 }
 
+/// A model's whole answer to one request.
+struct Answer {
+    text: String,
+    reasoning: String,
+    /// The tool calls, by index.
+    calls: Vec<ToolCall>,
+    /// `None` when the model never said why it stopped.
+    finish: Option<FinishReason>,
+    model: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl Answer {
+    /// What the model reported about the answer, as logged.
+    fn reply(&self) -> Option<Reply> {
+        let reply = Reply {
+            model: self.model.clone(),
+            finish: self.finish.as_ref().map(|f| f.as_str().to_owned()),
+            usage: self.usage,
+        };
+        (reply != Reply::default()).then_some(reply)
+    }
+}
+
 /// One call of a step, with the id the log knows it by.
 struct PlannedCall {
     call: ToolCall,
@@ -160,28 +187,32 @@ impl<'h> Agent<'h> {
         })?;
         let mut answer = String::new();
         for step in 0..self.config.max_steps {
-            if self.cancelled() {
-                return self.abort(turn, None, answer);
+            if let Some(cause) = self.cancelled() {
+                return self.abort(turn, None, answer, cause);
             }
             self.log.append(Event::StepStart { turn, step })?;
             let request = self.request()?;
             self.log.barrier()?;
             let streamed = self.stream(&request);
-            if self.cancelled() {
+            if let Some(cause) = self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
-                return self.abort(turn, Some(step), answer);
+                return self.abort(turn, Some(step), answer, cause);
             }
-            let (text, calls, finish) = match streamed {
-                Ok(parts) => parts,
+            let streamed = match streamed {
+                Ok(streamed) => streamed,
                 Err(error) => {
                     return self.end(turn, Some(step), TurnEndReason::Error, answer, Some(error));
                 }
             };
-            answer.clone_from(&text);
-            let calls = self.name_calls(calls);
+            let reply = streamed.reply();
+            let finish = streamed.finish.unwrap_or(FinishReason::Stop);
+            answer.clone_from(&streamed.text);
+            let calls = self.name_calls(streamed.calls);
             self.log.append(Event::AssistantMessage {
-                text,
+                text: streamed.text,
                 tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+                reasoning: streamed.reasoning,
+                reply,
             })?;
             if finish == FinishReason::Length {
                 // Calls of a cut answer are not run, but are answered: the next request must
@@ -208,8 +239,8 @@ impl<'h> Agent<'h> {
                 return self.end(turn, Some(step), TurnEndReason::Completed, answer, None);
             }
             self.run_calls(calls)?;
-            if self.cancelled() {
-                return self.abort(turn, Some(step), answer);
+            if let Some(cause) = self.cancelled() {
+                return self.abort(turn, Some(step), answer, cause);
             }
             self.log.append(Event::StepEnd { turn, step })?;
         }
@@ -220,22 +251,32 @@ impl<'h> Agent<'h> {
         self.end(turn, None, TurnEndReason::Aborted, answer, Some(why))
     }
 
-    fn cancelled(&self) -> bool {
-        self.config.cancel.as_ref().is_some_and(|c| c())
+    /// Who or what cancelled the turn, once it is cancelled.
+    fn cancelled(&self) -> Option<String> {
+        self.config.cancel.as_ref().and_then(|c| c())
     }
 
-    /// Ends a cancelled turn.
+    /// Ends a turn `cause` cancelled.
     fn abort(
         &mut self,
         turn: u64,
         step: Option<u64>,
         answer: String,
+        cause: String,
     ) -> Result<TurnReport, AgentError> {
-        let why = "the turn was cancelled".to_owned();
-        self.end(turn, step, TurnEndReason::Aborted, answer, Some(why))
+        let why = format!("the turn was cancelled ({cause})");
+        self.close(
+            turn,
+            step,
+            TurnEndReason::Aborted,
+            answer,
+            Some(why),
+            Some(cause),
+        )
     }
 
-    /// Ends the turn (and the open step) and makes the log durable.
+    /// Ends the turn (and the open step) and makes the log durable; `error` (why it did not
+    /// complete) is logged with the end.
     fn end(
         &mut self,
         turn: u64,
@@ -244,10 +285,27 @@ impl<'h> Agent<'h> {
         answer: String,
         error: Option<String>,
     ) -> Result<TurnReport, AgentError> {
+        self.close(turn, step, reason, answer, error, None)
+    }
+
+    fn close(
+        &mut self,
+        turn: u64,
+        step: Option<u64>,
+        reason: TurnEndReason,
+        answer: String,
+        error: Option<String>,
+        cancelled_by: Option<String>,
+    ) -> Result<TurnReport, AgentError> {
         if let Some(step) = step {
             self.log.append(Event::StepEnd { turn, step })?;
         }
-        self.log.append(Event::TurnEnd { turn, reason })?;
+        self.log.append(Event::TurnEnd {
+            turn,
+            reason,
+            detail: error.clone(),
+            cancelled_by,
+        })?;
         self.log.barrier()?;
         Ok(TurnReport {
             turn,
@@ -289,14 +347,10 @@ impl<'h> Agent<'h> {
         })
     }
 
-    /// Streams the answer, logging text and reasoning chunks as they come; returns the text,
-    /// the tool calls by index and the finish reason. The model runs on its own thread, so a
-    /// cancel does not wait for a read that is blocked: the request is abandoned (and the
-    /// model with it).
-    fn stream(
-        &mut self,
-        request: &ModelRequest,
-    ) -> Result<(String, Vec<ToolCall>, FinishReason), String> {
+    /// Streams the answer, logging text and reasoning chunks as they come; returns the whole
+    /// answer. The model runs on its own thread, so a cancel does not wait for a read that is
+    /// blocked: the request is abandoned (and the model with it).
+    fn stream(&mut self, request: &ModelRequest) -> Result<Answer, String> {
         let Some(mut model) = self.model.take() else {
             return Err(
                 "the model is gone: its last request was abandoned when a turn was cancelled"
@@ -312,10 +366,13 @@ impl<'h> Agent<'h> {
             (model, result)
         });
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
-        let mut finish = FinishReason::Stop;
+        let mut finish = None;
+        let mut model_id = None;
+        let mut usage = None;
         loop {
-            if self.cancelled() {
+            if self.cancelled().is_some() {
                 return Err("the turn was cancelled".to_owned());
             }
             let chunk = match rx.recv_timeout(std::time::Duration::from_millis(50)) {
@@ -331,10 +388,13 @@ impl<'h> Agent<'h> {
                         reasoning: false,
                     })
                 }
-                Chunk::Reasoning(piece) => self.log.append(Event::AssistantChunk {
-                    text: piece,
-                    reasoning: true,
-                }),
+                Chunk::Reasoning(piece) => {
+                    reasoning.push_str(&piece);
+                    self.log.append(Event::AssistantChunk {
+                        text: piece,
+                        reasoning: true,
+                    })
+                }
                 Chunk::ToolCallDelta {
                     index,
                     id,
@@ -355,9 +415,19 @@ impl<'h> Agent<'h> {
                     call.arguments.push_str(&arguments);
                     Ok(0)
                 }
-                Chunk::Usage { .. } => Ok(0),
+                Chunk::Usage { input, output } => {
+                    usage = Some(Usage {
+                        prompt_tokens: input,
+                        completion_tokens: output,
+                    });
+                    Ok(0)
+                }
+                Chunk::Model(id) => {
+                    model_id = Some(id);
+                    Ok(0)
+                }
                 Chunk::Finish(reason) => {
-                    finish = reason;
+                    finish = Some(reason);
                     Ok(0)
                 }
             };
@@ -372,7 +442,14 @@ impl<'h> Agent<'h> {
             .map_err(|_| "the model adapter failed unexpectedly (it panicked)".to_owned())?;
         self.model = Some(model);
         result.map_err(|e| e.to_string())?;
-        Ok((text, calls.into_values().collect(), finish))
+        Ok(Answer {
+            text,
+            reasoning,
+            calls: calls.into_values().collect(),
+            finish,
+            model: model_id,
+            usage,
+        })
     }
 
     /// Gives every call an id no other call of the session has (a model may repeat or omit
@@ -428,7 +505,7 @@ impl<'h> Agent<'h> {
             open_batch = planned.concurrent;
         }
         for batch in batches {
-            if self.cancelled() {
+            if self.cancelled().is_some() {
                 // Never started: answered, so the log stays balanced.
                 for call in &batch {
                     self.log.append(Event::ToolResult {

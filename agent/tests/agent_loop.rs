@@ -465,6 +465,7 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
         let config = AgentConfig {
             cancel: Some(Arc::new(move || {
                 flag.load(std::sync::atomic::Ordering::SeqCst)
+                    .then(|| "the cancel tool".to_owned())
             })),
             ..AgentConfig::default()
         };
@@ -545,11 +546,14 @@ fn a_model_error_ends_the_turn_as_error_and_a_cut_answer_as_max_tokens() {
             .unwrap()
             .contains("rate limited")
     );
+    // The error itself is logged with the end, so a reviewer can tell why.
     assert_eq!(
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Error
+            reason: TurnEndReason::Error,
+            detail: Some("model script:odd: rate limited: slow down".into()),
+            cancelled_by: None,
         })
     );
     let (r, _) = run_odd(vec![Ok((
@@ -698,7 +702,9 @@ fn a_cancelled_turn_answers_calls_not_started_and_ends_aborted() {
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (the cancel tool)".into()),
+            cancelled_by: Some("the cancel tool".into()),
         })
     );
     // The model was asked once: no step starts after the cancel.

@@ -5,8 +5,8 @@
 #![cfg(test)]
 
 use bridle_agent::log::{
-    Backend, Event, NOT_STARTED, NewSession, OUTCOME_UNKNOWN, Record, Repair, SessionDir, ToolCall,
-    TurnEndReason, chain::LogKey,
+    Backend, Event, INTERRUPTED, NOT_STARTED, NewSession, OUTCOME_UNKNOWN, Record, Repair,
+    SessionDir, ToolCall, TurnEndReason, chain::LogKey,
 };
 use bridle_policy::{Decision, SandboxMode};
 use pretty_assertions::assert_eq;
@@ -44,6 +44,8 @@ fn whole_turn(turn: u64) -> Vec<Event> {
                 name: "bash".into(),
                 arguments: r#"{"command":"ls"}"#.into(),
             }],
+            reasoning: String::new(),
+            reply: None,
         },
         call(&id),
         Event::ToolDecision {
@@ -62,11 +64,15 @@ fn whole_turn(turn: u64) -> Vec<Event> {
         Event::AssistantMessage {
             text: "done".into(),
             tool_calls: vec![],
+            reasoning: String::new(),
+            reply: None,
         },
         Event::StepEnd { turn, step: 1 },
         Event::TurnEnd {
             turn,
             reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         },
     ]
 }
@@ -482,6 +488,8 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
                 listed("denied"),
                 listed("never"),
             ],
+            reasoning: String::new(),
+            reply: None,
         },
         call("ran"),
         Event::ToolDecision {
@@ -528,7 +536,9 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
             Event::StepEnd { turn: 0, step: 0 },
             Event::TurnEnd {
                 turn: 0,
-                reason: TurnEndReason::Interrupted
+                reason: TurnEndReason::Interrupted,
+                detail: Some(INTERRUPTED.into()),
+                cancelled_by: None,
             },
         ]
     );

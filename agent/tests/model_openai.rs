@@ -169,6 +169,7 @@ fn request() -> ModelRequest {
                     name: "bash".into(),
                     arguments: r#"{"command":"ls"}"#.into(),
                 }],
+                reasoning: "I should look first.".into(),
             },
             Message::Tool {
                 call_id: "call_1".into(),

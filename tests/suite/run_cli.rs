@@ -123,7 +123,9 @@ fn a_task_runs_confined_and_the_log_says_what_decided_each_call() {
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Completed
+            reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         })
     );
     // The same story through `bridle log`.
@@ -676,11 +678,14 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
     );
     let id = session_id_in(&String::from_utf8_lossy(&out.stderr));
     let events = events(&e, &id);
+    // The log says who cancelled.
     assert_eq!(
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGINT)".into()),
+            cancelled_by: Some("signal SIGINT".into()),
         })
     );
     let results = results(&events);
@@ -754,7 +759,9 @@ fn a_cancel_does_not_wait_for_a_stalled_model_and_cleans_up() {
         events(&e, &id).last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGTERM)".into()),
+            cancelled_by: Some("signal SIGTERM".into()),
         })
     );
     assert!(!e.workspace.join(".git/config.lock").exists());

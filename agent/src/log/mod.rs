@@ -27,10 +27,11 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, PromptSection, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
+    Event, KNOWN_KINDS, PolicyRule, PolicySummary, PromptSection, Reply, RequestHeader,
+    SessionHeader, ToolCall, TurnEndReason, Usage,
 };
-pub use progress::{NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
+pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};
 pub use session::SessionLog;
 pub use store::{Backend, LogStore, Stored, TornTail};
-pub use timeline::{Approval, Call, Entry, Step, Switch, Timeline, Turn, timeline};
+pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

@@ -4,7 +4,7 @@
 use bridle_policy::Decision;
 use serde::Serialize;
 
-use super::event::{Event, SessionHeader, TurnEndReason};
+use super::event::{Event, PolicySummary, Reply, SessionHeader, TurnEndReason};
 
 /// A session as a reviewer reads it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,6 +46,12 @@ pub struct Turn {
     pub switches: Vec<Switch>,
     /// `None` while the turn is open.
     pub ended: Option<TurnEndReason>,
+    /// Why it did not complete (the error, the cut, the cancel), when the log says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Who or what cancelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// A step: one model request and the tool calls it produced.
@@ -55,6 +61,12 @@ pub struct Step {
     pub seq: u64,
     /// The model's answer text.
     pub answer: String,
+    /// The model's reasoning for it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+    /// What the model reported about its answer (model id, finish reason, usage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Reply>,
     pub calls: Vec<Call>,
 }
 
@@ -62,9 +74,16 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Call {
     pub call_id: String,
+    /// The `tool/call` event; for a call that was never dispatched, the answer listing it.
     pub seq: u64,
     pub name: String,
     pub arguments: String,
+    /// Whether it was dispatched to the pipeline (recorded as `tool/call`). A call the answer
+    /// listed that never was (cancelled, cut at the token limit, interrupted) is not.
+    pub dispatched: bool,
+    /// The wider sandbox mode the call asked for, and whether it ran under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Escalation>,
     pub decision: Option<Decision>,
     /// The rule, approval or guard that decided.
     pub decided_by: Option<String>,
@@ -75,6 +94,22 @@ pub struct Call {
     /// What the sandbox enforced for the call, as recorded with its result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+    /// What the sandbox blocked, when the call's failure looks caused by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denied_by_sandbox: Option<String>,
+    /// Who refused the call before it ran (`rule`, `policy`, `approval`, `sandbox`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<String>,
+}
+
+/// An escalation a call asked for (`sandbox_permissions` in its arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Escalation {
+    /// The mode asked for.
+    pub asked: String,
+    /// Whether the call ran escalated; `None` when the log does not say (it did not run, or
+    /// its result carries no sandbox facts).
+    pub ran_escalated: Option<bool>,
 }
 
 /// An approval question and its answer.
@@ -90,10 +125,13 @@ pub struct Approval {
 pub struct Switch {
     pub seq: u64,
     pub time: String,
-    /// `sandbox-mode`, `approval-policy`, `plan-mode` or `model` (the route of the requests
-    /// from here on).
+    /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
+    /// from here on) or `policy` (the effective policy, by digest).
     pub what: &'static str,
     pub to: String,
+    /// For `policy`: what it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySummary>,
 }
 
 /// Builds the timeline of `events` (`(seq, time, event)`, in order).
@@ -116,6 +154,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             time: time.to_owned(),
             what,
             to,
+            policy: None,
         };
         match event {
             Event::SessionHeader(header) => out.session = Some(header.clone()),
@@ -132,11 +171,20 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     steps: Vec::new(),
                     switches: Vec::new(),
                     ended: None,
+                    detail: None,
+                    cancelled_by: None,
                 });
             }
-            Event::TurnEnd { reason, .. } => match turn.take() {
+            Event::TurnEnd {
+                reason,
+                detail,
+                cancelled_by,
+                ..
+            } => match turn.take() {
                 Some(mut open) => {
                     open.ended = Some(*reason);
+                    open.detail.clone_from(detail);
+                    open.cancelled_by.clone_from(cancelled_by);
                     out.entries.push(Entry::Turn(open));
                 }
                 None => out.entries.push(unattached),
@@ -150,29 +198,47 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     step: *step,
                     seq,
                     answer: String::new(),
+                    reasoning: String::new(),
+                    reply: None,
                     calls: Vec::new(),
                 }),
                 None => out.entries.push(unattached),
             },
-            Event::AssistantMessage { text, .. } => {
-                match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                    Some(step) => step.answer.clone_from(text),
-                    None => out.entries.push(unattached),
+            Event::AssistantMessage {
+                text,
+                tool_calls,
+                reasoning,
+                reply,
+            } => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
+                Some(step) => {
+                    step.answer.clone_from(text);
+                    step.reasoning.clone_from(reasoning);
+                    step.reply.clone_from(reply);
+                    // Listed first: a call that is never dispatched still gets its result.
+                    for call in tool_calls {
+                        step.calls.push(Call::listed(call, seq));
+                    }
                 }
-            }
+                None => out.entries.push(unattached),
+            },
             Event::ToolCall(call) => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                Some(step) => step.calls.push(Call {
-                    call_id: call.call_id.clone(),
-                    seq,
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    decision: None,
-                    decided_by: None,
-                    approval: None,
-                    ok: None,
-                    result: None,
-                    sandbox: None,
-                }),
+                Some(step) => {
+                    let listed = step
+                        .calls
+                        .iter_mut()
+                        .find(|c| !c.dispatched && c.ok.is_none() && c.call_id == call.call_id);
+                    match listed {
+                        Some(listed) => {
+                            *listed = Call::listed(call, seq);
+                            listed.dispatched = true;
+                        }
+                        None => {
+                            let mut new = Call::listed(call, seq);
+                            new.dispatched = true;
+                            step.calls.push(new);
+                        }
+                    }
+                }
                 None => out.entries.push(unattached),
             },
             Event::ToolDecision {
@@ -217,6 +283,21 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     call.ok = Some(*ok);
                     call.result = Some(content.clone());
                     call.sandbox.clone_from(sandbox);
+                    let fact = |name: &str| {
+                        sandbox
+                            .as_ref()
+                            .and_then(|s| s.get(name))
+                            .and_then(serde_json::Value::as_str)
+                            .map(str::to_owned)
+                    };
+                    call.denied_by_sandbox = fact("denied_by_sandbox");
+                    call.refused_by = fact("denied_by");
+                    if let Some(escalation) = call.escalation.as_mut() {
+                        escalation.ran_escalated = sandbox
+                            .as_ref()
+                            .and_then(|s| s.get("escalated"))
+                            .and_then(serde_json::Value::as_bool);
+                    }
                 }
                 None => out.entries.push(unattached),
             },
@@ -239,6 +320,11 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 let s = switch("plan-mode", if *active { "on" } else { "off" }.to_owned());
                 push_switch(&mut out, &mut turn, s);
             }
+            Event::PolicyEffective(summary) => {
+                let mut s = switch("policy", format!("sha256:{}", summary.digest));
+                s.policy = Some(summary.clone());
+                push_switch(&mut out, &mut turn, s);
+            }
             Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
         }
     }
@@ -246,6 +332,39 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
         out.entries.push(Entry::Turn(open));
     }
     out
+}
+
+impl Call {
+    /// `call` as the log first shows it, at event `seq`: not yet dispatched, decided or
+    /// answered.
+    fn listed(call: &super::event::ToolCall, seq: u64) -> Self {
+        let asked = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|args| {
+                args.get("sandbox_permissions")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            });
+        Self {
+            call_id: call.call_id.clone(),
+            seq,
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            dispatched: false,
+            escalation: asked.map(|asked| Escalation {
+                asked,
+                ran_escalated: None,
+            }),
+            decision: None,
+            decided_by: None,
+            approval: None,
+            ok: None,
+            result: None,
+            sandbox: None,
+            denied_by_sandbox: None,
+            refused_by: None,
+        }
+    }
 }
 
 /// The call a decision, approval or result with `call_id` belongs to: the first with that id
