@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use bridle_agent::log::{
-    Backend, Event, NewSession, PromptSection, SessionDir, ToolCall, TurnEndReason,
+    Backend, Event, NewSession, PromptSection, Reply, SessionDir, ToolCall, TurnEndReason, Usage,
 };
 use bridle_agent::model::script::{ScriptModel, ScriptedArguments, ScriptedCall, ScriptedResponse};
 use bridle_agent::model::{Chunk, FinishReason, Model, ModelError, ModelRequest};
@@ -713,4 +713,69 @@ fn a_cancelled_turn_answers_calls_not_started_and_ends_aborted() {
         .filter(|e| matches!(e, Event::StepStart { .. }))
         .count();
     assert_eq!(steps, 1);
+}
+
+#[test]
+fn the_models_reasoning_and_report_are_logged_and_sent_back_from_the_log() {
+    let (r, events) = run_odd(vec![
+        Ok((
+            vec![
+                Chunk::Model("odd-2025".into()),
+                Chunk::Reasoning("think ".into()),
+                Chunk::Reasoning("hard".into()),
+                delta(0, "c1", "read", r#"{"path":"a"}"#),
+                Chunk::Usage {
+                    input: 30,
+                    output: 5,
+                },
+            ],
+            FinishReason::ToolCalls,
+        )),
+        Ok((vec![Chunk::Text("done".into())], FinishReason::Stop)),
+    ]);
+    assert_eq!(r.reports[0].reason, TurnEndReason::Completed);
+    let answers: Vec<(String, Option<Reply>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantMessage {
+                reasoning, reply, ..
+            } => Some((reasoning.clone(), reply.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (
+                "think hard".to_owned(),
+                Some(Reply {
+                    model: Some("odd-2025".into()),
+                    finish: Some("tool_calls".into()),
+                    usage: Some(Usage {
+                        prompt_tokens: 30,
+                        completion_tokens: 5
+                    }),
+                })
+            ),
+            (
+                String::new(),
+                Some(Reply {
+                    model: None,
+                    finish: Some("stop".into()),
+                    usage: None,
+                })
+            ),
+        ]
+    );
+    // The second request, derived from the log alone, carries the reasoning with its call.
+    let messages = derive_messages(&events);
+    let Some(bridle_agent::model::Message::Assistant {
+        tool_calls,
+        reasoning,
+        ..
+    }) = messages.get(1)
+    else {
+        panic!("{messages:?}");
+    };
+    assert_eq!((tool_calls.len(), reasoning.as_str()), (1, "think hard"));
 }

@@ -157,11 +157,18 @@ fn write_turn(out: &mut impl Write, t: &Turn, cut: Cut) -> std::io::Result<()> {
     for input in &t.input {
         cut.write(out, "    ", "user:", input, 100)?;
     }
-    for s in &t.switches {
+    // Each switch where it happened: before the first step, or in the step it came in (the
+    // model route is logged as a step's request is built).
+    let mut switches = t.switches.iter().peekable();
+    let first = t.steps.first().map(|s| s.seq);
+    while let Some(s) = switches.next_if(|s| first.is_none_or(|f| s.seq < f)) {
         write_switch(out, "    ", s)?;
     }
-    for step in &t.steps {
-        write_step(out, step, cut)?;
+    for (i, step) in t.steps.iter().enumerate() {
+        let next = t.steps.get(i + 1).map(|s| s.seq);
+        let during: Vec<&Switch> =
+            std::iter::from_fn(|| switches.next_if(|s| next.is_none_or(|n| s.seq < n))).collect();
+        write_step(out, step, &during, cut)?;
     }
     if t.detail.is_some() || t.cancelled_by.is_some() {
         let by = t
@@ -200,7 +207,12 @@ fn reply_facts(reply: Option<&Reply>) -> String {
     facts
 }
 
-fn write_step(out: &mut impl Write, step: &Step, cut: Cut) -> std::io::Result<()> {
+fn write_step(
+    out: &mut impl Write,
+    step: &Step,
+    switches: &[&Switch],
+    cut: Cut,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "  [{}] step {}{}",
@@ -208,6 +220,9 @@ fn write_step(out: &mut impl Write, step: &Step, cut: Cut) -> std::io::Result<()
         step.step,
         reply_facts(step.reply.as_ref())
     )?;
+    for s in switches {
+        write_switch(out, "    ", s)?;
+    }
     if !step.reasoning.is_empty() {
         cut.write(out, "    ", "reasoning:", &step.reasoning, 100)?;
     }
@@ -236,11 +251,19 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
     )?;
     const MORE: &str = "        ";
     if let Some(e) = &call.escalation {
-        let ran = match e.ran_escalated {
-            Some(true) => "ran escalated",
-            Some(false) => "ran without it",
-            None if call.decision == Some(bridle_policy::Decision::Allow) => "ran (unrecorded)",
-            None => "did not run",
+        let allowed = call.decision == Some(bridle_policy::Decision::Allow);
+        let mode = call
+            .sandbox
+            .as_ref()
+            .and_then(|s| s.get("mode"))
+            .and_then(serde_json::Value::as_str)
+            .map(|m| format!(" (mode {})", p(m)))
+            .unwrap_or_default();
+        let ran = match (allowed, e.ran_escalated) {
+            (false, _) => "refused: it did not run".to_owned(),
+            (true, Some(true)) => format!("ran escalated{mode}"),
+            (true, Some(false)) => format!("ran without it{mode}"),
+            (true, None) => "allowed; the log does not say how it ran".to_owned(),
         };
         writeln!(out, "{MORE}escalation: asked {}, {ran}", p(&e.asked))?;
     }
