@@ -63,9 +63,10 @@ pub(crate) fn brief(text: &str, max: usize) -> String {
     let left = total - shown.chars().count();
     let mut out = printable(&shown);
     if left > 0 {
-        let more_lines = text.split('\n').count() - 1;
+        let more_lines = text.lines().count().saturating_sub(1);
         if more_lines > 0 {
-            out.push_str(&format!("… [+{more_lines} lines, {left} chars]"));
+            let lines = if more_lines == 1 { "line" } else { "lines" };
+            out.push_str(&format!("… [+{more_lines} {lines}, {left} chars]"));
         } else {
             out.push_str(&format!("… [+{left} chars]"));
         }
