@@ -3,14 +3,14 @@
 //! without tool calls, on max-tokens, on an error, or at the step limit. Everything is
 //! recorded in the session log before it is acted on.
 
-use std::collections::{BTreeMap, HashSet};
+mod stream;
+
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::AgentError;
-use crate::log::{
-    Event, PromptSection, Reply, RequestHeader, SessionLog, ToolCall, TurnEndReason, Usage,
-};
-use crate::model::{Chunk, FinishReason, Model, ModelRequest};
+use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
+use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
@@ -99,30 +99,6 @@ fn panicked() -> ToolOutcome {
         content: "the tool failed unexpectedly (it panicked); nothing is known about its effects"
             .to_owned(),
         sandbox: None,
-    }
-}
-
-/// A model's whole answer to one request.
-struct Answer {
-    text: String,
-    reasoning: String,
-    /// The tool calls, by index.
-    calls: Vec<ToolCall>,
-    /// `None` when the model never said why it stopped.
-    finish: Option<FinishReason>,
-    model: Option<String>,
-    usage: Option<Usage>,
-}
-
-impl Answer {
-    /// What the model reported about the answer, as logged.
-    fn reply(&self) -> Option<Reply> {
-        let reply = Reply {
-            model: self.model.clone(),
-            finish: self.finish.as_ref().map(|f| f.as_str().to_owned()),
-            usage: self.usage,
-        };
-        (reply != Reply::default()).then_some(reply)
     }
 }
 
@@ -344,111 +320,6 @@ impl<'h> Agent<'h> {
             system: header.sections,
             messages: derive_messages(events),
             tools: header.tools,
-        })
-    }
-
-    /// Streams the answer, logging text and reasoning chunks as they come; returns the whole
-    /// answer. The model runs on its own thread, so a cancel does not wait for a read that is
-    /// blocked: the request is abandoned (and the model with it).
-    fn stream(&mut self, request: &ModelRequest) -> Result<Answer, String> {
-        let Some(mut model) = self.model.take() else {
-            return Err(
-                "the model is gone: its last request was abandoned when a turn was cancelled"
-                    .to_owned(),
-            );
-        };
-        let (tx, rx) = std::sync::mpsc::channel::<Chunk>();
-        let asked = request.clone();
-        let worker = std::thread::spawn(move || {
-            let result = model.stream(&asked, &mut |chunk| {
-                let _ = tx.send(chunk);
-            });
-            (model, result)
-        });
-        let mut text = String::new();
-        let mut reasoning = String::new();
-        let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
-        let mut finish = None;
-        let mut model_id = None;
-        let mut usage = None;
-        loop {
-            if self.cancelled().is_some() {
-                return Err("the turn was cancelled".to_owned());
-            }
-            let chunk = match rx.recv_timeout(std::time::Duration::from_millis(50)) {
-                Ok(chunk) => chunk,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            };
-            let logged = match chunk {
-                Chunk::Text(piece) => {
-                    text.push_str(&piece);
-                    self.log.append(Event::AssistantChunk {
-                        text: piece,
-                        reasoning: false,
-                    })
-                }
-                Chunk::Reasoning(piece) => {
-                    reasoning.push_str(&piece);
-                    self.log.append(Event::AssistantChunk {
-                        text: piece,
-                        reasoning: true,
-                    })
-                }
-                Chunk::ToolCallDelta {
-                    index,
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    let call = calls.entry(index).or_insert_with(|| ToolCall {
-                        call_id: String::new(),
-                        name: String::new(),
-                        arguments: String::new(),
-                    });
-                    if let Some(id) = id {
-                        call.call_id = id;
-                    }
-                    if let Some(name) = name {
-                        call.name = name;
-                    }
-                    call.arguments.push_str(&arguments);
-                    Ok(0)
-                }
-                Chunk::Usage { input, output } => {
-                    usage = Some(Usage {
-                        prompt_tokens: input,
-                        completion_tokens: output,
-                    });
-                    Ok(0)
-                }
-                Chunk::Model(id) => {
-                    model_id = Some(id);
-                    Ok(0)
-                }
-                Chunk::Finish(reason) => {
-                    finish = Some(reason);
-                    Ok(0)
-                }
-            };
-            if let Err(e) = logged {
-                return Err(format!(
-                    "the session log failed while the answer streamed: {e}"
-                ));
-            }
-        }
-        let (model, result) = worker
-            .join()
-            .map_err(|_| "the model adapter failed unexpectedly (it panicked)".to_owned())?;
-        self.model = Some(model);
-        result.map_err(|e| e.to_string())?;
-        Ok(Answer {
-            text,
-            reasoning,
-            calls: calls.into_values().collect(),
-            finish,
-            model: model_id,
-            usage,
         })
     }
 

@@ -48,7 +48,7 @@ fn verify_while_appending(backend: Backend, events: u64) -> (u64, Vec<u64>) {
                 text: format!("message {n}"),
             })
             .unwrap();
-            if n % 5 == 0 {
+            if n.is_multiple_of(5) {
                 log.barrier().unwrap();
             }
         }

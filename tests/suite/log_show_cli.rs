@@ -453,7 +453,7 @@ fn verify_of_a_session_being_appended_never_says_tampered() {
                         text: format!("message {n}"),
                     })
                     .unwrap();
-                    if n % 3 == 0 {
+                    if n.is_multiple_of(3) {
                         log.barrier().unwrap();
                     }
                     n += 1;

@@ -106,7 +106,9 @@ fn seconds(year: u64, month: u64, mday: u64, time: &str) -> Option<u64> {
 
 fn month_days(year: u64, month: u64) -> u64 {
     match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
