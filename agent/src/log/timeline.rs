@@ -142,6 +142,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
         entries: Vec::new(),
     };
     let mut turn: Option<Turn> = None;
+    let mut open = Unanswered::default();
     let mut model: Option<String> = None;
     for (seq, time, event) in events {
         let unattached = Entry::Unattached {
@@ -163,6 +164,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 if let Some(open) = turn.take() {
                     out.entries.push(Entry::Turn(open));
                 }
+                open = Unanswered::default();
                 turn = Some(Turn {
                     turn: *n,
                     seq,
@@ -209,33 +211,28 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 tool_calls,
                 reasoning,
                 reply,
-            } => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                Some(step) => {
+            } => match last_step(&mut turn) {
+                Some((at, step)) => {
                     step.answer.clone_from(text);
                     step.reasoning.clone_from(reasoning);
                     step.reply.clone_from(reply);
                     // Listed first: a call that is never dispatched still gets its result.
                     for call in tool_calls {
+                        open.add(&call.call_id, (at, step.calls.len()));
                         step.calls.push(Call::listed(call, seq));
                     }
                 }
                 None => out.entries.push(unattached),
             },
-            Event::ToolCall(call) => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                Some(step) => {
-                    let listed = step
-                        .calls
-                        .iter_mut()
-                        .find(|c| !c.dispatched && c.ok.is_none() && c.call_id == call.call_id);
-                    match listed {
-                        Some(listed) => {
-                            *listed = Call::listed(call, seq);
-                            listed.dispatched = true;
-                        }
+            Event::ToolCall(call) => match last_step(&mut turn) {
+                Some((at, step)) => {
+                    let mut recorded = Call::listed(call, seq);
+                    recorded.dispatched = true;
+                    match open.listed_in(step, at, &call.call_id) {
+                        Some(listed) => *listed = recorded,
                         None => {
-                            let mut new = Call::listed(call, seq);
-                            new.dispatched = true;
-                            step.calls.push(new);
+                            open.add(&call.call_id, (at, step.calls.len()));
+                            step.calls.push(recorded);
                         }
                     }
                 }
@@ -245,14 +242,14 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 call_id,
                 decision,
                 by,
-            } => match find_call(&mut turn, call_id) {
+            } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.decision = Some(*decision);
                     call.decided_by = Some(by.clone());
                 }
                 None => out.entries.push(unattached),
             },
-            Event::ApprovalAsked { call_id, question } => match find_call(&mut turn, call_id) {
+            Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.approval = Some(Approval {
                         question: question.clone(),
@@ -266,7 +263,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 call_id,
                 answer,
                 by,
-            } => match find_call(&mut turn, call_id).and_then(|c| c.approval.as_mut()) {
+            } => match open
+                .find(&mut turn, call_id)
+                .and_then(|c| c.approval.as_mut())
+            {
                 Some(approval) => {
                     approval.answer = Some(answer.clone());
                     approval.answered_by = Some(by.clone());
@@ -278,7 +278,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 ok,
                 content,
                 sandbox,
-            } => match find_call(&mut turn, call_id) {
+            } => match open.answer(&mut turn, call_id) {
                 Some(call) => {
                     call.ok = Some(*ok);
                     call.result = Some(content.clone());
@@ -367,14 +367,57 @@ impl Call {
     }
 }
 
-/// The call a decision, approval or result with `call_id` belongs to: the first with that id
-/// that has no result yet (ids the model repeated are answered in order).
-fn find_call<'t>(turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
-    turn.as_mut()?
-        .steps
-        .iter_mut()
-        .flat_map(|s| s.calls.iter_mut())
-        .find(|c| c.call_id == call_id && c.ok.is_none())
+/// The open turn's last step and where it is among the turn's steps.
+fn last_step(turn: &mut Option<Turn>) -> Option<(usize, &mut Step)> {
+    let steps = &mut turn.as_mut()?.steps;
+    let at = steps.len().checked_sub(1)?;
+    steps.last_mut().map(|step| (at, step))
+}
+
+/// The calls of the open turn that have no result yet, by id, as (step, call) positions in
+/// the order they were made: a decision, approval or result belongs to the first with its id
+/// (ids the model repeated are answered in order). Found without scanning the turn, so a turn
+/// with thousands of calls is read in linear time.
+#[derive(Debug, Default)]
+struct Unanswered {
+    by_id: std::collections::HashMap<String, std::collections::VecDeque<(usize, usize)>>,
+}
+
+impl Unanswered {
+    fn add(&mut self, call_id: &str, at: (usize, usize)) {
+        self.by_id
+            .entry(call_id.to_owned())
+            .or_default()
+            .push_back(at);
+    }
+
+    fn first(&self, call_id: &str) -> Option<(usize, usize)> {
+        self.by_id.get(call_id)?.front().copied()
+    }
+
+    /// The call `call_id` belongs to.
+    fn find<'t>(&self, turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
+        let (step, call) = self.first(call_id)?;
+        turn.as_mut()?.steps.get_mut(step)?.calls.get_mut(call)
+    }
+
+    /// The call a result for `call_id` answers; it is no longer open.
+    fn answer<'t>(&mut self, turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
+        let (step, call) = self.by_id.get_mut(call_id)?.pop_front()?;
+        turn.as_mut()?.steps.get_mut(step)?.calls.get_mut(call)
+    }
+
+    /// The call of `step` (at position `at`) the answer listed as `call_id` and that was not
+    /// dispatched yet.
+    fn listed_in<'s>(&self, step: &'s mut Step, at: usize, call_id: &str) -> Option<&'s mut Call> {
+        let index = self
+            .by_id
+            .get(call_id)?
+            .iter()
+            .find(|(s, c)| *s == at && step.calls.get(*c).is_some_and(|call| !call.dispatched))
+            .map(|(_, c)| *c)?;
+        step.calls.get_mut(index)
+    }
 }
 
 fn push_switch(out: &mut Timeline, turn: &mut Option<Turn>, switch: Switch) {
