@@ -631,6 +631,20 @@ fn calls_of_an_answer_cut_at_the_token_limit_are_answered_not_run() {
     };
     assert_eq!(call_id, "c1");
     assert!(content.contains("token limit"), "{content}");
+    // The timeline puts the answer under the call, which was never dispatched, and says why
+    // the turn ended.
+    let events = r.dir.read_events(&r.id).unwrap();
+    let view = bridle_agent::log::timeline(events.iter().map(|(s, t, e)| (*s, t.as_str(), e)));
+    let [bridle_agent::log::Entry::Turn(turn)] = view.entries.as_slice() else {
+        panic!("{view:?}");
+    };
+    let call = &turn.steps[0].calls[0];
+    assert!(!call.dispatched);
+    assert!(call.result.as_deref().unwrap().contains("token limit"));
+    assert_eq!(
+        turn.detail.as_deref(),
+        Some("the model's answer was cut at its output token limit")
+    );
 }
 
 #[test]
