@@ -102,6 +102,33 @@ fn panicked() -> ToolOutcome {
     }
 }
 
+/// How a turn ends.
+struct Ending {
+    reason: TurnEndReason,
+    /// Why it did not complete.
+    error: Option<String>,
+    /// Who or what cancelled it.
+    cancelled_by: Option<String>,
+}
+
+impl Ending {
+    fn completed() -> Self {
+        Self {
+            reason: TurnEndReason::Completed,
+            error: None,
+            cancelled_by: None,
+        }
+    }
+
+    fn failed(reason: TurnEndReason, why: String) -> Self {
+        Self {
+            reason,
+            error: Some(why),
+            cancelled_by: None,
+        }
+    }
+}
+
 /// One call of a step, with the id the log knows it by.
 struct PlannedCall {
     call: ToolCall,
@@ -177,7 +204,8 @@ impl<'h> Agent<'h> {
             let streamed = match streamed {
                 Ok(streamed) => streamed,
                 Err(error) => {
-                    return self.end(turn, Some(step), TurnEndReason::Error, answer, Some(error));
+                    let ending = Ending::failed(TurnEndReason::Error, error);
+                    return self.end(turn, Some(step), answer, ending);
                 }
             };
             let reply = streamed.reply();
@@ -203,16 +231,11 @@ impl<'h> Agent<'h> {
                     })?;
                 }
                 let why = "the model's answer was cut at its output token limit".to_owned();
-                return self.end(
-                    turn,
-                    Some(step),
-                    TurnEndReason::MaxTokens,
-                    answer,
-                    Some(why),
-                );
+                let ending = Ending::failed(TurnEndReason::MaxTokens, why);
+                return self.end(turn, Some(step), answer, ending);
             }
             if calls.is_empty() {
-                return self.end(turn, Some(step), TurnEndReason::Completed, answer, None);
+                return self.end(turn, Some(step), answer, Ending::completed());
             }
             self.run_calls(calls)?;
             if let Some(cause) = self.cancelled() {
@@ -224,7 +247,12 @@ impl<'h> Agent<'h> {
             "the turn reached its limit of {} steps",
             self.config.max_steps
         );
-        self.end(turn, None, TurnEndReason::Aborted, answer, Some(why))
+        self.end(
+            turn,
+            None,
+            answer,
+            Ending::failed(TurnEndReason::Aborted, why),
+        )
     }
 
     /// Who or what cancelled the turn, once it is cancelled.
@@ -240,39 +268,28 @@ impl<'h> Agent<'h> {
         answer: String,
         cause: String,
     ) -> Result<TurnReport, AgentError> {
-        let why = format!("the turn was cancelled ({cause})");
-        self.close(
-            turn,
-            step,
-            TurnEndReason::Aborted,
-            answer,
-            Some(why),
-            Some(cause),
-        )
+        let ending = Ending {
+            reason: TurnEndReason::Aborted,
+            error: Some(format!("the turn was cancelled ({cause})")),
+            cancelled_by: Some(cause),
+        };
+        self.end(turn, step, answer, ending)
     }
 
-    /// Ends the turn (and the open step) and makes the log durable; `error` (why it did not
-    /// complete) is logged with the end.
+    /// Ends the turn (and the open step) and makes the log durable; why it did not complete,
+    /// and who cancelled it, are logged with the end.
     fn end(
         &mut self,
         turn: u64,
         step: Option<u64>,
-        reason: TurnEndReason,
         answer: String,
-        error: Option<String>,
+        ending: Ending,
     ) -> Result<TurnReport, AgentError> {
-        self.close(turn, step, reason, answer, error, None)
-    }
-
-    fn close(
-        &mut self,
-        turn: u64,
-        step: Option<u64>,
-        reason: TurnEndReason,
-        answer: String,
-        error: Option<String>,
-        cancelled_by: Option<String>,
-    ) -> Result<TurnReport, AgentError> {
+        let Ending {
+            reason,
+            error,
+            cancelled_by,
+        } = ending;
         if let Some(step) = step {
             self.log.append(Event::StepEnd { turn, step })?;
         }

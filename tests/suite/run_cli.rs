@@ -19,6 +19,17 @@ pub(super) fn agent_cmd(
     extra: &[&str],
     task: &str,
 ) -> std::process::Command {
+    agent_cmd_in(e, &e.home.join("sessions"), script, extra, task)
+}
+
+/// [`agent_cmd`] with the sessions in `sessions`.
+pub(super) fn agent_cmd_in(
+    e: &ExecEnv,
+    sessions: &std::path::Path,
+    script: &str,
+    extra: &[&str],
+    task: &str,
+) -> std::process::Command {
     let file = e.home.join("script.yaml");
     std::fs::write(&file, script).unwrap();
     let mut cmd = e.bridle();
@@ -26,7 +37,7 @@ pub(super) fn agent_cmd(
         .arg("--model")
         .arg(format!("script:{}", path_str(&file)))
         .arg("--session-dir")
-        .arg(e.home.join("sessions"))
+        .arg(sessions)
         .args(extra)
         .arg(task);
     cmd

@@ -5,7 +5,7 @@
 use bridle_agent::log::{Event, TurnEndReason};
 use pretty_assertions::assert_eq;
 
-use super::run_cli::{agent, events, http_server, session_id, session_id_in};
+use super::run_cli::{agent, agent_cmd_in, events, http_server, session_id, session_id_in};
 use super::support::{ExecEnv, Run, path_str, run_bounded};
 
 /// `bridle log show ARGS... --session-dir <home>/sessions`.
@@ -101,7 +101,7 @@ fn a_session_dir_that_holds_the_workspace_is_refused() {
     let e = ExecEnv::new();
     let parent = e.workspace.parent().unwrap().to_owned();
     for dir in [parent.as_path(), std::path::Path::new("/")] {
-        let r = agent_in(&e, dir);
+        let r = run_bounded(&mut agent_cmd_in(&e, dir, "- text: hi\n", &[], "task"));
         r.assert_code(1);
         assert!(
             r.stderr.contains(&format!(
@@ -117,20 +117,6 @@ fn a_session_dir_that_holds_the_workspace_is_refused() {
             "created before it was refused"
         );
     }
-}
-
-/// `bridle run` with its sessions in `dir`.
-fn agent_in(e: &ExecEnv, dir: &std::path::Path) -> Run {
-    let file = e.home.join("script.yaml");
-    std::fs::write(&file, "- text: hi\n").unwrap();
-    let mut cmd = e.bridle();
-    cmd.arg("run")
-        .arg("--model")
-        .arg(format!("script:{}", path_str(&file)))
-        .arg("--session-dir")
-        .arg(dir)
-        .arg("task");
-    run_bounded(&mut cmd)
 }
 
 #[test]
