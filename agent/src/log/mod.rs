@@ -10,6 +10,11 @@
 //!   (before each model request and each tool execution).
 //! - Resuming repairs a crash: a torn last line is set aside, an open turn is closed with
 //!   synthetic tool results and `turn/end {interrupted}` ([`Repair`]).
+//! - A session can be read while it is appended to: the head is read before the log, so a
+//!   growing log never looks cut short.
+//! - [`timeline()`] is what a reviewer reads (`bridle log show`): the policy in force
+//!   (`policy/effective`), each turn and why it ended, each call with what decided it, and
+//!   the results of calls that were never dispatched under the calls they answer.
 
 pub mod chain;
 mod dir;
