@@ -254,10 +254,17 @@ impl ToolHost for LocalTools<'_> {
         };
         let approvals = self.approvals.observed(&observer);
         let result = self.dispatch(name, arguments, &approvals);
+        let mut sandbox = serde_json::to_value(&result.sandbox).ok();
+        // Who refused a call that never ran is part of what the log says about it.
+        if let (Some(serde_json::Value::Object(facts)), Some(by)) = (&mut sandbox, result.denied_by)
+            && let Ok(by) = serde_json::to_value(by)
+        {
+            facts.insert("denied_by".to_owned(), by);
+        }
         ToolOutcome {
             ok: result.ok,
             content: result.content,
-            sandbox: serde_json::to_value(&result.sandbox).ok(),
+            sandbox,
         }
     }
 }

@@ -173,29 +173,35 @@ pub enum LogCommand {
         dir: SessionDirArg,
     },
     /// A session's timeline: turns, steps, tool calls with their policy decision, approvals
-    /// asked and answered, denials, mode switches. The log must verify.
+    /// asked and answered, denials, escalations, mode and policy switches, why each turn
+    /// ended. The log must verify.
     Show {
-        /// The session id.
+        /// The session: its id, a prefix only it starts with, or `last` (the newest).
         id: String,
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Print arguments, results, input and answers whole (by default long ones are cut,
+        /// with a marker saying how much; decisions and reasons are never cut).
+        #[arg(long)]
+        full: bool,
         #[command(flatten)]
         dir: SessionDirArg,
     },
-    /// Check a session log's integrity: exit 0 intact, 1 tampered or corrupt (says where).
+    /// Check a session log's integrity: exit 0 intact, 1 tampered or corrupt (says where), 2
+    /// could not check.
     Verify {
-        /// The session id.
+        /// The session: its id, a prefix only it starts with, or `last` (the newest).
         id: String,
         #[command(flatten)]
         dir: SessionDirArg,
     },
     /// Print a session's log (it must verify) in a portable format, whatever its store.
     Export {
-        /// The session id.
+        /// The session: its id, a prefix only it starts with, or `last` (the newest).
         id: String,
         /// The output format.
-        #[arg(long, value_name = "FORMAT", value_parser = ["jsonl"])]
+        #[arg(long, value_name = "FORMAT", value_parser = ["jsonl"], default_value = "jsonl")]
         format: String,
         #[command(flatten)]
         dir: SessionDirArg,

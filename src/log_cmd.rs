@@ -1,23 +1,60 @@
 //! `bridle log ...`: list, show, verify and export session logs.
+//!
+//! A session is named by its id, by a prefix only its id starts with, or by `last` (the
+//! session created last). A prefix several ids start with is refused, listing them (exit 2).
+//! A reader that closes the pipe early (`bridle log show ID | head`) ends the output quietly:
+//! no error text, and the status the command would have had (0, or `verify`'s verdict).
+
+mod show;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bridle_agent::AgentError;
-use bridle_agent::log::{Entry, Record, SessionDir, Timeline, timeline, turn_end_name};
+use bridle_agent::log::{SessionDir, parse_id, timeline};
 
 use crate::cli::{GlobalArgs, LogCommand, SessionDirArg};
 use bridle_exec::printable::printable;
 
+/// Exit status when a session prefix names more than one session, and of `log verify` when
+/// the log could not be checked at all (no such session, no key, unreadable): different from
+/// 1, which says the log is tampered or corrupt.
+const EXIT_USAGE: u8 = 2;
+
 /// Runs `bridle log ...`; returns the exit status.
 pub fn run(_global: &GlobalArgs, cmd: &LogCommand) -> Result<u8> {
-    match cmd {
+    let ran = match cmd {
         LogCommand::List { json, dir } => list(&session_dir(dir)?, *json),
-        LogCommand::Show { id, json, dir } => show(&session_dir(dir)?, id, *json),
+        LogCommand::Show {
+            id,
+            json,
+            full,
+            dir,
+        } => show(&session_dir(dir)?, id, *json, *full),
         LogCommand::Verify { id, dir } => verify(&session_dir(dir)?, id),
         LogCommand::Export { id, format, dir } => export(&session_dir(dir)?, id, format),
+    };
+    match ran {
+        // The reader went away (`| head`): what it wanted it has; nothing to complain about.
+        Err(e) if is_broken_pipe(&e) => Ok(0),
+        other => other,
     }
+}
+
+/// Whether `e` is a write to a pipe whose reader has closed it.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let kind = cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn session_dir(arg: &SessionDirArg) -> Result<PathBuf> {
@@ -27,14 +64,82 @@ fn session_dir(arg: &SessionDirArg) -> Result<PathBuf> {
     }
 }
 
-fn list(dir: &std::path::Path, json: bool) -> Result<u8> {
+/// What a session argument names.
+enum Named {
+    One(String),
+    /// Why none: no session has that id or prefix, or the directory holds none.
+    None(String),
+    /// Every id the prefix starts.
+    Several(Vec<String>),
+}
+
+/// The session `wanted` names in `dir`: `last`, an id, or a prefix of exactly one id.
+fn resolve(dir: &SessionDir, wanted: &str) -> Result<Named, AgentError> {
+    if wanted == "last" {
+        return Ok(match dir.newest()? {
+            Some(id) => Named::One(id),
+            None => Named::None(format!("no sessions in {}", dir.path().display())),
+        });
+    }
+    parse_id(wanted)?;
+    let ids = dir.ids()?;
+    if ids.iter().any(|(id, _)| id == wanted) {
+        return Ok(Named::One(wanted.to_owned()));
+    }
+    let mut matching: Vec<String> = ids
+        .into_iter()
+        .filter(|(id, _)| id.starts_with(wanted))
+        .map(|(id, _)| id)
+        .collect();
+    // The same id in both stores is one session (opening it then says what is wrong).
+    matching.dedup();
+    Ok(match matching.len() {
+        0 => Named::None(
+            AgentError::FindSession {
+                id: wanted.to_owned(),
+                dir: dir.path().to_owned(),
+            }
+            .to_string(),
+        ),
+        1 => Named::One(matching.remove(0)),
+        _ => Named::Several(matching),
+    })
+}
+
+/// Says on stderr that `wanted` names several sessions, listing them; returns the exit status.
+fn ambiguous(wanted: &str, ids: &[String]) -> Result<u8> {
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "bridle: {} sessions start with {:?}; give more of the id:",
+        ids.len(),
+        printable(wanted)
+    )?;
+    for id in ids {
+        writeln!(err, "  {}", printable(id))?;
+    }
+    Ok(EXIT_USAGE)
+}
+
+/// The session `wanted` names, for `show` and `export`: `Err(status)` when it named several
+/// (already said); a missing session is an error.
+fn named(dir: &Path, wanted: &str) -> Result<Result<(SessionDir, String), u8>> {
+    let dir = existing(dir)?;
+    match resolve(&dir, wanted)? {
+        Named::One(id) => Ok(Ok((dir, id))),
+        Named::None(why) => anyhow::bail!("{why}"),
+        Named::Several(ids) => Ok(Err(ambiguous(wanted, &ids)?)),
+    }
+}
+
+fn list(dir: &Path, json: bool) -> Result<u8> {
     // Listing never creates the directory: no directory, no sessions.
     let sessions = if dir.exists() {
         SessionDir::existing(dir)?.list()?
     } else {
         Vec::new()
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
         let value: Vec<_> = sessions
             .iter()
@@ -50,10 +155,16 @@ fn list(dir: &std::path::Path, json: bool) -> Result<u8> {
             })
             .collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        out.flush()?;
         return Ok(0);
     }
     if sessions.is_empty() {
-        writeln!(out, "no sessions in {}", dir.display())?;
+        writeln!(
+            out,
+            "no sessions in {}",
+            printable(&dir.display().to_string())
+        )?;
+        out.flush()?;
         return Ok(0);
     }
     writeln!(
@@ -72,199 +183,123 @@ fn list(dir: &std::path::Path, json: bool) -> Result<u8> {
             printable(&s.workspace)
         )?;
     }
+    out.flush()?;
     Ok(0)
 }
 
-/// Exit status of `log verify` when the log could not be checked at all (no such session, no
-/// key, unreadable): different from 1, which says the log is tampered or corrupt.
-const EXIT_CANNOT_CHECK: u8 = 2;
+/// Says on stderr that session `id` could not be checked; returns the exit status.
+fn cannot_check(id: &str, why: &str) -> Result<u8> {
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "bridle: cannot check session {}: {}",
+        printable(id),
+        printable(why)
+    )?;
+    Ok(EXIT_USAGE)
+}
 
-fn verify(dir: &std::path::Path, id: &str) -> Result<u8> {
-    let mut out = std::io::stdout().lock();
-    let checked = SessionDir::existing(dir).and_then(|d| d.verify(id));
-    let v = match checked {
-        Ok(v) => v,
+fn verify(dir: &Path, wanted: &str) -> Result<u8> {
+    let found = SessionDir::existing(dir).and_then(|d| resolve(&d, wanted).map(|n| (d, n)));
+    let (sessions, id) = match found {
+        Ok((d, Named::One(id))) => (d, id),
+        Ok((_, Named::None(why))) => return cannot_check(wanted, &why),
+        Ok((_, Named::Several(ids))) => return ambiguous(wanted, &ids),
+        Err(e) => return cannot_check(wanted, &e.to_string()),
+    };
+    let (status, lines) = match sessions.verify(&id) {
+        Ok(v) => verdict(&id, &v),
         // Lines that are not records at all: the log is corrupt, and says where.
         Err(
             e @ (AgentError::ParseLine { .. }
             | AgentError::ParseEvent { .. }
             | AgentError::UnknownEvent { .. }),
-        ) => {
-            writeln!(
-                out,
+        ) => (
+            1,
+            vec![format!(
                 "session {}: TAMPERED OR CORRUPT: {}",
-                printable(id),
+                printable(&id),
                 printable(&e.to_string())
-            )?;
-            return Ok(1);
-        }
-        Err(e) => {
-            let mut err = std::io::stderr().lock();
-            writeln!(
-                err,
-                "bridle: cannot check session {}: {}",
-                printable(id),
-                printable(&e.to_string())
-            )?;
-            return Ok(EXIT_CANNOT_CHECK);
-        }
+            )],
+        ),
+        Err(e) => return cannot_check(&id, &e.to_string()),
     };
+    let mut out = std::io::stdout().lock();
+    let written = lines.iter().try_for_each(|line| writeln!(out, "{line}"));
+    match written {
+        // The verdict is the exit status, whoever still reads the text.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(status),
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(status),
+    }
+}
+
+/// The exit status and the lines `log verify` prints for `v`.
+fn verdict(id: &str, v: &bridle_agent::log::Verification) -> (u8, Vec<String>) {
     if let Some((seq, what)) = &v.problem {
-        writeln!(
-            out,
+        let line = format!(
             "session {id}: TAMPERED OR CORRUPT at event {seq}: {} ({} events before it are \
              intact)",
             printable(what),
             v.intact
-        )?;
-        return Ok(1);
+        );
+        return (1, vec![line]);
     }
-    writeln!(out, "session {id}: intact, {} events", v.intact)?;
+    let mut lines = vec![format!("session {id}: intact, {} events", v.intact)];
     if let Some(torn) = &v.torn {
-        writeln!(
-            out,
-            "note: {} trailing bytes at offset {} are not a complete event (a write a crash cut \
-             short, or bytes someone added); they are not part of the log, and are set aside \
-             when the session is resumed",
+        lines.push(format!(
+            "note: {} trailing bytes at offset {} are not a complete event (a write in \
+             progress, a write a crash cut short, or bytes someone added); they are not part \
+             of the log, and are set aside when the session is resumed",
             torn.len, torn.offset
-        )?;
+        ));
     }
-    Ok(0)
+    (0, lines)
 }
 
-fn export(dir: &std::path::Path, id: &str, format: &str) -> Result<u8> {
+fn export(dir: &Path, wanted: &str, format: &str) -> Result<u8> {
     anyhow::ensure!(
         format == "jsonl",
         "unknown export format {format:?}: expected jsonl"
     );
-    let records = existing(dir)?.read(id)?;
-    let mut out = std::io::stdout().lock();
+    let (sessions, id) = match named(dir, wanted)? {
+        Ok(found) => found,
+        Err(status) => return Ok(status),
+    };
+    let records = sessions.read(&id)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for record in &records {
-        serde_json::to_writer(&mut out, record)?;
+        out.write_all(&record.stored_form())?;
         out.write_all(b"\n")?;
     }
+    out.flush()?;
     Ok(0)
 }
 
-fn show(dir: &std::path::Path, id: &str, json: bool) -> Result<u8> {
-    let records = existing(dir)?.read(id)?;
-    let events = typed(&records)?;
-    let view = timeline(events.iter().map(|(r, e)| (r.seq, r.time.as_str(), e)));
-    let mut out = std::io::stdout().lock();
+fn show(dir: &Path, wanted: &str, json: bool, full: bool) -> Result<u8> {
+    let (sessions, id) = match named(dir, wanted)? {
+        Ok(found) => found,
+        Err(status) => return Ok(status),
+    };
+    let events = sessions.read_events(&id)?;
+    let view = timeline(events.iter().map(|(seq, time, e)| (*seq, time.as_str(), e)));
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&view)?)?;
+        serde_json::to_writer_pretty(&mut out, &view)?;
+        writeln!(out)?;
     } else {
-        write_timeline(&mut out, &view)?;
+        show::write_timeline(&mut out, &view, full)?;
     }
+    out.flush()?;
     Ok(0)
 }
 
 /// The session directory at `dir`, which must exist (reading never creates it).
-fn existing(dir: &std::path::Path) -> Result<SessionDir> {
+fn existing(dir: &Path) -> Result<SessionDir> {
     anyhow::ensure!(
         dir.exists(),
         "no session directory at {} (pass --session-dir)",
-        dir.display()
+        printable(&dir.display().to_string())
     );
     Ok(SessionDir::existing(dir)?)
-}
-
-fn typed(records: &[Record]) -> Result<Vec<(&Record, bridle_agent::log::Event)>> {
-    let mut out = Vec::with_capacity(records.len());
-    for record in records {
-        let event = record
-            .event()
-            .map_err(anyhow::Error::msg)
-            .with_context(|| format!("event {}", record.seq))?;
-        if let Some(event) = event {
-            out.push((record, event));
-        }
-    }
-    Ok(out)
-}
-
-/// The first line of `text`, at most `max` characters, marked when cut.
-fn brief(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let mut short: String = line.chars().take(max).collect();
-    if short.len() < line.len() || text.lines().nth(1).is_some() {
-        short.push('…');
-    }
-    printable(&short)
-}
-
-fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> {
-    // Every value read from the log goes through `printable` (or `brief`, which uses it): a
-    // log can hold anything a model or a command produced.
-    let p = |text: &str| printable(text);
-    if let Some(h) = &view.session {
-        writeln!(out, "session {}  created {}", p(&h.id), p(&h.created))?;
-        writeln!(
-            out,
-            "  workspace {}  profile {}",
-            p(&h.workspace),
-            p(&h.profile)
-        )?;
-        writeln!(out, "  policy sha256:{}", p(&h.policy_digest))?;
-    }
-    if let Some((from, seq)) = &view.forked_from {
-        writeln!(out, "  forked from {} at event {seq}", p(from))?;
-    }
-    for entry in &view.entries {
-        match entry {
-            Entry::Switch(s) => writeln!(out, "[{}] {} -> {}", s.seq, s.what, p(&s.to))?,
-            Entry::Unattached { seq, kind, .. } => writeln!(
-                out,
-                "[{seq}] {kind} (belongs to no turn or call in the log)"
-            )?,
-            Entry::Turn(t) => {
-                let ended = t.ended.map_or("open", turn_end_name);
-                writeln!(out, "[{}] turn {} ({ended})  {}", t.seq, t.turn, p(&t.time))?;
-                for input in &t.input {
-                    writeln!(out, "    user: {}", brief(input, 100))?;
-                }
-                for s in &t.switches {
-                    writeln!(out, "    [{}] {} -> {}", s.seq, s.what, p(&s.to))?;
-                }
-                for step in &t.steps {
-                    writeln!(out, "  [{}] step {}", step.seq, step.step)?;
-                    for call in &step.calls {
-                        let decision = match (&call.decision, &call.decided_by) {
-                            (Some(d), Some(by)) => format!("{d} by {}", p(by)),
-                            _ => "undecided".to_owned(),
-                        };
-                        writeln!(
-                            out,
-                            "    [{}] {} {}  {decision}",
-                            call.seq,
-                            brief(&call.name, 40),
-                            brief(&call.arguments, 80)
-                        )?;
-                        if let Some(a) = &call.approval {
-                            writeln!(
-                                out,
-                                "        asked: {}  answer: {} by {}",
-                                brief(&a.question, 80),
-                                p(a.answer.as_deref().unwrap_or("none")),
-                                p(a.answered_by.as_deref().unwrap_or("nobody"))
-                            )?;
-                        }
-                        match (call.ok, &call.result) {
-                            (Some(ok), Some(text)) => writeln!(
-                                out,
-                                "        {} {}",
-                                if ok { "ok:" } else { "failed:" },
-                                brief(text, 100)
-                            )?,
-                            _ => writeln!(out, "        no result")?,
-                        }
-                    }
-                    if !step.answer.is_empty() {
-                        writeln!(out, "    answer: {}", brief(&step.answer, 100))?;
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }

@@ -2,14 +2,15 @@
 //! tool call goes through the same pipeline as `bridle tool`, and the session log records what
 //! was asked, what decided each call and what came back.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use bridle_agent::log::{
-    Backend, Event, NewSession, PromptSection, SessionDir, SessionLog, TurnEndReason,
+    Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
+    TurnEndReason,
 };
 use bridle_agent::model::Model;
 use bridle_agent::model::openai::OpenAiModel;
@@ -72,12 +73,17 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let plan = facts.plan(&policy, temp_dir.clone())?;
     let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
     let real_dir = std::fs::canonicalize(dir.path())?;
+    // The policy the commands run under: the plan with the session directory masked.
+    let mut confined = plan.clone();
+    confined.mask_found(&real_dir, SESSION_DIR);
+    let summary = policy_summary(&confined, &temp_dir, &global.profile)?;
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
         profile: global.profile.clone(),
-        policy_digest: bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&plan.spec)?),
+        policy_digest: summary.digest.clone(),
     };
-    let log = open_log(&dir, args, backend, &new, &plan)?;
+    let mut log = open_log(&dir, args, backend, &new)?;
+    log_policy(&mut log, &summary)?;
     say(&format!("session {}", log.id()));
     let sections = vec![base_section(&plan)];
     let mut tools = LocalTools::new(
@@ -91,11 +97,13 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     )?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.
-    tools.mask(real_dir, "bridle's session directory");
+    tools.mask(real_dir, SESSION_DIR);
+    let cancelled_by =
+        || bridle_sandbox::launcher::termination_signal().map(|name| format!("signal {name}"));
     let config = AgentConfig {
         sections,
         plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
-        cancel: Some(Arc::new(bridle_sandbox::launcher::termination_requested)),
+        cancel: Some(Arc::new(cancelled_by)),
         ..AgentConfig::default()
     };
     let mut agent = Agent::new(log, model, &tools, config);
@@ -112,7 +120,14 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     let report = report?;
     let mut out = std::io::stdout().lock();
     if !report.answer.is_empty() {
-        writeln!(out, "{}", report.answer)?;
+        // On a terminal the model's text must not drive it (OSC 52 would set the clipboard,
+        // say): escaped line by line. A pipe or a file gets the answer byte for byte.
+        if out.is_terminal() {
+            let lines: Vec<String> = report.answer.split('\n').map(printable).collect();
+            writeln!(out, "{}", lines.join("\n"))?;
+        } else {
+            writeln!(out, "{}", report.answer)?;
+        }
     }
     if report.reason == TurnEndReason::Completed {
         return Ok(0);
@@ -142,8 +157,118 @@ fn model(route: &str) -> Result<Box<dyn Model>> {
     Ok(Box::new(model))
 }
 
+/// What the session directory is called where it is masked.
+const SESSION_DIR: &str = "bridle's session directory";
+
+/// How the session's private temp directory (a new one every run) is written in the policy
+/// digest and summary, so the same policy has the same digest on every run.
+const TEMP_DIR: &str = "<session temp dir>";
+
+/// `text` with the temp directory `temp` (a path, or a path inside it) written [`TEMP_DIR`].
+fn without_temp_dir(text: &str, temp: &str) -> String {
+    match text.strip_prefix(temp) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{TEMP_DIR}{rest}"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `value` with every string naming the temp directory rewritten by [`without_temp_dir`].
+fn stable(value: serde_json::Value, temp: &str) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(without_temp_dir(&s, temp)),
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| stable(v, temp)).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (without_temp_dir(&k, temp), stable(v, temp)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The effective policy of `plan` as logged: what a reviewer needs to see, and the digest of
+/// all of it (spec, approval policy, rules), the same on every run of the same policy.
+fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicySummary> {
+    let temp = temp_dir.display().to_string();
+    let everything = serde_json::json!({
+        "spec": plan.spec,
+        "approval": plan.approval,
+        "command_rules": plan.command_rules,
+        "path_rules": plan.path_rules,
+    });
+    let digest =
+        bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&stable(everything, &temp))?);
+    let paths = |paths: &[PathBuf]| -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| without_temp_dir(&p.display().to_string(), &temp))
+            .collect()
+    };
+    let spec = &plan.spec;
+    let rules = plan
+        .command_rules
+        .iter()
+        .map(|r| (r.id.clone(), "command", r.decision))
+        .chain(
+            plan.path_rules
+                .iter()
+                .map(|r| (r.id.clone(), "path", r.decision)),
+        )
+        .map(|(id, applies_to, decision)| PolicyRule {
+            id,
+            applies_to: applies_to.to_owned(),
+            decision,
+        })
+        .collect();
+    Ok(PolicySummary {
+        digest,
+        profile: profile.to_owned(),
+        mode: spec.mode,
+        approval: plan.approval,
+        network: spec.network,
+        writable_roots: paths(&spec.writable_roots),
+        protected_paths: paths(&spec.protected_paths),
+        masked_paths: paths(&spec.masked_paths),
+        rules,
+    })
+}
+
+/// Logs the effective policy when it is not the one in force in the log (a new session, or
+/// one resumed or forked under another policy); a change also logs the new sandbox mode and
+/// approval policy, and says so.
+fn log_policy(log: &mut SessionLog, summary: &PolicySummary) -> Result<()> {
+    let mut header_digest = None;
+    let mut logged = None;
+    for (_, event) in log.events() {
+        match event {
+            Event::SessionHeader(h) => header_digest = Some(h.policy_digest.clone()),
+            Event::PolicyEffective(p) => logged = Some(p.digest.clone()),
+            _ => {}
+        }
+    }
+    let in_force = logged.clone().or(header_digest);
+    if in_force.as_deref() != Some(summary.digest.as_str()) {
+        // The policy changed since the session last ran: the log says so before the turn.
+        say(&format!(
+            "session {}: the policy differs from the one it last ran under (profile `{}`)",
+            log.id(),
+            summary.profile
+        ));
+        log.append(Event::SandboxMode { mode: summary.mode })?;
+        log.append(Event::ApprovalPolicy {
+            policy: summary.approval,
+        })?;
+    }
+    if logged.as_deref() != Some(summary.digest.as_str()) {
+        log.append(Event::PolicyEffective(summary.clone()))?;
+    }
+    log.barrier()?;
+    Ok(())
+}
+
 /// The session directory: `--session-dir` or the default, never inside the workspace or a
-/// writable root (checked before anything is created, on the real path).
+/// writable root, nor containing one (checked before anything is created, on the real path).
 fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
     let dir: PathBuf = match requested {
         Some(d) => std::path::absolute(d)?,
@@ -170,6 +295,21 @@ fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result
             bail!(
                 "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
                  it could rewrite its own log",
+                real.display(),
+                root.display()
+            );
+        }
+    }
+    // The session directory is masked in the sandbox: one that holds the workspace or a
+    // writable root would hide the agent's work from it, and puts the log beside what the
+    // agent writes.
+    let held = std::iter::once(&plan.spec.workspace).chain(plan.spec.writable_roots.iter());
+    for root in held {
+        if root.starts_with(&real) {
+            bail!(
+                "refusing session dir `{}`: it contains `{}`, which the agent can write (the \
+                 session directory is hidden from the agent, and its log must lie outside \
+                 what the agent writes); choose a directory outside it",
                 real.display(),
                 root.display()
             );
@@ -204,10 +344,9 @@ fn open_log(
     args: &RunArgs,
     backend: Backend,
     new: &NewSession,
-    plan: &Plan,
 ) -> Result<SessionLog> {
     if let Some(id) = &args.resume {
-        let (mut log, repairs) = dir.resume(id)?;
+        let (log, repairs) = dir.resume(id)?;
         for repair in repairs {
             say(&format!("session {id}: {repair}"));
         }
@@ -220,20 +359,6 @@ fn open_log(
                  it into this workspace with --fork",
                 header.workspace
             );
-        }
-        if header.policy_digest != new.policy_digest {
-            // The policy changed since the session began: the log says so before the turn.
-            say(&format!(
-                "session {id}: the policy differs from the one it began with (profile `{}`)",
-                header.profile
-            ));
-            log.append(Event::SandboxMode {
-                mode: plan.spec.mode,
-            })?;
-            log.append(Event::ApprovalPolicy {
-                policy: plan.approval,
-            })?;
-            log.barrier()?;
         }
         return Ok(log);
     }

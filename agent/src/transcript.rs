@@ -10,9 +10,15 @@ pub fn derive_messages<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<M
         .into_iter()
         .filter_map(|event| match event {
             Event::UserMessage { text, .. } => Some(Message::User { text: text.clone() }),
-            Event::AssistantMessage { text, tool_calls } => Some(Message::Assistant {
+            Event::AssistantMessage {
+                text,
+                tool_calls,
+                reasoning,
+                ..
+            } => Some(Message::Assistant {
                 text: text.clone(),
                 tool_calls: tool_calls.clone(),
+                reasoning: reasoning.clone(),
             }),
             Event::ToolResult {
                 call_id, content, ..

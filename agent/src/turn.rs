@@ -3,12 +3,14 @@
 //! without tool calls, on max-tokens, on an error, or at the step limit. Everything is
 //! recorded in the session log before it is acted on.
 
-use std::collections::{BTreeMap, HashSet};
+mod stream;
+
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
-use crate::model::{Chunk, FinishReason, Model, ModelRequest};
+use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
@@ -24,15 +26,16 @@ pub struct AgentConfig {
     pub max_parallel: usize,
     /// The plan-mode plugin, when loaded.
     pub plan_mode: Option<PlanMode>,
-    /// Says whether the turn is cancelled (a held Ctrl-C, say): then no further step or call
-    /// starts, a model answer being streamed is abandoned, calls not started are answered
-    /// "aborted before dispatch", and the turn ends `aborted`. Running tools are the caller's
-    /// to kill.
+    /// Says whether the turn is cancelled, and by whom or what (`SIGINT`, say): then no
+    /// further step or call starts, a model answer being streamed is abandoned, calls not
+    /// started are answered "aborted before dispatch", and the turn ends `aborted` with the
+    /// cause logged. Running tools are the caller's to kill.
     pub cancel: Option<Cancel>,
 }
 
-/// A cancellation check, asked often (before each step and call, while a model streams).
-pub type Cancel = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+/// A cancellation check, asked often (before each step and call, while a model streams):
+/// `Some(cause)` once the turn is cancelled.
+pub type Cancel = std::sync::Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,6 +102,33 @@ fn panicked() -> ToolOutcome {
     }
 }
 
+/// How a turn ends.
+struct Ending {
+    reason: TurnEndReason,
+    /// Why it did not complete.
+    error: Option<String>,
+    /// Who or what cancelled it.
+    cancelled_by: Option<String>,
+}
+
+impl Ending {
+    fn completed() -> Self {
+        Self {
+            reason: TurnEndReason::Completed,
+            error: None,
+            cancelled_by: None,
+        }
+    }
+
+    fn failed(reason: TurnEndReason, why: String) -> Self {
+        Self {
+            reason,
+            error: Some(why),
+            cancelled_by: None,
+        }
+    }
+}
+
 /// One call of a step, with the id the log knows it by.
 struct PlannedCall {
     call: ToolCall,
@@ -160,28 +190,33 @@ impl<'h> Agent<'h> {
         })?;
         let mut answer = String::new();
         for step in 0..self.config.max_steps {
-            if self.cancelled() {
-                return self.abort(turn, None, answer);
+            if let Some(cause) = self.cancelled() {
+                return self.abort(turn, None, answer, cause);
             }
             self.log.append(Event::StepStart { turn, step })?;
             let request = self.request()?;
             self.log.barrier()?;
             let streamed = self.stream(&request);
-            if self.cancelled() {
+            if let Some(cause) = self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
-                return self.abort(turn, Some(step), answer);
+                return self.abort(turn, Some(step), answer, cause);
             }
-            let (text, calls, finish) = match streamed {
-                Ok(parts) => parts,
+            let streamed = match streamed {
+                Ok(streamed) => streamed,
                 Err(error) => {
-                    return self.end(turn, Some(step), TurnEndReason::Error, answer, Some(error));
+                    let ending = Ending::failed(TurnEndReason::Error, error);
+                    return self.end(turn, Some(step), answer, ending);
                 }
             };
-            answer.clone_from(&text);
-            let calls = self.name_calls(calls);
+            let reply = streamed.reply();
+            let finish = streamed.finish.unwrap_or(FinishReason::Stop);
+            answer.clone_from(&streamed.text);
+            let calls = self.name_calls(streamed.calls);
             self.log.append(Event::AssistantMessage {
-                text,
+                text: streamed.text,
                 tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+                reasoning: streamed.reasoning,
+                reply,
             })?;
             if finish == FinishReason::Length {
                 // Calls of a cut answer are not run, but are answered: the next request must
@@ -196,20 +231,15 @@ impl<'h> Agent<'h> {
                     })?;
                 }
                 let why = "the model's answer was cut at its output token limit".to_owned();
-                return self.end(
-                    turn,
-                    Some(step),
-                    TurnEndReason::MaxTokens,
-                    answer,
-                    Some(why),
-                );
+                let ending = Ending::failed(TurnEndReason::MaxTokens, why);
+                return self.end(turn, Some(step), answer, ending);
             }
             if calls.is_empty() {
-                return self.end(turn, Some(step), TurnEndReason::Completed, answer, None);
+                return self.end(turn, Some(step), answer, Ending::completed());
             }
             self.run_calls(calls)?;
-            if self.cancelled() {
-                return self.abort(turn, Some(step), answer);
+            if let Some(cause) = self.cancelled() {
+                return self.abort(turn, Some(step), answer, cause);
             }
             self.log.append(Event::StepEnd { turn, step })?;
         }
@@ -217,37 +247,58 @@ impl<'h> Agent<'h> {
             "the turn reached its limit of {} steps",
             self.config.max_steps
         );
-        self.end(turn, None, TurnEndReason::Aborted, answer, Some(why))
+        self.end(
+            turn,
+            None,
+            answer,
+            Ending::failed(TurnEndReason::Aborted, why),
+        )
     }
 
-    fn cancelled(&self) -> bool {
-        self.config.cancel.as_ref().is_some_and(|c| c())
+    /// Who or what cancelled the turn, once it is cancelled.
+    fn cancelled(&self) -> Option<String> {
+        self.config.cancel.as_ref().and_then(|c| c())
     }
 
-    /// Ends a cancelled turn.
+    /// Ends a turn `cause` cancelled.
     fn abort(
         &mut self,
         turn: u64,
         step: Option<u64>,
         answer: String,
+        cause: String,
     ) -> Result<TurnReport, AgentError> {
-        let why = "the turn was cancelled".to_owned();
-        self.end(turn, step, TurnEndReason::Aborted, answer, Some(why))
+        let ending = Ending {
+            reason: TurnEndReason::Aborted,
+            error: Some(format!("the turn was cancelled ({cause})")),
+            cancelled_by: Some(cause),
+        };
+        self.end(turn, step, answer, ending)
     }
 
-    /// Ends the turn (and the open step) and makes the log durable.
+    /// Ends the turn (and the open step) and makes the log durable; why it did not complete,
+    /// and who cancelled it, are logged with the end.
     fn end(
         &mut self,
         turn: u64,
         step: Option<u64>,
-        reason: TurnEndReason,
         answer: String,
-        error: Option<String>,
+        ending: Ending,
     ) -> Result<TurnReport, AgentError> {
+        let Ending {
+            reason,
+            error,
+            cancelled_by,
+        } = ending;
         if let Some(step) = step {
             self.log.append(Event::StepEnd { turn, step })?;
         }
-        self.log.append(Event::TurnEnd { turn, reason })?;
+        self.log.append(Event::TurnEnd {
+            turn,
+            reason,
+            detail: error.clone(),
+            cancelled_by,
+        })?;
         self.log.barrier()?;
         Ok(TurnReport {
             turn,
@@ -287,92 +338,6 @@ impl<'h> Agent<'h> {
             messages: derive_messages(events),
             tools: header.tools,
         })
-    }
-
-    /// Streams the answer, logging text and reasoning chunks as they come; returns the text,
-    /// the tool calls by index and the finish reason. The model runs on its own thread, so a
-    /// cancel does not wait for a read that is blocked: the request is abandoned (and the
-    /// model with it).
-    fn stream(
-        &mut self,
-        request: &ModelRequest,
-    ) -> Result<(String, Vec<ToolCall>, FinishReason), String> {
-        let Some(mut model) = self.model.take() else {
-            return Err(
-                "the model is gone: its last request was abandoned when a turn was cancelled"
-                    .to_owned(),
-            );
-        };
-        let (tx, rx) = std::sync::mpsc::channel::<Chunk>();
-        let asked = request.clone();
-        let worker = std::thread::spawn(move || {
-            let result = model.stream(&asked, &mut |chunk| {
-                let _ = tx.send(chunk);
-            });
-            (model, result)
-        });
-        let mut text = String::new();
-        let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
-        let mut finish = FinishReason::Stop;
-        loop {
-            if self.cancelled() {
-                return Err("the turn was cancelled".to_owned());
-            }
-            let chunk = match rx.recv_timeout(std::time::Duration::from_millis(50)) {
-                Ok(chunk) => chunk,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            };
-            let logged = match chunk {
-                Chunk::Text(piece) => {
-                    text.push_str(&piece);
-                    self.log.append(Event::AssistantChunk {
-                        text: piece,
-                        reasoning: false,
-                    })
-                }
-                Chunk::Reasoning(piece) => self.log.append(Event::AssistantChunk {
-                    text: piece,
-                    reasoning: true,
-                }),
-                Chunk::ToolCallDelta {
-                    index,
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    let call = calls.entry(index).or_insert_with(|| ToolCall {
-                        call_id: String::new(),
-                        name: String::new(),
-                        arguments: String::new(),
-                    });
-                    if let Some(id) = id {
-                        call.call_id = id;
-                    }
-                    if let Some(name) = name {
-                        call.name = name;
-                    }
-                    call.arguments.push_str(&arguments);
-                    Ok(0)
-                }
-                Chunk::Usage { .. } => Ok(0),
-                Chunk::Finish(reason) => {
-                    finish = reason;
-                    Ok(0)
-                }
-            };
-            if let Err(e) = logged {
-                return Err(format!(
-                    "the session log failed while the answer streamed: {e}"
-                ));
-            }
-        }
-        let (model, result) = worker
-            .join()
-            .map_err(|_| "the model adapter failed unexpectedly (it panicked)".to_owned())?;
-        self.model = Some(model);
-        result.map_err(|e| e.to_string())?;
-        Ok((text, calls.into_values().collect(), finish))
     }
 
     /// Gives every call an id no other call of the session has (a model may repeat or omit
@@ -428,7 +393,7 @@ impl<'h> Agent<'h> {
             open_batch = planned.concurrent;
         }
         for batch in batches {
-            if self.cancelled() {
+            if self.cancelled().is_some() {
                 // Never started: answered, so the log stays balanced.
                 for call in &batch {
                     self.log.append(Event::ToolResult {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use bridle_agent::log::{
-    Backend, Event, NewSession, PromptSection, SessionDir, ToolCall, TurnEndReason,
+    Backend, Event, NewSession, PromptSection, Reply, SessionDir, ToolCall, TurnEndReason, Usage,
 };
 use bridle_agent::model::script::{ScriptModel, ScriptedArguments, ScriptedCall, ScriptedResponse};
 use bridle_agent::model::{Chunk, FinishReason, Model, ModelError, ModelRequest};
@@ -465,6 +465,7 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
         let config = AgentConfig {
             cancel: Some(Arc::new(move || {
                 flag.load(std::sync::atomic::Ordering::SeqCst)
+                    .then(|| "the cancel tool".to_owned())
             })),
             ..AgentConfig::default()
         };
@@ -545,11 +546,14 @@ fn a_model_error_ends_the_turn_as_error_and_a_cut_answer_as_max_tokens() {
             .unwrap()
             .contains("rate limited")
     );
+    // The error itself is logged with the end, so a reviewer can tell why.
     assert_eq!(
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Error
+            reason: TurnEndReason::Error,
+            detail: Some("model script:odd: rate limited: slow down".into()),
+            cancelled_by: None,
         })
     );
     let (r, _) = run_odd(vec![Ok((
@@ -627,6 +631,20 @@ fn calls_of_an_answer_cut_at_the_token_limit_are_answered_not_run() {
     };
     assert_eq!(call_id, "c1");
     assert!(content.contains("token limit"), "{content}");
+    // The timeline puts the answer under the call, which was never dispatched, and says why
+    // the turn ended.
+    let events = r.dir.read_events(&r.id).unwrap();
+    let view = bridle_agent::log::timeline(events.iter().map(|(s, t, e)| (*s, t.as_str(), e)));
+    let [bridle_agent::log::Entry::Turn(turn)] = view.entries.as_slice() else {
+        panic!("{view:?}");
+    };
+    let call = &turn.steps[0].calls[0];
+    assert!(!call.dispatched);
+    assert!(call.result.as_deref().unwrap().contains("token limit"));
+    assert_eq!(
+        turn.detail.as_deref(),
+        Some("the model's answer was cut at its output token limit")
+    );
 }
 
 #[test]
@@ -698,7 +716,9 @@ fn a_cancelled_turn_answers_calls_not_started_and_ends_aborted() {
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (the cancel tool)".into()),
+            cancelled_by: Some("the cancel tool".into()),
         })
     );
     // The model was asked once: no step starts after the cancel.
@@ -707,4 +727,69 @@ fn a_cancelled_turn_answers_calls_not_started_and_ends_aborted() {
         .filter(|e| matches!(e, Event::StepStart { .. }))
         .count();
     assert_eq!(steps, 1);
+}
+
+#[test]
+fn the_models_reasoning_and_report_are_logged_and_sent_back_from_the_log() {
+    let (r, events) = run_odd(vec![
+        Ok((
+            vec![
+                Chunk::Model("odd-2025".into()),
+                Chunk::Reasoning("think ".into()),
+                Chunk::Reasoning("hard".into()),
+                delta(0, "c1", "read", r#"{"path":"a"}"#),
+                Chunk::Usage {
+                    input: 30,
+                    output: 5,
+                },
+            ],
+            FinishReason::ToolCalls,
+        )),
+        Ok((vec![Chunk::Text("done".into())], FinishReason::Stop)),
+    ]);
+    assert_eq!(r.reports[0].reason, TurnEndReason::Completed);
+    let answers: Vec<(String, Option<Reply>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantMessage {
+                reasoning, reply, ..
+            } => Some((reasoning.clone(), reply.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (
+                "think hard".to_owned(),
+                Some(Reply {
+                    model: Some("odd-2025".into()),
+                    finish: Some("tool_calls".into()),
+                    usage: Some(Usage {
+                        prompt_tokens: 30,
+                        completion_tokens: 5
+                    }),
+                })
+            ),
+            (
+                String::new(),
+                Some(Reply {
+                    model: None,
+                    finish: Some("stop".into()),
+                    usage: None,
+                })
+            ),
+        ]
+    );
+    // The second request, derived from the log alone, carries the reasoning with its call.
+    let messages = derive_messages(&events);
+    let Some(bridle_agent::model::Message::Assistant {
+        tool_calls,
+        reasoning,
+        ..
+    }) = messages.get(1)
+    else {
+        panic!("{messages:?}");
+    };
+    assert_eq!((tool_calls.len(), reasoning.as_str()), (1, "think hard"));
 }

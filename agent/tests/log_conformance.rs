@@ -5,10 +5,11 @@
 #![cfg(test)]
 
 use bridle_agent::log::{
-    Backend, Event, NOT_STARTED, NewSession, OUTCOME_UNKNOWN, Record, Repair, SessionDir, ToolCall,
-    TurnEndReason, chain::LogKey,
+    Backend, Event, INTERRUPTED, NOT_STARTED, NewSession, OUTCOME_UNKNOWN, PolicyRule,
+    PolicySummary, PromptSection, Record, Repair, Reply, RequestHeader, SessionDir, ToolCall,
+    TurnEndReason, Usage, chain::LogKey,
 };
-use bridle_policy::{Decision, SandboxMode};
+use bridle_policy::{ApprovalPolicy, Decision, Network, SandboxMode};
 use pretty_assertions::assert_eq;
 
 fn new_session() -> NewSession {
@@ -44,6 +45,8 @@ fn whole_turn(turn: u64) -> Vec<Event> {
                 name: "bash".into(),
                 arguments: r#"{"command":"ls"}"#.into(),
             }],
+            reasoning: String::new(),
+            reply: None,
         },
         call(&id),
         Event::ToolDecision {
@@ -62,11 +65,15 @@ fn whole_turn(turn: u64) -> Vec<Event> {
         Event::AssistantMessage {
             text: "done".into(),
             tool_calls: vec![],
+            reasoning: String::new(),
+            reply: None,
         },
         Event::StepEnd { turn, step: 1 },
         Event::TurnEnd {
             turn,
             reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         },
     ]
 }
@@ -207,6 +214,7 @@ macro_rules! conformance {
 conformance!(
     a_new_session_starts_with_its_header_and_verifies,
     events_come_back_in_order_after_resume,
+    every_event_type_comes_back_as_written,
     events_are_written_at_the_barrier_and_not_before,
     dropping_the_log_writes_what_was_buffered,
     resume_closes_an_open_turn_with_synthetic_results,
@@ -406,6 +414,133 @@ fn a_new_session_starts_with_its_header_and_verifies(backend: Backend) {
     assert_eq!(mode & 0o077, 0, "logs hold tool output: owner only");
 }
 
+/// One event of every type this version writes (the header is event 0 of every session), with
+/// every optional field set.
+fn one_of_each_type() -> Vec<Event> {
+    let call = ToolCall {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        arguments: r#"{"command":"curl x","sandbox_permissions":"danger-full-access"}"#.into(),
+    };
+    vec![
+        Event::SessionForked {
+            from: "20261130-000000-00000000".into(),
+            seq: 4,
+        },
+        Event::PolicyEffective(PolicySummary {
+            digest: "ab".repeat(32),
+            profile: "workspace-write".into(),
+            mode: SandboxMode::WorkspaceWrite,
+            approval: ApprovalPolicy::Ask,
+            network: Network::Off,
+            writable_roots: vec!["/w".into(), "<session temp dir>".into()],
+            protected_paths: vec!["/w/.git/hooks".into()],
+            masked_paths: vec!["/home/u/.local/state/bridle/sessions".into()],
+            rules: vec![PolicyRule {
+                id: "no-push".into(),
+                applies_to: "command".into(),
+                decision: Decision::Deny,
+            }],
+        }),
+        Event::TurnStart { turn: 0 },
+        Event::UserMessage {
+            id: Some("q1".into()),
+            text: "go".into(),
+        },
+        Event::StepStart { turn: 0, step: 0 },
+        Event::RequestHeader(RequestHeader {
+            sections: vec![PromptSection {
+                name: "base".into(),
+                order: 10,
+                text: "Be careful.".into(),
+            }],
+            tools: vec![serde_json::json!({"name": "bash"})],
+            model: "openai:m".into(),
+        }),
+        Event::AssistantChunk {
+            text: "hmm".into(),
+            reasoning: true,
+        },
+        Event::AssistantMessage {
+            text: "Fetching.".into(),
+            tool_calls: vec![call.clone()],
+            reasoning: "hmm".into(),
+            reply: Some(Reply {
+                model: Some("m-2025-01-01".into()),
+                finish: Some("tool_calls".into()),
+                usage: Some(Usage {
+                    prompt_tokens: 120,
+                    completion_tokens: 9,
+                }),
+            }),
+        },
+        Event::ToolCall(call),
+        Event::ApprovalAsked {
+            call_id: "c1".into(),
+            question: "allow?".into(),
+        },
+        Event::ApprovalDecided {
+            call_id: "c1".into(),
+            answer: "approved".into(),
+            by: "the user at the terminal".into(),
+        },
+        Event::ToolDecision {
+            call_id: "c1".into(),
+            decision: Decision::Allow,
+            by: "approved escalation".into(),
+        },
+        Event::ToolResult {
+            call_id: "c1".into(),
+            ok: false,
+            content: "no route".into(),
+            sandbox: Some(serde_json::json!({"mode": "danger-full-access", "escalated": true})),
+        },
+        Event::StepEnd { turn: 0, step: 0 },
+        Event::SandboxMode {
+            mode: SandboxMode::ReadOnly,
+        },
+        Event::ApprovalPolicy {
+            policy: ApprovalPolicy::Never,
+        },
+        Event::PlanMode { active: true },
+        Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGINT)".into()),
+            cancelled_by: Some("signal SIGINT".into()),
+        },
+    ]
+}
+
+fn every_event_type_comes_back_as_written(backend: Backend) {
+    let events = one_of_each_type();
+    let mut kinds: Vec<&str> = std::iter::once("session/header")
+        .chain(events.iter().map(Event::kind))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut known = bridle_agent::log::KNOWN_KINDS.to_vec();
+    known.sort_unstable();
+    assert_eq!(kinds, known, "a type is missing from this test");
+    let f = Fixture::new(backend);
+    let mut log = f.dir.create(backend, &new_session()).unwrap();
+    for event in &events {
+        log.append(event.clone()).unwrap();
+    }
+    let id = log.id().to_owned();
+    drop(log);
+    assert_eq!(f.dir.verify(&id).unwrap().problem, None);
+    let back: Vec<Event> = f
+        .dir
+        .read(&id)
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|r| r.event().unwrap().unwrap())
+        .collect();
+    assert_eq!(back, events);
+}
+
 fn events_come_back_in_order_after_resume(backend: Backend) {
     let f = Fixture::new(backend);
     let mut log = f.dir.create(backend, &new_session()).unwrap();
@@ -482,6 +617,8 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
                 listed("denied"),
                 listed("never"),
             ],
+            reasoning: String::new(),
+            reply: None,
         },
         call("ran"),
         Event::ToolDecision {
@@ -528,7 +665,9 @@ fn resume_closes_an_open_turn_with_synthetic_results(backend: Backend) {
             Event::StepEnd { turn: 0, step: 0 },
             Event::TurnEnd {
                 turn: 0,
-                reason: TurnEndReason::Interrupted
+                reason: TurnEndReason::Interrupted,
+                detail: Some(INTERRUPTED.into()),
+                cancelled_by: None,
             },
         ]
     );

@@ -38,7 +38,9 @@ fn event() -> impl Strategy<Value = Event> {
         any::<bool>().prop_map(|active| Event::PlanMode { active }),
         any::<u64>().prop_map(|turn| Event::TurnEnd {
             turn,
-            reason: TurnEndReason::MaxTokens
+            reason: TurnEndReason::MaxTokens,
+            detail: None,
+            cancelled_by: None,
         }),
     ]
 }

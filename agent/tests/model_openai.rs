@@ -29,6 +29,16 @@ struct Reply {
     stall: Duration,
 }
 
+/// A reply that is no reply: the connection closes once the request is read.
+fn hang_up() -> Reply {
+    Reply {
+        status: 0,
+        headers: Vec::new(),
+        body: String::new(),
+        stall: Duration::ZERO,
+    }
+}
+
 fn sse(events: &[serde_json::Value]) -> Reply {
     let mut body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
     body.push_str("data: [DONE]\n\n");
@@ -106,6 +116,10 @@ fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Received>>)
                 body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
             });
             let mut stream = reader.into_inner();
+            if reply.status == 0 {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                return;
+            }
             let mut head = format!(
                 "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
                 reply.status,
@@ -169,6 +183,7 @@ fn request() -> ModelRequest {
                     name: "bash".into(),
                     arguments: r#"{"command":"ls"}"#.into(),
                 }],
+                reasoning: "I should look first.".into(),
             },
             Message::Tool {
                 call_id: "call_1".into(),
@@ -260,6 +275,8 @@ fn a_streamed_answer_with_tool_calls_arrives_as_chunks() {
         body["messages"][2]["tool_calls"][0]["function"]["arguments"],
         r#"{"command":"ls"}"#
     );
+    // An `openai:` model does not send reasoning back.
+    assert_eq!(body["messages"][2].get("reasoning_content"), None);
     assert_eq!(body["messages"][3]["role"], "tool");
     assert_eq!(body["messages"][3]["tool_call_id"], "call_1");
     assert_eq!(body["tools"][0]["type"], "function");
@@ -462,4 +479,128 @@ fn credentials_in_the_base_url_never_reach_an_error() {
         assert!(!err.contains(secret), "{err}");
     }
     assert!(!format!("{m:?}").contains("sk-live"));
+}
+
+#[test]
+fn deepseek_sends_the_reasoning_back_with_the_calls_it_led_to() {
+    let env = |k: &str| (k == "DEEPSEEK_API_KEY").then(|| "k".to_owned());
+    let deepseek = OpenAiModel::from_route("deepseek:deepseek-chat", &env).unwrap();
+    let mut asked = request();
+    asked.messages.push(Message::Assistant {
+        text: "All listed.".into(),
+        tool_calls: vec![],
+        reasoning: "Nothing more to do.".into(),
+    });
+    let body = deepseek.body(&asked);
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["role"], "assistant");
+    assert_eq!(messages[2]["reasoning_content"], "I should look first.");
+    // An answer without calls does not need it (DeepSeek ignores it there).
+    assert_eq!(messages[4]["role"], "assistant");
+    assert_eq!(messages[4].get("reasoning_content"), None);
+}
+
+#[test]
+fn the_model_id_the_provider_reports_arrives_once_as_a_chunk() {
+    let with_model = |mut v: serde_json::Value, m: &str| {
+        v["model"] = serde_json::json!(m);
+        v
+    };
+    let (url, _) = serve(vec![sse(&[
+        with_model(
+            delta(serde_json::json!({"content": "a"}), None),
+            "gpt-x-2025",
+        ),
+        with_model(
+            delta(serde_json::json!({"content": "b"}), None),
+            "gpt-x-2025",
+        ),
+        with_model(delta(serde_json::json!({}), Some("stop")), "gpt-x-2025"),
+    ])]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![
+            Chunk::Model("gpt-x-2025".into()),
+            Chunk::Text("a".into()),
+            Chunk::Text("b".into()),
+            Chunk::Finish(FinishReason::Stop),
+        ]
+    );
+}
+
+#[test]
+fn a_connection_closed_before_the_first_byte_is_retried() {
+    // No response at all, then headers with no body: both failed before the answer began.
+    let empty = Reply {
+        body: String::new(),
+        ..sse(&[])
+    };
+    let (url, received) = serve(vec![
+        hang_up(),
+        empty,
+        sse(&[delta(serde_json::json!({"content": "ok"}), Some("stop"))]),
+    ]);
+    let chunks = collect(&mut model(&url)).unwrap();
+    assert_eq!(
+        chunks,
+        vec![Chunk::Text("ok".into()), Chunk::Finish(FinishReason::Stop)]
+    );
+    assert_eq!(received.lock().unwrap().len(), 3);
+    // Within the budget: three attempts, then the failure is reported as one in transit.
+    let (url, received) = serve(vec![hang_up(), hang_up(), hang_up(), hang_up()]);
+    let err = collect(&mut model(&url)).unwrap_err();
+    assert!(matches!(err, ModelError::Server { .. }), "{err}");
+    assert_eq!(received.lock().unwrap().len(), 3);
+}
+
+/// `at` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+fn imf_fixdate(at: std::time::SystemTime) -> String {
+    let secs = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    // The date and time from the log's RFC 3339 clock, the weekday from the day count
+    // (1970-01-01 was a Thursday).
+    let stamp = bridle_agent::log::rfc3339(Duration::from_secs(secs));
+    let (year, month, day) = (&stamp[0..4], &stamp[5..7], &stamp[8..10]);
+    let days = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let weekday = days[usize::try_from(secs / 86_400 % 7).unwrap()];
+    let month = months[month.parse::<usize>().unwrap() - 1];
+    format!("{weekday}, {day} {month} {year} {} GMT", &stamp[11..19])
+}
+
+/// How long a request takes whose first answer is a 429 with `Retry-After: after` (then the
+/// answer), with retries waiting up to 5 s.
+fn waited_for(after: String) -> Duration {
+    let retry = Retry {
+        max_delay: Duration::from_secs(5),
+        ..quick_retry()
+    };
+    let slow = Reply {
+        status: 429,
+        headers: vec![("Retry-After", after)],
+        body: "{}".into(),
+        stall: Duration::ZERO,
+    };
+    let (url, received) = serve(vec![
+        slow,
+        sse(&[delta(serde_json::json!({"content": "ok"}), Some("stop"))]),
+    ]);
+    let mut m = OpenAiModel::new("openai:m", "m", &url, None, retry).unwrap();
+    let started = std::time::Instant::now();
+    m.stream(&request(), &mut |_| {}).unwrap();
+    assert_eq!(received.lock().unwrap().len(), 2);
+    started.elapsed()
+}
+
+#[test]
+fn a_retry_after_date_is_honoured() {
+    let now = std::time::SystemTime::now();
+    // Dates have whole seconds: at least two of the three remained when it was read.
+    let waited = waited_for(imf_fixdate(now + Duration::from_secs(3)));
+    assert!(waited >= Duration::from_millis(1900), "{waited:?}");
+    // A date already past asks for no wait.
+    let waited = waited_for(imf_fixdate(now - Duration::from_secs(60)));
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
 }

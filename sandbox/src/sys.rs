@@ -446,6 +446,14 @@ pub fn termination_requested() -> bool {
     FORWARDED.load(std::sync::atomic::Ordering::SeqCst) != 0
 }
 
+/// The first held signal that came, if one did.
+pub fn termination_signal() -> Option<nix::sys::signal::Signal> {
+    let signal = FORWARDED.load(std::sync::atomic::Ordering::SeqCst);
+    (signal != 0)
+        .then(|| nix::sys::signal::Signal::try_from(signal).ok())
+        .flatten()
+}
+
 /// From now on SIGTERM and SIGHUP to this process kill the sandbox of `launcher` (SIGTERM to
 /// it) instead of ending this process, which then sees the run end as usual. A signal that
 /// came earlier (held by [`hold_termination`]) is passed on now.

@@ -85,11 +85,15 @@ fn recorded(env: &Env, backend: Backend) -> (std::path::PathBuf, String) {
         Event::AssistantMessage {
             text: "Listed the repo; pushing was refused.".into(),
             tool_calls: vec![],
+            reasoning: String::new(),
+            reply: None,
         },
         Event::StepEnd { turn: 0, step: 1 },
         Event::TurnEnd {
             turn: 0,
             reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         },
         Event::SandboxMode {
             mode: SandboxMode::ReadOnly,

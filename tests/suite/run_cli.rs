@@ -8,12 +8,28 @@ use super::support::{ExecEnv, Run, path_str, run_bounded};
 
 /// Writes `script` into the home (outside the workspace) and runs `bridle run` on it with the
 /// sessions in `<home>/sessions`.
-fn agent(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> Run {
+pub(super) fn agent(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> Run {
     run_bounded(&mut agent_cmd(e, script, extra, task))
 }
 
 /// The `bridle run` command line of [`agent`], not yet run.
-fn agent_cmd(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> std::process::Command {
+pub(super) fn agent_cmd(
+    e: &ExecEnv,
+    script: &str,
+    extra: &[&str],
+    task: &str,
+) -> std::process::Command {
+    agent_cmd_in(e, &e.home.join("sessions"), script, extra, task)
+}
+
+/// [`agent_cmd`] with the sessions in `sessions`.
+pub(super) fn agent_cmd_in(
+    e: &ExecEnv,
+    sessions: &std::path::Path,
+    script: &str,
+    extra: &[&str],
+    task: &str,
+) -> std::process::Command {
     let file = e.home.join("script.yaml");
     std::fs::write(&file, script).unwrap();
     let mut cmd = e.bridle();
@@ -21,19 +37,19 @@ fn agent_cmd(e: &ExecEnv, script: &str, extra: &[&str], task: &str) -> std::proc
         .arg("--model")
         .arg(format!("script:{}", path_str(&file)))
         .arg("--session-dir")
-        .arg(e.home.join("sessions"))
+        .arg(sessions)
         .args(extra)
         .arg(task);
     cmd
 }
 
 /// The session id `bridle run` announced on stderr.
-fn session_id(r: &Run) -> String {
+pub(super) fn session_id(r: &Run) -> String {
     session_id_in(&r.stderr)
 }
 
 /// The session id announced in `stderr`.
-fn session_id_in(stderr: &str) -> String {
+pub(super) fn session_id_in(stderr: &str) -> String {
     stderr
         .lines()
         .find_map(|l| l.strip_prefix("bridle: session "))
@@ -41,7 +57,7 @@ fn session_id_in(stderr: &str) -> String {
         .unwrap_or_else(|| panic!("no session line:\n{stderr}"))
 }
 
-fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
+pub(super) fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
     let dir = SessionDir::existing(&e.home.join("sessions")).unwrap();
     dir.read(id)
         .unwrap()
@@ -50,7 +66,7 @@ fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
         .collect()
 }
 
-fn decisions(events: &[Event]) -> Vec<(String, String)> {
+pub(super) fn decisions(events: &[Event]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -60,7 +76,7 @@ fn decisions(events: &[Event]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn results(events: &[Event]) -> Vec<(bool, String)> {
+pub(super) fn results(events: &[Event]) -> Vec<(bool, String)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -123,7 +139,9 @@ fn a_task_runs_confined_and_the_log_says_what_decided_each_call() {
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Completed
+            reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         })
     );
     // The same story through `bridle log`.
@@ -399,7 +417,7 @@ fn chat_server() -> (
     ])
 }
 
-const TOOL_CALL_REPLY: &str = concat!(
+pub(super) const TOOL_CALL_REPLY: &str = concat!(
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",",
     "\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\"}}]}}]}\n\n",
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":",
@@ -414,8 +432,24 @@ const FINAL_REPLY: &str = concat!(
 
 /// A chat-completions server on loopback answering each request with the next reply, after
 /// sending the headers and pausing for its delay.
-fn chat_server_with(
+pub(super) fn chat_server_with(
     replies: Vec<(String, std::time::Duration)>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    http_server(
+        replies
+            .into_iter()
+            .map(|(body, delay)| (200, body, delay))
+            .collect(),
+    )
+}
+
+/// A server on loopback answering each request with the next `(status, body, delay)`: an
+/// event stream when the status is 200, JSON otherwise.
+pub(super) fn http_server(
+    replies: Vec<(u16, String, std::time::Duration)>,
 ) -> (
     String,
     std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
@@ -426,7 +460,7 @@ fn chat_server_with(
     let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = std::sync::Arc::clone(&bodies);
     std::thread::spawn(move || {
-        for (reply, delay) in replies {
+        for (status, reply, delay) in replies {
             let Ok((stream, _)) = listener.accept() else {
                 return;
             };
@@ -450,8 +484,13 @@ fn chat_server_with(
                 .unwrap()
                 .push(serde_json::from_slice(&body).unwrap());
             let mut stream = reader.into_inner();
+            let kind = if status == 200 {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
             let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 reply.len()
             );
             let _ = stream.write_all(head.as_bytes());
@@ -676,11 +715,14 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
     );
     let id = session_id_in(&String::from_utf8_lossy(&out.stderr));
     let events = events(&e, &id);
+    // The log says who cancelled.
     assert_eq!(
         events.last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGINT)".into()),
+            cancelled_by: Some("signal SIGINT".into()),
         })
     );
     let results = results(&events);
@@ -689,6 +731,23 @@ fn ctrl_c_cancels_the_turn_kills_the_tools_and_balances_the_log() {
     assert!(
         results[1].1.contains("aborted before dispatch"),
         "{results:?}"
+    );
+    // `log show` puts that answer under the call it answers, and says who cancelled.
+    let mut cmd = e.bridle();
+    cmd.args(["log", "show", &id, "--session-dir"])
+        .arg(e.home.join("sessions"));
+    let shown = run_bounded(&mut cmd);
+    shown.assert_code(0);
+    for want in [
+        "not dispatched\n        failed: aborted before dispatch: the turn was cancelled",
+        "ended aborted (cancelled by signal SIGINT)",
+    ] {
+        assert!(shown.stdout.contains(want), "{want:?}:\n{}", shown.stdout);
+    }
+    assert!(
+        !shown.stdout.contains("belongs to no turn"),
+        "{}",
+        shown.stdout
     );
     // Nothing left to repair.
     let again = agent(&e, "- text: resumed\n", &["--resume", &id], "go on");
@@ -754,7 +813,9 @@ fn a_cancel_does_not_wait_for_a_stalled_model_and_cleans_up() {
         events(&e, &id).last(),
         Some(&Event::TurnEnd {
             turn: 0,
-            reason: TurnEndReason::Aborted
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGTERM)".into()),
+            cancelled_by: Some("signal SIGTERM".into()),
         })
     );
     assert!(!e.workspace.join(".git/config.lock").exists());

@@ -208,11 +208,17 @@ impl SessionDir {
     }
 
     /// Session `id`'s file, what it holds, and the verdict on it (read-only).
+    ///
+    /// The head is read before the log: a writer makes a batch durable in the log before it
+    /// writes the head naming it, so a head read first never names an event that the log,
+    /// read after it, lacks. A session `bridle run` is appending to right now therefore
+    /// verifies (up to wherever the read of the log ended) instead of looking cut short.
     fn load(&self, id: &str) -> Result<(PathBuf, Stored, Checked), AgentError> {
         let (backend, path) = self.locate(id)?;
-        let stored = backend.open_read_only(&path)?.read_all()?;
+        let mut store = backend.open_read_only(&path)?;
         let key = LogKey::load(&self.dir)?;
         let head = head::read(&head::path_for(&path), &key, id);
+        let stored = store.read_all()?;
         let verdict = verify_stored(&stored, &key, id, head);
         Ok((path, stored, verdict))
     }
@@ -338,9 +344,29 @@ impl SessionDir {
         Ok(stored.records)
     }
 
-    /// Every session in the directory, oldest first. A log that cannot be read is listed with
-    /// the reason as its status.
-    pub fn list(&self) -> Result<Vec<SessionSummary>, AgentError> {
+    /// Every event of session `id` with its number and time, which must verify (read-only;
+    /// read and parsed once, for `show`). Ignorable events of unknown types are left out.
+    pub fn read_events(&self, id: &str) -> Result<Vec<(u64, String, Event)>, AgentError> {
+        let (path, stored, verdict) = self.load(id)?;
+        let verified = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
+        let mut times: Vec<Option<String>> =
+            stored.records.into_iter().map(|r| Some(r.time)).collect();
+        Ok(verified
+            .events
+            .into_iter()
+            .map(|(seq, event)| {
+                let time = usize::try_from(seq)
+                    .ok()
+                    .and_then(|i| times.get_mut(i))
+                    .and_then(Option::take)
+                    .unwrap_or_default();
+                (seq, time, event)
+            })
+            .collect())
+    }
+
+    /// The id and store of every session in the directory, by name alone (nothing is read).
+    pub fn ids(&self) -> Result<Vec<(String, Backend)>, AgentError> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|source| AgentError::ListSessionDir {
                 dir: self.dir.clone(),
@@ -356,9 +382,49 @@ impl SessionDir {
             }) else {
                 continue;
             };
-            if parse_id(&id).is_err() {
-                continue;
+            if parse_id(&id).is_ok() {
+                out.push((id, backend));
             }
+        }
+        out.sort_by(|a, b| (&a.0, a.1.extension()).cmp(&(&b.0, b.1.extension())));
+        Ok(out)
+    }
+
+    /// The session created last: the greatest `YYYYMMDD-HHMMSS` in its id, and among sessions
+    /// created in the same second the one whose header says it was created last (only those
+    /// are read). `None` when the directory holds no session.
+    pub fn newest(&self) -> Result<Option<String>, AgentError> {
+        let ids = self.ids()?;
+        let stamp = |id: &str| id.get(..15).map(str::to_owned).unwrap_or_default();
+        let Some(latest) = ids.iter().map(|(id, _)| stamp(id)).max() else {
+            return Ok(None);
+        };
+        let mut tied: Vec<(String, String)> = ids
+            .into_iter()
+            .filter(|(id, _)| stamp(id) == latest)
+            .map(|(id, _)| {
+                let created = self.created(&id).unwrap_or_default();
+                (created, id)
+            })
+            .collect();
+        tied.sort();
+        Ok(tied.pop().map(|(_, id)| id))
+    }
+
+    /// When session `id` says it was created (its header), if it can be read.
+    fn created(&self, id: &str) -> Option<String> {
+        let (_, stored, _) = self.load(id).ok()?;
+        match stored.records.first()?.event() {
+            Ok(Some(Event::SessionHeader(h))) => Some(h.created),
+            _ => None,
+        }
+    }
+
+    /// Every session in the directory, oldest first. A log that cannot be read is listed with
+    /// the reason as its status.
+    pub fn list(&self) -> Result<Vec<SessionSummary>, AgentError> {
+        let mut out = Vec::new();
+        for (id, backend) in self.ids()? {
             out.push(self.summarise(id, backend));
         }
         out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));

@@ -1,7 +1,7 @@
 //! The events of a session log (`shared/spec/agent.md`). Each serialises as its `type` and
 //! `data`, the two event-specific fields of a [`Record`](super::Record).
 
-use bridle_policy::{ApprovalPolicy, Decision, SandboxMode};
+use bridle_policy::{ApprovalPolicy, Decision, Network, SandboxMode};
 use serde::{Deserialize, Serialize};
 
 /// One event of a session, as the loop records it.
@@ -24,7 +24,17 @@ pub enum Event {
     TurnStart { turn: u64 },
     /// The turn ended, and why.
     #[serde(rename = "turn/end")]
-    TurnEnd { turn: u64, reason: TurnEndReason },
+    TurnEnd {
+        turn: u64,
+        reason: TurnEndReason,
+        /// Why the turn did not complete, in full: the model's error, the cut at the token
+        /// limit, the step limit, the cancel. Absent when it completed (and in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        /// Who or what cancelled the turn (`SIGINT`, say), when it was cancelled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancelled_by: Option<String>,
+    },
     /// A step (one model request, its retries and its tool calls) began.
     #[serde(rename = "step/start")]
     StepStart { turn: u64, step: u64 },
@@ -47,12 +57,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         reasoning: bool,
     },
-    /// The model's whole answer for a step.
+    /// The model's whole answer for a step. `text`, `tool_calls` and `reasoning` derive into
+    /// the model's messages; the rest is what the model reported about its answer.
     #[serde(rename = "assistant/message")]
     AssistantMessage {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The model's reasoning for this answer (some providers need it sent back with the
+        /// calls it led to).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reasoning: String,
+        /// What the model reported about the answer (model id, finish reason, usage).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<Reply>,
     },
     /// What the next model request is made of, written when it changes.
     #[serde(rename = "request/header")]
@@ -99,6 +117,10 @@ pub enum Event {
     /// Plan mode was switched on or off.
     #[serde(rename = "plan/mode")]
     PlanMode { active: bool },
+    /// The policy in force from here on (logged when the session starts and whenever it
+    /// changes), so a reviewer can see what confined the agent.
+    #[serde(rename = "policy/effective")]
+    PolicyEffective(PolicySummary),
 }
 
 impl Event {
@@ -123,6 +145,7 @@ impl Event {
             Self::SandboxMode { .. } => "sandbox/mode",
             Self::ApprovalPolicy { .. } => "approval/policy",
             Self::PlanMode { .. } => "plan/mode",
+            Self::PolicyEffective(_) => "policy/effective",
         }
     }
 
@@ -152,6 +175,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "sandbox/mode",
     "approval/policy",
     "plan/mode",
+    "policy/effective",
 ];
 
 /// Event 0 of every session.
@@ -188,6 +212,61 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments exactly as the model sent them (possibly not valid JSON).
     pub arguments: String,
+}
+
+/// What a model reported about one answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The model id the provider says answered (it may differ from the one asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why the answer ended, as the provider said it (`stop`, `tool_calls`, `length`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<String>,
+    /// Tokens the request and the answer took, as the provider counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Token counts of one model request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The effective policy of a session, as a reviewer reads it, with the digest that identifies
+/// it (the header's `policy_digest` names the policy the session began with).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicySummary {
+    /// SHA-256 of the effective policy (stable across runs of the same policy).
+    pub digest: String,
+    /// The profile (name or path).
+    pub profile: String,
+    pub mode: SandboxMode,
+    pub approval: ApprovalPolicy,
+    pub network: Network,
+    /// Writable roots; the session's private temp directory is written `<session temp dir>`.
+    #[serde(default)]
+    pub writable_roots: Vec<String>,
+    /// Paths inside writable roots that stay read-only.
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
+    /// Paths that cannot be read.
+    #[serde(default)]
+    pub masked_paths: Vec<String>,
+    /// The profile's rules, in the order they are checked.
+    #[serde(default)]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// One rule of the effective policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRule {
+    pub id: String,
+    /// `command` (a command-prefix rule) or `path` (a path rule for writes).
+    pub applies_to: String,
+    pub decision: Decision,
 }
 
 /// The parts of a model request that do not come from messages.
@@ -232,6 +311,8 @@ mod tests {
             Event::TurnEnd {
                 turn: 0,
                 reason: TurnEndReason::Completed,
+                detail: None,
+                cancelled_by: None,
             },
             Event::StepStart { turn: 0, step: 0 },
             Event::StepEnd { turn: 0, step: 0 },
@@ -246,6 +327,8 @@ mod tests {
             Event::AssistantMessage {
                 text: "x".into(),
                 tool_calls: vec![],
+                reasoning: String::new(),
+                reply: None,
             },
             Event::RequestHeader(RequestHeader {
                 sections: vec![],
@@ -284,6 +367,17 @@ mod tests {
                 policy: ApprovalPolicy::Never,
             },
             Event::PlanMode { active: true },
+            Event::PolicyEffective(PolicySummary {
+                digest: "d".into(),
+                profile: "p".into(),
+                mode: SandboxMode::ReadOnly,
+                approval: ApprovalPolicy::Never,
+                network: Network::Off,
+                writable_roots: vec![],
+                protected_paths: vec![],
+                masked_paths: vec![],
+                rules: vec![],
+            }),
         ];
         assert_eq!(samples.len(), KNOWN_KINDS.len());
         for event in &samples {
@@ -291,5 +385,45 @@ mod tests {
             assert_eq!(value["type"], event.kind());
             assert!(Event::is_known_kind(event.kind()), "{}", event.kind());
         }
+    }
+
+    /// Logs written before `turn/end` carried its detail and `assistant/message` the model's
+    /// report still load, and the new fields are left out when empty.
+    #[test]
+    fn older_turn_end_and_assistant_message_data_still_load() {
+        let old: Event = serde_json::from_value(serde_json::json!({
+            "type": "turn/end", "data": {"turn": 3, "reason": "error"}
+        }))
+        .unwrap();
+        let Event::TurnEnd {
+            detail,
+            cancelled_by,
+            ..
+        } = &old
+        else {
+            panic!("{old:?}")
+        };
+        assert_eq!((detail, cancelled_by), (&None, &None));
+        assert_eq!(
+            serde_json::to_value(&old).unwrap()["data"],
+            serde_json::json!({"turn": 3, "reason": "error"})
+        );
+        let old: Event = serde_json::from_value(serde_json::json!({
+            "type": "assistant/message", "data": {"text": "hi"}
+        }))
+        .unwrap();
+        assert_eq!(
+            old,
+            Event::AssistantMessage {
+                text: "hi".into(),
+                tool_calls: vec![],
+                reasoning: String::new(),
+                reply: None,
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(&old).unwrap()["data"],
+            serde_json::json!({"text": "hi"})
+        );
     }
 }

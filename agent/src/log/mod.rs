@@ -10,6 +10,11 @@
 //!   (before each model request and each tool execution).
 //! - Resuming repairs a crash: a torn last line is set aside, an open turn is closed with
 //!   synthetic tool results and `turn/end {interrupted}` ([`Repair`]).
+//! - A session can be read while it is appended to: the head is read before the log, so a
+//!   growing log never looks cut short.
+//! - [`timeline()`] is what a reviewer reads (`bridle log show`): the policy in force
+//!   (`policy/effective`), each turn and why it ended, each call with what decided it, and
+//!   the results of calls that were never dispatched under the calls they answer.
 
 pub mod chain;
 mod dir;
@@ -27,10 +32,11 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, PromptSection, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
+    Event, KNOWN_KINDS, PolicyRule, PolicySummary, PromptSection, Reply, RequestHeader,
+    SessionHeader, ToolCall, TurnEndReason, Usage,
 };
-pub use progress::{NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
+pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};
 pub use session::SessionLog;
 pub use store::{Backend, LogStore, Stored, TornTail};
-pub use timeline::{Approval, Call, Entry, Step, Switch, Timeline, Turn, timeline};
+pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

@@ -12,6 +12,10 @@ pub const NOT_STARTED: &str = "tool not started: the session was interrupted bef
 pub const OUTCOME_UNKNOWN: &str = "outcome unknown: the session was interrupted while this call \
      may have been running; whatever it did is not recorded";
 
+/// Why a turn crash repair closed ended.
+pub const INTERRUPTED: &str = "the session was interrupted (bridle stopped without ending the \
+     turn); closed when the log was next opened";
+
 /// The lifecycle state after some prefix of a session's events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
@@ -139,6 +143,8 @@ impl Progress {
         events.push(Event::TurnEnd {
             turn,
             reason: TurnEndReason::Interrupted,
+            detail: Some(INTERRUPTED.to_owned()),
+            cancelled_by: None,
         });
         events
     }
@@ -207,6 +213,8 @@ mod tests {
         let mut p = progress(&[Event::TurnEnd {
             turn: 4,
             reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
         }]);
         assert_eq!(p.next_turn(), 5);
         assert!(!p.in_turn());

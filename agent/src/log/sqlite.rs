@@ -123,12 +123,16 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// A read-only connection. A WAL database in a directory this process cannot write (a
-/// read-only copy of the logs) can only be opened as immutable: then no writer exists.
+/// read-only copy of the logs) can only be opened as immutable: then no writer exists. A
+/// database that is busy (a writer is appending to it right now) is waited for, never opened
+/// as immutable: that would ignore the batches still in its WAL, which the head already names.
 fn connect_read_only(path: &Path) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
     match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
         Ok(()) => Ok(conn),
+        Err(e) if is_busy(&e) => Err(e),
         Err(_) => {
             let mut uri = std::ffi::OsString::from("file:");
             uri.push(path.as_os_str());
@@ -139,6 +143,13 @@ fn connect_read_only(path: &Path) -> rusqlite::Result<Connection> {
             )
         }
     }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 fn insert(conn: &Connection, records: &[Record]) -> rusqlite::Result<()> {

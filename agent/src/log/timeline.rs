@@ -4,7 +4,7 @@
 use bridle_policy::Decision;
 use serde::Serialize;
 
-use super::event::{Event, SessionHeader, TurnEndReason};
+use super::event::{Event, PolicySummary, Reply, SessionHeader, TurnEndReason};
 
 /// A session as a reviewer reads it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,6 +46,12 @@ pub struct Turn {
     pub switches: Vec<Switch>,
     /// `None` while the turn is open.
     pub ended: Option<TurnEndReason>,
+    /// Why it did not complete (the error, the cut, the cancel), when the log says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Who or what cancelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// A step: one model request and the tool calls it produced.
@@ -55,6 +61,12 @@ pub struct Step {
     pub seq: u64,
     /// The model's answer text.
     pub answer: String,
+    /// The model's reasoning for it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+    /// What the model reported about its answer (model id, finish reason, usage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Reply>,
     pub calls: Vec<Call>,
 }
 
@@ -62,9 +74,16 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Call {
     pub call_id: String,
+    /// The `tool/call` event; for a call that was never dispatched, the answer listing it.
     pub seq: u64,
     pub name: String,
     pub arguments: String,
+    /// Whether it was dispatched to the pipeline (recorded as `tool/call`). A call the answer
+    /// listed that never was (cancelled, cut at the token limit, interrupted) is not.
+    pub dispatched: bool,
+    /// The wider sandbox mode the call asked for, and whether it ran under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Escalation>,
     pub decision: Option<Decision>,
     /// The rule, approval or guard that decided.
     pub decided_by: Option<String>,
@@ -75,6 +94,22 @@ pub struct Call {
     /// What the sandbox enforced for the call, as recorded with its result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+    /// What the sandbox blocked, when the call's failure looks caused by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denied_by_sandbox: Option<String>,
+    /// Who refused the call before it ran (`rule`, `policy`, `approval`, `sandbox`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<String>,
+}
+
+/// An escalation a call asked for (`sandbox_permissions` in its arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Escalation {
+    /// The mode asked for.
+    pub asked: String,
+    /// Whether the call ran escalated; `None` when the log does not say (it did not run, or
+    /// its result carries no sandbox facts).
+    pub ran_escalated: Option<bool>,
 }
 
 /// An approval question and its answer.
@@ -90,10 +125,13 @@ pub struct Approval {
 pub struct Switch {
     pub seq: u64,
     pub time: String,
-    /// `sandbox-mode`, `approval-policy`, `plan-mode` or `model` (the route of the requests
-    /// from here on).
+    /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
+    /// from here on) or `policy` (the effective policy, by digest).
     pub what: &'static str,
     pub to: String,
+    /// For `policy`: what it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicySummary>,
 }
 
 /// Builds the timeline of `events` (`(seq, time, event)`, in order).
@@ -104,6 +142,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
         entries: Vec::new(),
     };
     let mut turn: Option<Turn> = None;
+    let mut open = Unanswered::default();
     let mut model: Option<String> = None;
     for (seq, time, event) in events {
         let unattached = Entry::Unattached {
@@ -116,6 +155,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             time: time.to_owned(),
             what,
             to,
+            policy: None,
         };
         match event {
             Event::SessionHeader(header) => out.session = Some(header.clone()),
@@ -124,6 +164,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 if let Some(open) = turn.take() {
                     out.entries.push(Entry::Turn(open));
                 }
+                open = Unanswered::default();
                 turn = Some(Turn {
                     turn: *n,
                     seq,
@@ -132,11 +173,20 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     steps: Vec::new(),
                     switches: Vec::new(),
                     ended: None,
+                    detail: None,
+                    cancelled_by: None,
                 });
             }
-            Event::TurnEnd { reason, .. } => match turn.take() {
+            Event::TurnEnd {
+                reason,
+                detail,
+                cancelled_by,
+                ..
+            } => match turn.take() {
                 Some(mut open) => {
                     open.ended = Some(*reason);
+                    open.detail.clone_from(detail);
+                    open.cancelled_by.clone_from(cancelled_by);
                     out.entries.push(Entry::Turn(open));
                 }
                 None => out.entries.push(unattached),
@@ -150,43 +200,56 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     step: *step,
                     seq,
                     answer: String::new(),
+                    reasoning: String::new(),
+                    reply: None,
                     calls: Vec::new(),
                 }),
                 None => out.entries.push(unattached),
             },
-            Event::AssistantMessage { text, .. } => {
-                match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                    Some(step) => step.answer.clone_from(text),
-                    None => out.entries.push(unattached),
+            Event::AssistantMessage {
+                text,
+                tool_calls,
+                reasoning,
+                reply,
+            } => match last_step(&mut turn) {
+                Some((at, step)) => {
+                    step.answer.clone_from(text);
+                    step.reasoning.clone_from(reasoning);
+                    step.reply.clone_from(reply);
+                    // Listed first: a call that is never dispatched still gets its result.
+                    for call in tool_calls {
+                        open.add(&call.call_id, (at, step.calls.len()));
+                        step.calls.push(Call::listed(call, seq));
+                    }
                 }
-            }
-            Event::ToolCall(call) => match turn.as_mut().and_then(|t| t.steps.last_mut()) {
-                Some(step) => step.calls.push(Call {
-                    call_id: call.call_id.clone(),
-                    seq,
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    decision: None,
-                    decided_by: None,
-                    approval: None,
-                    ok: None,
-                    result: None,
-                    sandbox: None,
-                }),
+                None => out.entries.push(unattached),
+            },
+            Event::ToolCall(call) => match last_step(&mut turn) {
+                Some((at, step)) => {
+                    let mut recorded = Call::listed(call, seq);
+                    recorded.dispatched = true;
+                    match open.listed_in(step, at, &call.call_id) {
+                        Some(listed) => *listed = recorded,
+                        None => {
+                            open.add(&call.call_id, (at, step.calls.len()));
+                            step.calls.push(recorded);
+                        }
+                    }
+                }
                 None => out.entries.push(unattached),
             },
             Event::ToolDecision {
                 call_id,
                 decision,
                 by,
-            } => match find_call(&mut turn, call_id) {
+            } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.decision = Some(*decision);
                     call.decided_by = Some(by.clone());
                 }
                 None => out.entries.push(unattached),
             },
-            Event::ApprovalAsked { call_id, question } => match find_call(&mut turn, call_id) {
+            Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.approval = Some(Approval {
                         question: question.clone(),
@@ -200,7 +263,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 call_id,
                 answer,
                 by,
-            } => match find_call(&mut turn, call_id).and_then(|c| c.approval.as_mut()) {
+            } => match open
+                .find(&mut turn, call_id)
+                .and_then(|c| c.approval.as_mut())
+            {
                 Some(approval) => {
                     approval.answer = Some(answer.clone());
                     approval.answered_by = Some(by.clone());
@@ -212,11 +278,26 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 ok,
                 content,
                 sandbox,
-            } => match find_call(&mut turn, call_id) {
+            } => match open.answer(&mut turn, call_id) {
                 Some(call) => {
                     call.ok = Some(*ok);
                     call.result = Some(content.clone());
                     call.sandbox.clone_from(sandbox);
+                    let fact = |name: &str| {
+                        sandbox
+                            .as_ref()
+                            .and_then(|s| s.get(name))
+                            .and_then(serde_json::Value::as_str)
+                            .map(str::to_owned)
+                    };
+                    call.denied_by_sandbox = fact("denied_by_sandbox");
+                    call.refused_by = fact("denied_by");
+                    if let Some(escalation) = call.escalation.as_mut() {
+                        escalation.ran_escalated = sandbox
+                            .as_ref()
+                            .and_then(|s| s.get("escalated"))
+                            .and_then(serde_json::Value::as_bool);
+                    }
                 }
                 None => out.entries.push(unattached),
             },
@@ -239,6 +320,11 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 let s = switch("plan-mode", if *active { "on" } else { "off" }.to_owned());
                 push_switch(&mut out, &mut turn, s);
             }
+            Event::PolicyEffective(summary) => {
+                let mut s = switch("policy", format!("sha256:{}", summary.digest));
+                s.policy = Some(summary.clone());
+                push_switch(&mut out, &mut turn, s);
+            }
             Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
         }
     }
@@ -248,14 +334,90 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
     out
 }
 
-/// The call a decision, approval or result with `call_id` belongs to: the first with that id
-/// that has no result yet (ids the model repeated are answered in order).
-fn find_call<'t>(turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
-    turn.as_mut()?
-        .steps
-        .iter_mut()
-        .flat_map(|s| s.calls.iter_mut())
-        .find(|c| c.call_id == call_id && c.ok.is_none())
+impl Call {
+    /// `call` as the log first shows it, at event `seq`: not yet dispatched, decided or
+    /// answered.
+    fn listed(call: &super::event::ToolCall, seq: u64) -> Self {
+        let asked = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|args| {
+                args.get("sandbox_permissions")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            });
+        Self {
+            call_id: call.call_id.clone(),
+            seq,
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            dispatched: false,
+            escalation: asked.map(|asked| Escalation {
+                asked,
+                ran_escalated: None,
+            }),
+            decision: None,
+            decided_by: None,
+            approval: None,
+            ok: None,
+            result: None,
+            sandbox: None,
+            denied_by_sandbox: None,
+            refused_by: None,
+        }
+    }
+}
+
+/// The open turn's last step and where it is among the turn's steps.
+fn last_step(turn: &mut Option<Turn>) -> Option<(usize, &mut Step)> {
+    let steps = &mut turn.as_mut()?.steps;
+    let at = steps.len().checked_sub(1)?;
+    steps.last_mut().map(|step| (at, step))
+}
+
+/// The calls of the open turn that have no result yet, by id, as (step, call) positions in
+/// the order they were made: a decision, approval or result belongs to the first with its id
+/// (ids the model repeated are answered in order). Found without scanning the turn, so a turn
+/// with thousands of calls is read in linear time.
+#[derive(Debug, Default)]
+struct Unanswered {
+    by_id: std::collections::HashMap<String, std::collections::VecDeque<(usize, usize)>>,
+}
+
+impl Unanswered {
+    fn add(&mut self, call_id: &str, at: (usize, usize)) {
+        self.by_id
+            .entry(call_id.to_owned())
+            .or_default()
+            .push_back(at);
+    }
+
+    fn first(&self, call_id: &str) -> Option<(usize, usize)> {
+        self.by_id.get(call_id)?.front().copied()
+    }
+
+    /// The call `call_id` belongs to.
+    fn find<'t>(&self, turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
+        let (step, call) = self.first(call_id)?;
+        turn.as_mut()?.steps.get_mut(step)?.calls.get_mut(call)
+    }
+
+    /// The call a result for `call_id` answers; it is no longer open.
+    fn answer<'t>(&mut self, turn: &'t mut Option<Turn>, call_id: &str) -> Option<&'t mut Call> {
+        let (step, call) = self.by_id.get_mut(call_id)?.pop_front()?;
+        turn.as_mut()?.steps.get_mut(step)?.calls.get_mut(call)
+    }
+
+    /// The call of `step` (at position `at`) the answer listed as `call_id` and that was not
+    /// dispatched yet.
+    fn listed_in<'s>(&self, step: &'s mut Step, at: usize, call_id: &str) -> Option<&'s mut Call> {
+        let index = self
+            .by_id
+            .get(call_id)?
+            .iter()
+            .find(|(s, c)| *s == at && step.calls.get(*c).is_some_and(|call| !call.dispatched))
+            .map(|(_, c)| *c)?;
+        step.calls.get_mut(index)
+    }
 }
 
 fn push_switch(out: &mut Timeline, turn: &mut Option<Turn>, switch: Switch) {

@@ -3,6 +3,7 @@
 //! [`script`] (a scripted model for tests, demos and offline CI).
 
 pub mod openai;
+mod retry_after;
 pub mod script;
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,10 @@ pub enum Message {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The reasoning that led to this answer (an adapter sends it back where the provider
+        /// needs it).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reasoning: String,
     },
     Tool {
         call_id: String,
@@ -55,6 +60,8 @@ pub enum Chunk {
     },
     /// Token counts.
     Usage { input: u64, output: u64 },
+    /// The model id the provider says is answering.
+    Model(String),
     /// Why the answer ended.
     Finish(FinishReason),
 }
@@ -70,6 +77,18 @@ pub enum FinishReason {
     Length,
     /// Anything else the provider said.
     Other(String),
+}
+
+impl FinishReason {
+    /// The reason as chat-completions providers spell it (`stop`, `tool_calls`, `length`).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::ToolCalls => "tool_calls",
+            Self::Length => "length",
+            Self::Other(other) => other,
+        }
+    }
 }
 
 /// Why a model request failed, classified so the loop can tell retrying from giving up.

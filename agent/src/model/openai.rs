@@ -47,6 +47,9 @@ pub struct OpenAiModel {
     api_key: Option<String>,
     client: reqwest::blocking::Client,
     retry: Retry,
+    /// Send each assistant message's reasoning back with the tool calls it led to (DeepSeek
+    /// rejects a request that leaves it out).
+    replay_reasoning: bool,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -106,7 +109,16 @@ impl OpenAiModel {
             api_key,
             client,
             retry,
+            replay_reasoning: false,
         })
+    }
+
+    /// Whether assistant messages with tool calls carry their reasoning back to the model
+    /// (`reasoning_content`), as DeepSeek's thinking mode requires. On for `deepseek:`.
+    #[must_use]
+    pub fn replaying_reasoning(mut self, replay: bool) -> Self {
+        self.replay_reasoning = replay;
+        self
     }
 
     /// The model a `--model` route names: `openai:MODEL` or `deepseek:MODEL`, configured from
@@ -123,7 +135,16 @@ impl OpenAiModel {
                 env("BRIDLE_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
                 env("BRIDLE_API_KEY"),
             ),
-            "deepseek" => (DEEPSEEK_BASE_URL.to_owned(), env("DEEPSEEK_API_KEY")),
+            "deepseek" => {
+                let model = Self::new(
+                    route,
+                    model,
+                    DEEPSEEK_BASE_URL,
+                    env("DEEPSEEK_API_KEY"),
+                    Retry::default(),
+                )?;
+                return Ok(model.replaying_reasoning(true));
+            }
             other => {
                 return Err(format!(
                     "model {route:?}: unknown provider {other:?} (openai, deepseek or script)"
@@ -145,18 +166,30 @@ impl OpenAiModel {
         for message in &request.messages {
             messages.push(match message {
                 Message::User { text } => json!({"role": "user", "content": text}),
-                Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+                Message::Assistant {
+                    text, tool_calls, ..
+                } if tool_calls.is_empty() => {
                     json!({"role": "assistant", "content": text})
                 }
-                Message::Assistant { text, tool_calls } => json!({
-                    "role": "assistant",
-                    "content": if text.is_empty() { Value::Null } else { json!(text) },
-                    "tool_calls": tool_calls.iter().map(|c| json!({
-                        "id": c.call_id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments},
-                    })).collect::<Vec<_>>(),
-                }),
+                Message::Assistant {
+                    text,
+                    tool_calls,
+                    reasoning,
+                } => {
+                    let mut message = json!({
+                        "role": "assistant",
+                        "content": if text.is_empty() { Value::Null } else { json!(text) },
+                        "tool_calls": tool_calls.iter().map(|c| json!({
+                            "id": c.call_id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        })).collect::<Vec<_>>(),
+                    });
+                    if self.replay_reasoning && !reasoning.is_empty() {
+                        message["reasoning_content"] = json!(reasoning);
+                    }
+                    message
+                }
                 Message::Tool { call_id, content } => {
                     json!({"role": "tool", "tool_call_id": call_id, "content": content})
                 }
@@ -221,8 +254,7 @@ impl OpenAiModel {
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(|v| super::retry_after::retry_after(v, std::time::SystemTime::now()));
         let text = response.text().unwrap_or_default();
         let detail = format!("HTTP {}: {}", status.as_u16(), brief(&text));
         let lower = text.to_lowercase();
@@ -355,10 +387,21 @@ fn read_events(
     let mut data = String::new();
     let mut reader = std::io::BufReader::new(response);
     let mut raw = Vec::new();
+    // A connection that closes before the first byte of the answer (a server that dropped an
+    // idle pooled connection, a proxy restarting) failed in transit: retried like a 5xx.
+    let closed_early = |detail: String| ModelError::Server {
+        route: route.to_owned(),
+        detail: format!("the connection closed before the answer began: {detail}"),
+    };
+    let mut any_byte = false;
     loop {
         raw.clear();
         let read = reader.read_until(b'\n', &mut raw);
+        any_byte |= !raw.is_empty();
         let eof = match read {
+            Ok(0) if !any_byte => {
+                return Err((closed_early("no data".to_owned()), false));
+            }
             Ok(0) => true,
             Ok(_) => false,
             Err(e) => {
@@ -367,6 +410,8 @@ fn read_events(
                         route: route.to_owned(),
                         detail: "the stream stalled".to_owned(),
                     }
+                } else if !any_byte {
+                    closed_early(e.to_string())
                 } else {
                     protocol(format!("reading the stream: {e}"))
                 };
@@ -438,6 +483,8 @@ fn read_events(
 struct StreamState {
     finished: bool,
     delivered: bool,
+    /// The model id the stream last reported.
+    model: Option<String>,
     /// The next free tool-call index, and the call the last delta without an index went to.
     next_index: usize,
     current: Option<(usize, Option<String>)>,
@@ -464,6 +511,13 @@ impl StreamState {
 
     /// Emits the chunks in one `chat.completion.chunk`.
     fn take(&mut self, value: &Value, emit: &mut dyn FnMut(Chunk)) {
+        if let Some(model) = value["model"].as_str().filter(|m| !m.is_empty())
+            && self.model.as_deref() != Some(model)
+        {
+            // Not content: a retry after it sends it again, and the later one counts.
+            self.model = Some(model.to_owned());
+            emit(Chunk::Model(model.to_owned()));
+        }
         let mut send = |c: Chunk, state: &mut Self| {
             state.delivered = true;
             emit(c);

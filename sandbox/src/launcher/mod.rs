@@ -673,6 +673,11 @@ pub fn termination_requested() -> bool {
     sys::termination_requested()
 }
 
+/// The name of the first held signal that came (`SIGINT`, ...), if one did: who cancelled.
+pub fn termination_signal() -> Option<&'static str> {
+    sys::termination_signal().map(nix::sys::signal::Signal::as_str)
+}
+
 /// Once a run ended because of a signal [`Running::forward_termination`] passed on, and the run
 /// was cleaned up: the calling process dies of that signal, as whoever sent it expects.
 pub fn die_of_forwarded_signal() {

@@ -1,0 +1,214 @@
+//! The timeline `bridle log show` prints, built from a session's events: every result attaches
+//! to its call (also the results of calls that never ran), escalations and denials are read
+//! off the calls' arguments and sandbox facts, and a turn says why it ended.
+
+#![cfg(test)]
+
+use bridle_agent::log::{
+    Backend, Entry, Escalation, Event, NOT_STARTED, NewSession, SessionDir, Timeline, ToolCall,
+    TurnEndReason, timeline,
+};
+use bridle_policy::Decision;
+use pretty_assertions::assert_eq;
+
+fn listed(id: &str, arguments: &str) -> ToolCall {
+    ToolCall {
+        call_id: id.into(),
+        name: "bash".into(),
+        arguments: arguments.into(),
+    }
+}
+
+fn answer(calls: Vec<ToolCall>) -> Event {
+    Event::AssistantMessage {
+        text: String::new(),
+        tool_calls: calls,
+        reasoning: String::new(),
+        reply: None,
+    }
+}
+
+fn result(id: &str, content: &str, sandbox: Option<serde_json::Value>) -> Event {
+    Event::ToolResult {
+        call_id: id.into(),
+        ok: false,
+        content: content.into(),
+        sandbox,
+    }
+}
+
+fn view(events: &[Event]) -> Timeline {
+    timeline(
+        (0u64..)
+            .zip(events)
+            .map(|(seq, e)| (seq, "2026-11-30T00:00:00.000Z", e)),
+    )
+}
+
+fn only_turn(view: &Timeline) -> &bridle_agent::log::Turn {
+    let turns: Vec<_> = view
+        .entries
+        .iter()
+        .map(|e| match e {
+            Entry::Turn(t) => t,
+            other => panic!("not a turn: {other:?}"),
+        })
+        .collect();
+    assert_eq!(turns.len(), 1, "{view:?}");
+    turns[0]
+}
+
+#[test]
+fn results_of_calls_that_never_ran_attach_to_their_calls() {
+    let events = [
+        Event::TurnStart { turn: 0 },
+        Event::StepStart { turn: 0, step: 0 },
+        answer(vec![listed("c1", "{}"), listed("c2", "{}")]),
+        Event::ToolCall(listed("c1", "{}")),
+        Event::ToolDecision {
+            call_id: "c1".into(),
+            decision: Decision::Allow,
+            by: "mode workspace-write".into(),
+        },
+        result("c1", "killed", None),
+        // Never dispatched: the turn was cancelled first.
+        result(
+            "c2",
+            "aborted before dispatch: the turn was cancelled",
+            None,
+        ),
+        Event::StepEnd { turn: 0, step: 0 },
+        Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Aborted,
+            detail: Some("the turn was cancelled (signal SIGINT)".into()),
+            cancelled_by: Some("signal SIGINT".into()),
+        },
+    ];
+    let view = view(&events);
+    let turn = only_turn(&view);
+    let calls = &turn.steps[0].calls;
+    assert_eq!(calls.len(), 2);
+    assert!(calls[0].dispatched);
+    assert_eq!(calls[0].seq, 3);
+    assert_eq!(calls[0].decided_by.as_deref(), Some("mode workspace-write"));
+    assert!(!calls[1].dispatched);
+    assert_eq!(calls[1].seq, 2, "the answer that listed it");
+    assert_eq!(
+        calls[1].result.as_deref(),
+        Some("aborted before dispatch: the turn was cancelled")
+    );
+    assert_eq!(turn.cancelled_by.as_deref(), Some("signal SIGINT"));
+    assert_eq!(
+        turn.detail.as_deref(),
+        Some("the turn was cancelled (signal SIGINT)")
+    );
+}
+
+#[test]
+fn crash_repair_results_attach_to_calls_listed_but_never_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = SessionDir::open(tmp.path()).unwrap();
+    let mut log = dir
+        .create(
+            Backend::Jsonl,
+            &NewSession {
+                workspace: "/w".into(),
+                profile: "p".into(),
+                policy_digest: "d".into(),
+            },
+        )
+        .unwrap();
+    for event in [
+        Event::TurnStart { turn: 0 },
+        Event::StepStart { turn: 0, step: 0 },
+        answer(vec![listed("a", "{}"), listed("b", "{}")]),
+        Event::ToolCall(listed("a", "{}")),
+    ] {
+        log.append(event).unwrap();
+    }
+    let id = log.id().to_owned();
+    drop(log);
+    drop(dir.resume(&id).unwrap());
+    let events = dir.read_events(&id).unwrap();
+    let view = timeline(events.iter().map(|(s, t, e)| (*s, t.as_str(), e)));
+    let turn = only_turn(&view);
+    assert_eq!(turn.ended, Some(TurnEndReason::Interrupted));
+    let results: Vec<(bool, Option<&str>)> = turn.steps[0]
+        .calls
+        .iter()
+        .map(|c| (c.dispatched, c.result.as_deref()))
+        .collect();
+    assert_eq!(
+        results,
+        vec![(true, Some(NOT_STARTED)), (false, Some(NOT_STARTED))]
+    );
+}
+
+#[test]
+fn escalations_and_sandbox_denials_are_read_off_the_call() {
+    let wide = r#"{"command":"curl x","sandbox_permissions":"danger-full-access"}"#;
+    let events = [
+        Event::TurnStart { turn: 0 },
+        Event::StepStart { turn: 0, step: 0 },
+        answer(vec![
+            listed("c1", wide),
+            listed("c2", wide),
+            listed("c3", "{}"),
+        ]),
+        Event::ToolCall(listed("c1", wide)),
+        Event::ToolDecision {
+            call_id: "c1".into(),
+            decision: Decision::Allow,
+            by: "approved escalation".into(),
+        },
+        result(
+            "c1",
+            "ran",
+            Some(serde_json::json!({"mode": "danger-full-access", "escalated": true})),
+        ),
+        Event::ToolCall(listed("c2", wide)),
+        Event::ToolDecision {
+            call_id: "c2".into(),
+            decision: Decision::Deny,
+            by: "approval rejected".into(),
+        },
+        result(
+            "c2",
+            "denied",
+            Some(
+                serde_json::json!({"mode": "workspace-write", "escalated": false,
+                "denied_by": "approval"}),
+            ),
+        ),
+        Event::ToolCall(listed("c3", "{}")),
+        Event::ToolDecision {
+            call_id: "c3".into(),
+            decision: Decision::Allow,
+            by: "mode workspace-write".into(),
+        },
+        result(
+            "c3",
+            "Permission denied",
+            Some(
+                serde_json::json!({"mode": "workspace-write", "escalated": false,
+                "denied_by_sandbox": "`/etc/x` is outside the writable roots"}),
+            ),
+        ),
+    ];
+    let view = view(&events);
+    let calls = &only_turn(&view).steps[0].calls;
+    assert_eq!(
+        calls[0].escalation,
+        Some(Escalation {
+            asked: "danger-full-access".into(),
+            ran_escalated: Some(true),
+        })
+    );
+    assert_eq!(calls[1].refused_by.as_deref(), Some("approval"));
+    assert_eq!(calls[2].escalation, None);
+    assert_eq!(
+        calls[2].denied_by_sandbox.as_deref(),
+        Some("`/etc/x` is outside the writable roots")
+    );
+}
