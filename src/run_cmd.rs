@@ -35,12 +35,17 @@ fn say(line: &str) {
 /// dies of the signal.
 pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     bridle_sandbox::launcher::hold_interruption();
+    // `--timeout` bounds the whole run: past it, the turn is cancelled like on Ctrl-C.
+    let deadline = args
+        .confine
+        .timeout
+        .map(|t| (std::time::Instant::now() + t, t));
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = Arc::clone(&done);
-        std::thread::spawn(move || kill_tools_on_cancel(&done))
+        std::thread::spawn(move || kill_tools_on_cancel(&done, deadline.map(|(at, _)| at)))
     };
-    let result = run_turn(global, args);
+    let result = run_turn(global, args, deadline);
     done.store(true, Ordering::SeqCst);
     let _ = watcher.join();
     // A signal that came at any point, even after the turn ended: die of it, as the caller
@@ -51,18 +56,27 @@ pub fn run(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     result
 }
 
-/// Once a held signal came, kills the running tools' trees (SIGTERM to each launcher), again
-/// every 50 ms until the turn has ended, so a tool that was being started is not missed.
-fn kill_tools_on_cancel(done: &AtomicBool) {
+/// Once a held signal came (or the deadline passed), kills the running tools' trees (SIGTERM to
+/// each launcher), again every 50 ms until the turn has ended, so a tool that was being started
+/// is not missed.
+fn kill_tools_on_cancel(done: &AtomicBool, deadline: Option<std::time::Instant>) {
     while !done.load(Ordering::SeqCst) {
-        if bridle_sandbox::launcher::termination_requested() {
+        let late = deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        if late || bridle_sandbox::launcher::termination_requested() {
             bridle_sandbox::launcher::terminate_children();
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
-fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
+/// Exit status of a run that `--timeout` ended.
+const EXIT_TIMEOUT: u8 = 124;
+
+fn run_turn(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    deadline: Option<(std::time::Instant, std::time::Duration)>,
+) -> Result<u8> {
     let model = model(&args.model)?;
     let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(global)?;
@@ -98,8 +112,19 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.
     tools.mask(real_dir, SESSION_DIR);
-    let cancelled_by =
-        || bridle_sandbox::launcher::termination_signal().map(|name| format!("signal {name}"));
+    let timed_out = move || deadline.is_some_and(|(at, _)| std::time::Instant::now() >= at);
+    let cancelled_by = move || {
+        bridle_sandbox::launcher::termination_signal()
+            .map(|name| format!("signal {name}"))
+            .or_else(|| {
+                timed_out().then(|| {
+                    format!(
+                        "--timeout {}s passed",
+                        deadline.map_or(0.0, |(_, t)| t.as_secs_f64())
+                    )
+                })
+            })
+    };
     let config = AgentConfig {
         sections,
         plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
@@ -131,6 +156,13 @@ fn run_turn(global: &GlobalArgs, args: &RunArgs) -> Result<u8> {
     }
     if report.reason == TurnEndReason::Completed {
         return Ok(0);
+    }
+    if report.reason == TurnEndReason::Aborted && timed_out() {
+        say(&format!(
+            "timed out after {}s; the turn was cancelled and every tool's process tree killed",
+            deadline.map_or(0.0, |(_, t)| t.as_secs_f64())
+        ));
+        return Ok(EXIT_TIMEOUT);
     }
     let reason = bridle_agent::log::turn_end_name(report.reason);
     match report.error {

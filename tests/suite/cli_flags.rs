@@ -259,3 +259,39 @@ fn run_takes_the_confinement_flags_of_exec() {
     let text = std::fs::read_to_string(log.path()).unwrap();
     assert!(text.contains("stage=ci"), "the tool saw --env");
 }
+
+#[test]
+fn a_run_past_its_timeout_is_cancelled_and_exits_124() {
+    let env = ExecEnv::new();
+    let script = env.profile(
+        "slow.yaml",
+        r#"- tool_calls:
+    - name: bash
+      arguments: {command: "sleep 60", timeout_secs: 120}
+- text: never reached
+"#,
+    );
+    let r = run_bounded(env.bridle().args([
+        "run",
+        "--timeout",
+        "2s",
+        "--session-dir",
+        env.outside.to_str().unwrap(),
+        "--model",
+        &format!("script:{script}"),
+        "go",
+    ]));
+    r.assert_code(124);
+    assert!(r.stderr.contains("timed out after 2s"), "{}", r.stderr);
+    assert!(r.elapsed.as_secs() < 20, "{:?}", r.elapsed);
+    let log = std::fs::read_dir(&env.outside)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .expect("a session log");
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    assert!(
+        text.contains("--timeout 2s passed"),
+        "the cancel cause is logged"
+    );
+}
