@@ -258,6 +258,16 @@ fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> 
                             )?,
                             _ => writeln!(out, "        no result")?,
                         }
+                        for q in &call.quarantined {
+                            let to = q.moved_to.as_deref().unwrap_or("(could not be moved)");
+                            writeln!(
+                                out,
+                                "        moved aside: {} -> {}  {}",
+                                p(&q.path),
+                                p(to),
+                                brief(&q.reason, 80)
+                            )?;
+                        }
                     }
                     if !step.answer.is_empty() {
                         writeln!(out, "    answer: {}", brief(&step.answer, 100))?;

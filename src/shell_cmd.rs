@@ -84,6 +84,9 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
         }
     };
     drop(slave);
+    if let Some(note) = sandbox.config_locks_note() {
+        say(&note);
+    }
     // A closed terminal (SIGHUP) or SIGTERM ends the sandbox, then this process as usual.
     running.forward_termination();
 
@@ -135,7 +138,11 @@ fn run_held(global: &GlobalArgs) -> Result<u8> {
     drop(stdout);
     done.store(true, Ordering::SeqCst);
     let _ = bridle_sandbox::tty::restore(std::io::stdin().as_fd(), &saved);
-    let code = match running.wait(None) {
+    let finished = running.finish(None);
+    for line in finished.inspection.messages() {
+        say(&line);
+    }
+    let code = match finished.outcome {
         Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
         Outcome::TimedOut => 124,
         Outcome::Stopped(why) => {

@@ -59,6 +59,35 @@ pub struct SandboxFacts {
     pub escalated: bool,
     /// When the command's failure looks caused by the sandbox: what was blocked.
     pub denied_by_sandbox: Option<String>,
+    /// What the command left in repositories that git on the host would run, which bridle
+    /// moved aside when the run ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<QuarantineNote>,
+}
+
+/// Something a call's command left that git on the host would run, which bridle moved aside
+/// when the run ended (the session log records one `sandbox/quarantine` event for each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuarantineNote {
+    /// Where it was.
+    pub path: String,
+    /// Why git on the host would run something because of it.
+    pub reason: String,
+    /// Where it is now; `None` when it could not be moved.
+    pub moved_to: Option<String>,
+}
+
+/// The notes for what an end-of-run inspection moved aside.
+pub fn quarantine_notes(inspection: &bridle_sandbox::Inspection) -> Vec<QuarantineNote> {
+    inspection
+        .quarantined
+        .iter()
+        .map(|q| QuarantineNote {
+            path: q.path.display().to_string(),
+            reason: q.reason.clone(),
+            moved_to: q.moved_to.as_ref().map(|p| p.display().to_string()),
+        })
+        .collect()
 }
 
 /// What the tool returns (the JSON `bridle tool` prints).
@@ -107,6 +136,7 @@ fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
         guarantees: spec.guarantees.clone(),
         escalated,
         denied_by_sandbox: None,
+        quarantined: Vec::new(),
     }
 }
 
@@ -313,6 +343,8 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
                 run_spec.mode
             ));
     }
+    content.push_str(&inspection_note(&result.inspection));
+    sandbox.quarantined = quarantine_notes(&result.inspection);
     ToolResult {
         ok,
         content,
@@ -321,6 +353,16 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         denied_by,
         sandbox,
     }
+}
+
+/// What a tool result says about what bridle moved aside when the run ended (empty when
+/// nothing was).
+pub fn inspection_note(inspection: &bridle_sandbox::Inspection) -> String {
+    inspection
+        .messages()
+        .iter()
+        .map(|line| format!("\n[bridle: {line}]"))
+        .collect()
 }
 
 fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {

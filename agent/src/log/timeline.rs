@@ -75,6 +75,17 @@ pub struct Call {
     /// What the sandbox enforced for the call, as recorded with its result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+    /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<Quarantine>,
+}
+
+/// Something a call's command left that git on the host would run, moved aside.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Quarantine {
+    pub path: String,
+    pub reason: String,
+    pub moved_to: Option<String>,
 }
 
 /// An approval question and its answer.
@@ -172,6 +183,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     ok: None,
                     result: None,
                     sandbox: None,
+                    quarantined: Vec::new(),
                 }),
                 None => out.entries.push(unattached),
             },
@@ -218,6 +230,19 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     call.result = Some(content.clone());
                     call.sandbox.clone_from(sandbox);
                 }
+                None => out.entries.push(unattached),
+            },
+            Event::SandboxQuarantine {
+                call_id,
+                path,
+                reason,
+                moved_to,
+            } => match find_call(&mut turn, call_id) {
+                Some(call) => call.quarantined.push(Quarantine {
+                    path: path.clone(),
+                    reason: reason.clone(),
+                    moved_to: moved_to.clone(),
+                }),
                 None => out.entries.push(unattached),
             },
             Event::RequestHeader(header) => {
