@@ -384,7 +384,8 @@ fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, S
 /// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
 ///
 /// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
-/// writable root or inside a protected path (the mount view and Landlock produce exactly these);
+/// writable root or inside a protected path (the mount view and Landlock produce exactly these),
+/// and git's "could not lock config file" naming a protected config (bridle holds its lock);
 /// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
 /// with the network off, unreachable-network and name-resolution failures. Not attributed: a
 /// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
@@ -393,8 +394,10 @@ fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, S
 pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
     for line in stderr.lines() {
         let lower = line.to_ascii_lowercase();
-        let fs_error =
-            lower.contains("read-only file system") || lower.contains("permission denied");
+        // git cannot take the lock bridle holds on a protected config while the run lasts.
+        let fs_error = lower.contains("read-only file system")
+            || lower.contains("permission denied")
+            || lower.contains("could not lock config file");
         if fs_error {
             for path in paths_in(line) {
                 let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
@@ -500,6 +503,14 @@ mod tests {
             attribute(
                 &s,
                 "sh: 1: cannot create /w/.git/hooks/pre-commit: Read-only file system"
+            )
+            .unwrap()
+            .contains("protected")
+        );
+        assert!(
+            attribute(
+                &s,
+                "error: could not lock config file /w/.git/hooks/x: File exists"
             )
             .unwrap()
             .contains("protected")

@@ -457,3 +457,26 @@ fn the_session_log_records_what_was_moved_aside() {
         shown.stdout
     );
 }
+
+#[test]
+fn the_terminal_tool_result_names_what_was_moved_aside() {
+    let e = ExecEnv::new();
+    let args = serde_json::json!({
+        "input": "git init -q r && git -C r config core.editor 'touch x'; echo done\n"
+    });
+    let mut cmd = e.bridle();
+    cmd.args(["tool", "terminal", &args.to_string()]);
+    let r = run_bounded(&mut cmd);
+    let v: Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|err| panic!("{err}: {}\n{}", r.stdout, r.stderr));
+    assert_eq!(v["ok"], true, "{v}");
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("r/.git/config") && content.contains("core.editor"),
+        "{content}"
+    );
+    assert_eq!(
+        v["sandbox"]["quarantined"][0]["path"],
+        path_str(&e.workspace.join("r/.git/config"))
+    );
+}
