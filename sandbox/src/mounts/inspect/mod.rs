@@ -186,6 +186,7 @@ impl Inspector {
     }
 
     fn finish_within(self, limits: Limits) -> Inspection {
+        let started = Instant::now();
         let since = self
             .record
             .as_ref()
@@ -217,10 +218,7 @@ impl Inspector {
         }
         tracing::debug!(
             directories = walk.dirs,
-            elapsed_ms = (limits
-                .time
-                .saturating_sub(walk.deadline.saturating_duration_since(Instant::now())))
-            .as_millis(),
+            elapsed_us = started.elapsed().as_micros(),
             "inspected the writable roots for repositories the command left"
         );
         let complete = walk.out.incomplete.is_empty();
