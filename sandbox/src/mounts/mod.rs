@@ -125,6 +125,17 @@ fn lock_shared(file: std::fs::File) -> Option<nix::fcntl::Flock<std::fs::File>> 
     }
 }
 
+/// The names in `dir`, sorted (for tests).
+#[cfg(test)]
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|r| path.starts_with(r))
 }

@@ -453,6 +453,7 @@ fn try_protected_chain(
 
 #[cfg(test)]
 mod tests {
+    use super::super::listing as names;
     use super::*;
 
     /// An empty directory (invisible to git), recorded outside the workspace.
@@ -475,15 +476,6 @@ mod tests {
         assert!(is_bare_placeholder(&ws.join(".bridle")));
         run.remove();
         assert_eq!(names(ws), [".git"]);
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
     }
 
     /// `git clone URL .` needs an empty directory.

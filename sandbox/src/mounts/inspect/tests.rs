@@ -3,6 +3,7 @@ use std::os::unix::fs::PermissionsExt;
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::mounts::listing as names;
 
 /// A git dir git would use at `dir`, with `config`.
 fn git_dir(dir: &Path, config: &str) {
@@ -26,15 +27,6 @@ fn inspect(roots: &[&Path], protected: &[PathBuf]) -> Inspection {
     )
     .unwrap();
     inspector.finish()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 const EVIL: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"touch /tmp/x\"\n[remote \"origin\"]\n\turl = /srv/r.git\n[alias]\n\tst = !sh -c evil\n";
