@@ -16,6 +16,10 @@ use crate::mounts::state;
 /// The first line of every record.
 const HEADER: &str = "bridle-inspection 1";
 
+/// A record of a run that is gone and older than this is dropped by any run that completes its
+/// inspection (its roots may be gone: nothing would make up for it).
+const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
 #[derive(Debug)]
 pub(super) struct Record {
     dir: PathBuf,
@@ -91,6 +95,14 @@ impl Record {
 
     /// Records left by runs that are gone and shared a root with this one.
     fn orphans(&self) -> Vec<(String, Content)> {
+        self.gone()
+            .into_iter()
+            .filter(|(_, c)| c.roots.iter().any(|r| self.roots.contains(r)))
+            .collect()
+    }
+
+    /// Records left by runs that are gone, whatever their roots.
+    fn gone(&self) -> Vec<(String, Content)> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -102,8 +114,7 @@ impl Record {
                     return None;
                 }
                 let content = parse(&name, &state::read_record(&self.dir, &name)?)?;
-                let shares = content.roots.iter().any(|r| self.roots.contains(r));
-                (shares && !alive(content.pid)).then_some((name, content))
+                (!alive(content.pid)).then_some((name, content))
             })
             .collect()
     }
@@ -129,8 +140,10 @@ impl Record {
         if !covered {
             return;
         }
-        for (name, content) in self.orphans() {
-            if content.roots.iter().all(|r| self.roots.contains(r)) {
+        for (name, content) in self.gone() {
+            let covered = content.roots.iter().all(|r| self.roots.contains(r));
+            let stale = content.start.elapsed().is_ok_and(|age| age > FORGET_AFTER);
+            if covered || stale {
                 let _ = std::fs::remove_file(self.dir.join(name));
             }
         }
@@ -159,6 +172,20 @@ mod tests {
         run.complete(true);
         assert!(!dir.join(&dead).exists());
         assert!(!dir.join(own).exists());
+    }
+
+    #[test]
+    fn a_week_old_record_of_a_gone_run_elsewhere_is_dropped() {
+        let gone_root = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let old = SystemTime::now() - FORGET_AFTER - Duration::from_secs(60);
+        let left = Record::begin(&[gone_root.path().to_path_buf()], old).unwrap();
+        let dead = format!("{}-y", u32::MAX);
+        std::fs::rename(left.dir.join(&left.name), left.dir.join(&dead)).unwrap();
+        let run = Record::begin(&[root.path().to_path_buf()], SystemTime::now()).unwrap();
+        let dir = run.dir.clone();
+        run.complete(true);
+        assert!(!dir.join(&dead).exists());
     }
 
     #[test]
