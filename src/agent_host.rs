@@ -224,6 +224,7 @@ fn refusal(plan: &Plan, content: &str) -> ToolResult {
             guarantees: plan.spec.guarantees.clone(),
             escalated: false,
             denied_by_sandbox: None,
+            quarantined: Vec::new(),
         },
     }
 }

@@ -70,6 +70,12 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
         (Some(t), Some(w)) => Some(t.min(w)),
         (t, w) => t.or(w),
     };
+    // An interactive command may run long: say that git outside cannot change the config.
+    if std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && let Some(note) = sandbox.config_locks_note()
+    {
+        say(&note);
+    }
     bridle_sandbox::launcher::ignore_terminal_signals();
     // Orphans of a launcher the command managed to kill (danger-full-access has no PID
     // namespace) are reparented to bridle, which kills them when the run ends.
@@ -106,7 +112,11 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
             let mut net_watch = running.take_net_watch();
-            let code = match running.wait(timeout) {
+            let finished = running.finish(timeout);
+            for line in finished.inspection.messages() {
+                say(&line);
+            }
+            let code = match finished.outcome {
                 Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
                 Outcome::TimedOut => {
                     let secs = timeout.map_or(0.0, |d| d.as_secs_f64());

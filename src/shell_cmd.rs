@@ -89,6 +89,9 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
         }
     };
     drop(slave);
+    if let Some(note) = sandbox.config_locks_note() {
+        say(&note);
+    }
     // A closed terminal (SIGHUP) or SIGTERM ends the sandbox, then this process as usual.
     running.forward_termination();
     let mut net_watch = running.take_net_watch();
@@ -154,7 +157,11 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     drop(stdout);
     done.store(true, Ordering::SeqCst);
     let _ = bridle_sandbox::tty::restore(std::io::stdin().as_fd(), &saved);
-    let code = match running.wait(None) {
+    let finished = running.finish(None);
+    for line in finished.inspection.messages() {
+        say(&line);
+    }
+    let code = match finished.outcome {
         Outcome::Exited(_) if timed_out.load(Ordering::SeqCst) => {
             say(&format!(
                 "timed out after {}s; the whole process tree was killed",

@@ -93,6 +93,31 @@ impl std::fmt::Debug for Agent<'_> {
 }
 
 /// The outcome of a call whose tool panicked.
+/// One `sandbox/quarantine` event for each thing the sandbox facts of a call say bridle moved
+/// aside when its command ended (`quarantined: [{path, reason, moved_to}]`).
+fn quarantine_events(call_id: &str, sandbox: Option<&serde_json::Value>) -> Vec<Event> {
+    let Some(items) = sandbox
+        .and_then(|s| s.get("quarantined"))
+        .and_then(serde_json::Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let text = |item: &serde_json::Value, key: &str| {
+        item.get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    items
+        .iter()
+        .map(|item| Event::SandboxQuarantine {
+            call_id: call_id.to_owned(),
+            path: text(item, "path").unwrap_or_default(),
+            reason: text(item, "reason").unwrap_or_default(),
+            moved_to: text(item, "moved_to"),
+        })
+        .collect()
+}
+
 fn panicked() -> ToolOutcome {
     ToolOutcome {
         ok: false,
@@ -410,6 +435,9 @@ impl<'h> Agent<'h> {
             }
             let outcomes = self.run_batch(&batch)?;
             for (call, outcome) in batch.iter().zip(outcomes) {
+                for event in quarantine_events(&call.call_id, outcome.sandbox.as_ref()) {
+                    self.log.append(event)?;
+                }
                 self.log.append(Event::ToolResult {
                     call_id: call.call_id.clone(),
                     ok: outcome.ok,

@@ -489,6 +489,12 @@ fn one_of_each_type() -> Vec<Event> {
             decision: Decision::Allow,
             by: "approved escalation".into(),
         },
+        Event::SandboxQuarantine {
+            call_id: "c1".into(),
+            path: "/w/sub/.git/config".into(),
+            reason: "core.fsmonitor runs a command".into(),
+            moved_to: Some("/w/sub/.git/config.bridle-moved-1".into()),
+        },
         Event::ToolResult {
             call_id: "c1".into(),
             ok: false,

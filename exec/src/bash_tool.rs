@@ -59,6 +59,35 @@ pub struct SandboxFacts {
     pub escalated: bool,
     /// When the command's failure looks caused by the sandbox: what was blocked.
     pub denied_by_sandbox: Option<String>,
+    /// What the command left in repositories that git on the host would run, which bridle
+    /// moved aside when the run ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<QuarantineNote>,
+}
+
+/// Something a call's command left that git on the host would run, which bridle moved aside
+/// when the run ended (the session log records one `sandbox/quarantine` event for each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuarantineNote {
+    /// Where it was.
+    pub path: String,
+    /// Why git on the host would run something because of it.
+    pub reason: String,
+    /// Where it is now; `None` when it could not be moved.
+    pub moved_to: Option<String>,
+}
+
+/// The notes for what an end-of-run inspection moved aside.
+pub fn quarantine_notes(inspection: &bridle_sandbox::Inspection) -> Vec<QuarantineNote> {
+    inspection
+        .quarantined
+        .iter()
+        .map(|q| QuarantineNote {
+            path: q.path.display().to_string(),
+            reason: q.reason.clone(),
+            moved_to: q.moved_to.as_ref().map(|p| p.display().to_string()),
+        })
+        .collect()
 }
 
 /// What the tool returns (the JSON `bridle tool` prints).
@@ -107,6 +136,7 @@ fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
         guarantees: spec.guarantees.clone(),
         escalated,
         denied_by_sandbox: None,
+        quarantined: Vec::new(),
     }
 }
 
@@ -319,6 +349,8 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
                 run_spec.mode
             ));
     }
+    content.push_str(&inspection_note(&result.inspection));
+    sandbox.quarantined = quarantine_notes(&result.inspection);
     result.stdout.remove_spill_unless_named(&content);
     result.stderr.remove_spill_unless_named(&content);
     ToolResult {
@@ -329,6 +361,16 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         denied_by,
         sandbox,
     }
+}
+
+/// What a tool result says about what bridle moved aside when the run ended (empty when
+/// nothing was).
+pub fn inspection_note(inspection: &bridle_sandbox::Inspection) -> String {
+    inspection
+        .messages()
+        .iter()
+        .map(|line| format!("\n[bridle: {line}]"))
+        .collect()
 }
 
 fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, String> {
@@ -350,7 +392,8 @@ fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, S
 /// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
 ///
 /// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
-/// writable root or inside a protected path (the mount view and Landlock produce exactly these);
+/// writable root or inside a protected path (the mount view and Landlock produce exactly these),
+/// and git's "could not lock config file" naming a protected config (bridle holds its lock);
 /// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
 /// with the network off, unreachable-network and name-resolution failures. Not attributed: a
 /// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
@@ -359,8 +402,10 @@ fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, S
 pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
     for line in stderr.lines() {
         let lower = line.to_ascii_lowercase();
-        let fs_error =
-            lower.contains("read-only file system") || lower.contains("permission denied");
+        // git cannot take the lock bridle holds on a protected config while the run lasts.
+        let fs_error = lower.contains("read-only file system")
+            || lower.contains("permission denied")
+            || lower.contains("could not lock config file");
         if fs_error {
             for path in paths_in(line) {
                 let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
@@ -468,6 +513,14 @@ mod tests {
             attribute(
                 &s,
                 "sh: 1: cannot create /w/.git/hooks/pre-commit: Read-only file system"
+            )
+            .unwrap()
+            .contains("protected")
+        );
+        assert!(
+            attribute(
+                &s,
+                "error: could not lock config file /w/.git/hooks/x: File exists"
             )
             .unwrap()
             .contains("protected")

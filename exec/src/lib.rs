@@ -18,7 +18,6 @@ pub mod approvals;
 pub mod bash_tool;
 mod error;
 pub mod fs_tools;
-mod git_config;
 pub mod git_dirs;
 pub mod output;
 pub mod printable;

@@ -311,6 +311,7 @@ fn start(
             let _ = stdin.write_all(&bytes);
         });
     }
+    let job_output = output.clone();
     lock(registry).insert(
         id,
         JobEntry {
@@ -320,10 +321,16 @@ fn start(
         },
     );
     std::thread::spawn(move || {
-        let outcome = running.wait(None);
+        let finished = running.finish(None);
         for reader in readers {
             let _ = reader.join();
         }
+        // What bridle moved aside is part of what the job's reader sees, after its output.
+        let note = crate::bash_tool::inspection_note(&finished.inspection);
+        if !note.is_empty() {
+            lock(&job_output).push(note.as_bytes());
+        }
+        let outcome = finished.outcome;
         drop(sandbox);
         if let Outcome::Stopped(why) = &outcome {
             tracing::warn!("{why}");

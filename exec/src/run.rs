@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bridle_policy::SandboxSpec;
-use bridle_sandbox::{Outcome, Refusal, Sandbox, Spawned};
+use bridle_sandbox::{Inspection, Outcome, Refusal, Sandbox, Spawned};
 
 use crate::error::ExecError;
 use crate::output::{Captured, SpillBudget, SpillTarget, capture};
@@ -64,6 +64,9 @@ pub struct RunResult {
     pub stdout: Captured,
     /// Captured stderr.
     pub stderr: Captured,
+    /// What the command left in repositories that git on the host would run, which bridle
+    /// moved aside when the run ended.
+    pub inspection: Inspection,
 }
 
 /// Runs commands. The local implementation is [`SandboxRunner`]; a remote one would implement
@@ -101,6 +104,7 @@ impl Runner for SandboxRunner {
             status: RunStatus::Refused(r),
             stdout: Captured::default(),
             stderr: Captured::default(),
+            inspection: Inspection::default(),
         };
         let mut sandbox = match Sandbox::prepare(
             request.spec.clone(),
@@ -185,7 +189,8 @@ impl Runner for SandboxRunner {
                 });
             }
         }
-        let status = match running.wait(request.timeout) {
+        let finished = running.finish(request.timeout);
+        let status = match finished.outcome {
             Outcome::Exited(code) => RunStatus::Exited(code),
             Outcome::TimedOut => RunStatus::TimedOut,
             Outcome::Stopped(why) => RunStatus::Stopped(why),
@@ -204,6 +209,7 @@ impl Runner for SandboxRunner {
             status,
             stdout,
             stderr,
+            inspection: finished.inspection,
         })
     }
 }

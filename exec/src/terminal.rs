@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bridle_policy::SandboxSpec;
-use bridle_sandbox::{Outcome, Running, Sandbox, Spawned};
+use bridle_sandbox::{Inspection, Outcome, Running, Sandbox, Spawned};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -170,15 +170,29 @@ impl Terminal {
         text.replace('\r', "").replace(PROMPT_MARK, "$ ")
     }
 
-    /// Kills the whole process tree and waits until it is gone. Returns why bridle stopped the
-    /// run, when it left something that must not exist ([`Outcome::Stopped`]).
-    pub fn close(mut self) -> Option<String> {
-        let running = self.running.take()?;
+    /// Kills the whole process tree and waits until it is gone. Returns what the user must be
+    /// told: why bridle stopped the run, when it left something that must not exist
+    /// ([`Outcome::Stopped`]), and what bridle moved aside from repositories the shell's
+    /// commands left; one message per line, each line after the first starting `bridle: `.
+    pub fn close(self) -> Option<String> {
+        let (stopped, inspection) = self.close_inspected();
+        let lines: Vec<String> = stopped.into_iter().chain(inspection.messages()).collect();
+        (!lines.is_empty()).then(|| lines.join("\nbridle: "))
+    }
+
+    /// Like [`Terminal::close`], with why the run was stopped and the end-of-run inspection
+    /// apart.
+    pub fn close_inspected(mut self) -> (Option<String>, Inspection) {
+        let Some(running) = self.running.take() else {
+            return (None, Inspection::default());
+        };
         running.kill_tree();
-        match running.wait(None) {
+        let finished = running.finish(None);
+        let stopped = match finished.outcome {
             Outcome::Stopped(why) => Some(why),
             _ => None,
-        }
+        };
+        (stopped, finished.inspection)
     }
 }
 
@@ -287,6 +301,7 @@ pub fn call(
             guarantees: spec.guarantees.clone(),
             escalated: false,
             denied_by_sandbox: None,
+            quarantined: Vec::new(),
         },
     };
     let args: TerminalArgs = match serde_json::from_str(raw_arguments) {
@@ -373,12 +388,20 @@ pub fn call(
         *slot = Some(terminal);
         return result(true, out, None);
     }
-    if let Some(why) = terminal.close() {
-        out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
-        return result(false, out, Some(DeniedBy::Sandbox));
-    }
-    if persist {
-        out.push_str("[the terminal was closed; the next call starts a new one]");
-    }
-    result(true, out, None)
+    let (stopped, inspection) = terminal.close_inspected();
+    out.push_str(&crate::bash_tool::inspection_note(&inspection));
+    let mut done = match stopped {
+        Some(why) => {
+            out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
+            result(false, out, Some(DeniedBy::Sandbox))
+        }
+        None => {
+            if persist {
+                out.push_str("[the terminal was closed; the next call starts a new one]");
+            }
+            result(true, out, None)
+        }
+    };
+    done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);
+    done
 }

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod git_config;
 pub mod glob;
 mod merge;
 mod origin;

@@ -38,7 +38,8 @@ pub mod tty;
 pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
 pub use error::SandboxError;
 pub use launcher::{
-    Controller, ExecFailure, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal, Running, Sandbox,
-    Spawned, launcher_main,
+    Controller, ExecFailure, Finished, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal, Running,
+    Sandbox, Spawned, launcher_main,
 };
+pub use mounts::{Inspection, Quarantined};
 pub use probe::{HostProbe, PINNED_LANDLOCK_ABI, probe};

@@ -289,6 +289,16 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
         }
         _ => writeln!(out, "{MORE}no result")?,
     }
+    for q in &call.quarantined {
+        let to = q.moved_to.as_deref().unwrap_or("(could not be moved)");
+        writeln!(
+            out,
+            "{MORE}moved aside: {} -> {}  {}",
+            p(&q.path),
+            p(to),
+            p(&q.reason)
+        )?;
+    }
     Ok(())
 }
 

@@ -17,6 +17,7 @@ mod probe_cli;
 mod process_manager;
 mod protect;
 mod protect_git;
+mod protect_new_repos;
 mod run_cli;
 mod run_log_cli;
 mod shell_cli;

@@ -144,24 +144,6 @@ fn ordinary_git_use_keeps_working() {
 }
 
 #[test]
-fn git_init_at_workspace_root_fails_and_leaves_no_git_dir() {
-    let e = ExecEnv::new();
-    e.write("src/main.c", "int main;\n");
-    let r = e.sh("git init -q .; echo init=$?
-         mkdir -p .git/hooks 2>/dev/null
-         echo evil > .git/hooks/post-checkout; echo hook=$?
-         mkdir sub && cd sub && git init -q . && echo nested_init=0");
-    r.assert_ok();
-    r.assert_failed("init");
-    r.assert_failed("hook");
-    // A repository below the root is ordinary work.
-    r.assert_succeeded("nested_init");
-    assert!(e.workspace.join("sub/.git/HEAD").is_file());
-    // No placeholder is left behind.
-    assert_eq!(listing(&e.workspace), ["src", "sub"]);
-}
-
-#[test]
 fn bridle_dir_is_read_only() {
     let e = ExecEnv::new();
     let layer = e.write(".bridle/notes.txt", "mine\n");
@@ -180,14 +162,18 @@ fn bridle_dir_is_read_only() {
     assert_eq!(listing(&e.workspace.join(".bridle")), ["notes.txt"]);
 }
 
+/// In a workspace that holds a repository, a missing `.bridle` gets a placeholder (an empty
+/// directory, invisible to git): it cannot be created. (Where there is no repository it gets
+/// none, so that `git clone URL .` works: see `protect_new_repos`.)
 #[test]
 fn missing_bridle_dir_cannot_be_created() {
-    let e = ExecEnv::new();
+    let e = git_repo();
     let r = e.sh("mkdir -p .bridle; echo mkdir=$?
          echo 'mode: danger-full-access' > .bridle/profile.yaml; echo create=$?");
     r.assert_ok();
     r.assert_failed("create");
     assert!(!e.workspace.join(".bridle").exists());
+    assert_eq!(listing(&e.workspace), [".git"]);
 }
 
 /// A placeholder is shared by concurrent runs in one workspace: the run that created it must not
@@ -195,8 +181,10 @@ fn missing_bridle_dir_cannot_be_created() {
 /// it in the other run's mount namespace, and `.git/hooks` would become writable there).
 #[test]
 fn protection_holds_when_a_concurrent_run_ends_first() {
-    let e = ExecEnv::new();
+    let e = git_repo();
     let ws = e.workspace.clone();
+    let hooks = ws.join(".git/hooks");
+    std::fs::remove_dir_all(&hooks).unwrap();
     let first = e
         .exec_cmd(
             &[],
@@ -207,8 +195,8 @@ fn protection_holds_when_a_concurrent_run_ends_first() {
         .unwrap();
     let mut first = Guard(first);
     assert!(
-        wait_until(Duration::from_secs(10), || ws.join(".git").is_dir()),
-        "the first run never protected .git"
+        wait_until(Duration::from_secs(10), || hooks.is_dir()),
+        "the first run never protected .git/hooks"
     );
     let second = e
         .exec_cmd(
@@ -220,7 +208,7 @@ fn protection_holds_when_a_concurrent_run_ends_first() {
                 "echo > second-ready; while [ ! -e second-go ]; do sleep 0.02; done
                  mkdir -p .git/hooks; echo mkdir=$?
                  echo evil > .git/hooks/pre-commit; echo hook=$?
-                 git init -q .; echo init=$?",
+                 mkdir -p .bridle; echo > .bridle/profile.yaml; echo layer=$?",
             ],
         )
         .stdout(std::process::Stdio::piped())
@@ -243,27 +231,27 @@ fn protection_holds_when_a_concurrent_run_ends_first() {
         elapsed: Duration::ZERO,
     };
     r.assert_ok();
-    r.assert_failed("mkdir");
     r.assert_failed("hook");
-    r.assert_failed("init");
+    r.assert_failed("layer");
     assert!(
-        !ws.join(".git/hooks/pre-commit").exists(),
+        !hooks.join("pre-commit").exists(),
         "a hook was planted on the host"
     );
     // The last run out removed the shared placeholders.
     assert_eq!(
         listing(&ws),
-        ["first-go", "second-go", "second-ready"],
+        [".git", "first-go", "second-go", "second-ready"],
         "{}",
         r.stderr
     );
+    assert!(!hooks.exists());
 }
 
 #[test]
 fn placeholders_left_by_a_killed_run_are_cleaned_up() {
     let e = ExecEnv::new();
     let ws = &e.workspace;
-    // What a bridle killed with SIGKILL leaves behind.
+    // What an earlier version of bridle killed with SIGKILL left behind.
     std::fs::create_dir(ws.join(".git")).unwrap();
     std::fs::write(ws.join(".git/.bridle-placeholder"), "").unwrap();
     let r = e.sh("git init -q .; echo init=$?; echo x > .git/config; echo config=$?");
@@ -271,6 +259,28 @@ fn placeholders_left_by_a_killed_run_are_cleaned_up() {
     r.assert_failed("init");
     r.assert_failed("config");
     assert_eq!(listing(ws), Vec::<String>::new());
+}
+
+/// A bridle killed with SIGKILL leaves its placeholders (empty directories, recorded outside
+/// the workspace): git does not see them, and the next run recognises and removes them.
+#[test]
+fn placeholders_left_by_a_killed_bridle_are_invisible_and_cleaned_up() {
+    let e = git_repo();
+    let ws = e.workspace.clone();
+    std::fs::remove_dir_all(ws.join(".git/hooks")).unwrap();
+    let mut victim = Guard(e.exec_cmd(&[], &[], &["sleep", "30"]).spawn().unwrap());
+    assert!(
+        wait_until(Duration::from_secs(10), || ws.join(".git/hooks").is_dir()
+            && ws.join(".bridle").is_dir()),
+        "the run never made its placeholders"
+    );
+    victim.0.kill().unwrap();
+    victim.0.wait().unwrap();
+    assert!(ws.join(".bridle").is_dir() && ws.join(".git/hooks").is_dir());
+    assert_eq!(git(&ws, &["status", "--porcelain", "--ignored"]), "");
+    e.sh("true").assert_ok();
+    assert_eq!(listing(&ws), [".git"]);
+    assert!(!ws.join(".git/hooks").exists());
 }
 
 /// Kills the child when dropped (a failed assertion must not leave a bridle waiting forever).

@@ -96,6 +96,19 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<serde_json::Value>,
     },
+    /// When a tool call's command ended, bridle moved aside something it left that git on the
+    /// host would run or load (a hook, a config naming a command).
+    #[serde(rename = "sandbox/quarantine")]
+    SandboxQuarantine {
+        call_id: String,
+        /// Where it was.
+        path: String,
+        /// Why git on the host would run something because of it.
+        reason: String,
+        /// Where it is now; `None` when it could not be moved.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        moved_to: Option<String>,
+    },
     /// An approval question went to the approval seam.
     #[serde(rename = "approval/asked")]
     ApprovalAsked { call_id: String, question: String },
@@ -140,6 +153,7 @@ impl Event {
             Self::ToolCall(_) => "tool/call",
             Self::ToolDecision { .. } => "tool/decision",
             Self::ToolResult { .. } => "tool/result",
+            Self::SandboxQuarantine { .. } => "sandbox/quarantine",
             Self::ApprovalAsked { .. } => "approval/asked",
             Self::ApprovalDecided { .. } => "approval/decided",
             Self::SandboxMode { .. } => "sandbox/mode",
@@ -170,6 +184,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "tool/call",
     "tool/decision",
     "tool/result",
+    "sandbox/quarantine",
     "approval/asked",
     "approval/decided",
     "sandbox/mode",
@@ -350,6 +365,12 @@ mod tests {
                 ok: true,
                 content: String::new(),
                 sandbox: None,
+            },
+            Event::SandboxQuarantine {
+                call_id: "c".into(),
+                path: "/w/.git/config".into(),
+                reason: "r".into(),
+                moved_to: None,
             },
             Event::ApprovalAsked {
                 call_id: "c".into(),

@@ -100,6 +100,9 @@ pub struct Call {
     /// Who refused the call before it ran (`rule`, `policy`, `approval`, `sandbox`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_by: Option<String>,
+    /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<Quarantine>,
 }
 
 /// An escalation a call asked for (`sandbox_permissions` in its arguments).
@@ -110,6 +113,14 @@ pub struct Escalation {
     /// Whether the call ran escalated; `None` when the log does not say (it did not run, or
     /// its result carries no sandbox facts).
     pub ran_escalated: Option<bool>,
+}
+
+/// Something a call's command left that git on the host would run, moved aside.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Quarantine {
+    pub path: String,
+    pub reason: String,
+    pub moved_to: Option<String>,
 }
 
 /// An approval question and its answer.
@@ -301,6 +312,19 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }
                 None => out.entries.push(unattached),
             },
+            Event::SandboxQuarantine {
+                call_id,
+                path,
+                reason,
+                moved_to,
+            } => match open.find(&mut turn, call_id) {
+                Some(call) => call.quarantined.push(Quarantine {
+                    path: path.clone(),
+                    reason: reason.clone(),
+                    moved_to: moved_to.clone(),
+                }),
+                None => out.entries.push(unattached),
+            },
             Event::RequestHeader(header) => {
                 if model.as_deref() != Some(header.model.as_str()) {
                     model = Some(header.model.clone());
@@ -363,6 +387,7 @@ impl Call {
             sandbox: None,
             denied_by_sandbox: None,
             refused_by: None,
+            quarantined: Vec::new(),
         }
     }
 }

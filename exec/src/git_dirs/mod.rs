@@ -39,7 +39,7 @@ use std::path::{Component, Path, PathBuf};
 
 use bridle_policy::{FoundPath, Plan};
 
-use crate::git_config;
+use bridle_policy::git_config;
 
 /// At most this many directories are looked at under one `.git/modules`.
 const MAX_MODULE_DIRS: usize = 256;

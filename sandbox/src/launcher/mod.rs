@@ -24,7 +24,7 @@ pub use child::launcher_main;
 use protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, StatusLine};
 
 use crate::assess::{Assessment, assess};
-use crate::mounts::{self, MountPlan, Placeholders};
+use crate::mounts::{self, Inspection, Inspector, MountPlan, Placeholders};
 use crate::probe::HostProbe;
 use crate::sys;
 
@@ -138,6 +138,24 @@ impl Sandbox {
         &self.assessment
     }
 
+    /// What to tell the user of an interactive or long session when this sandbox holds git's
+    /// lock on repository configs (see [`mounts::ConfigLock`]): git outside cannot change them
+    /// until the session ends. `None` when it holds none.
+    pub fn config_locks_note(&self) -> Option<String> {
+        let locks = self.placeholders.held_locks();
+        let first = locks.first()?;
+        let config = first.with_extension("");
+        let more = match locks.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        Some(format!(
+            "holding `{}`{more} for this sandboxed session (bridle pid {}): git outside the sandbox cannot change that repository's config (`git config`, `git remote add`, `git push -u`) until the session ends",
+            config.display(),
+            std::process::id()
+        ))
+    }
+
     /// Spawns `launch`. When the launch is refused and the assessment rested on assumptions
     /// ([`crate::probe::quick`]), probes the host for real and, if that changes which mechanisms
     /// apply and every required guarantee is still provided, tries once more with the new plan.
@@ -212,6 +230,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         hidden: Vec::new(),
         keep_in_hidden: Vec::new(),
         must_stay_absent: Vec::new(),
+        absent_at_end: Vec::new(),
     }
 }
 
@@ -324,10 +343,21 @@ impl Launch {
             self.config.cgroup_procs = Some(group.procs_file());
             self.pids_group = Some(group);
         }
-        let (pid, status_read, io) = if self.in_process {
-            self.fork_launcher()?
+        // Started before the command can change anything.
+        let inspector = self.inspector();
+        let spawned = if self.in_process {
+            self.fork_launcher()
         } else {
-            self.exec_launcher()?
+            self.exec_launcher()
+        };
+        let (pid, status_read, io) = match spawned {
+            Ok(spawned) => spawned,
+            Err(refused) => {
+                if let Some(inspector) = inspector {
+                    inspector.discard();
+                }
+                return Err(refused);
+            }
         };
         let mut running = Running {
             pid,
@@ -336,8 +366,9 @@ impl Launch {
             io,
             must_stay_absent: self.config.mounts.must_stay_absent.clone(),
             net_watch: None,
+            inspector: inspector.map(Box::new),
         };
-        match read_status(status_read) {
+        let ended = match read_status(status_read) {
             Ok(ready) => {
                 for note in &ready.notes {
                     tracing::info!("{note}");
@@ -349,17 +380,32 @@ impl Launch {
                 {
                     running.net_watch = crate::net_watch::NetWatch::open(running.pid.as_raw());
                 }
-                Ok(Spawned::Running(running))
+                return Ok(Spawned::Running(running));
             }
-            Err(StatusEnd::ExecFailed(failure)) => {
-                let _ = waitpid(running.pid, None);
-                Ok(Spawned::ExecFailed(failure))
-            }
-            Err(StatusEnd::Refused(r)) => {
-                let _ = waitpid(running.pid, None);
-                Err(r)
-            }
+            Err(StatusEnd::ExecFailed(failure)) => Ok(Spawned::ExecFailed(failure)),
+            Err(StatusEnd::Refused(r)) => Err(r),
+        };
+        let _ = waitpid(running.pid, None);
+        if let Some(inspector) = running.inspector.take() {
+            inspector.discard();
         }
+        ended
+    }
+
+    /// The end-of-run inspection of repositories in the writable roots, when the spec protects
+    /// git metadata (G-FS-PROTECT) and the command can write somewhere.
+    fn inspector(&self) -> Option<Inspector> {
+        let spec = &self.config.spec;
+        if spec.mode != bridle_policy::SandboxMode::WorkspaceWrite
+            || !spec.guarantees.contains(&Guarantee::FsProtect)
+        {
+            return None;
+        }
+        Inspector::begin(
+            self.config.mounts.writable.clone(),
+            self.config.mounts.protected.clone(),
+            self.config.mounts.absent_at_end.clone(),
+        )
     }
 
     /// Re-executes the bridle binary as the launcher; the config goes over a pipe.
@@ -496,6 +542,19 @@ pub struct Running {
     must_stay_absent: Vec<PathBuf>,
     /// The sandbox's network counters, when the network is off (see [`Running::take_net_watch`]).
     net_watch: Option<crate::net_watch::NetWatch>,
+    /// Run when the run is over (see [`mounts::inspect`]).
+    inspector: Option<Box<Inspector>>,
+}
+
+/// How a run ended, and what bridle found in the writable roots afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Finished {
+    /// How the command ended.
+    pub outcome: Outcome,
+    /// What the command left in repositories that git on the host would run, now moved aside
+    /// (report every [`Inspection::messages`] line to the user).
+    pub inspection: Inspection,
 }
 
 impl Running {
@@ -559,14 +618,27 @@ impl Running {
         let _ = sys::forward_termination(self.pid.as_raw());
     }
 
-    /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
-    /// passes. When this returns, no process of the tree is left, and nothing the run must not
-    /// leave behind is there ([`Outcome::Stopped`] says what was moved aside).
+    /// Like [`Running::finish`], for callers that do not report the inspection themselves: its
+    /// findings go to the log as warnings.
     pub fn wait(self, timeout: Option<Duration>) -> Outcome {
+        let finished = self.finish(timeout);
+        for line in finished.inspection.messages() {
+            tracing::warn!("{line}");
+        }
+        finished.outcome
+    }
+
+    /// Waits for the command (and so its whole tree) to end, killing the tree when `timeout`
+    /// passes. When this returns, no process of the tree is left, nothing the run must not
+    /// leave behind is there ([`Outcome::Stopped`] says what was moved aside), and what the
+    /// command left in repositories that would run code on the host has been moved aside
+    /// ([`Finished::inspection`] says what).
+    pub fn finish(self, timeout: Option<Duration>) -> Finished {
         let Running {
             pid,
             pids_group,
             must_stay_absent,
+            inspector,
             ..
         } = self;
         let (tx, rx) = mpsc::channel();
@@ -600,10 +672,15 @@ impl Running {
         let _ = waiter.join();
         drop(pids_group);
         let moved = mounts::sweep_planted(&must_stay_absent);
-        if let Some((path, to)) = moved.first() {
-            return Outcome::Stopped(mounts::planted_message(path, to.as_deref()));
+        let inspection = inspector.map(|i| i.finish()).unwrap_or_default();
+        let outcome = match moved.first() {
+            Some((path, to)) => Outcome::Stopped(mounts::planted_message(path, to.as_deref())),
+            None => outcome.unwrap_or(Outcome::Exited(125)),
+        };
+        Finished {
+            outcome,
+            inspection,
         }
-        outcome.unwrap_or(Outcome::Exited(125))
     }
 }
 

@@ -34,12 +34,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys;
 
+mod aside;
 pub mod cache;
 mod git_lock;
+pub mod inspect;
 mod placeholders;
+mod state;
 mod watch;
 
 pub use git_lock::{ConfigLock, LOCK_MARKER};
+pub use inspect::{Inspection, Inspector, Quarantined};
 
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
@@ -99,6 +103,11 @@ pub struct MountPlan {
     /// redirect git's configuration and hooks to a directory the command controls). Missing
     /// files cannot be bound read-only, so init watches for them instead.
     pub must_stay_absent: Vec<PathBuf>,
+    /// Missing protected paths that got no placeholder (at the top of a root holding no
+    /// repository, where one would keep `git clone URL .` from working): what the command
+    /// creates there is moved aside when the run ends.
+    #[serde(default)]
+    pub absent_at_end: Vec<PathBuf>,
 }
 
 /// A suffix for names bridle makes next to the user's files (moved-aside paths, placeholders
@@ -124,6 +133,17 @@ fn lock_shared(file: std::fs::File) -> Option<nix::fcntl::Flock<std::fs::File>> 
     }
 }
 
+/// The names in `dir`, sorted (for tests).
+#[cfg(test)]
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|r| path.starts_with(r))
 }
@@ -132,11 +152,13 @@ fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
 ///
 /// For every protected path (shallowest first; one below an already protected path is covered
 /// by it), walks its components below the writable root: a symlink on the way is a refusal (a
-/// protected path must not be redirectable); the first missing component gets a placeholder
-/// directory, holding only a [`PLACEHOLDER_MARKER`], which is then protected itself (so a
-/// missing `.git` at the root cannot be created, and git ignores a `.git` directory without
-/// `HEAD`); an existing placeholder or non-directory on the way is protected itself. See
-/// [`Placeholders`] for how concurrent runs share placeholders.
+/// protected path must not be redirectable); the first missing component gets a placeholder,
+/// an empty directory (which git does not see) recorded outside the workspace, which is then
+/// protected itself (so a missing `.bridle` or `.git/hooks` cannot be created); an existing
+/// placeholder or non-directory on the way is protected itself. A missing git dir on the way
+/// (`.git` for `.git/hooks`) gets none: the command may create a repository, and what it leaves
+/// in one is inspected when the run ends ([`inspect`]). See [`Placeholders`] for how
+/// concurrent runs share placeholders.
 pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFailure> {
     let mut placeholders = Placeholders::default();
     std::fs::create_dir_all(&spec.temp_dir)
@@ -342,11 +364,15 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     } else {
         Vec::new()
     };
+    let mut absent_at_end = placeholders.take_absent_at_end();
+    absent_at_end.sort();
+    absent_at_end.dedup();
     let plan = MountPlan {
         cache_overlays: Vec::new(),
         read_only_in_tmp,
         writable: outermost,
         must_stay_absent,
+        absent_at_end,
         writable_ids,
         temp_dir: spec.temp_dir.clone(),
         private_tmp: spec.private_tmp,

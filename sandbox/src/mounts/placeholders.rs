@@ -1,5 +1,9 @@
 //! Placeholders for missing protected paths, and the shared locks that let concurrent runs in
 //! one workspace share them.
+//!
+//! A placeholder is an empty directory (which git ignores: `git status` does not show it, `git
+//! add -A` adds nothing), recorded in bridle's registry outside the workspace (see
+//! [`super::state`]) rather than marked inside it.
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -7,10 +11,11 @@ use std::path::{Path, PathBuf};
 use bridle_policy::Guarantee;
 use nix::fcntl::{Flock, FlockArg};
 
+use super::state::Registry;
 use super::{ConfigLock, MountFailure, fail, lock_shared};
 
-/// The name of the marker file inside every placeholder directory bridle creates, so that any
-/// later run (not only the one that created it) recognises it and may remove it.
+/// The marker file earlier versions of bridle put inside their placeholders (git showed it);
+/// a directory holding only this file is still recognised as a placeholder and removed.
 pub const PLACEHOLDER_MARKER: &str = ".bridle-placeholder";
 
 /// What the parent did to the host to prepare the plan, undone after the run.
@@ -22,14 +27,19 @@ pub const PLACEHOLDER_MARKER: &str = ".bridle-placeholder";
 /// another mount namespace), and the other run could then create `.git/hooks` on the host. So
 /// every run holds a shared `flock` on each directory of its protected paths for as long as it
 /// lives, and a placeholder is removed only under an exclusive, non-blocking lock: by the last
-/// run that used it, whichever created it. Placeholders carry a [`PLACEHOLDER_MARKER`] file so
-/// that runs other than their creator (or a run after a crashed one) recognise them.
+/// run that used it, whichever created it. Placeholders are recorded in the registry so that
+/// runs other than their creator (or a run after a crashed one) recognise them.
 #[derive(Debug, Default)]
 pub struct Placeholders {
     created: Vec<PathBuf>,
     held: Vec<HeldDir>,
     /// Repository config locks (see [`super::git_lock`]), released when the run ends.
     locks: Vec<ConfigLock>,
+    /// Opened on first use.
+    registry: Option<Registry>,
+    /// Missing protected paths at the top of a root that holds no repository, which get no
+    /// placeholder (see [`protected_chain`]).
+    absent_at_end: Vec<PathBuf>,
 }
 
 /// A directory on a protected path, with the shared lock this run holds on it.
@@ -37,6 +47,8 @@ pub struct Placeholders {
 struct HeldDir {
     path: PathBuf,
     id: (u64, u64),
+    /// Whether it was a placeholder when it was held.
+    placeholder: bool,
     /// `None` when the filesystem does not support `flock`; such a placeholder is never removed.
     _lock: Option<Flock<std::fs::File>>,
 }
@@ -54,6 +66,44 @@ fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 impl Placeholders {
+    /// The registry, opened on first use; `None` when it cannot be kept (then no directory is
+    /// taken for a placeholder, and none can be made).
+    fn registry(&mut self) -> Option<&Registry> {
+        if self.registry.is_none() {
+            match Registry::open() {
+                Ok(registry) => self.registry = Some(registry),
+                Err(e) => tracing::warn!("the placeholder registry cannot be used: {e}"),
+            }
+        }
+        self.registry.as_ref()
+    }
+
+    /// Whether the directory `id` at `dir` is a placeholder: empty and recorded, or holding only
+    /// an earlier version's marker.
+    fn is_placeholder(&mut self, dir: &Path, id: (u64, u64)) -> bool {
+        match contents(dir) {
+            Contents::Empty => self.registry().is_some_and(|r| r.holds(id, dir)),
+            Contents::LegacyMarker => true,
+            Contents::Other => false,
+        }
+    }
+
+    /// Whether the directory at `dir`, held by this run, was a placeholder when it was held.
+    fn held_placeholder(&self, dir: &Path) -> bool {
+        self.held.iter().any(|h| h.path == dir && h.placeholder)
+    }
+
+    /// The missing protected paths that got no placeholder and must be absent when the run
+    /// ends.
+    pub(super) fn take_absent_at_end(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.absent_at_end)
+    }
+
+    /// The config lock files this run holds (see [`super::git_lock`]).
+    pub fn held_locks(&self) -> Vec<&Path> {
+        self.locks.iter().map(ConfigLock::path).collect()
+    }
+
     /// Keeps `lock` until [`Placeholders::remove`].
     pub(super) fn hold_lock(&mut self, lock: ConfigLock) {
         self.locks.push(lock);
@@ -79,6 +129,7 @@ impl Placeholders {
                 self.held.push(HeldDir {
                     path: dir.to_path_buf(),
                     id: (meta.dev(), meta.ino()),
+                    placeholder: false,
                     _lock: None,
                 });
                 return Ok(true);
@@ -100,14 +151,15 @@ impl Placeholders {
         if self.held.iter().any(|h| h.path == dir && h.id == id) {
             return Ok(same_dir(dir, id));
         }
-        // Only placeholders are ever removed, and they appear with their marker already inside
-        // (see `create_marked_dir`): a directory without one is the user's and needs no lock
-        // (nor a descriptor kept open: a command could otherwise make later runs run out of
-        // them with many protected directories).
-        if std::fs::symlink_metadata(dir.join(PLACEHOLDER_MARKER)).is_err() {
+        // Only placeholders are ever removed, and they are recorded before they appear (see
+        // `create_placeholder`): any other directory is the user's and needs no lock (nor a
+        // descriptor kept open: a command could otherwise make later runs run out of them with
+        // many protected directories).
+        if !self.is_placeholder(dir, id) {
             self.held.push(HeldDir {
                 path: dir.to_path_buf(),
                 id,
+                placeholder: false,
                 _lock: None,
             });
             return Ok(true);
@@ -121,23 +173,25 @@ impl Placeholders {
         self.held.push(HeldDir {
             path: dir.to_path_buf(),
             id,
+            placeholder: true,
             _lock: lock,
         });
         Ok(true)
     }
 
     /// Removes the placeholder directories no other run is using any more: the ones this run
-    /// created and the ones it found (marked by [`PLACEHOLDER_MARKER`]). Deepest first; a
+    /// created and the ones it found (recorded in the registry). Deepest first; a
     /// placeholder another run still holds stays, and that run removes it when it ends.
     pub fn remove(&mut self) {
         self.locks.clear();
         let held = std::mem::take(&mut self.held);
         let created = std::mem::take(&mut self.created);
-        let mut candidates: Vec<(PathBuf, (u64, u64))> = held
-            .iter()
-            .filter(|h| created.contains(&h.path) || h.path.join(PLACEHOLDER_MARKER).is_file())
-            .map(|h| (h.path.clone(), h.id))
-            .collect();
+        let mut candidates: Vec<(PathBuf, (u64, u64))> = Vec::new();
+        for h in &held {
+            if created.contains(&h.path) || self.is_placeholder(&h.path, h.id) {
+                candidates.push((h.path.clone(), h.id));
+            }
+        }
         // Created but never held (preparing failed in between): as found now.
         for path in &created {
             if !candidates.iter().any(|(p, _)| p == path)
@@ -156,15 +210,16 @@ impl Placeholders {
                 .then_with(|| a.cmp(b))
         });
         candidates.dedup_by(|a, b| a.0 == b.0);
+        let registry = self.registry();
         for (path, id) in candidates {
-            remove_placeholder(&path, id);
+            remove_placeholder(&path, id, registry);
         }
     }
 }
 
-/// Removes the placeholder at `path` when it is still the directory `id`, holds nothing but its
-/// marker, and no other run holds a lock on it.
-fn remove_placeholder(path: &Path, id: (u64, u64)) {
+/// Removes the placeholder at `path` when it is still the directory `id`, is empty (or holds only
+/// an earlier version's marker), and no other run holds a lock on it; and forgets it.
+fn remove_placeholder(path: &Path, id: (u64, u64), registry: Option<&Registry>) {
     let Ok(file) = open_dir(path) else { return };
     let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
         return;
@@ -172,24 +227,34 @@ fn remove_placeholder(path: &Path, id: (u64, u64)) {
     if !same_dir(path, id) {
         return;
     }
-    if !holds_only_marker(path) {
-        return;
+    match contents(path) {
+        Contents::Empty => {}
+        Contents::LegacyMarker => {
+            let _ = std::fs::remove_file(path.join(PLACEHOLDER_MARKER));
+        }
+        Contents::Other => return,
     }
-    let _ = std::fs::remove_file(path.join(PLACEHOLDER_MARKER));
+    if let Some(registry) = registry {
+        registry.remove(id);
+    }
     let _ = std::fs::remove_dir(path);
     drop(lock);
 }
 
-/// Creates the placeholder directory `path` with its marker already inside: made under a
-/// temporary name and renamed into place (never over anything), so that no other run ever sees
-/// a placeholder without its marker and takes it for a directory of the user's.
-fn create_marked_dir(path: &Path) -> std::io::Result<()> {
+/// Creates the placeholder directory `path`: made under a temporary name, recorded in the
+/// registry, then renamed into place (never over anything), so that no other run ever sees a
+/// placeholder it cannot recognise and takes it for a directory of the user's.
+fn create_placeholder(path: &Path, registry: &Registry) -> std::io::Result<()> {
     use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     let parent = path.parent().unwrap_or(Path::new("/"));
     let temp = parent.join(format!(".bridle-placeholder-{}", super::unique_suffix()));
     std::fs::create_dir(&temp)?;
-    let placed = std::fs::File::create(temp.join(PLACEHOLDER_MARKER))
-        .map(drop)
+    let mut id = None;
+    let placed = std::fs::symlink_metadata(&temp)
+        .and_then(|meta| {
+            id = Some((meta.dev(), meta.ino()));
+            registry.add((meta.dev(), meta.ino()), path)
+        })
         .and_then(|()| {
             renameat2(
                 AT_FDCWD,
@@ -201,25 +266,50 @@ fn create_marked_dir(path: &Path) -> std::io::Result<()> {
             .map_err(std::io::Error::from)
         });
     if placed.is_err() {
-        let _ = std::fs::remove_file(temp.join(PLACEHOLDER_MARKER));
+        if let Some(id) = id {
+            registry.remove(id);
+        }
         let _ = std::fs::remove_dir(&temp);
     }
     placed
 }
 
-/// Whether the directory `dir` is a bare placeholder: it holds its marker and nothing else.
-fn holds_only_marker(dir: &Path) -> bool {
+/// Whether `path` lies strictly inside a directory named `.git` at or below the missing
+/// `missing` (an ancestor of it or `path` itself).
+fn inside_git_dir(missing: &Path, path: &Path) -> bool {
+    let below = path.strip_prefix(missing).unwrap_or(Path::new(""));
+    let mut names: Vec<&std::ffi::OsStr> = std::iter::once(missing.file_name().unwrap_or_default())
+        .chain(below.iter())
+        .collect();
+    names.pop();
+    names.iter().any(|n| *n == ".git")
+}
+
+/// What a directory on a protected path holds, as far as placeholders are concerned.
+enum Contents {
+    Empty,
+    /// Only an earlier version's [`PLACEHOLDER_MARKER`].
+    LegacyMarker,
+    /// Anything else, or it cannot be read.
+    Other,
+}
+
+fn contents(dir: &Path) -> Contents {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
+        return Contents::Other;
     };
     let mut marked = false;
     for entry in entries {
         match entry {
-            Ok(e) if e.file_name() == PLACEHOLDER_MARKER => marked = true,
-            _ => return false,
+            Ok(e) if e.file_name() == PLACEHOLDER_MARKER && !marked => marked = true,
+            _ => return Contents::Other,
         }
     }
-    marked
+    if marked {
+        Contents::LegacyMarker
+    } else {
+        Contents::Empty
+    }
 }
 
 impl Drop for Placeholders {
@@ -232,6 +322,12 @@ impl Drop for Placeholders {
 /// protected: `path` itself, the first existing non-directory on the way, or a fresh placeholder
 /// for the first missing component. Every directory in the chain is held (shared lock). Walks
 /// again when a concurrent run changes the path meanwhile.
+///
+/// Empty (nothing to protect now) when the path is inside a missing `.git`, and when its first
+/// missing component is at the top of a root that holds no repository: a placeholder there
+/// would keep `git clone URL .` from working (git clones only into an empty directory), so that
+/// component must be absent when the run ends instead (it is added to the paths
+/// [`Placeholders::take_absent_at_end`] returns).
 pub(super) fn protected_chain(
     root: &Path,
     path: &Path,
@@ -280,7 +376,7 @@ fn try_protected_chain(
                 chain.push(current.clone());
                 // Another run's placeholder: protect it as it is, as that run does, rather than
                 // nesting placeholders of our own inside it.
-                if holds_only_marker(&current) {
+                if placeholders.held_placeholder(&current) {
                     break;
                 }
             }
@@ -289,7 +385,28 @@ fn try_protected_chain(
                 break;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match create_marked_dir(&current) {
+                // A missing git dir on the way (`.git` for `.git/hooks`): the command may
+                // create the repository (`git init`, `git clone`); what it leaves there is
+                // inspected when the run ends. A profile protecting `.git` itself still gets a
+                // placeholder.
+                if inside_git_dir(&current, path) {
+                    return Ok(Some(Vec::new()));
+                }
+                let at_top = current.parent() == Some(root);
+                if at_top && std::fs::symlink_metadata(root.join(".git")).is_err() {
+                    placeholders.absent_at_end.push(current.clone());
+                    return Ok(Some(Vec::new()));
+                }
+                let Some(registry) = placeholders.registry() else {
+                    return Err(fail(
+                        Guarantee::FsProtect,
+                        format!(
+                            "cannot make a placeholder for missing protected path `{}`: bridle's registry of placeholders cannot be used (see the log)",
+                            current.display()
+                        ),
+                    ));
+                };
+                match create_placeholder(&current, registry) {
                     Ok(()) => {}
                     // Another run created it first: walk again and share it.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
@@ -336,35 +453,98 @@ fn try_protected_chain(
 
 #[cfg(test)]
 mod tests {
+    use super::super::listing as names;
     use super::*;
 
+    /// An empty directory (invisible to git), recorded outside the workspace.
+    fn is_bare_placeholder(dir: &Path) -> bool {
+        let meta = std::fs::symlink_metadata(dir).unwrap();
+        matches!(contents(dir), Contents::Empty)
+            && Registry::open()
+                .unwrap()
+                .holds((meta.dev(), meta.ino()), dir)
+    }
+
     #[test]
-    fn missing_protected_path_gets_a_marked_placeholder_that_is_removed() {
+    fn missing_protected_path_gets_an_empty_recorded_placeholder_that_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::fs::create_dir(ws.join(".git")).unwrap();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".bridle"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".bridle")]);
+        assert!(is_bare_placeholder(&ws.join(".bridle")));
+        run.remove();
+        assert_eq!(names(ws), [".git"]);
+    }
+
+    /// `git clone URL .` needs an empty directory.
+    #[test]
+    fn a_root_without_a_repository_gets_no_placeholder_at_its_top() {
         let root = tempfile::tempdir().unwrap();
         let ws = root.path();
         let mut run = Placeholders::default();
-        let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
-        assert_eq!(chain, vec![ws.join(".git")]);
-        assert!(holds_only_marker(&ws.join(".git")));
+        let chain = protected_chain(ws, &ws.join(".bridle"), &mut run).unwrap();
+        assert_eq!(chain, Vec::<PathBuf>::new());
+        assert_eq!(run.take_absent_at_end(), [ws.join(".bridle")]);
+        assert!(names(ws).is_empty());
+        // Deeper down, placeholders are made as before.
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        let chain = protected_chain(ws, &ws.join("sub/.husky"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join("sub"), ws.join("sub/.husky")]);
         run.remove();
-        assert!(!ws.join(".git").exists());
+        assert_eq!(names(ws), ["sub"]);
+    }
+
+    #[test]
+    fn a_missing_git_dir_gets_no_placeholder() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join("sub/.git/hooks"), &mut run);
+        assert_eq!(chain.unwrap(), Vec::<PathBuf>::new());
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        let chain = protected_chain(ws, &ws.join("sub/.git/hooks"), &mut run);
+        assert_eq!(chain.unwrap(), Vec::<PathBuf>::new());
+        assert!(!ws.join("sub/.git").exists());
+        // A profile that protects `sub/.git` itself still gets one.
+        let chain = protected_chain(ws, &ws.join("sub/.git"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join("sub"), ws.join("sub/.git")]);
+        run.remove();
+        assert!(!ws.join("sub/.git").exists());
     }
 
     #[test]
     fn placeholder_stays_while_another_run_holds_it() {
         let root = tempfile::tempdir().unwrap();
         let ws = root.path();
+        std::fs::create_dir(ws.join(".git")).unwrap();
         let mut first = Placeholders::default();
         let mut second = Placeholders::default();
         protected_chain(ws, &ws.join(".git/hooks"), &mut first).unwrap();
         // The second run protects the first run's placeholder as it is.
-        let chain = protected_chain(ws, &ws.join(".git/config"), &mut second).unwrap();
-        assert_eq!(chain, vec![ws.join(".git")]);
+        let chain = protected_chain(ws, &ws.join(".git/hooks/x"), &mut second).unwrap();
+        assert_eq!(chain, vec![ws.join(".git"), ws.join(".git/hooks")]);
         first.remove();
-        assert!(ws.join(".git").is_dir(), "removed under another run");
+        assert!(ws.join(".git/hooks").is_dir(), "removed under another run");
         // The last run out removes it, though it did not create it.
         second.remove();
-        assert!(!ws.join(".git").exists());
+        assert!(!ws.join(".git/hooks").exists());
+        assert!(ws.join(".git").is_dir());
+    }
+
+    #[test]
+    fn a_placeholder_of_an_earlier_version_is_recognised_and_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path();
+        std::fs::create_dir(ws.join(".bridle")).unwrap();
+        assert_eq!(names(ws), [".bridle"]);
+        std::fs::write(ws.join(".bridle").join(PLACEHOLDER_MARKER), "").unwrap();
+        let mut run = Placeholders::default();
+        let chain = protected_chain(ws, &ws.join(".bridle/x"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".bridle")]);
+        run.remove();
+        assert!(!ws.join(".bridle").exists());
     }
 
     #[test]
@@ -372,11 +552,17 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let ws = root.path();
         std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(ws.join(".bridle")).unwrap();
         let mut run = Placeholders::default();
         let chain = protected_chain(ws, &ws.join(".git/hooks"), &mut run).unwrap();
         assert_eq!(chain, vec![ws.join(".git"), ws.join(".git/hooks")]);
+        // An empty directory of the user's is not taken for a placeholder.
+        let chain = protected_chain(ws, &ws.join(".bridle/x"), &mut run).unwrap();
+        assert_eq!(chain, vec![ws.join(".bridle"), ws.join(".bridle/x")]);
         run.remove();
         assert!(ws.join(".git/hooks").is_dir());
+        assert!(ws.join(".bridle").is_dir());
+        assert!(!ws.join(".bridle/x").exists());
     }
 
     /// As root the placeholder is made anyway (root creates in a mode-555 directory); as any

@@ -4,6 +4,7 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::aside::move_aside;
 use crate::sys;
 
 /// Mount points listed in a `/proc/self/mountinfo` text (field 5, octal escapes decoded), as
@@ -196,37 +197,6 @@ pub fn sweep_planted(must_stay_absent: &[PathBuf]) -> Vec<(PathBuf, Option<PathB
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .map(|p| (p.clone(), move_aside(p)))
         .collect()
-}
-
-/// Renames `path` to a fresh `NAME.bridle-moved-ID` next to it, never over anything
-/// (`RENAME_NOREPLACE`), never removing it (the host may have made it), and never through a
-/// symlink: the directory is opened without following any (writable roots have none above
-/// them), and the rename is relative to it, so a command cannot have bridle rename a file
-/// outside the workspace.
-fn move_aside(path: &Path) -> Option<PathBuf> {
-    use nix::fcntl::{OFlag, OpenHow, RenameFlags, ResolveFlag, openat2, renameat2};
-    let name = path.file_name()?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let dir = openat2(nix::fcntl::AT_FDCWD, path.parent()?, how).ok()?;
-    let suffix = super::unique_suffix();
-    for attempt in 0..100u32 {
-        let mut target = name.to_os_string();
-        target.push(format!(".bridle-moved-{suffix}-{attempt}"));
-        match renameat2(
-            &dir,
-            name,
-            &dir,
-            target.as_os_str(),
-            RenameFlags::RENAME_NOREPLACE,
-        ) {
-            Ok(()) => return Some(path.with_file_name(target)),
-            Err(nix::errno::Errno::EEXIST) => {}
-            Err(_) => return None,
-        }
-    }
-    None
 }
 
 /// Taken by whichever of init's threads decides how init exits: the watch while it moves a

@@ -1,11 +1,22 @@
-//! Just enough of git's config syntax to find what a config points at: `include.path`,
-//! `includeIf.*.path`, `core.hooksPath`, `core.worktree`, and `.gitmodules` paths.
+//! Reading git config files.
 //!
-//! Section and key names compare without case; `[section "subsection"]` and the legacy
-//! `[section.subsection]` both carry a subsection; `;` and `#` start comments outside double
-//! quotes; a backslash escapes the next character. Continuation lines and the rarer escapes are
-//! not interpreted: a value this reader gets wrong names a path that does not exist, which
-//! protects nothing extra but takes nothing away either.
+//! Two readers, for two questions:
+//! - [`entries`] and the helpers on it find what a config points at (`include.path`,
+//!   `includeIf.*.path`, `core.hooksPath`, `core.worktree`, `.gitmodules` paths) when a run is
+//!   planned. Section and key names compare without case; `[section "subsection"]` and the legacy
+//!   `[section.subsection]` both carry a subsection; `;` and `#` start comments outside double
+//!   quotes; a backslash escapes the next character. Continuation lines and the rarer escapes are
+//!   not interpreted: a value this reader gets wrong names a path that does not exist, which
+//!   protects nothing extra but takes nothing away either.
+//! - [`parse_strict`] reads a config the way git does, or fails, and [`runs_code`] says which
+//!   of its entries make git run or load something: for a repository a command created, when
+//!   the run ends ([`safe_config`] keeps the rest).
+
+mod danger;
+mod strict;
+
+pub use danger::{runs_code, safe_config};
+pub use strict::{ConfigSyntax, StrictEntry, parse_strict};
 
 use std::path::{Component, PathBuf};
 
