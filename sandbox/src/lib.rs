@@ -2,7 +2,7 @@
 //! crate allowed `unsafe` (in `sys`, the seccomp installer and fault injection, each block with
 //! a `// SAFETY:` comment).
 //!
-//! It owns: probing the host ([`probe`]), deciding which mechanism provides each guarantee a
+//! It owns: probing the host ([`mod@probe`]), deciding which mechanism provides each guarantee a
 //! [`bridle_policy::SandboxSpec`] requires ([`assess`]), and launching commands under that spec
 //! ([`Sandbox`], [`launcher_main`]): user, mount, PID, network and IPC namespaces, a read-only
 //! mount view with writable and protected binds, Landlock, seccomp, capabilities dropped,

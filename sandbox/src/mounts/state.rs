@@ -6,7 +6,7 @@
 //!   directory's device and inode and holding its path, so that every run (not only the one
 //!   that made it, and after a crash) recognises it. An empty directory is invisible to git.
 //! - `pending/PID-ID`: one file per run whose end-of-run inspection of new repositories has not
-//!   completed (see [`super::pending`]).
+//!   completed (see the `inspect` module's `pending` records).
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
