@@ -217,11 +217,14 @@ pub enum PolicyCommand {
         /// The profile file.
         file: PathBuf,
     },
-    /// The decision the policy would take, and which rule or root decided it.
+    /// The decision the policy would take, and which rule or root decided it (exit 0 allow,
+    /// 1 deny, 3 ask).
     #[command(subcommand)]
     Explain(ExplainCommand),
 }
 
+/// Every `explain` subcommand exits 0 when the decision is allow, 1 deny, 3 ask, so scripts can
+/// branch on it; 2 is a usage error as everywhere.
 #[derive(Debug, Subcommand)]
 pub enum ExplainCommand {
     /// Explain a file write to PATH (relative paths resolve against the workspace).
@@ -240,5 +243,15 @@ pub enum ExplainCommand {
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
         argv: Vec<String>,
+    },
+    /// Explain a bash command line as the `bash` tool, the terminal and `bridle run` decide it:
+    /// `bridle policy explain bash 'cd x && git push'`.
+    Bash {
+        /// The command line, as one argument.
+        #[arg(value_name = "COMMAND_LINE")]
+        command: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }

@@ -1,0 +1,140 @@
+//! Evaluating command rules on what a command line or script runs: every view of every
+//! simple command, nested scripts included, strictest decision wins.
+
+use crate::shell::{self, Hidden, Script, Word};
+use crate::vocab::Decision;
+
+use super::programs::Explorer;
+use super::{CommandRule, basename};
+
+/// How deep scripts inside scripts (`sh -c`, `eval`, a `!` alias) are followed.
+pub const MAX_NESTING: usize = 4;
+
+/// What the rules found.
+#[derive(Debug, Default)]
+pub(crate) struct Findings<'r> {
+    /// The strictest rule some view matched, and the command it matched.
+    pub matched: Option<(&'r CommandRule, String)>,
+    /// The strictest `ask`/`deny` rule a hidden part could match, what hid it, and the
+    /// command it is part of.
+    pub hidden: Option<(&'r CommandRule, String, String)>,
+}
+
+/// How a rule's prefix fits a view.
+enum Fit<'w> {
+    No,
+    Yes,
+    /// It would match or not depending on a hidden word.
+    Maybe(&'w Hidden),
+}
+
+fn fit<'w>(rule: &CommandRule, view: &'w [Word]) -> Fit<'w> {
+    for (i, alternatives) in rule.prefix.iter().enumerate() {
+        match view.get(i) {
+            None => return Fit::No,
+            Some(Word::Hidden(h)) => return Fit::Maybe(h),
+            Some(Word::Literal(w)) => {
+                let w = if i == 0 { basename(w) } else { w.as_str() };
+                if !alternatives.iter().any(|a| a == w) {
+                    return Fit::No;
+                }
+            }
+        }
+    }
+    Fit::Yes
+}
+
+impl<'r> Findings<'r> {
+    fn see(&mut self, rules: &'r [CommandRule], view: &[Word], subject: &str) {
+        for rule in rules {
+            match fit(rule, view) {
+                Fit::No => {}
+                Fit::Yes => {
+                    if self
+                        .matched
+                        .as_ref()
+                        .is_none_or(|(best, _)| rule.decision > best.decision)
+                    {
+                        self.matched = Some((rule, subject.to_owned()));
+                    }
+                }
+                Fit::Maybe(hidden) => {
+                    if rule.decision >= Decision::Ask
+                        && self
+                            .hidden
+                            .as_ref()
+                            .is_none_or(|(best, _, _)| rule.decision > best.decision)
+                    {
+                        self.hidden = Some((rule, hidden.what.clone(), subject.to_owned()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The strictest decision found: a literal match, or `ask` for a hidden part.
+    #[cfg(test)]
+    pub fn decision(&self) -> Decision {
+        let literal = self
+            .matched
+            .as_ref()
+            .map_or(Decision::Allow, |(r, _)| r.decision);
+        if self.hidden.is_some() {
+            literal.max(Decision::Ask)
+        } else {
+            literal
+        }
+    }
+}
+
+/// Checks one simple command (`words`, reading `stdin`) and what it runs.
+pub(crate) fn check_command<'r>(
+    rules: &'r [CommandRule],
+    words: &[Word],
+    stdin: Option<&'static str>,
+    subject: &str,
+    depth: usize,
+    findings: &mut Findings<'r>,
+) {
+    let explorer = Explorer::of(words.to_vec(), stdin);
+    for view in &explorer.views {
+        findings.see(rules, view, subject);
+    }
+    for script in &explorer.scripts {
+        if depth >= MAX_NESTING {
+            let view = [Word::hidden(
+                format!(
+                    "the script `{}`: scripts nest deeper than {MAX_NESTING}",
+                    shell::short(script)
+                ),
+                true,
+            )];
+            findings.see(rules, &view, subject);
+        } else {
+            check_script(rules, &shell::parse(script), script, depth + 1, findings);
+        }
+    }
+}
+
+/// Checks every command of a parsed script, and what it hides.
+pub(crate) fn check_script<'r>(
+    rules: &'r [CommandRule],
+    script: &Script,
+    text: &str,
+    depth: usize,
+    findings: &mut Findings<'r>,
+) {
+    for hidden in &script.hidden {
+        findings.see(rules, &[Word::Hidden(hidden.clone())], text);
+    }
+    for command in &script.commands {
+        check_command(
+            rules,
+            &command.words,
+            command.stdin,
+            &command.text,
+            depth,
+            findings,
+        );
+    }
+}

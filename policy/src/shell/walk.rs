@@ -1,0 +1,330 @@
+//! Walking the syntax tree: every `command` node anywhere becomes a [`SimpleCommand`].
+//!
+//! The walk is iterative (an explicit stack), so a deeply nested script cannot overflow the
+//! call stack. Two quirks of the bash grammar are undone here: words after a redirection's
+//! target (`git >/dev/null push`) are parsed as more targets, and the arguments after a
+//! here-document operator (`cat <<EOF arg`) belong to the redirection; both are given back to
+//! the command they are arguments of.
+
+use std::collections::HashMap;
+
+use tree_sitter::{Node, Tree};
+
+use super::words::{text, word};
+use super::{Hidden, MAX_COMMANDS, Script, SimpleCommand, Word, short};
+
+/// Variables whose value bash runs (or expands command substitutions in) later: assigning one
+/// stores code the rules do not see run.
+const CODE_VARIABLES: &[&str] = &[
+    "PROMPT_COMMAND",
+    "BASH_ENV",
+    "ENV",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS4",
+];
+
+#[derive(Debug, Clone, Copy)]
+struct Ctx {
+    stdin: Option<&'static str>,
+}
+
+pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
+    let root = tree.root_node();
+    if root.has_error() {
+        let at = first_error(root).unwrap_or(root).start_position();
+        script.hidden.push(Hidden {
+            what: format!(
+                "the text near line {}, column {}: it does not parse as bash",
+                at.row + 1,
+                at.column + 1
+            ),
+            splits: true,
+        });
+    }
+    let mut extra: HashMap<usize, Vec<Word>> = HashMap::new();
+    let mut stack = vec![(root, Ctx { stdin: None })];
+    let mut too_many = false;
+    while let Some((node, ctx)) = stack.pop() {
+        match node.kind() {
+            "command" => {
+                let extra = extra.remove(&node.id()).unwrap_or_default();
+                if script.commands.len() < MAX_COMMANDS {
+                    script
+                        .commands
+                        .push(simple_command(node, src, ctx.stdin, extra));
+                } else if !too_many {
+                    too_many = true;
+                    script.hidden.push(Hidden {
+                        what: format!("the commands past the first {MAX_COMMANDS}"),
+                        splits: true,
+                    });
+                }
+            }
+            "redirected_statement" => {
+                redirected(node, src, ctx, script, &mut extra, &mut stack);
+                continue;
+            }
+            "pipeline" => {
+                let mut after_pipe = false;
+                let mut children = Vec::new();
+                let mut cursor = node.walk();
+                for child in node.children(&mut cursor) {
+                    if !child.is_named() {
+                        after_pipe |= matches!(text(child, src), "|" | "|&");
+                        continue;
+                    }
+                    let stdin = if after_pipe { Some("a pipe") } else { ctx.stdin };
+                    children.push((child, Ctx { stdin }));
+                }
+                stack.extend(children.into_iter().rev());
+                continue;
+            }
+            "variable_assignment" => {
+                if let Some(name) = node.child_by_field_name("name")
+                    && CODE_VARIABLES.contains(&text(name, src))
+                {
+                    script.hidden.push(Hidden {
+                        what: format!(
+                            "the code stored by `{}`, which bash runs later",
+                            short(text(node, src))
+                        ),
+                        splits: true,
+                    });
+                }
+            }
+            _ => {}
+        }
+        push_children(node, ctx, &mut stack);
+    }
+}
+
+fn push_children<'t>(node: Node<'t>, ctx: Ctx, stack: &mut Vec<(Node<'t>, Ctx)>) {
+    let mut cursor = node.walk();
+    let children: Vec<Node<'t>> = node.named_children(&mut cursor).collect();
+    stack.extend(children.into_iter().rev().map(|c| (c, ctx)));
+}
+
+fn first_error(root: Node<'_>) -> Option<Node<'_>> {
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.is_error() || node.is_missing() {
+            return Some(node);
+        }
+        if node.has_error() {
+            let mut cursor = node.walk();
+            let children: Vec<Node<'_>> = node.children(&mut cursor).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    None
+}
+
+/// Whether a `file_redirect` replaces standard input (`< file`, `0< file`, `<&3`).
+fn reads_stdin(redirect: Node<'_>, src: &str) -> bool {
+    let descriptor = redirect
+        .child_by_field_name("descriptor")
+        .map(|d| text(d, src));
+    let mut cursor = redirect.walk();
+    let input = redirect
+        .children(&mut cursor)
+        .any(|c| !c.is_named() && matches!(text(c, src), "<" | "<&"));
+    input && descriptor.is_none_or(|d| d == "0")
+}
+
+/// The destination words of a `file_redirect` after the first: arguments of the command.
+fn spilled_arguments(redirect: Node<'_>, src: &str) -> Vec<Word> {
+    let mut cursor = redirect.walk();
+    redirect
+        .children_by_field_name("destination", &mut cursor)
+        .skip(1)
+        .map(|d| word(d, src))
+        .collect()
+}
+
+fn redirected<'t>(
+    node: Node<'t>,
+    src: &str,
+    ctx: Ctx,
+    script: &mut Script,
+    extra: &mut HashMap<usize, Vec<Word>>,
+    stack: &mut Vec<(Node<'t>, Ctx)>,
+) {
+    let body = node.child_by_field_name("body");
+    let mut stdin = ctx.stdin;
+    let mut arguments = Vec::new();
+    let mut redirects = Vec::new();
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        if Some(child) == body {
+            continue;
+        }
+        match child.kind() {
+            "file_redirect" => {
+                if reads_stdin(child, src) {
+                    stdin = Some("a redirection");
+                }
+                arguments.extend(spilled_arguments(child, src));
+            }
+            "heredoc_redirect" => {
+                stdin = Some("a here document");
+                let mut c = child.walk();
+                arguments.extend(
+                    child
+                        .children_by_field_name("argument", &mut c)
+                        .map(|a| word(a, src)),
+                );
+            }
+            "herestring_redirect" => stdin = Some("a here string"),
+            _ => {}
+        }
+        redirects.push((child, ctx));
+    }
+    stack.extend(redirects.into_iter().rev());
+    if let Some(body) = body {
+        if !arguments.is_empty() {
+            match last_command(body) {
+                Some(command) => extra.entry(command.id()).or_default().extend(arguments),
+                None => script.hidden.push(Hidden {
+                    what: format!(
+                        "the arguments after a redirection in `{}`",
+                        short(text(node, src))
+                    ),
+                    splits: true,
+                }),
+            }
+        }
+        stack.push((body, Ctx { stdin }));
+    }
+}
+
+/// The simple command that arguments written after a statement's redirection belong to.
+fn last_command(mut node: Node<'_>) -> Option<Node<'_>> {
+    for _ in 0..64 {
+        node = match node.kind() {
+            "command" => return Some(node),
+            "pipeline" | "negated_command" => {
+                let count = node.named_child_count();
+                node.named_child(u32::try_from(count.checked_sub(1)?).ok()?)?
+            }
+            "redirected_statement" => node.child_by_field_name("body")?,
+            _ => return None,
+        };
+    }
+    None
+}
+
+fn simple_command(
+    node: Node<'_>,
+    src: &str,
+    stdin: Option<&'static str>,
+    extra: Vec<Word>,
+) -> SimpleCommand {
+    let mut words = Vec::new();
+    let mut stdin = stdin;
+    let mut named = false;
+    let mut cursor = node.walk();
+    for (i, child) in node.children(&mut cursor).enumerate() {
+        let field = u32::try_from(i)
+            .ok()
+            .and_then(|i| node.field_name_for_child(i));
+        match field {
+            Some("name") => {
+                named = true;
+                words.push(match child.named_child(0) {
+                    Some(inner) => word(inner, src),
+                    None => word(child, src),
+                });
+            }
+            Some("argument") => words.push(word(child, src)),
+            Some("redirect") => match child.kind() {
+                "herestring_redirect" => stdin = Some("a here string"),
+                "file_redirect" => {
+                    if reads_stdin(child, src) {
+                        stdin = Some("a redirection");
+                    }
+                    if named {
+                        words.extend(spilled_arguments(child, src));
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    words.extend(extra);
+    SimpleCommand {
+        words,
+        text: text(node, src).to_owned(),
+        stdin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::super::{Word, parse};
+
+    fn lits(script: &str) -> Vec<Vec<String>> {
+        let parsed = parse(script);
+        assert!(parsed.hidden.is_empty(), "{script}: {:?}", parsed.hidden);
+        parsed
+            .commands
+            .iter()
+            .map(|c| {
+                c.words
+                    .iter()
+                    .map(|w| match w {
+                        Word::Literal(s) => s.clone(),
+                        Word::Hidden(h) => format!("<{}>", h.what),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn v(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn words_after_a_redirection_target_stay_arguments() {
+        assert_eq!(lits("git >/dev/null push"), [v(&["git", "push"])]);
+        assert_eq!(lits("git 2>&1 push origin"), [v(&["git", "push", "origin"])]);
+        assert_eq!(lits("2>/dev/null git push"), [v(&["git", "push"])]);
+        assert_eq!(
+            lits("cat <<EOF extra\nbody\nEOF\n"),
+            [v(&["cat", "extra"])]
+        );
+    }
+
+    #[test]
+    fn stdin_sources_are_recorded() {
+        let p = parse("a | bash; python3 - <<'EOF'\nprint(1)\nEOF\nsh <<< x; sh < f; sh");
+        let stdin: Vec<_> = p
+            .commands
+            .iter()
+            .map(|c| (c.words[0].as_literal().unwrap().to_owned(), c.stdin))
+            .collect();
+        assert_eq!(
+            stdin,
+            [
+                ("a".to_owned(), None),
+                ("bash".to_owned(), Some("a pipe")),
+                ("python3".to_owned(), Some("a here document")),
+                ("sh".to_owned(), Some("a here string")),
+                ("sh".to_owned(), Some("a redirection")),
+                ("sh".to_owned(), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn assignments_to_code_variables_are_hidden() {
+        assert_eq!(parse("PROMPT_COMMAND='git push'").hidden.len(), 1);
+        assert_eq!(parse("export BASH_ENV=x; FOO=1 true").hidden.len(), 1);
+        assert!(parse("FOO=$(date) true").hidden.is_empty());
+    }
+}

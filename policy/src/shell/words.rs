@@ -1,0 +1,282 @@
+//! One word node of the syntax tree to a [`Word`]: quote removal, escapes, and what hides a
+//! word's value (expansions, substitutions, globs, brace expansion).
+
+use tree_sitter::Node;
+
+use super::{Word, short};
+
+/// Nesting of word nodes (a string in a concatenation in a translated string...) is shallow in
+/// real scripts; deeper is treated as hidden rather than recursed into.
+const MAX_WORD_DEPTH: usize = 16;
+
+/// The source text of `node`.
+pub(super) fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
+    src.get(node.byte_range()).unwrap_or("")
+}
+
+/// Builds a word value piece by piece; the first hidden piece decides what hides the word.
+#[derive(Default)]
+struct Builder {
+    value: String,
+    hidden: Option<(String, bool)>,
+}
+
+impl Builder {
+    fn push_word(&mut self, word: Word) {
+        match word {
+            Word::Literal(s) => self.value.push_str(&s),
+            Word::Hidden(h) => self.hide(h.what, h.splits),
+        }
+    }
+
+    fn hide(&mut self, what: String, splits: bool) {
+        match &mut self.hidden {
+            Some((_, s)) => *s |= splits,
+            None => self.hidden = Some((what, splits)),
+        }
+    }
+
+    fn finish(self) -> Word {
+        match self.hidden {
+            None => Word::Literal(self.value),
+            Some((what, splits)) => Word::hidden(what, splits),
+        }
+    }
+}
+
+/// The word `node` stands for.
+pub(super) fn word(node: Node<'_>, src: &str) -> Word {
+    word_at(node, src, 0)
+}
+
+fn word_at(node: Node<'_>, src: &str, depth: usize) -> Word {
+    let raw = text(node, src);
+    if depth > MAX_WORD_DEPTH {
+        return Word::hidden(format!("the word `{}`", short(raw)), true);
+    }
+    if !node.is_named() {
+        // `$` alone, `==`, `=~`: literal tokens.
+        return Word::literal(raw);
+    }
+    match node.kind() {
+        "word" => unquoted(raw),
+        "number" if node.named_child_count() == 0 => Word::literal(raw),
+        "raw_string" => Word::literal(
+            raw.strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .unwrap_or(raw),
+        ),
+        "ansi_c_string" => raw
+            .strip_prefix("$'")
+            .and_then(|s| s.strip_suffix('\''))
+            .and_then(ansi_c)
+            .map_or_else(
+                || Word::hidden(format!("the string `{}`", short(raw)), false),
+                Word::Literal,
+            ),
+        "string" => double_quoted(node, src, depth),
+        "translated_string" => match node.named_child(0) {
+            Some(inner) => word_at(inner, src, depth + 1),
+            None => Word::literal(""),
+        },
+        "concatenation" => {
+            let mut b = Builder::default();
+            let mut at = node.start_byte();
+            let mut cursor = node.walk();
+            for child in node.children(&mut cursor) {
+                if child.start_byte() > at {
+                    b.push_word(unquoted(src.get(at..child.start_byte()).unwrap_or("")));
+                }
+                b.push_word(word_at(child, src, depth + 1));
+                at = child.end_byte();
+            }
+            b.finish()
+        }
+        "simple_expansion" | "expansion" => {
+            Word::hidden(format!("the variable `{}`", short(raw)), true)
+        }
+        "command_substitution" => Word::hidden(format!("the output of `{}`", short(raw)), true),
+        "process_substitution" => Word::hidden(
+            format!("the file name of `{}`", short(raw)),
+            false,
+        ),
+        "arithmetic_expansion" => Word::hidden(format!("the value of `{}`", short(raw)), true),
+        "brace_expression" => Word::hidden(format!("the brace expansion `{}`", short(raw)), true),
+        "extglob_pattern" => Word::hidden(format!("the glob `{}`", short(raw)), true),
+        "regex" => Word::literal(raw),
+        _ => Word::hidden(format!("the word `{}`", short(raw)), true),
+    }
+}
+
+/// `"..."`: literal unless it expands something; it never splits.
+fn double_quoted(node: Node<'_>, src: &str, depth: usize) -> Word {
+    let mut b = Builder::default();
+    let start = node.start_byte().saturating_add(1);
+    let end = node.end_byte().saturating_sub(1).max(start);
+    let mut at = start;
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        if !child.is_named() && text(child, src) == "\"" {
+            continue;
+        }
+        if child.start_byte() > at {
+            b.value
+                .push_str(&dq_content(src.get(at..child.start_byte()).unwrap_or("")));
+        }
+        match child.kind() {
+            "string_content" => b.value.push_str(&dq_content(text(child, src))),
+            _ if !child.is_named() => b.value.push_str(text(child, src)),
+            _ => match word_at(child, src, depth + 1) {
+                Word::Literal(s) => b.value.push_str(&s),
+                Word::Hidden(h) => b.hide(h.what, false),
+            },
+        }
+        at = at.max(child.end_byte());
+    }
+    if end > at {
+        b.value.push_str(&dq_content(src.get(at..end).unwrap_or("")));
+    }
+    b.finish()
+}
+
+/// Backslash inside double quotes escapes only `$`, `` ` ``, `"`, `\` and a newline.
+fn dq_content(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('$' | '`' | '"' | '\\') => {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push(c),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An unquoted word: backslash escapes the next character; an unescaped glob (`*`, `?`, a
+/// `[...]` class) or brace expansion (`{a,b}`, `{1..3}`) makes it hidden.
+fn unquoted(raw: &str) -> Word {
+    let mut out = String::with_capacity(raw.len());
+    let mut expands = false;
+    let mut braces = 0usize;
+    let chars: Vec<char> = raw.chars().collect();
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        match c {
+            '\\' => {
+                match chars.get(i + 1) {
+                    Some('\n') => {}
+                    Some(&n) => out.push(n),
+                    None => out.push('\\'),
+                }
+                i += 2;
+                continue;
+            }
+            '*' | '?' => expands = true,
+            '[' if chars[i + 1..].contains(&']') => expands = true,
+            '{' => braces += 1,
+            '}' => braces = braces.saturating_sub(1),
+            ',' if braces > 0 => expands = true,
+            '.' if braces > 0 && chars.get(i + 1) == Some(&'.') => expands = true,
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    if expands {
+        Word::hidden(format!("the pattern `{}`", short(raw)), true)
+    } else {
+        Word::Literal(out)
+    }
+}
+
+/// Decodes the body of `$'...'`; `None` for an escape this does not know.
+fn ansi_c(body: &str) -> Option<String> {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = chars.next()?;
+        let simple = match e {
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'e' | 'E' => Some('\u{1b}'),
+            'f' => Some('\u{c}'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\u{b}'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (radix, max) = match e {
+            '0'..='7' => (8, 3),
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            'c' => {
+                let x = chars.next()?;
+                out.push(char::from_u32(u32::from(x) & 0x1f)?);
+                continue;
+            }
+            _ => return None,
+        };
+        let mut digits = String::new();
+        if radix == 8 {
+            digits.push(e);
+        }
+        while digits.len() < max {
+            match chars.peek() {
+                Some(d) if d.is_digit(radix) => {
+                    digits.push(*d);
+                    chars.next();
+                }
+                _ => break,
+            }
+        }
+        let value = u32::from_str_radix(&digits, radix).ok()?;
+        out.push(char::from_u32(value)?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_c_escapes_decode() {
+        assert_eq!(ansi_c(r"a\tb\x41\101\u00e9\cA\'").as_deref(), Some("a\tbAAé\u{1}'"));
+        assert_eq!(ansi_c(r"\q"), None);
+        assert_eq!(ansi_c("trailing\\"), None);
+    }
+
+    #[test]
+    fn unquoted_words_lose_backslashes_and_globs_hide() {
+        assert_eq!(unquoted(r"g\it"), Word::literal("git"));
+        assert_eq!(unquoted(r"\;"), Word::literal(";"));
+        assert_eq!(unquoted(r"\*"), Word::literal("*"));
+        assert_eq!(unquoted("{}"), Word::literal("{}"));
+        assert_eq!(unquoted("["), Word::literal("["));
+        for hides in ["pu*", "p?sh", "[p]ush", "pu{sh,ll}", "{1..3}"] {
+            assert!(matches!(unquoted(hides), Word::Hidden(_)), "{hides}");
+        }
+    }
+}
