@@ -110,7 +110,16 @@ fn new_parser() -> Option<tree_sitter::Parser> {
 }
 
 fn parse_tree(parser: &mut tree_sitter::Parser, text: &str) -> Option<tree_sitter::Tree> {
-    let bytes = text.as_bytes();
+    // The grammar's scanner passes the lookahead character to `isdigit`, which is undefined
+    // (and crashes) for code points past 255. Every byte of a multi-byte character becomes
+    // `x`: bash treats such characters as word characters like `x`, equal text stays equal (so
+    // a here document ends where bash ends it), and byte offsets are kept, so words are read
+    // from the original text.
+    let ascii: Vec<u8> = text
+        .bytes()
+        .map(|b| if b.is_ascii() { b } else { b'x' })
+        .collect();
+    let bytes = ascii.as_slice();
     let mut steps = 0usize;
     let mut progress = |_: &tree_sitter::ParseState| {
         steps += 1;
@@ -135,6 +144,14 @@ fn parse_tree(parser: &mut tree_sitter::Parser, text: &str) -> Option<tree_sitte
 /// cannot be read is in [`Script::hidden`].
 pub fn parse(text: &str) -> Script {
     let mut script = Script::default();
+    if text.contains('\0') {
+        // bash cannot be given it; tree-sitter would stop reading there.
+        script.hidden.push(Hidden {
+            what: "the whole text: it contains a NUL character".into(),
+            splits: true,
+        });
+        return script;
+    }
     if text.len() > MAX_SCRIPT_BYTES {
         script.hidden.push(Hidden {
             what: format!(

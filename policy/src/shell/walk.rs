@@ -290,6 +290,38 @@ mod tests {
     }
 
     #[test]
+    fn every_construct_yields_the_commands_inside_it() {
+        let push = v(&["git", "push"]);
+        for script in [
+            "a | git push",
+            "a && git push || b",
+            "(git push)",
+            "{ git push; }",
+            "echo $(git push)",
+            "echo `git push`",
+            "echo \"$(git push)\"",
+            "cat <(git push) >(git push)",
+            "f() { git push; }",
+            "for x in 1; do git push; done",
+            "for ((;;)); do git push; done",
+            "while git push; do :; done",
+            "until git push; do :; done",
+            "if a; then git push; elif b; then c; else d; fi",
+            "case x in x) git push;; esac",
+            "[[ $(git push) ]]",
+            "! git push",
+            "x=$(git push) y",
+            "declare x=$(git push)",
+            "cat <<EOF\n$(git push)\nEOF\n",
+            "cat <<< $(git push)",
+            "echo $(( $(git push) ))",
+        ] {
+            let found = lits(script);
+            assert!(found.contains(&push), "{script}: {found:?}");
+        }
+    }
+
+    #[test]
     fn words_after_a_redirection_target_stay_arguments() {
         assert_eq!(lits("git >/dev/null push"), [v(&["git", "push"])]);
         assert_eq!(lits("git 2>&1 push origin"), [v(&["git", "push", "origin"])]);

@@ -50,7 +50,10 @@ pub(super) fn word(node: Node<'_>, src: &str) -> Word {
 }
 
 fn word_at(node: Node<'_>, src: &str, depth: usize) -> Word {
-    let raw = text(node, src);
+    let Some(raw) = src.get(node.byte_range()) else {
+        // Not on character boundaries: never read as something it is not.
+        return Word::hidden("a word that splits a character", true);
+    };
     if depth > MAX_WORD_DEPTH {
         return Word::hidden(format!("the word `{}`", short(raw)), true);
     }
@@ -81,14 +84,27 @@ fn word_at(node: Node<'_>, src: &str, depth: usize) -> Word {
         },
         "concatenation" => {
             let mut b = Builder::default();
+            // The unquoted text with each quoted or expanded part as `x`: brace expansion
+            // (`pu{sh,ll}`, `{"a","b"}`) spans several parts.
+            let mut shape = String::new();
             let mut at = node.start_byte();
             let mut cursor = node.walk();
             for child in node.children(&mut cursor) {
-                if child.start_byte() > at {
-                    b.push_word(unquoted(src.get(at..child.start_byte()).unwrap_or("")));
+                let gap = src.get(at..child.start_byte()).unwrap_or("");
+                if !gap.is_empty() {
+                    shape.push_str(gap);
+                    b.push_word(unquoted(gap));
+                }
+                if child.kind() == "word" {
+                    shape.push_str(text(child, src));
+                } else {
+                    shape.push('x');
                 }
                 b.push_word(word_at(child, src, depth + 1));
                 at = child.end_byte();
+            }
+            if braces_expand(&shape) {
+                b.hide(format!("the brace expansion `{}`", short(raw)), true);
             }
             b.finish()
         }
@@ -167,8 +183,7 @@ fn dq_content(raw: &str) -> String {
 /// `[...]` class) or brace expansion (`{a,b}`, `{1..3}`) makes it hidden.
 fn unquoted(raw: &str) -> Word {
     let mut out = String::with_capacity(raw.len());
-    let mut expands = false;
-    let mut braces = 0usize;
+    let mut expands = braces_expand(raw);
     let chars: Vec<char> = raw.chars().collect();
     let mut i = 0;
     while let Some(&c) = chars.get(i) {
@@ -184,10 +199,6 @@ fn unquoted(raw: &str) -> Word {
             }
             '*' | '?' => expands = true,
             '[' if chars[i + 1..].contains(&']') => expands = true,
-            '{' => braces += 1,
-            '}' => braces = braces.saturating_sub(1),
-            ',' if braces > 0 => expands = true,
-            '.' if braces > 0 && chars.get(i + 1) == Some(&'.') => expands = true,
             _ => {}
         }
         out.push(c);
@@ -198,6 +209,28 @@ fn unquoted(raw: &str) -> Word {
     } else {
         Word::Literal(out)
     }
+}
+
+/// Whether unquoted text holds a brace expansion: an unescaped `{` with a `,` or `..` before
+/// its `}`.
+fn braces_expand(shape: &str) -> bool {
+    let chars: Vec<char> = shape.chars().collect();
+    let mut open = 0usize;
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        match c {
+            '\\' => i += 1,
+            '{' => open += 1,
+            '}' => open = open.saturating_sub(1),
+            ',' if open > 0 && chars[i..].contains(&'}') => return true,
+            '.' if open > 0 && chars.get(i + 1) == Some(&'.') && chars[i..].contains(&'}') => {
+                return true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Decodes the body of `$'...'`; `None` for an escape this does not know.
