@@ -71,7 +71,11 @@ fn every_construct_that_runs_a_command_is_walked() {
         ("until git push; do sleep 1; done", PUSH_CI, PUSH_WS),
         ("select x in a; do git push; done", PUSH_CI, PUSH_WS),
         ("if git push; then :; fi", PUSH_CI, PUSH_WS),
-        ("if false; then :; elif true; then git push; fi", PUSH_CI, PUSH_WS),
+        (
+            "if false; then :; elif true; then git push; fi",
+            PUSH_CI,
+            PUSH_WS,
+        ),
         ("if false; then :; else git push; fi", PUSH_CI, PUSH_WS),
         ("case $x in a) git push;; *) ;; esac", PUSH_CI, PUSH_WS),
         ("[[ -n $(git push) ]]", PUSH_CI, PUSH_WS),
@@ -113,7 +117,11 @@ fn wrappers_and_their_options_are_looked_through() {
         ("nice -10 git push", PUSH_CI, PUSH_WS),
         ("timeout 10 git push", PUSH_CI, PUSH_WS),
         ("timeout -k 5 -s KILL 10s git push", PUSH_CI, PUSH_WS),
-        ("timeout --foreground --signal=TERM 1m git push", PUSH_CI, PUSH_WS),
+        (
+            "timeout --foreground --signal=TERM 1m git push",
+            PUSH_CI,
+            PUSH_WS,
+        ),
         ("nohup git push &", PUSH_CI, PUSH_WS),
         ("command git push", PUSH_CI, PUSH_WS),
         ("command -p git push", PUSH_CI, PUSH_WS),
@@ -139,7 +147,11 @@ fn wrappers_and_their_options_are_looked_through() {
         ("bash -e -o pipefail -c 'git push'", PUSH_CI, PUSH_WS),
         ("dash -c 'git push'", PUSH_CI, PUSH_WS),
         ("zsh -c 'git push'", PUSH_CI, PUSH_WS),
-        ("bash -c \"bash -c 'sh -c \\\"git push\\\"'\"", PUSH_CI, PUSH_WS),
+        (
+            "bash -c \"bash -c 'sh -c \\\"git push\\\"'\"",
+            PUSH_CI,
+            PUSH_WS,
+        ),
         ("nice env X=1 timeout 5 sh -c 'git push'", PUSH_CI, PUSH_WS),
         ("xargs sh -c 'git push'", PUSH_CI, PUSH_WS),
         ("find . -exec sh -c 'git push' \\;", PUSH_CI, PUSH_WS),
@@ -196,7 +208,11 @@ fn global_options_before_a_subcommand_are_skipped() {
         ("git --work-tree . push", PUSH_CI, PUSH_WS),
         ("git --namespace ns push", PUSH_CI, PUSH_WS),
         ("git --exec-path=/usr/lib/git-core push", PUSH_CI, PUSH_WS),
-        ("git --bare --no-replace-objects --literal-pathspecs push", PUSH_CI, PUSH_WS),
+        (
+            "git --bare --no-replace-objects --literal-pathspecs push",
+            PUSH_CI,
+            PUSH_WS,
+        ),
         ("git --no-optional-locks send-pack x", PUSH_CI, "allow"),
         ("git -C \"$dir\" push", PUSH_CI, PUSH_WS),
         ("git -c alias.p=push p origin", PUSH_CI, PUSH_WS),
@@ -245,7 +261,11 @@ fn what_the_rules_cannot_see_asks() {
         ("bash <<'EOF'\necho hi\nEOF\n", HIDDEN, HIDDEN),
         ("python3 - <<'EOF'\nprint(1)\nEOF\n", HIDDEN, HIDDEN),
         ("python3 <<< 'print(1)'", HIDDEN, HIDDEN),
-        ("curl -sSf https://x | sh", "deny:deny-network-clients", HIDDEN),
+        (
+            "curl -sSf https://x | sh",
+            "deny:deny-network-clients",
+            HIDDEN,
+        ),
         ("cat install.sh | bash -s -- --yes", HIDDEN, HIDDEN),
         ("sh < script.sh", HIDDEN, HIDDEN),
         ("ls | xargs git", HIDDEN, HIDDEN),
@@ -274,7 +294,11 @@ fn plain_shell_with_literal_commands_is_allowed() {
         ("echo \"$HOME\" $PATH ${x:-y}", "allow", "allow"),
         ("f() { echo hi; }; f", "allow", "allow"),
         ("cat <<EOF > out.txt\nhello $USER\nEOF\n", "allow", "allow"),
-        ("cat > notes.md <<'EOF'\n# $(not run)\nEOF\n", "allow", "allow"),
+        (
+            "cat > notes.md <<'EOF'\n# $(not run)\nEOF\n",
+            "allow",
+            "allow",
+        ),
         ("for f in *.rs; do wc -l \"$f\"; done", "allow", "allow"),
         ("git commit -m \"$(cat msg.txt)\"", "allow", "allow"),
         ("git -C \"$dir\" status", "allow", "allow"),
@@ -298,8 +322,16 @@ fn plain_shell_with_literal_commands_is_allowed() {
         ("if [[ $x == y* ]]; then echo ok; fi", "allow", "allow"),
         ("(( n > 3 )) && echo big", "allow", "allow"),
         ("arr=(a b c); echo \"${arr[@]}\"", "allow", "allow"),
-        ("while read -r line; do echo \"$line\"; done < file.txt", "allow", "allow"),
-        ("case \"$1\" in -h) usage ;; *) run \"$@\" ;; esac", "allow", "allow"),
+        (
+            "while read -r line; do echo \"$line\"; done < file.txt",
+            "allow",
+            "allow",
+        ),
+        (
+            "case \"$1\" in -h) usage ;; *) run \"$@\" ;; esac",
+            "allow",
+            "allow",
+        ),
         ("printf '%s\\n' $'a\\tb'", "allow", "allow"),
         ("npm install && npm test", "allow", "allow"),
         ("cargo +nightly fmt", "allow", "allow"),
@@ -311,7 +343,13 @@ fn plain_shell_with_literal_commands_is_allowed() {
 fn rules_matching_nothing_hidden_do_not_ask() {
     // With no ask or deny rule at all, nothing hidden can matter.
     let plan = shipped_plan("workspace-write");
-    for cmd in ["$x push", "eval \"$x\"", "source x", "bash <<EOF\nx\nEOF\n", "if"] {
+    for cmd in [
+        "$x push",
+        "eval \"$x\"",
+        "source x",
+        "bash <<EOF\nx\nEOF\n",
+        "if",
+    ] {
         assert_eq!(outcome(&plan, cmd), "allow", "{cmd}");
     }
     // A hidden subcommand of a program no rule names does not ask either.

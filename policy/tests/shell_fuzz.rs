@@ -20,11 +20,62 @@ fn config() -> ProptestConfig {
 
 /// Pieces of bash syntax, so generated text reaches deep into the grammar.
 const PIECES: &[&str] = &[
-    "git", " push", " ", ";", "&&", "||", "|", "&", "(", ")", "{", "}", "$(", "`", "'", "\"", "\\",
-    "<<EOF\n", "\nEOF\n", "<<<", "<(", ">(", ">", "2>&1", "$x", "${x:-y}", "$((", "))", "if ",
-    " then ", " fi", "for x in a;", " do ", " done", "case x in ", "a) ", ";;", " esac", "f() ",
-    "eval ", "sh -c ", "env -S ", "xargs ", "find . -exec ", "\\;", "\n", "#", "*", "[[", "]]",
-    "=", "$'\\x41'", "sudo ", "-c ", "alias.x=!", "trap ",
+    "git",
+    " push",
+    " ",
+    ";",
+    "&&",
+    "||",
+    "|",
+    "&",
+    "(",
+    ")",
+    "{",
+    "}",
+    "$(",
+    "`",
+    "'",
+    "\"",
+    "\\",
+    "<<EOF\n",
+    "\nEOF\n",
+    "<<<",
+    "<(",
+    ">(",
+    ">",
+    "2>&1",
+    "$x",
+    "${x:-y}",
+    "$((",
+    "))",
+    "if ",
+    " then ",
+    " fi",
+    "for x in a;",
+    " do ",
+    " done",
+    "case x in ",
+    "a) ",
+    ";;",
+    " esac",
+    "f() ",
+    "eval ",
+    "sh -c ",
+    "env -S ",
+    "xargs ",
+    "find . -exec ",
+    "\\;",
+    "\n",
+    "#",
+    "*",
+    "[[",
+    "]]",
+    "=",
+    "$'\\x41'",
+    "sudo ",
+    "-c ",
+    "alias.x=!",
+    "trap ",
 ];
 
 proptest! {
@@ -59,7 +110,13 @@ proptest! {
 #[test]
 fn deep_nesting_does_not_overflow_the_stack() {
     let plan = shipped_plan("ci-locked");
-    for (open, close) in [("(", ")"), ("$(", ")"), ("{ ", "; }"), ("`", "`"), ("\"$(", ")\"")] {
+    for (open, close) in [
+        ("(", ")"),
+        ("$(", ")"),
+        ("{ ", "; }"),
+        ("`", "`"),
+        ("\"$(", ")\""),
+    ] {
         let depth = 20_000;
         let text = format!("{}git push{}", open.repeat(depth), close.repeat(depth));
         let verdict = plan.decide_bash(&text);
@@ -77,16 +134,25 @@ fn characters_past_latin1_do_not_crash_the_parser() {
     // tree-sitter-bash's scanner calls `isdigit` on the lookahead; `{` then a wide character
     // crashed it.
     let plan = shipped_plan("ci-locked");
-    for text in ["echo {\u{1F600}", "{\u{10FFFF}..", "echo {\u{4E2D}\u{6587}}", "git push {\u{1F600}"] {
+    for text in [
+        "echo {\u{1F600}",
+        "{\u{10FFFF}..",
+        "echo {\u{4E2D}\u{6587}}",
+        "git push {\u{1F600}",
+    ] {
         let _ = plan.decide_bash(text);
     }
     assert_eq!(
-        plan.decide_bash("echo h\u{e9}llo {\u{1F600}}; git push").decision,
+        plan.decide_bash("echo h\u{e9}llo {\u{1F600}}; git push")
+            .decision,
         Decision::Deny
     );
     // Words keep their real characters.
     let parsed = shell::parse("echo caf\u{e9}");
-    assert_eq!(parsed.commands[0].words[1], shell::Word::literal("caf\u{e9}"));
+    assert_eq!(
+        parsed.commands[0].words[1],
+        shell::Word::literal("caf\u{e9}")
+    );
 }
 
 #[test]
@@ -95,7 +161,10 @@ fn oversized_input_is_hidden_not_allowed() {
     let text = "echo hi; ".repeat(shell::MAX_SCRIPT_BYTES / 9 + 1);
     let verdict = plan.decide_bash(&text);
     assert_eq!(verdict.decision, Decision::Ask);
-    assert!(matches!(verdict.by, DecidedBy::Hidden { .. }), "{verdict:?}");
+    assert!(
+        matches!(verdict.by, DecidedBy::Hidden { .. }),
+        "{verdict:?}"
+    );
 }
 
 #[test]

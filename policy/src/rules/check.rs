@@ -4,7 +4,7 @@
 use crate::shell::{self, Hidden, Script, Word};
 use crate::vocab::Decision;
 
-use super::programs::Explorer;
+use super::views::Explorer;
 use super::{CommandRule, basename};
 
 /// How deep scripts inside scripts (`sh -c`, `eval`, a `!` alias) are followed.

@@ -8,6 +8,7 @@
 
 mod check;
 mod programs;
+mod views;
 
 use serde::Serialize;
 
@@ -198,8 +199,10 @@ mod tests {
 
     /// The rule and decision the engine reaches for `cmd` as one argv.
     fn decide<'r>(rules: &'r [CommandRule], cmd: &str) -> (Option<&'r str>, Decision) {
-        let argv: Vec<crate::shell::Word> =
-            words(cmd).into_iter().map(crate::shell::Word::Literal).collect();
+        let argv: Vec<crate::shell::Word> = words(cmd)
+            .into_iter()
+            .map(crate::shell::Word::Literal)
+            .collect();
         let mut f = Findings::default();
         check_command(rules, &argv, None, cmd, 0, &mut f);
         (f.matched.as_ref().map(|(r, _)| r.id.as_str()), f.decision())
@@ -228,7 +231,10 @@ mod tests {
             rule("push-ask", &[&["git"], &["push"]], Decision::Ask),
             rule("sudo-deny", &[&["sudo"]], Decision::Deny),
         ];
-        assert_eq!(decide(&rules, "git push"), (Some("push-ask"), Decision::Ask));
+        assert_eq!(
+            decide(&rules, "git push"),
+            (Some("push-ask"), Decision::Ask)
+        );
         assert_eq!(
             decide(&rules, "sudo git status"),
             (Some("sudo-deny"), Decision::Deny)

@@ -1,10 +1,8 @@
 //! What programs do with their arguments: the one table of wrappers, shells, interpreters,
-//! programs with global options, and shell builtins that run code, and the views of a
-//! command line they give (see [`Explorer`]).
+//! programs with global options, and shell builtins that run code ([`PROGRAMS`]), and reading
+//! their options.
 
 use crate::shell::Word;
-
-use super::{basename, split_words};
 
 /// How a program runs other commands, or hides what it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,47 +373,15 @@ pub(super) fn lookup(name: &str) -> Option<&'static Program> {
         .find(|p| matches!(p.role, Role::Shell | Role::Interpreter) && p.names.contains(&bare))
 }
 
-/// The most views one simple command may give; past it, the command counts as hidden.
-pub(super) const MAX_VIEWS: usize = 64;
-/// The most wrappers looked through one inside another.
-const MAX_WRAPPER_DEPTH: usize = 16;
-
-/// The views of one simple command, and the scripts it runs that must be parsed in turn.
-#[derive(Debug, Default)]
-pub(super) struct Explorer {
-    /// Argv views: the command as written, then what each wrapper runs. A view starting with
-    /// a hidden word stands for a command the rules cannot see.
-    pub views: Vec<Vec<Word>>,
-    /// Script text run by `sh -c`, `eval`, `trap`, `su -c`, a `!` git alias.
-    pub scripts: Vec<String>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Arity {
+pub(super) enum Arity {
     Flag,
     Value,
     Either,
 }
 
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            name.chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        }
-        None => false,
-    }
-}
-
-/// Single quotes `s` for a shell.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 impl Program {
-    fn is_option(&self, word: &str) -> bool {
+    pub(super) fn is_option(&self, word: &str) -> bool {
         (word.starts_with('-') && word.len() > 1)
             || (self.role == Role::Env && word == "-")
             || (matches!(self.role, Role::Subcommands { .. })
@@ -423,7 +389,7 @@ impl Program {
                 && word.len() > 1)
     }
 
-    fn arity(&self, word: &str) -> Arity {
+    pub(super) fn arity(&self, word: &str) -> Arity {
         if word.starts_with("--") {
             return if word.contains('=') {
                 Arity::Flag
@@ -459,7 +425,7 @@ impl Program {
     }
 
     /// Whether `word` is (or, in a short cluster, contains) one of `options`.
-    fn has_option(word: &str, options: &[&str]) -> bool {
+    pub(super) fn has_option(word: &str, options: &[&str]) -> bool {
         options.iter().any(|o| {
             word == *o
                 || (o.len() == 2
@@ -473,13 +439,13 @@ impl Program {
 
     /// Where the operands after the leading options of `words` may start: several places
     /// when a word is hidden (it may be an option or the operand) or an option is unknown.
-    fn operand_starts(&self, words: &[Word]) -> Vec<usize> {
+    pub(super) fn operand_starts(&self, words: &[Word]) -> Vec<usize> {
         let mut starts = Vec::new();
         let mut frontier = vec![0usize];
         let mut steps = 0;
         while let Some(i) = frontier.pop() {
             steps += 1;
-            if steps > 4 * MAX_VIEWS {
+            if steps > 256 {
                 break;
             }
             let mut start = |at: usize| {
@@ -507,467 +473,5 @@ impl Program {
         }
         starts.sort_unstable();
         starts
-    }
-}
-
-impl Explorer {
-    /// The views of `words` (a simple command) whose standard input is `stdin`.
-    pub fn of(words: Vec<Word>, stdin: Option<&'static str>) -> Explorer {
-        let mut ex = Explorer::default();
-        ex.explore(words, stdin, 0);
-        ex
-    }
-
-    fn hidden(&mut self, what: String) {
-        let view = vec![Word::hidden(what, true)];
-        if !self.views.contains(&view) {
-            self.views.push(view);
-        }
-    }
-
-    fn explore(&mut self, words: Vec<Word>, stdin: Option<&'static str>, depth: usize) {
-        if words.is_empty() || self.views.contains(&words) {
-            return;
-        }
-        if depth > MAX_WRAPPER_DEPTH || self.views.len() >= MAX_VIEWS {
-            self.hidden("what the command runs: it has too many layers of wrappers".into());
-            return;
-        }
-        self.views.push(words.clone());
-        let Some(Word::Literal(first)) = words.first() else {
-            return;
-        };
-        let name = basename(first).to_owned();
-        let Some(program) = lookup(&name) else {
-            return;
-        };
-        let rest = &words[1..];
-        match program.role {
-            Role::Wrapper {
-                positional,
-                assignments,
-            } => self.wrapper(program, rest, positional, assignments, stdin, depth),
-            Role::Env => self.env(program, rest, stdin, depth),
-            Role::Xargs => self.xargs(program, rest, stdin, depth),
-            Role::Find => self.find(rest, stdin, depth),
-            Role::Shell => self.shell(&name, program, rest, stdin),
-            Role::Su => self.su(rest),
-            Role::Interpreter => self.interpreter(&name, program, rest, stdin),
-            Role::Subcommands { aliases, nested, .. } => {
-                self.subcommands(&words, program, aliases, nested, stdin, depth);
-            }
-            Role::Eval => self.eval(rest),
-            Role::Source => {
-                if let Some(file) = rest.first() {
-                    let file = match file {
-                        Word::Literal(s) => format!("`{s}`"),
-                        Word::Hidden(h) => h.what.clone(),
-                    };
-                    self.hidden(format!("the file {file} that `{name}` runs"));
-                }
-            }
-            Role::Alias => {
-                if let Some(def) = rest.iter().find(|w| match w {
-                    Word::Literal(s) => s.contains('='),
-                    Word::Hidden(_) => true,
-                }) {
-                    let def = match def {
-                        Word::Literal(s) => format!("`{s}`"),
-                        Word::Hidden(h) => h.what.clone(),
-                    };
-                    self.hidden(format!(
-                        "what the alias {def} makes a later command name run"
-                    ));
-                }
-            }
-            Role::Shopt => {
-                let on = rest.iter().any(|w| w.as_literal() == Some("-s"));
-                let aliases = rest
-                    .iter()
-                    .any(|w| w.as_literal().is_none_or(|s| s == "expand_aliases"));
-                if on && aliases {
-                    self.hidden(
-                        "what aliases turned on by `shopt -s expand_aliases` run".into(),
-                    );
-                }
-            }
-            Role::Trap => self.trap(rest),
-        }
-    }
-
-    fn wrapper(
-        &mut self,
-        program: &Program,
-        rest: &[Word],
-        positional: usize,
-        assignments: bool,
-        stdin: Option<&'static str>,
-        depth: usize,
-    ) {
-        for start in program.operand_starts(rest) {
-            let options = &rest[..start.min(rest.len())];
-            if options
-                .iter()
-                .any(|w| w.as_literal().is_some_and(|s| Program::has_option(s, program.special)))
-            {
-                continue;
-            }
-            let mut at = start + positional;
-            while assignments
-                && rest
-                    .get(at)
-                    .and_then(Word::as_literal)
-                    .is_some_and(is_assignment)
-            {
-                at += 1;
-            }
-            if let Some(command) = rest.get(at..) {
-                self.explore(command.to_vec(), stdin, depth + 1);
-            }
-        }
-    }
-
-    fn env(&mut self, program: &Program, rest: &[Word], stdin: Option<&'static str>, depth: usize) {
-        // `-S STRING` (`-SSTRING`, `--split-string=STRING`): the string's words take its place.
-        let mut i = 0;
-        while let Some(Word::Literal(w)) = rest.get(i) {
-            if w == "--" || !program.is_option(w) {
-                break;
-            }
-            let split = if w == "-S" || w == "--split-string" {
-                Some((rest.get(i + 1).cloned(), 2))
-            } else if let Some(v) = w.strip_prefix("--split-string=") {
-                Some((Some(Word::literal(v)), 1))
-            } else if let Some(v) = w.strip_prefix("-S") {
-                Some((Some(Word::literal(v)), 1))
-            } else {
-                None
-            };
-            if let Some((value, used)) = split {
-                match value {
-                    Some(Word::Literal(v)) if !v.contains('$') => match split_words(&v) {
-                        Ok(words) => {
-                            let mut again = vec![Word::literal("env")];
-                            again.extend(rest[..i].iter().cloned());
-                            again.extend(words.into_iter().map(Word::Literal));
-                            again.extend(rest.get(i + used..).unwrap_or_default().iter().cloned());
-                            self.explore(again, stdin, depth + 1);
-                        }
-                        Err(_) => self.hidden(format!("the string `{v}` given to `env -S`")),
-                    },
-                    Some(Word::Literal(v)) => {
-                        self.hidden(format!("the string `{v}` given to `env -S`"));
-                    }
-                    Some(Word::Hidden(h)) => {
-                        self.hidden(format!("{} given to `env -S`", h.what));
-                    }
-                    None => {}
-                }
-                return;
-            }
-            i += match program.arity(w) {
-                Arity::Value => 2,
-                _ => 1,
-            };
-        }
-        self.wrapper(program, rest, 0, true, stdin, depth);
-    }
-
-    fn xargs(&mut self, program: &Program, rest: &[Word], stdin: Option<&'static str>, depth: usize) {
-        for start in program.operand_starts(rest) {
-            let Some(command) = rest.get(start..).filter(|c| !c.is_empty()) else {
-                continue;
-            };
-            let mut replace = None;
-            for (i, w) in rest[..start].iter().enumerate() {
-                let Some(w) = w.as_literal() else { continue };
-                if w == "-I" {
-                    replace = rest.get(i + 1).and_then(Word::as_literal).map(str::to_owned);
-                } else if let Some(r) = w.strip_prefix("-I").or_else(|| w.strip_prefix("--replace=")) {
-                    replace = Some(r.to_owned());
-                } else if w == "--replace" || w == "-i" {
-                    replace = Some("{}".to_owned());
-                } else if let Some(r) = w.strip_prefix("-i") {
-                    replace = Some(r.to_owned());
-                }
-            }
-            let read = || Word::hidden("the lines `xargs` reads", true);
-            let mut view: Vec<Word> = match &replace {
-                Some(r) if !r.is_empty() => command
-                    .iter()
-                    .map(|w| match w {
-                        Word::Literal(s) if s.contains(r.as_str()) => read(),
-                        other => other.clone(),
-                    })
-                    .collect(),
-                _ => command.to_vec(),
-            };
-            if replace.is_none() {
-                view.push(read());
-            }
-            self.explore(view, stdin, depth + 1);
-        }
-    }
-
-    fn find(&mut self, rest: &[Word], stdin: Option<&'static str>, depth: usize) {
-        let mut i = 0;
-        while i < rest.len() {
-            let action = rest[i]
-                .as_literal()
-                .is_some_and(|w| matches!(w, "-exec" | "-execdir" | "-ok" | "-okdir"));
-            i += 1;
-            if !action {
-                continue;
-            }
-            let mut command = Vec::new();
-            while let Some(w) = rest.get(i) {
-                i += 1;
-                match w {
-                    Word::Literal(s) if s == ";" => break,
-                    Word::Literal(s)
-                        if s == "+" && command.last().is_some_and(|l: &Word| matches!(l, Word::Hidden(_))) =>
-                    {
-                        break;
-                    }
-                    Word::Literal(s) if s.contains("{}") => {
-                        command.push(Word::hidden("the file names `find` passes", true));
-                    }
-                    other => command.push(other.clone()),
-                }
-            }
-            self.explore(command, stdin, depth + 1);
-        }
-    }
-
-    fn shell(&mut self, name: &str, program: &Program, rest: &[Word], stdin: Option<&'static str>) {
-        let mut i = 0;
-        let mut command_mode = false;
-        let mut stdin_mode = false;
-        while let Some(w) = rest.get(i) {
-            let w = match w {
-                Word::Literal(w) => w,
-                Word::Hidden(h) => {
-                    self.hidden(format!("{} given to `{name}`", h.what));
-                    return;
-                }
-            };
-            if w == "--" || w == "-" {
-                i += 1;
-                break;
-            }
-            if w.starts_with("--") {
-                i += if program.with_value.contains(&w.as_str()) { 2 } else { 1 };
-                continue;
-            }
-            if (w.starts_with('-') || w.starts_with('+')) && w.len() > 1 {
-                let letters = &w[1..];
-                if w.starts_with('-') {
-                    command_mode |= letters.contains('c');
-                    stdin_mode |= letters.contains('s');
-                }
-                i += if letters.ends_with(['o', 'O']) { 2 } else { 1 };
-                continue;
-            }
-            break;
-        }
-        if command_mode {
-            match rest.get(i) {
-                Some(Word::Literal(script)) => self.scripts.push(script.clone()),
-                Some(Word::Hidden(h)) => self.hidden(format!("{} run by `{name} -c`", h.what)),
-                None => {}
-            }
-        } else if (stdin_mode || rest.get(i).is_none())
-            && let Some(from) = stdin
-        {
-            self.hidden(format!("the script `{name}` reads from {from}"));
-        }
-    }
-
-    fn su(&mut self, rest: &[Word]) {
-        for (i, w) in rest.iter().enumerate() {
-            let Some(w) = w.as_literal() else { continue };
-            let script = if w == "-c" || w == "--command" || w == "--session-command" {
-                rest.get(i + 1).cloned()
-            } else if let Some(s) = w
-                .strip_prefix("--command=")
-                .or_else(|| w.strip_prefix("--session-command="))
-            {
-                Some(Word::literal(s))
-            } else {
-                None
-            };
-            match script {
-                Some(Word::Literal(s)) => self.scripts.push(s),
-                Some(Word::Hidden(h)) => self.hidden(format!("{} run by `su -c`", h.what)),
-                None => {}
-            }
-        }
-    }
-
-    fn interpreter(
-        &mut self,
-        name: &str,
-        program: &Program,
-        rest: &[Word],
-        stdin: Option<&'static str>,
-    ) {
-        let Some(from) = stdin else { return };
-        let mut i = 0;
-        let reads_stdin = loop {
-            match rest.get(i) {
-                None => break true,
-                Some(Word::Hidden(_)) => break false,
-                Some(Word::Literal(w)) if w == "-" => break true,
-                Some(Word::Literal(w)) if w == "--" => {
-                    break rest.get(i + 1).is_none_or(|w| w.as_literal() == Some("-"));
-                }
-                Some(Word::Literal(w)) if Program::has_option(w, program.special) => break false,
-                Some(Word::Literal(w)) if w.starts_with('-') => {
-                    i += if program.arity(w) == Arity::Value { 2 } else { 1 };
-                }
-                Some(Word::Literal(_)) => break false,
-            }
-        };
-        if reads_stdin {
-            self.hidden(format!("the program `{name}` reads from {from}"));
-        }
-    }
-
-    fn subcommands(
-        &mut self,
-        words: &[Word],
-        program: &Program,
-        aliases: bool,
-        nested: &[&str],
-        stdin: Option<&'static str>,
-        depth: usize,
-    ) {
-        let rest = &words[1..];
-        for start in program.operand_starts(rest) {
-            let options = &rest[..start.min(rest.len())];
-            let tail = rest.get(start..).unwrap_or_default();
-            let mut view = vec![words[0].clone()];
-            view.extend(tail.iter().cloned());
-            if aliases {
-                self.git_alias(options, &view, stdin, depth);
-            }
-            if let (Some(Word::Literal(sub)), Some(inner)) = (tail.first(), tail.get(2..))
-                && nested.contains(&sub.as_str())
-            {
-                let mut again = vec![words[0].clone()];
-                again.extend(inner.iter().cloned());
-                self.explore(again, stdin, depth + 1);
-            }
-            if start > 0 {
-                self.explore(view, stdin, depth + 1);
-            }
-        }
-    }
-
-    /// `git -c alias.NAME=VALUE NAME ...`: what the alias runs.
-    fn git_alias(
-        &mut self,
-        options: &[Word],
-        view: &[Word],
-        stdin: Option<&'static str>,
-        depth: usize,
-    ) {
-        let mut definitions = Vec::new();
-        for (i, w) in options.iter().enumerate() {
-            let Some(w) = w.as_literal() else { continue };
-            let value = if w == "-c" {
-                options.get(i + 1)
-            } else if w.starts_with("--config-env") {
-                if w.contains("alias.") || options.get(i + 1).and_then(Word::as_literal).is_some_and(|v| v.starts_with("alias.")) {
-                    self.hidden(format!("the git alias `{w}` takes from the environment"));
-                }
-                continue;
-            } else {
-                continue;
-            };
-            match value {
-                Some(Word::Literal(v)) => {
-                    if let Some((key, body)) = v.split_once('=')
-                        && let Some(name) = key.strip_prefix("alias.")
-                    {
-                        definitions.push((name.to_owned(), body.to_owned()));
-                    }
-                }
-                Some(Word::Hidden(h)) => {
-                    self.hidden(format!("{} given to `git -c` (it may define an alias)", h.what));
-                }
-                None => {}
-            }
-        }
-        let Some(Word::Literal(sub)) = view.get(1) else {
-            return;
-        };
-        let Some((_, body)) = definitions.iter().rev().find(|(n, _)| n == sub) else {
-            return;
-        };
-        let args = &view[2..];
-        if let Some(command) = body.strip_prefix('!') {
-            let mut script = command.to_owned();
-            for a in args {
-                script.push(' ');
-                match a {
-                    Word::Literal(s) => script.push_str(&quote(s)),
-                    Word::Hidden(_) => script.push_str("\"${HIDDEN_ARGUMENT}\""),
-                }
-            }
-            self.scripts.push(script);
-        } else {
-            match split_words(body) {
-                Ok(expanded) => {
-                    let mut again = vec![view[0].clone()];
-                    again.extend(expanded.into_iter().map(Word::Literal));
-                    again.extend(args.iter().cloned());
-                    self.explore(again, stdin, depth + 1);
-                }
-                Err(_) => self.hidden(format!("what the git alias `{sub}` runs")),
-            }
-        }
-    }
-
-    fn eval(&mut self, rest: &[Word]) {
-        let mut script = Vec::new();
-        for w in rest {
-            match w {
-                Word::Literal(s) => script.push(s.as_str()),
-                Word::Hidden(h) => {
-                    self.hidden(format!("{} given to `eval`", h.what));
-                    return;
-                }
-            }
-        }
-        if !script.is_empty() {
-            self.scripts.push(script.join(" "));
-        }
-    }
-
-    fn trap(&mut self, rest: &[Word]) {
-        let mut i = 0;
-        while let Some(w) = rest.get(i).and_then(Word::as_literal) {
-            if w == "--" {
-                i += 1;
-                break;
-            }
-            if matches!(w, "-p" | "-l" | "-P") {
-                return;
-            }
-            if !w.starts_with('-') || w == "-" {
-                break;
-            }
-            i += 1;
-        }
-        let operands = rest.get(i..).unwrap_or_default();
-        if operands.len() < 2 {
-            return;
-        }
-        match &operands[0] {
-            Word::Literal(action) if action.is_empty() || action == "-" => {}
-            Word::Literal(action) => self.scripts.push(action.clone()),
-            Word::Hidden(h) => self.hidden(format!("{} given to `trap`", h.what)),
-        }
     }
 }

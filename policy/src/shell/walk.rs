@@ -75,7 +75,11 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                         after_pipe |= matches!(text(child, src), "|" | "|&");
                         continue;
                     }
-                    let stdin = if after_pipe { Some("a pipe") } else { ctx.stdin };
+                    let stdin = if after_pipe {
+                        Some("a pipe")
+                    } else {
+                        ctx.stdin
+                    };
                     children.push((child, Ctx { stdin }));
                 }
                 stack.extend(children.into_iter().rev());
@@ -324,12 +328,12 @@ mod tests {
     #[test]
     fn words_after_a_redirection_target_stay_arguments() {
         assert_eq!(lits("git >/dev/null push"), [v(&["git", "push"])]);
-        assert_eq!(lits("git 2>&1 push origin"), [v(&["git", "push", "origin"])]);
-        assert_eq!(lits("2>/dev/null git push"), [v(&["git", "push"])]);
         assert_eq!(
-            lits("cat <<EOF extra\nbody\nEOF\n"),
-            [v(&["cat", "extra"])]
+            lits("git 2>&1 push origin"),
+            [v(&["git", "push", "origin"])]
         );
+        assert_eq!(lits("2>/dev/null git push"), [v(&["git", "push"])]);
+        assert_eq!(lits("cat <<EOF extra\nbody\nEOF\n"), [v(&["cat", "extra"])]);
     }
 
     #[test]

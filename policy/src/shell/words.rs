@@ -112,10 +112,7 @@ fn word_at(node: Node<'_>, src: &str, depth: usize) -> Word {
             Word::hidden(format!("the variable `{}`", short(raw)), true)
         }
         "command_substitution" => Word::hidden(format!("the output of `{}`", short(raw)), true),
-        "process_substitution" => Word::hidden(
-            format!("the file name of `{}`", short(raw)),
-            false,
-        ),
+        "process_substitution" => Word::hidden(format!("the file name of `{}`", short(raw)), false),
         "arithmetic_expansion" => Word::hidden(format!("the value of `{}`", short(raw)), true),
         "brace_expression" => Word::hidden(format!("the brace expansion `{}`", short(raw)), true),
         "extglob_pattern" => Word::hidden(format!("the glob `{}`", short(raw)), true),
@@ -150,7 +147,8 @@ fn double_quoted(node: Node<'_>, src: &str, depth: usize) -> Word {
         at = at.max(child.end_byte());
     }
     if end > at {
-        b.value.push_str(&dq_content(src.get(at..end).unwrap_or("")));
+        b.value
+            .push_str(&dq_content(src.get(at..end).unwrap_or("")));
     }
     b.finish()
 }
@@ -296,7 +294,10 @@ mod tests {
 
     #[test]
     fn ansi_c_escapes_decode() {
-        assert_eq!(ansi_c(r"a\tb\x41\101\u00e9\cA\'").as_deref(), Some("a\tbAAé\u{1}'"));
+        assert_eq!(
+            ansi_c(r"a\tb\x41\101\u00e9\cA\'").as_deref(),
+            Some("a\tbAAé\u{1}'")
+        );
         assert_eq!(ansi_c(r"\q"), None);
         assert_eq!(ansi_c("trailing\\"), None);
     }
