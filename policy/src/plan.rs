@@ -641,10 +641,10 @@ impl Plan {
     /// explain bash`): every simple command it can run is checked like [`Plan::decide_exec`]
     /// and the strictest decision wins. A part the rules cannot see gives `ask` only when an
     /// `ask` or `deny` rule could match it; plain shell syntax with literal commands is decided
-    /// by the rules alone. Text with no command at all is denied.
+    /// by the rules alone. Text with no statement at all (only blanks and comments) is denied.
     pub fn decide_bash(&self, script: &str) -> Verdict {
         let parsed = shell::parse(script);
-        if parsed.commands.is_empty() && parsed.hidden.is_empty() {
+        if parsed.empty && parsed.hidden.is_empty() {
             return Verdict {
                 decision: Decision::Deny,
                 by: DecidedBy::Default,

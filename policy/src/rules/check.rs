@@ -1,7 +1,7 @@
 //! Evaluating command rules on what a command line or script runs: every view of every
 //! simple command, nested scripts included, strictest decision wins.
 
-use crate::shell::{self, Hidden, Script, Word};
+use crate::shell::{self, Hidden, Script, Stdin, Word};
 use crate::vocab::Decision;
 
 use super::views::Explorer;
@@ -30,15 +30,24 @@ enum Fit<'w> {
 
 fn fit<'w>(rule: &CommandRule, view: &'w [Word]) -> Fit<'w> {
     for (i, alternatives) in rule.prefix.iter().enumerate() {
-        match view.get(i) {
+        let known = match view.get(i) {
             None => return Fit::No,
-            Some(Word::Hidden(h)) => return Fit::Maybe(h),
-            Some(Word::Literal(w)) => {
-                let w = if i == 0 { basename(w) } else { w.as_str() };
-                if !alternatives.iter().any(|a| a == w) {
-                    return Fit::No;
-                }
+            Some(Word::Literal(w)) if i == 0 => basename(w),
+            Some(Word::Literal(w)) => w.as_str(),
+            // `"$HOME"/bin/git`: the command name is known.
+            Some(Word::Hidden(Hidden {
+                basename: Some(b), ..
+            })) if i == 0 => b.as_str(),
+            // `commit-$x` cannot be `push`.
+            Some(Word::Hidden(h))
+                if i > 0 && !alternatives.iter().any(|a| a.starts_with(&h.prefix)) =>
+            {
+                return Fit::No;
             }
+            Some(Word::Hidden(h)) => return Fit::Maybe(h),
+        };
+        if !alternatives.iter().any(|a| a == known) {
+            return Fit::No;
         }
     }
     Fit::Yes
@@ -91,7 +100,7 @@ impl<'r> Findings<'r> {
 pub(crate) fn check_command<'r>(
     rules: &'r [CommandRule],
     words: &[Word],
-    stdin: Option<&'static str>,
+    stdin: Option<&Stdin>,
     subject: &str,
     depth: usize,
     findings: &mut Findings<'r>,
@@ -131,7 +140,7 @@ pub(crate) fn check_script<'r>(
         check_command(
             rules,
             &command.words,
-            command.stdin,
+            command.stdin.as_ref(),
             &command.text,
             depth,
             findings,

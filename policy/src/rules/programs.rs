@@ -27,8 +27,17 @@ pub(super) enum Role {
     /// `su`: `-c SCRIPT` / `--command SCRIPT` is parsed as a script.
     Su,
     /// An interpreter: a program read from a pipe, a here document or a redirection is
-    /// hidden; a program file or `code` option runs like any program.
-    Interpreter,
+    /// hidden; a program file or `code` option runs like any program. `modules`: `-m NAME
+    /// ARGS` runs like the program NAME (`python -m twine upload`).
+    Interpreter { modules: bool },
+    /// `flock [OPTIONS] FILE COMMAND...` or `flock FILE -c SCRIPT`.
+    Flock,
+    /// `watch [OPTIONS] COMMAND...`: the words are joined and run by `sh -c` (`-x`: as
+    /// they are).
+    Watch,
+    /// `uv run`, `poetry run`, `bundle exec`: options, the subcommand, its options, then the
+    /// command it runs.
+    Runner { subcommand: &'static str },
     /// Global options before a subcommand: rules see the subcommand right after the program
     /// name. `aliases`: `-c alias.NAME=VALUE` on the same command line is expanded.
     /// `nested`: subcommands taking one argument before another subcommand.
@@ -97,7 +106,7 @@ const fn interpreter(
         names,
         with_value,
         special: code,
-        role: Role::Interpreter,
+        role: Role::Interpreter { modules: false },
     }
 }
 
@@ -237,6 +246,78 @@ pub(super) const PROGRAMS: &[Program] = &[
     wrapper(&["doas"], &["-u", "-C"], &["-C", "-L"]),
     wrapper(&["pkexec"], &["--user"], &["--version", "--help"]),
     wrapper(&["command"], &[], &["-v", "-V"]),
+    wrapper(
+        &["luit"],
+        &[
+            "-encoding",
+            "-argv0",
+            "-ilog",
+            "-olog",
+            "-alt",
+            "-gl",
+            "-gr",
+            "-g0",
+            "-g1",
+            "-g2",
+            "-g3",
+        ],
+        &["-list", "-h"],
+    ),
+    Program {
+        names: &["chroot"],
+        with_value: &["--userspec", "--groups"],
+        special: &[],
+        role: Role::Wrapper {
+            positional: 1,
+            assignments: false,
+        },
+    },
+    Program {
+        names: &["flock"],
+        with_value: &["-w", "--timeout", "-E", "--conflict-exit-code"],
+        special: &[],
+        role: Role::Flock,
+    },
+    Program {
+        names: &["watch"],
+        with_value: &["-n", "--interval", "-q", "--equexit"],
+        special: &[],
+        role: Role::Watch,
+    },
+    Program {
+        names: &["uv"],
+        with_value: &[
+            "--with",
+            "--with-requirements",
+            "--with-editable",
+            "--python",
+            "-p",
+            "--directory",
+            "--project",
+            "--env-file",
+            "--package",
+            "--extra",
+            "--group",
+            "--index",
+            "--from",
+            "--cache-dir",
+            "--config-file",
+        ],
+        special: &[],
+        role: Role::Runner { subcommand: "run" },
+    },
+    Program {
+        names: &["poetry"],
+        with_value: &["-C", "--directory", "-P", "--project"],
+        special: &[],
+        role: Role::Runner { subcommand: "run" },
+    },
+    Program {
+        names: &["bundle"],
+        with_value: &["--gemfile"],
+        special: &[],
+        role: Role::Runner { subcommand: "exec" },
+    },
     wrapper(&["exec"], &["-a"], &[]),
     Program {
         names: &["xargs"],
@@ -267,7 +348,12 @@ pub(super) const PROGRAMS: &[Program] = &[
         role: Role::Shell,
     },
     role(&["su"], Role::Su),
-    interpreter(&["python", "pypy"], &["-W", "-X"], &["-c", "-m"]),
+    Program {
+        names: &["python", "pypy"],
+        with_value: &["-W", "-X"],
+        special: &["-c", "-m"],
+        role: Role::Interpreter { modules: true },
+    },
     interpreter(&["perl"], &[], &["-e", "-E"]),
     interpreter(&["ruby"], &[], &["-e"]),
     interpreter(
@@ -368,9 +454,9 @@ pub(super) fn lookup(name: &str) -> Option<&'static Program> {
     if bare.is_empty() || bare == name {
         return None;
     }
-    PROGRAMS
-        .iter()
-        .find(|p| matches!(p.role, Role::Shell | Role::Interpreter) && p.names.contains(&bare))
+    PROGRAMS.iter().find(|p| {
+        matches!(p.role, Role::Shell | Role::Interpreter { .. }) && p.names.contains(&bare)
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,7 +486,7 @@ impl Program {
                 Role::Subcommands {
                     unknown_long_takes_value: true,
                     ..
-                }
+                } | Role::Runner { .. }
             ) {
                 Arity::Either
             } else {
@@ -409,6 +495,10 @@ impl Program {
         }
         if !word.starts_with('-') {
             return Arity::Flag;
+        }
+        if self.with_value.contains(&word) {
+            // `-encoding NAME` (single-dash long options) and `-u NAME`.
+            return Arity::Value;
         }
         // A short cluster: the first letter taking a value takes the rest, or the next word.
         let letters: Vec<char> = word.chars().skip(1).collect();
@@ -455,9 +545,19 @@ impl Program {
             };
             match words.get(i) {
                 None => start(i),
-                Some(Word::Hidden(_)) => {
+                // Starts with a literal that is not an option: an operand.
+                Some(Word::Hidden(h))
+                    if !h.prefix.is_empty() && !h.prefix.starts_with(['-', '+']) =>
+                {
                     start(i);
+                }
+                // An option whose value may be the next word, or the operand itself.
+                Some(Word::Hidden(h)) => {
+                    if h.prefix.is_empty() {
+                        start(i);
+                    }
                     frontier.push(i + 1);
+                    frontier.push(i + 2);
                 }
                 Some(Word::Literal(w)) if w == "--" => start(i + 1),
                 Some(Word::Literal(w)) if self.is_option(w) => match self.arity(w) {

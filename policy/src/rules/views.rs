@@ -1,7 +1,7 @@
 //! The views of one simple command: the command as written, and what each program in the
 //! table of [`super::programs::PROGRAMS`] runs in turn.
 
-use crate::shell::Word;
+use crate::shell::{Hidden, Stdin, Word};
 
 use super::programs::{Arity, Program, Role, lookup};
 use super::{basename, split_words};
@@ -19,6 +19,32 @@ pub(super) struct Explorer {
     pub views: Vec<Vec<Word>>,
     /// Script text run by `sh -c`, `eval`, `trap`, `su -c`, a `!` git alias.
     pub scripts: Vec<String>,
+}
+
+/// Whether `word` is `NAME=VALUE` (for a hidden word: starts with `NAME=`).
+fn assigns(word: &Word) -> bool {
+    match word {
+        Word::Literal(s) => is_assignment(s),
+        Word::Hidden(h) => is_assignment(&h.prefix),
+    }
+}
+
+/// The command name a word gives: the basename of a literal, or the literal basename of a
+/// hidden word (`"$HOME"/bin/git`).
+pub(super) fn command_name(word: &Word) -> Option<&str> {
+    match word {
+        Word::Literal(s) => Some(basename(s)),
+        Word::Hidden(h) => h.basename.as_deref(),
+    }
+}
+
+/// Text substituted into arguments at run time (`xargs -I`, `find {}`): the word is hidden,
+/// but a script it forms can still be parsed with the substitution as a variable.
+fn substituted(word: &str, pattern: &str, what: &str, variable: &str) -> Word {
+    let mut hidden = Hidden::new(what, true);
+    hidden.prefix = word.split(pattern).next().unwrap_or("").to_owned();
+    hidden.template = Some(word.replace(pattern, &format!("${{{variable}}}")));
+    Word::Hidden(hidden)
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -40,7 +66,7 @@ fn quote(s: &str) -> String {
 
 impl Explorer {
     /// The views of `words` (a simple command) whose standard input is `stdin`.
-    pub fn of(words: Vec<Word>, stdin: Option<&'static str>) -> Explorer {
+    pub fn of(words: Vec<Word>, stdin: Option<&Stdin>) -> Explorer {
         let mut ex = Explorer::default();
         ex.explore(words, stdin, 0);
         ex
@@ -53,7 +79,7 @@ impl Explorer {
         }
     }
 
-    fn explore(&mut self, words: Vec<Word>, stdin: Option<&'static str>, depth: usize) {
+    fn explore(&mut self, words: Vec<Word>, stdin: Option<&Stdin>, depth: usize) {
         if words.is_empty() || self.views.contains(&words) {
             return;
         }
@@ -62,10 +88,9 @@ impl Explorer {
             return;
         }
         self.views.push(words.clone());
-        let Some(Word::Literal(first)) = words.first() else {
+        let Some(name) = words.first().and_then(command_name).map(str::to_owned) else {
             return;
         };
-        let name = basename(first).to_owned();
         let Some(program) = lookup(&name) else {
             return;
         };
@@ -80,13 +105,18 @@ impl Explorer {
             Role::Find => self.find(rest, stdin, depth),
             Role::Shell => self.shell(&name, program, rest, stdin),
             Role::Su => self.su(rest),
-            Role::Interpreter => self.interpreter(&name, program, rest, stdin),
+            Role::Interpreter { modules } => {
+                self.interpreter(&name, program, modules, rest, stdin, depth);
+            }
+            Role::Flock => self.flock(program, rest, stdin, depth),
+            Role::Watch => self.watch(program, rest, stdin, depth),
+            Role::Runner { subcommand } => self.runner(program, subcommand, rest, stdin, depth),
             Role::Subcommands {
                 aliases, nested, ..
             } => {
                 self.subcommands(&words, program, aliases, nested, stdin, depth);
             }
-            Role::Eval => self.eval(rest),
+            Role::Eval => self.eval_like(rest, "eval"),
             Role::Source => {
                 if let Some(file) = rest.first() {
                     let file = match file {
@@ -129,7 +159,7 @@ impl Explorer {
         rest: &[Word],
         positional: usize,
         assignments: bool,
-        stdin: Option<&'static str>,
+        stdin: Option<&Stdin>,
         depth: usize,
     ) {
         for start in program.operand_starts(rest) {
@@ -141,12 +171,7 @@ impl Explorer {
                 continue;
             }
             let mut at = start + positional;
-            while assignments
-                && rest
-                    .get(at)
-                    .and_then(Word::as_literal)
-                    .is_some_and(is_assignment)
-            {
+            while assignments && rest.get(at).is_some_and(assigns) {
                 at += 1;
             }
             if let Some(command) = rest.get(at..) {
@@ -155,7 +180,7 @@ impl Explorer {
         }
     }
 
-    fn env(&mut self, program: &Program, rest: &[Word], stdin: Option<&'static str>, depth: usize) {
+    fn env(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
         // `-S STRING` (`-SSTRING`, `--split-string=STRING`): the string's words take its place.
         let mut i = 0;
         while let Some(Word::Literal(w)) = rest.get(i) {
@@ -201,13 +226,7 @@ impl Explorer {
         self.wrapper(program, rest, 0, true, stdin, depth);
     }
 
-    fn xargs(
-        &mut self,
-        program: &Program,
-        rest: &[Word],
-        stdin: Option<&'static str>,
-        depth: usize,
-    ) {
+    fn xargs(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
         for start in program.operand_starts(rest) {
             let Some(command) = rest.get(start..).filter(|c| !c.is_empty()) else {
                 continue;
@@ -231,25 +250,27 @@ impl Explorer {
                     replace = Some(r.to_owned());
                 }
             }
-            let read = || Word::hidden("the lines `xargs` reads", true);
+            const READ: &str = "the lines `xargs` reads";
             let mut view: Vec<Word> = match &replace {
                 Some(r) if !r.is_empty() => command
                     .iter()
                     .map(|w| match w {
-                        Word::Literal(s) if s.contains(r.as_str()) => read(),
+                        Word::Literal(s) if s.contains(r.as_str()) => {
+                            substituted(s, r, READ, "XARGS_INPUT")
+                        }
                         other => other.clone(),
                     })
                     .collect(),
                 _ => command.to_vec(),
             };
             if replace.is_none() {
-                view.push(read());
+                view.push(Word::hidden(READ, true));
             }
             self.explore(view, stdin, depth + 1);
         }
     }
 
-    fn find(&mut self, rest: &[Word], stdin: Option<&'static str>, depth: usize) {
+    fn find(&mut self, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
         let mut i = 0;
         while i < rest.len() {
             let action = rest[i]
@@ -272,9 +293,12 @@ impl Explorer {
                     {
                         break;
                     }
-                    Word::Literal(s) if s.contains("{}") => {
-                        command.push(Word::hidden("the file names `find` passes", true));
-                    }
+                    Word::Literal(s) if s.contains("{}") => command.push(substituted(
+                        s,
+                        "{}",
+                        "the file names `find` passes",
+                        "FIND_FILE",
+                    )),
                     other => command.push(other.clone()),
                 }
             }
@@ -282,13 +306,22 @@ impl Explorer {
         }
     }
 
-    fn shell(&mut self, name: &str, program: &Program, rest: &[Word], stdin: Option<&'static str>) {
+    fn shell(&mut self, name: &str, program: &Program, rest: &[Word], stdin: Option<&Stdin>) {
         let mut i = 0;
         let mut command_mode = false;
         let mut stdin_mode = false;
         while let Some(w) = rest.get(i) {
             let w = match w {
                 Word::Literal(w) => w,
+                // A script file named by a hidden word (`sh "$dir"/x.sh`, `zsh -n "$f"`): one
+                // word that is not an option runs like any program.
+                Word::Hidden(h)
+                    if (!h.splits || !h.prefix.is_empty())
+                        && !h.prefix.starts_with(['-', '+'])
+                        && (!h.prefix.is_empty() || i + 1 == rest.len()) =>
+                {
+                    break;
+                }
                 Word::Hidden(h) => {
                     self.hidden(format!("{} given to `{name}`", h.what));
                     return;
@@ -320,13 +353,20 @@ impl Explorer {
         if command_mode {
             match rest.get(i) {
                 Some(Word::Literal(script)) => self.scripts.push(script.clone()),
+                Some(Word::Hidden(Hidden {
+                    template: Some(script),
+                    ..
+                })) => self.scripts.push(script.clone()),
                 Some(Word::Hidden(h)) => self.hidden(format!("{} run by `{name} -c`", h.what)),
                 None => {}
             }
         } else if (stdin_mode || rest.get(i).is_none())
-            && let Some(from) = stdin
+            && let Some(stdin) = stdin
         {
-            self.hidden(format!("the script `{name}` reads from {from}"));
+            match &stdin.text {
+                Some(script) => self.scripts.push(script.clone()),
+                None => self.hidden(format!("the script `{name}` reads from {}", stdin.from)),
+            }
         }
     }
 
@@ -343,11 +383,7 @@ impl Explorer {
             } else {
                 None
             };
-            match script {
-                Some(Word::Literal(s)) => self.scripts.push(s),
-                Some(Word::Hidden(h)) => self.hidden(format!("{} run by `su -c`", h.what)),
-                None => {}
-            }
+            self.shell_script(script.as_ref(), "su -c");
         }
     }
 
@@ -355,10 +391,11 @@ impl Explorer {
         &mut self,
         name: &str,
         program: &Program,
+        modules: bool,
         rest: &[Word],
-        stdin: Option<&'static str>,
+        stdin: Option<&Stdin>,
+        depth: usize,
     ) {
-        let Some(from) = stdin else { return };
         let mut i = 0;
         let reads_stdin = loop {
             match rest.get(i) {
@@ -367,6 +404,20 @@ impl Explorer {
                 Some(Word::Literal(w)) if w == "-" => break true,
                 Some(Word::Literal(w)) if w == "--" => {
                     break rest.get(i + 1).is_none_or(|w| w.as_literal() == Some("-"));
+                }
+                // `python -m twine upload`: the module runs like the program of that name.
+                Some(Word::Literal(w)) if modules && w.starts_with("-m") => {
+                    let (module, args) = if w == "-m" {
+                        (rest.get(i + 1).cloned(), rest.get(i + 2..))
+                    } else {
+                        (Some(Word::literal(&w[2..])), rest.get(i + 1..))
+                    };
+                    if let Some(module) = module {
+                        let mut view = vec![module];
+                        view.extend(args.unwrap_or_default().iter().cloned());
+                        self.explore(view, stdin, depth + 1);
+                    }
+                    break false;
                 }
                 Some(Word::Literal(w)) if Program::has_option(w, program.special) => break false,
                 Some(Word::Literal(w)) if w.starts_with('-') => {
@@ -379,8 +430,74 @@ impl Explorer {
                 Some(Word::Literal(_)) => break false,
             }
         };
-        if reads_stdin {
-            self.hidden(format!("the program `{name}` reads from {from}"));
+        if reads_stdin && let Some(stdin) = stdin {
+            self.hidden(format!("the program `{name}` reads from {}", stdin.from));
+        }
+    }
+
+    /// `flock [OPTIONS] FILE COMMAND...` or `flock [OPTIONS] FILE -c SCRIPT`.
+    fn flock(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
+        for start in program.operand_starts(rest) {
+            let after_file = rest.get(start + 1..).unwrap_or_default();
+            match after_file.first() {
+                Some(Word::Literal(c)) if c == "-c" || c == "--command" => {
+                    self.shell_script(after_file.get(1), "flock -c");
+                }
+                Some(_) => self.explore(after_file.to_vec(), stdin, depth + 1),
+                None => {}
+            }
+        }
+    }
+
+    /// `watch [OPTIONS] COMMAND...`: the words are joined and run by `sh -c` (with `-x`,
+    /// run as they are).
+    fn watch(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
+        for start in program.operand_starts(rest) {
+            let command = rest.get(start..).unwrap_or_default();
+            if command.is_empty() {
+                continue;
+            }
+            let exec = rest[..start].iter().any(|w| {
+                w.as_literal()
+                    .is_some_and(|s| Program::has_option(s, &["-x", "--exec"]))
+            });
+            if exec {
+                self.explore(command.to_vec(), stdin, depth + 1);
+                continue;
+            }
+            self.eval_like(command, "watch");
+        }
+    }
+
+    /// `uv run`, `poetry run`, `bundle exec`: the program's options, the subcommand, its
+    /// options, then the command it runs.
+    fn runner(
+        &mut self,
+        program: &Program,
+        subcommand: &str,
+        rest: &[Word],
+        stdin: Option<&Stdin>,
+        depth: usize,
+    ) {
+        for start in program.operand_starts(rest) {
+            if rest.get(start).and_then(Word::as_literal) != Some(subcommand) {
+                continue;
+            }
+            let after = rest.get(start + 1..).unwrap_or_default();
+            for inner in program.operand_starts(after) {
+                if let Some(command) = after.get(inner..).filter(|c| !c.is_empty()) {
+                    self.explore(command.to_vec(), stdin, depth + 1);
+                }
+            }
+        }
+    }
+
+    /// A script given as one word: parsed when literal, hidden otherwise.
+    fn shell_script(&mut self, word: Option<&Word>, by: &str) {
+        match word {
+            Some(Word::Literal(script)) => self.scripts.push(script.clone()),
+            Some(Word::Hidden(h)) => self.hidden(format!("{} run by `{by}`", h.what)),
+            None => {}
         }
     }
 
@@ -390,7 +507,7 @@ impl Explorer {
         program: &Program,
         aliases: bool,
         nested: &[&str],
-        stdin: Option<&'static str>,
+        stdin: Option<&Stdin>,
         depth: usize,
     ) {
         let rest = &words[1..];
@@ -416,13 +533,7 @@ impl Explorer {
     }
 
     /// `git -c alias.NAME=VALUE NAME ...`: what the alias runs.
-    fn git_alias(
-        &mut self,
-        options: &[Word],
-        view: &[Word],
-        stdin: Option<&'static str>,
-        depth: usize,
-    ) {
+    fn git_alias(&mut self, options: &[Word], view: &[Word], stdin: Option<&Stdin>, depth: usize) {
         let mut definitions = Vec::new();
         for (i, w) in options.iter().enumerate() {
             let Some(w) = w.as_literal() else { continue };
@@ -488,13 +599,14 @@ impl Explorer {
         }
     }
 
-    fn eval(&mut self, rest: &[Word]) {
+    /// Words joined with spaces and run as a script (`eval`, `watch`).
+    fn eval_like(&mut self, rest: &[Word], by: &str) {
         let mut script = Vec::new();
         for w in rest {
             match w {
                 Word::Literal(s) => script.push(s.as_str()),
                 Word::Hidden(h) => {
-                    self.hidden(format!("{} given to `eval`", h.what));
+                    self.hidden(format!("{} given to `{by}`", h.what));
                     return;
                 }
             }

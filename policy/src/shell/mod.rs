@@ -49,6 +49,28 @@ pub struct Hidden {
     /// Whether it may become zero or several words (an unquoted expansion or a glob), rather
     /// than exactly one.
     pub splits: bool,
+    /// The literal text the word starts with (empty when it starts hidden): `commit-$x` is
+    /// never `push`.
+    pub prefix: String,
+    /// The word's last path component when it is literal whatever the hidden part is
+    /// (`"$HOME"/bin/cargo`), so a command name is still known.
+    pub basename: Option<String>,
+    /// The word as shell text with the hidden part as a variable, when a program substitutes
+    /// text into a script (`xargs -I{} sh -c 'echo {}'`): the script can still be parsed.
+    pub template: Option<String>,
+}
+
+impl Hidden {
+    /// Hidden by `what`, with nothing about its text known.
+    pub fn new(what: impl Into<String>, splits: bool) -> Hidden {
+        Hidden {
+            what: what.into(),
+            splits,
+            prefix: String::new(),
+            basename: None,
+            template: None,
+        }
+    }
 }
 
 impl Word {
@@ -59,10 +81,7 @@ impl Word {
 
     /// A hidden word.
     pub fn hidden(what: impl Into<String>, splits: bool) -> Word {
-        Word::Hidden(Hidden {
-            what: what.into(),
-            splits,
-        })
+        Word::Hidden(Hidden::new(what, splits))
     }
 
     /// The literal value, if known.
@@ -81,15 +100,26 @@ pub struct SimpleCommand {
     pub words: Vec<Word>,
     /// Its source text, for reasons shown to people.
     pub text: String,
-    /// Where its standard input comes from when the script gives it one: "a pipe", "a here
-    /// document", "a here string", "a redirection". An interpreter reading its program from
-    /// there runs code the rules cannot see.
-    pub stdin: Option<&'static str>,
+    /// Its standard input, when the script gives it one.
+    pub stdin: Option<Stdin>,
+}
+
+/// Standard input the script gives a command. An interpreter reading its program from it runs
+/// code the rules cannot see, unless the text is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stdin {
+    /// "a pipe", "a here document", "a here string", "a redirection".
+    pub from: &'static str,
+    /// The text, when it is literal: a quoted here document (`<<'EOF'`), one that expands
+    /// nothing, or a literal here string.
+    pub text: Option<String>,
 }
 
 /// What a script can run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Script {
+    /// The text has no statement at all: only blanks and comments.
+    pub empty: bool,
     /// Every simple command found, in no particular order.
     pub commands: Vec<SimpleCommand>,
     /// What could run but cannot be seen: parse errors, oversized input, code stored in
@@ -146,20 +176,20 @@ pub fn parse(text: &str) -> Script {
     let mut script = Script::default();
     if text.contains('\0') {
         // bash cannot be given it; tree-sitter would stop reading there.
-        script.hidden.push(Hidden {
-            what: "the whole text: it contains a NUL character".into(),
-            splits: true,
-        });
+        script.hidden.push(Hidden::new(
+            "the whole text: it contains a NUL character",
+            true,
+        ));
         return script;
     }
     if text.len() > MAX_SCRIPT_BYTES {
-        script.hidden.push(Hidden {
-            what: format!(
+        script.hidden.push(Hidden::new(
+            format!(
                 "the whole text: it is longer than {} KiB",
                 MAX_SCRIPT_BYTES / 1024
             ),
-            splits: true,
-        });
+            true,
+        ));
         return script;
     }
     let tree = PARSER.with(|cell| match cell.try_borrow_mut() {
@@ -174,10 +204,10 @@ pub fn parse(text: &str) -> Script {
     });
     match tree {
         Some(tree) => walk::walk(&tree, text, &mut script),
-        None => script.hidden.push(Hidden {
-            what: "the whole text: it is too complex to parse".into(),
-            splits: true,
-        }),
+        None => script.hidden.push(Hidden::new(
+            "the whole text: it is too complex to parse",
+            true,
+        )),
     }
     script
 }

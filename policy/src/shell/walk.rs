@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use tree_sitter::{Node, Tree};
 
 use super::words::{text, word};
-use super::{Hidden, MAX_COMMANDS, Script, SimpleCommand, Word, short};
+use super::{Hidden, MAX_COMMANDS, Script, SimpleCommand, Stdin, Word, short};
 
 /// Variables whose value bash runs (or expands command substitutions in) later: assigning one
 /// stores code the rules do not see run.
@@ -25,23 +25,36 @@ const CODE_VARIABLES: &[&str] = &[
     "PS4",
 ];
 
+/// Where known standard input text is in the tree.
 #[derive(Debug, Clone, Copy)]
-struct Ctx {
-    stdin: Option<&'static str>,
+enum Feed<'t> {
+    /// A here document's body.
+    Body(Node<'t>),
+    /// A here string's word.
+    Word(Node<'t>),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Ctx<'t> {
+    stdin: Option<(&'static str, Option<Feed<'t>>)>,
 }
 
 pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
     let root = tree.root_node();
+    let mut cursor = root.walk();
+    script.empty = root
+        .named_children(&mut cursor)
+        .all(|n| n.kind() == "comment");
     if root.has_error() {
         let at = first_error(root).unwrap_or(root).start_position();
-        script.hidden.push(Hidden {
-            what: format!(
+        script.hidden.push(Hidden::new(
+            format!(
                 "the text near line {}, column {}: it does not parse as bash",
                 at.row + 1,
                 at.column + 1
             ),
-            splits: true,
-        });
+            true,
+        ));
     }
     let mut extra: HashMap<usize, Vec<Word>> = HashMap::new();
     let mut stack = vec![(root, Ctx { stdin: None })];
@@ -56,10 +69,10 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                         .push(simple_command(node, src, ctx.stdin, extra));
                 } else if !too_many {
                     too_many = true;
-                    script.hidden.push(Hidden {
-                        what: format!("the commands past the first {MAX_COMMANDS}"),
-                        splits: true,
-                    });
+                    script.hidden.push(Hidden::new(
+                        format!("the commands past the first {MAX_COMMANDS}"),
+                        true,
+                    ));
                 }
             }
             "redirected_statement" => {
@@ -76,7 +89,7 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                         continue;
                     }
                     let stdin = if after_pipe {
-                        Some("a pipe")
+                        Some(("a pipe", None))
                     } else {
                         ctx.stdin
                     };
@@ -89,13 +102,13 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                 if let Some(name) = node.child_by_field_name("name")
                     && CODE_VARIABLES.contains(&text(name, src))
                 {
-                    script.hidden.push(Hidden {
-                        what: format!(
+                    script.hidden.push(Hidden::new(
+                        format!(
                             "the code stored by `{}`, which bash runs later",
                             short(text(node, src))
                         ),
-                        splits: true,
-                    });
+                        true,
+                    ));
                 }
             }
             _ => {}
@@ -104,7 +117,7 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
     }
 }
 
-fn push_children<'t>(node: Node<'t>, ctx: Ctx, stack: &mut Vec<(Node<'t>, Ctx)>) {
+fn push_children<'t>(node: Node<'t>, ctx: Ctx<'t>, stack: &mut Vec<(Node<'t>, Ctx<'t>)>) {
     let mut cursor = node.walk();
     let children: Vec<Node<'t>> = node.named_children(&mut cursor).collect();
     stack.extend(children.into_iter().rev().map(|c| (c, ctx)));
@@ -147,13 +160,25 @@ fn spilled_arguments(redirect: Node<'_>, src: &str) -> Vec<Word> {
         .collect()
 }
 
+/// A here document's body when bash passes it on as written: the delimiter is quoted, or the
+/// body expands nothing.
+fn literal_body<'t>(heredoc: Node<'t>, src: &str) -> Option<Feed<'t>> {
+    let mut cursor = heredoc.walk();
+    let children: Vec<Node<'t>> = heredoc.named_children(&mut cursor).collect();
+    let start = children.iter().find(|c| c.kind() == "heredoc_start")?;
+    let body = children.iter().find(|c| c.kind() == "heredoc_body")?;
+    let quoted = text(*start, src).contains(['\'', '"', '\\']);
+    let expands = text(*body, src).contains(['$', '`', '\\']);
+    (quoted || !expands).then_some(Feed::Body(*body))
+}
+
 fn redirected<'t>(
     node: Node<'t>,
     src: &str,
-    ctx: Ctx,
+    ctx: Ctx<'t>,
     script: &mut Script,
     extra: &mut HashMap<usize, Vec<Word>>,
-    stack: &mut Vec<(Node<'t>, Ctx)>,
+    stack: &mut Vec<(Node<'t>, Ctx<'t>)>,
 ) {
     let body = node.child_by_field_name("body");
     let mut stdin = ctx.stdin;
@@ -167,12 +192,12 @@ fn redirected<'t>(
         match child.kind() {
             "file_redirect" => {
                 if reads_stdin(child, src) {
-                    stdin = Some("a redirection");
+                    stdin = Some(("a redirection", None));
                 }
                 arguments.extend(spilled_arguments(child, src));
             }
             "heredoc_redirect" => {
-                stdin = Some("a here document");
+                stdin = Some(("a here document", literal_body(child, src)));
                 let mut c = child.walk();
                 arguments.extend(
                     child
@@ -180,7 +205,9 @@ fn redirected<'t>(
                         .map(|a| word(a, src)),
                 );
             }
-            "herestring_redirect" => stdin = Some("a here string"),
+            "herestring_redirect" => {
+                stdin = Some(("a here string", child.named_child(0).map(Feed::Word)));
+            }
             _ => {}
         }
         redirects.push((child, ctx));
@@ -190,13 +217,13 @@ fn redirected<'t>(
         if !arguments.is_empty() {
             match last_command(body) {
                 Some(command) => extra.entry(command.id()).or_default().extend(arguments),
-                None => script.hidden.push(Hidden {
-                    what: format!(
+                None => script.hidden.push(Hidden::new(
+                    format!(
                         "the arguments after a redirection in `{}`",
                         short(text(node, src))
                     ),
-                    splits: true,
-                }),
+                    true,
+                )),
             }
         }
         stack.push((body, Ctx { stdin }));
@@ -219,10 +246,10 @@ fn last_command(mut node: Node<'_>) -> Option<Node<'_>> {
     None
 }
 
-fn simple_command(
-    node: Node<'_>,
+fn simple_command<'t>(
+    node: Node<'t>,
     src: &str,
-    stdin: Option<&'static str>,
+    stdin: Option<(&'static str, Option<Feed<'t>>)>,
     extra: Vec<Word>,
 ) -> SimpleCommand {
     let mut words = Vec::new();
@@ -243,10 +270,12 @@ fn simple_command(
             }
             Some("argument") => words.push(word(child, src)),
             Some("redirect") => match child.kind() {
-                "herestring_redirect" => stdin = Some("a here string"),
+                "herestring_redirect" => {
+                    stdin = Some(("a here string", child.named_child(0).map(Feed::Word)));
+                }
                 "file_redirect" => {
                     if reads_stdin(child, src) {
-                        stdin = Some("a redirection");
+                        stdin = Some(("a redirection", None));
                     }
                     if named {
                         words.extend(spilled_arguments(child, src));
@@ -261,7 +290,13 @@ fn simple_command(
     SimpleCommand {
         words,
         text: text(node, src).to_owned(),
-        stdin,
+        stdin: stdin.map(|(from, feed)| Stdin {
+            from,
+            text: feed.and_then(|f| match f {
+                Feed::Body(body) => Some(text(body, src).to_owned()),
+                Feed::Word(w) => word(w, src).as_literal().map(str::to_owned),
+            }),
+        }),
     }
 }
 
@@ -342,7 +377,12 @@ mod tests {
         let stdin: Vec<_> = p
             .commands
             .iter()
-            .map(|c| (c.words[0].as_literal().unwrap().to_owned(), c.stdin))
+            .map(|c| {
+                (
+                    c.words[0].as_literal().unwrap().to_owned(),
+                    c.stdin.as_ref().map(|s| s.from),
+                )
+            })
             .collect();
         assert_eq!(
             stdin,

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use super::{Word, short};
+use super::{Hidden, Word, short};
 
 /// Nesting of word nodes (a string in a concatenation in a translated string...) is shallow in
 /// real scripts; deeper is treated as hidden rather than recursed into.
@@ -18,28 +18,61 @@ pub(super) fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
 #[derive(Default)]
 struct Builder {
     value: String,
-    hidden: Option<(String, bool)>,
+    hidden: Option<Hidden>,
+    /// The literal text after the last `/`, while no hidden piece came after it.
+    after_slash: Option<String>,
+    /// A piece may split into words anywhere (an unquoted expansion).
+    anywhere: bool,
 }
 
 impl Builder {
-    fn push_word(&mut self, word: Word) {
-        match word {
-            Word::Literal(s) => self.value.push_str(&s),
-            Word::Hidden(h) => self.hide(h.what, h.splits),
+    fn literal(&mut self, s: &str) {
+        self.value.push_str(s);
+        match s.rfind('/') {
+            Some(i) => self.after_slash = Some(s[i + 1..].to_owned()),
+            None => {
+                if let Some(t) = &mut self.after_slash {
+                    t.push_str(s);
+                }
+            }
         }
     }
 
-    fn hide(&mut self, what: String, splits: bool) {
+    /// A hidden piece; `quoted`: inside double quotes, where nothing splits.
+    fn hidden(&mut self, mut piece: Hidden, quoted: bool) {
+        if quoted {
+            piece.splits = false;
+        }
+        self.anywhere |= piece.splits && piece.basename.is_none();
+        self.after_slash.clone_from(&piece.basename);
         match &mut self.hidden {
-            Some((_, s)) => *s |= splits,
-            None => self.hidden = Some((what, splits)),
+            Some(first) => first.splits |= piece.splits,
+            None => {
+                piece.prefix = format!("{}{}", self.value, piece.prefix);
+                piece.template = None;
+                self.hidden = Some(piece);
+            }
+        }
+    }
+
+    fn push(&mut self, word: Word, quoted: bool) {
+        match word {
+            Word::Literal(s) => self.literal(&s),
+            Word::Hidden(h) => self.hidden(h, quoted),
         }
     }
 
     fn finish(self) -> Word {
         match self.hidden {
             None => Word::Literal(self.value),
-            Some((what, splits)) => Word::hidden(what, splits),
+            Some(mut h) => {
+                h.basename = if self.anywhere {
+                    None
+                } else {
+                    self.after_slash
+                };
+                Word::Hidden(h)
+            }
         }
     }
 }
@@ -93,18 +126,19 @@ fn word_at(node: Node<'_>, src: &str, depth: usize) -> Word {
                 let gap = src.get(at..child.start_byte()).unwrap_or("");
                 if !gap.is_empty() {
                     shape.push_str(gap);
-                    b.push_word(unquoted(gap));
+                    b.push(unquoted(gap), false);
                 }
                 if child.kind() == "word" {
                     shape.push_str(text(child, src));
                 } else {
                     shape.push('x');
                 }
-                b.push_word(word_at(child, src, depth + 1));
+                b.push(word_at(child, src, depth + 1), false);
                 at = child.end_byte();
             }
             if braces_expand(&shape) {
-                b.hide(format!("the brace expansion `{}`", short(raw)), true);
+                // Where the expansion starts in the value is not tracked: nothing is known.
+                return Word::hidden(format!("the brace expansion `{}`", short(raw)), true);
             }
             b.finish()
         }
@@ -133,22 +167,17 @@ fn double_quoted(node: Node<'_>, src: &str, depth: usize) -> Word {
             continue;
         }
         if child.start_byte() > at {
-            b.value
-                .push_str(&dq_content(src.get(at..child.start_byte()).unwrap_or("")));
+            b.literal(&dq_content(src.get(at..child.start_byte()).unwrap_or("")));
         }
         match child.kind() {
-            "string_content" => b.value.push_str(&dq_content(text(child, src))),
-            _ if !child.is_named() => b.value.push_str(text(child, src)),
-            _ => match word_at(child, src, depth + 1) {
-                Word::Literal(s) => b.value.push_str(&s),
-                Word::Hidden(h) => b.hide(h.what, false),
-            },
+            "string_content" => b.literal(&dq_content(text(child, src))),
+            _ if !child.is_named() => b.literal(text(child, src)),
+            _ => b.push(word_at(child, src, depth + 1), true),
         }
         at = at.max(child.end_byte());
     }
     if end > at {
-        b.value
-            .push_str(&dq_content(src.get(at..end).unwrap_or("")));
+        b.literal(&dq_content(src.get(at..end).unwrap_or("")));
     }
     b.finish()
 }
@@ -180,33 +209,49 @@ fn dq_content(raw: &str) -> String {
 /// An unquoted word: backslash escapes the next character; an unescaped glob (`*`, `?`, a
 /// `[...]` class) or brace expansion (`{a,b}`, `{1..3}`) makes it hidden.
 fn unquoted(raw: &str) -> Word {
+    let braces = braces_expand(raw);
     let mut out = String::with_capacity(raw.len());
-    let mut expands = braces_expand(raw);
+    // Where in `out` the first and last pattern characters and the last `/` are.
+    let mut first_special = None;
+    let mut last_special = None;
+    let mut last_slash = None;
     let chars: Vec<char> = raw.chars().collect();
     let mut i = 0;
     while let Some(&c) = chars.get(i) {
-        match c {
-            '\\' => {
-                match chars.get(i + 1) {
-                    Some('\n') => {}
-                    Some(&n) => out.push(n),
-                    None => out.push('\\'),
-                }
-                i += 2;
-                continue;
+        if c == '\\' {
+            match chars.get(i + 1) {
+                Some('\n') => {}
+                Some(&n) => out.push(n),
+                None => out.push('\\'),
             }
-            '*' | '?' => expands = true,
-            '[' if chars[i + 1..].contains(&']') => expands = true,
-            _ => {}
+            i += 2;
+            continue;
+        }
+        let special = match c {
+            '*' | '?' => true,
+            '[' => chars[i + 1..].contains(&']'),
+            '{' | '}' | ',' => braces,
+            _ => false,
+        };
+        if special {
+            first_special.get_or_insert(out.len());
+            last_special = Some(out.len());
+        } else if c == '/' {
+            last_slash = Some(out.len());
         }
         out.push(c);
         i += 1;
     }
-    if expands {
-        Word::hidden(format!("the pattern `{}`", short(raw)), true)
-    } else {
-        Word::Literal(out)
-    }
+    let (Some(first), Some(last)) = (first_special, last_special) else {
+        return Word::Literal(out);
+    };
+    let mut hidden = Hidden::new(format!("the pattern `{}`", short(raw)), true);
+    hidden.prefix = out[..first].to_owned();
+    // Every word a pattern in a directory part becomes ends in the same file name.
+    hidden.basename = last_slash
+        .filter(|s| *s > last)
+        .map(|s| out[s + 1..].to_owned());
+    Word::Hidden(hidden)
 }
 
 /// Whether unquoted text holds a brace expansion: an unescaped `{` with a `,` or `..` before
