@@ -13,6 +13,7 @@ mod probe_cli;
 mod process_manager;
 mod protect;
 mod protect_git;
+mod rules_cli;
 mod run_cli;
 mod shell_cli;
 mod support;

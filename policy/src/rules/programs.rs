@@ -120,21 +120,30 @@ const fn interpreter(
 /// - `nice` (`-n N`, `-N`), `nohup`, `setsid`, `stdbuf` (`-i/-o/-e MODE`), `ionice`
 ///   (`-c/-n N`; `-p/-P/-u` run nothing), `time` (`-p`, `-f FMT`, `-o FILE`)
 /// - `timeout` (`-k D`, `-s SIG`, `--foreground`, ..., then the duration)
-/// - `sudo` (options, `-u USER` and the other valued ones, `NAME=VALUE`), `doas` (`-u USER`),
-///   `pkexec` (`--user USER`)
+/// - `sudo` (options, `-u USER` and the other valued ones, `NAME=VALUE`; `-e/-l/-v/-V/-K` run
+///   nothing), `doas` (`-u USER`), `pkexec` (`--user USER`)
 /// - `command` (`-p`; `-v`/`-V` run nothing), `exec` (`-a NAME`, `-c`, `-l`), `builtin`,
-///   `coproc`
+///   `coproc`, `luit` (`-encoding NAME`, ...), `chroot` (options, then the new root)
+/// - `flock` (`-w SECS`, ..., then the lock file; `-c SCRIPT` is parsed as a script)
+/// - `watch` (`-n SECS`, ...; the words are joined and parsed as the script `sh -c` runs; with
+///   `-x`, they are the command)
+/// - `uv run`, `poetry run`, `bundle exec` (the program's and the subcommand's options; an
+///   unknown long option may take a value, so both readings are views)
 /// - `xargs` (options; the lines it reads are hidden arguments appended, or in place of the
-///   `-I`/`-i` string)
-/// - `find` (`-exec`, `-execdir`, `-ok`, `-okdir` ... `;` or `+`; `{}` is hidden)
+///   `-I`/`-i` string, where a `sh -c` script around them is still parsed)
+/// - `find` (`-exec`, `-execdir`, `-ok`, `-okdir` ... `;` or `+`; `{}` is hidden, likewise)
 ///
 /// Shells and interpreters:
 /// - `sh`, `bash`, `dash`, `zsh`, `ksh`, `mksh`, `ash`, `fish`: `-c SCRIPT` (also in a cluster
-///   such as `-ec`, `-lc`) is parsed as a script, recursively (bounded depth); a script read
-///   from a pipe, here document, here string or `<` redirection is hidden
+///   such as `-ec`, `-lc`) is parsed as a script, recursively (bounded depth); so is a here
+///   document or here string it reads when its text is literal (a quoted delimiter, or nothing
+///   to expand); a script read from a pipe, a `<` redirection or an expanding here document is
+///   hidden; a script file runs like any program
 /// - `su` (`-c SCRIPT`, `--command SCRIPT`)
-/// - `python`, `pypy`, `perl`, `ruby`, `node`, `nodejs`, `php`, `lua`, `Rscript`, `tclsh`:
-///   a program read from a pipe, here document, here string or redirection is hidden
+/// - `python`, `pypy` (`-m MODULE ARGS` runs like the program MODULE: `python -m twine
+///   upload`), `perl`, `ruby`, `node`, `nodejs`, `php`, `lua`, `Rscript`, `tclsh`: a program
+///   read from a pipe, here document, here string or redirection is hidden; `-c`/`-e` code
+///   and program files run like any program
 ///
 /// Programs with global options before their subcommand (the subcommand comes right after the
 /// program name in the view):
@@ -156,10 +165,9 @@ const fn interpreter(
 ///   something else)
 /// - `trap ACTION SIGNAL...`: a literal action is parsed as a script; otherwise hidden
 ///
-/// Not looked through: package runners (`npx`, `uv run`, `poetry run`, `bundle exec`),
-/// remote commands (`ssh host CMD`), `watch`, `parallel`, `flock`, `chroot`, and programs
-/// that run configured commands (`make`, git hooks, `core.pager`). The kernel sandbox
-/// confines whatever they run.
+/// Not looked through: `npx` and `pnpm dlx`, remote commands (`ssh host CMD`, `docker run`),
+/// `parallel`, and programs that run configured commands (`make`, git hooks, `core.pager`,
+/// aliases in git config files). The kernel sandbox confines whatever they run.
 pub(super) const PROGRAMS: &[Program] = &[
     Program {
         names: &["env"],

@@ -37,6 +37,9 @@ enum Feed<'t> {
 #[derive(Debug, Clone, Copy)]
 struct Ctx<'t> {
     stdin: Option<(&'static str, Option<Feed<'t>>)>,
+    /// Inside `$((...))` that the grammar read as a command substitution of a subshell (it
+    /// does in here-document bodies): its "commands" are arithmetic, not commands.
+    arithmetic: bool,
 }
 
 pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
@@ -57,10 +60,27 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
         ));
     }
     let mut extra: HashMap<usize, Vec<Word>> = HashMap::new();
-    let mut stack = vec![(root, Ctx { stdin: None })];
+    let mut stack = vec![(
+        root,
+        Ctx {
+            stdin: None,
+            arithmetic: false,
+        },
+    )];
     let mut too_many = false;
     while let Some((node, ctx)) = stack.pop() {
+        let mut ctx = ctx;
         match node.kind() {
+            "command_substitution" => {
+                let raw = text(node, src);
+                let mut cursor = node.walk();
+                let only_subshell = node
+                    .named_children(&mut cursor)
+                    .map(|c| c.kind())
+                    .eq(["subshell"]);
+                ctx.arithmetic = raw.starts_with("$((") && raw.ends_with("))") && only_subshell;
+            }
+            "command" if ctx.arithmetic => {}
             "command" => {
                 let extra = extra.remove(&node.id()).unwrap_or_default();
                 if script.commands.len() < MAX_COMMANDS {
@@ -93,7 +113,7 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                     } else {
                         ctx.stdin
                     };
-                    children.push((child, Ctx { stdin }));
+                    children.push((child, Ctx { stdin, ..ctx }));
                 }
                 stack.extend(children.into_iter().rev());
                 continue;
@@ -226,7 +246,7 @@ fn redirected<'t>(
                 )),
             }
         }
-        stack.push((body, Ctx { stdin }));
+        stack.push((body, Ctx { stdin, ..ctx }));
     }
 }
 
@@ -369,6 +389,21 @@ mod tests {
         );
         assert_eq!(lits("2>/dev/null git push"), [v(&["git", "push"])]);
         assert_eq!(lits("cat <<EOF extra\nbody\nEOF\n"), [v(&["cat", "extra"])]);
+    }
+
+    #[test]
+    fn arithmetic_in_a_here_document_is_not_a_command() {
+        assert_eq!(
+            lits("cat <<EOF\n$((6*7)) $(( $(git push) + 1 ))\nEOF\n"),
+            [v(&["cat"]), v(&["git", "push"])]
+        );
+        assert_eq!(
+            lits("echo $( (git push) )"),
+            [
+                v(&["echo", "<the output of `$( (git push) )`>"]),
+                v(&["git", "push"])
+            ]
+        );
     }
 
     #[test]
