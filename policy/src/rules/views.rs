@@ -183,7 +183,21 @@ impl Explorer {
     fn env(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
         // `-S STRING` (`-SSTRING`, `--split-string=STRING`): the string's words take its place.
         let mut i = 0;
-        while let Some(Word::Literal(w)) = rest.get(i) {
+        while let Some(word) = rest.get(i) {
+            let w = match word {
+                Word::Literal(w) => w,
+                // `-S"$x"`, or an option that may be `-S STRING` once expanded.
+                Word::Hidden(h)
+                    if h.prefix.starts_with('-')
+                        && ["-S", "--split-string"].iter().any(|o| {
+                            o.starts_with(h.prefix.as_str()) || h.prefix.starts_with(o)
+                        }) =>
+                {
+                    self.hidden(format!("{} given to `env -S`", h.what));
+                    return;
+                }
+                Word::Hidden(_) => break,
+            };
             if w == "--" || !program.is_option(w) {
                 break;
             }
@@ -537,8 +551,14 @@ impl Explorer {
         let mut definitions = Vec::new();
         for (i, w) in options.iter().enumerate() {
             let Some(w) = w.as_literal() else { continue };
+            let glued = w
+                .strip_prefix("-c")
+                .filter(|v| !v.is_empty() && !w.starts_with("--"))
+                .map(Word::literal);
             let value = if w == "-c" {
                 options.get(i + 1)
+            } else if glued.is_some() {
+                glued.as_ref()
             } else if w.starts_with("--config-env") {
                 if w.contains("alias.")
                     || options
@@ -560,13 +580,17 @@ impl Explorer {
                         definitions.push((name.to_owned(), body.to_owned()));
                     }
                 }
-                Some(Word::Hidden(h)) => {
+                // `-c "core.pager=$p"` defines no alias.
+                Some(Word::Hidden(h))
+                    if "alias.".starts_with(h.prefix.as_str())
+                        || h.prefix.starts_with("alias.") =>
+                {
                     self.hidden(format!(
                         "{} given to `git -c` (it may define an alias)",
                         h.what
                     ));
                 }
-                None => {}
+                Some(Word::Hidden(_)) | None => {}
             }
         }
         let Some(Word::Literal(sub)) = view.get(1) else {

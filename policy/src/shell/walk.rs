@@ -73,7 +73,6 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
         match node.kind() {
             "command_substitution" => {
                 let raw = text(node, src);
-                let mut cursor = node.walk();
                 let only_subshell = node
                     .named_children(&mut cursor)
                     .map(|c| c.kind())
@@ -101,8 +100,7 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
             }
             "pipeline" => {
                 let mut after_pipe = false;
-                let mut children = Vec::new();
-                let mut cursor = node.walk();
+                let first = stack.len();
                 for child in node.children(&mut cursor) {
                     if !child.is_named() {
                         after_pipe |= matches!(text(child, src), "|" | "|&");
@@ -113,9 +111,9 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                     } else {
                         ctx.stdin
                     };
-                    children.push((child, Ctx { stdin, ..ctx }));
+                    stack.push((child, Ctx { stdin, ..ctx }));
                 }
-                stack.extend(children.into_iter().rev());
+                stack[first..].reverse();
                 continue;
             }
             "variable_assignment" => {
@@ -133,14 +131,11 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
             }
             _ => {}
         }
-        push_children(node, ctx, &mut stack);
+        // Children in source order (the stack is last in, first out); one cursor for all.
+        let first = stack.len();
+        stack.extend(node.named_children(&mut cursor).map(|c| (c, ctx)));
+        stack[first..].reverse();
     }
-}
-
-fn push_children<'t>(node: Node<'t>, ctx: Ctx<'t>, stack: &mut Vec<(Node<'t>, Ctx<'t>)>) {
-    let mut cursor = node.walk();
-    let children: Vec<Node<'t>> = node.named_children(&mut cursor).collect();
-    stack.extend(children.into_iter().rev().map(|c| (c, ctx)));
 }
 
 fn first_error(root: Node<'_>) -> Option<Node<'_>> {

@@ -209,6 +209,9 @@ fn dq_content(raw: &str) -> String {
 /// An unquoted word: backslash escapes the next character; an unescaped glob (`*`, `?`, a
 /// `[...]` class) or brace expansion (`{a,b}`, `{1..3}`) makes it hidden.
 fn unquoted(raw: &str) -> Word {
+    if !raw.contains(['\\', '*', '?', '[', '{']) {
+        return Word::literal(raw);
+    }
     let braces = braces_expand(raw);
     let mut out = String::with_capacity(raw.len());
     // Where in `out` the first and last pattern characters and the last `/` are.
