@@ -203,12 +203,10 @@ impl Explorer {
             }
             let split = if w == "-S" || w == "--split-string" {
                 Some((rest.get(i + 1).cloned(), 2))
-            } else if let Some(v) = w.strip_prefix("--split-string=") {
-                Some((Some(Word::literal(v)), 1))
-            } else if let Some(v) = w.strip_prefix("-S") {
-                Some((Some(Word::literal(v)), 1))
             } else {
-                None
+                w.strip_prefix("--split-string=")
+                    .or_else(|| w.strip_prefix("-S"))
+                    .map(|v| (Some(Word::literal(v)), 1))
             };
             if let Some((value, used)) = split {
                 match value {
@@ -389,13 +387,10 @@ impl Explorer {
             let Some(w) = w.as_literal() else { continue };
             let script = if w == "-c" || w == "--command" || w == "--session-command" {
                 rest.get(i + 1).cloned()
-            } else if let Some(s) = w
-                .strip_prefix("--command=")
-                .or_else(|| w.strip_prefix("--session-command="))
-            {
-                Some(Word::literal(s))
             } else {
-                None
+                w.strip_prefix("--command=")
+                    .or_else(|| w.strip_prefix("--session-command="))
+                    .map(Word::literal)
             };
             self.shell_script(script.as_ref(), "su -c");
         }
