@@ -8,6 +8,7 @@
 
 mod check;
 mod programs;
+mod scripts;
 mod views;
 
 use serde::Serialize;
