@@ -1,8 +1,11 @@
 //! Tool-pipeline benchmarks (issue 4): `write_file` + `read_file` of 4 KiB through the full
 //! file-tool pipeline (argument parsing, policy decision, approvals seam, the Landlock-confined
-//! worker with `openat2`), and the terminal's echo round trip and throughput.
+//! worker with `openat2`), and the terminal's echo round trip and throughput. The rule engine
+//! (issue 8): `Plan::decide_bash` on a typical command line and on a 4 KiB script, and
+//! `Plan::decide_exec` on one argv, under ci-locked.
 //!
-//! Run: `cargo bench --bench tools` (builds the bridle binary the terminal launches).
+//! Run: `cargo bench --bench tools` (builds the bridle binary the terminal launches);
+//! `cargo bench --bench tools -- "rule engine"` for the rule engine alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -16,6 +19,10 @@ use bridle_sandbox::confined_fs::ConfinedFs;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn plan_for(root: &std::path::Path) -> bridle_policy::Plan {
+    plan_with(root, "workspace-write")
+}
+
+fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
     let workspace = root.join("home/project");
     std::fs::create_dir_all(&workspace).unwrap();
     let workspace = std::fs::canonicalize(workspace).unwrap();
@@ -23,7 +30,7 @@ fn plan_for(root: &std::path::Path) -> bridle_policy::Plan {
     let policy = bridle_policy::load(
         &FsProfileSource,
         &LoadRequest {
-            profile: "workspace-write".into(),
+            profile: profile.into(),
             overrides: Overrides::default(),
             workspace_layer: None,
         },
@@ -108,5 +115,65 @@ fn terminal(c: &mut Criterion) {
     term.close();
 }
 
-criterion_group!(benches, file_tools, terminal);
+/// A script of about 4 KiB in the style of a CI step: functions, loops, conditionals,
+/// substitutions, pipelines, a here document and wrappers.
+fn four_kib_script() -> String {
+    let block = r#"set -euo pipefail
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+for crate in policy sandbox exec agent; do
+  if [ -d "$crate" ]; then
+    log "testing $crate"
+    ( cd "$crate" && timeout 600 cargo test --locked -q 2>&1 | tail -n 20 )
+  else
+    echo "missing $crate" | tee -a missing.txt
+  fi
+done
+version="$(git describe --tags --always 2>/dev/null || echo dev)"
+find . -name '*.rs' -newer Cargo.lock -print0 | xargs -0 -n 50 rustfmt --check
+cat > summary.md <<'EOF'
+# Summary for $version
+EOF
+case "${CI:-}" in true) env RUST_LOG=info nice -n 5 ./scripts/report.sh "$version" ;; *) : ;; esac
+"#;
+    let mut script = String::new();
+    while script.len() + block.len() <= 4096 {
+        script.push_str(block);
+    }
+    while script.len() + 24 <= 4096 {
+        script.push_str("ls -la target | wc -l\n");
+    }
+    script.push_str(&"#".repeat(4095 - script.len()));
+    script.push('\n');
+    script
+}
+
+fn rule_engine(c: &mut Criterion) {
+    let root = tempfile::tempdir().unwrap();
+    let plan = plan_with(root.path(), "ci-locked");
+    let line = "cd exec && cargo test --workspace 2>&1 | tail -20";
+    let script = four_kib_script();
+    assert_eq!(script.len(), 4096);
+    assert_eq!(
+        plan.decide_bash(&script).decision,
+        bridle_policy::Decision::Allow
+    );
+    let argv: Vec<String> = ["git", "-C", ".", "push", "origin", "main"]
+        .map(String::from)
+        .to_vec();
+    let mut group = c.benchmark_group("rule engine");
+    group.bench_function("decide_bash typical line", |b| {
+        b.iter(|| plan.decide_bash(std::hint::black_box(line)))
+    });
+    group.throughput(Throughput::Bytes(script.len() as u64));
+    group.bench_function("decide_bash 4 KiB script", |b| {
+        b.iter(|| plan.decide_bash(std::hint::black_box(&script)))
+    });
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("decide_exec argv", |b| {
+        b.iter(|| plan.decide_exec(std::hint::black_box(&argv)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, file_tools, terminal, rule_engine);
 criterion_main!(benches);

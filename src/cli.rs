@@ -316,11 +316,14 @@ pub enum PolicyCommand {
         /// The profile file.
         file: PathBuf,
     },
-    /// The decision the policy would take, and which rule or root decided it.
+    /// The decision the policy would take, and which rule or root decided it (exit 0 allow,
+    /// 1 deny, 3 ask).
     #[command(subcommand)]
     Explain(ExplainCommand),
 }
 
+/// Every `explain` subcommand exits 0 when the decision is allow, 1 deny, 3 ask, so scripts can
+/// branch on it; 2 is a usage error as everywhere.
 #[derive(Debug, Subcommand)]
 pub enum ExplainCommand {
     /// Explain a file write to PATH (relative paths resolve against the workspace).
@@ -336,16 +339,28 @@ pub enum ExplainCommand {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
+        /// The command and its arguments (`--` only when the command starts with `-`).
+        #[arg(required = true, value_name = "CMD", trailing_var_arg = true)]
         argv: Vec<String>,
+    },
+    /// Explain a bash command line as the `bash` tool, the terminal and `bridle run` decide it:
+    /// `bridle policy explain bash 'cd x && git push'`.
+    Bash {
+        /// The command line, as one argument.
+        #[arg(value_name = "COMMAND_LINE")]
+        command: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 impl ExplainCommand {
     fn wants_json(&self) -> bool {
         match self {
-            ExplainCommand::Write { json, .. } | ExplainCommand::Exec { json, .. } => *json,
+            ExplainCommand::Write { json, .. }
+            | ExplainCommand::Exec { json, .. }
+            | ExplainCommand::Bash { json, .. } => *json,
         }
     }
 }

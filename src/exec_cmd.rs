@@ -49,6 +49,9 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
     let plan = facts.plan(&policy, temp_dir.clone())?;
+    if let Some(code) = refused_by_rules(&plan, &args.argv) {
+        return Ok(code);
+    }
     let launcher = std::env::current_exe()?;
     // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
     let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {
@@ -157,6 +160,37 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
     say(&format!(
         "network: the command tried to reach the network {times}, but the network is off in this sandbox (profile key `network`; `--network on` for this run)"
     ));
+}
+
+/// Checks the top-level command (`bridle exec`'s CMD, `bridle shell`'s shell) against the
+/// command rules before any sandbox is prepared: `deny` refuses; `ask` asks the person at the
+/// terminal and refuses when nobody can be asked. Returns the exit status (126) when the
+/// command must not run, after one `bridle:` line naming the rule. What the command then runs
+/// is confined by the sandbox, not checked by these rules.
+pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Option<u8> {
+    use bridle_exec::approvals::{ApprovalRequest, Approvals};
+    const EXIT_REFUSED_BY_RULE: u8 = 126;
+    let verdict = plan.decide_exec(argv);
+    match verdict.decision {
+        bridle_policy::Decision::Allow => None,
+        bridle_policy::Decision::Deny => {
+            say(&verdict.reason);
+            Some(EXIT_REFUSED_BY_RULE)
+        }
+        bridle_policy::Decision::Ask => {
+            let approvals = Approvals::new(plan.approval, crate::agent_host::answerer());
+            let outcome = approvals.ask(&ApprovalRequest {
+                tool: "exec".into(),
+                arguments: serde_json::json!({ "argv": argv }),
+                reason: verdict.reason.clone(),
+                justification: None,
+                escalation: None,
+            });
+            let text = outcome.denial(plan.approval)?;
+            say(&format!("{}; not run: {text}", verdict.reason));
+            Some(EXIT_REFUSED_BY_RULE)
+        }
+    }
 }
 
 /// Removes private temp dirs left by earlier runs whose bridle process is gone (killed before

@@ -1,4 +1,4 @@
-//! `bridle policy show|check|explain`.
+//! `bridle policy show|check|explain`. `explain` exits 0 allow, 1 deny, 3 ask.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,6 +22,9 @@ pub fn run(global: &GlobalArgs, command: &PolicyCommand) -> Result<u8> {
         }
         PolicyCommand::Explain(ExplainCommand::Exec { argv, json }) => {
             explain_exec(global, argv, *json)
+        }
+        PolicyCommand::Explain(ExplainCommand::Bash { command, json }) => {
+            explain_bash(global, command, *json)
         }
     }
 }
@@ -234,6 +237,23 @@ fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u
     print_verdict(&verdict, plan.approval, as_json, json!({"exec": argv}))
 }
 
+fn explain_bash(global: &GlobalArgs, command: &str, as_json: bool) -> Result<u8> {
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let verdict = plan.decide_bash(command);
+    print_verdict(&verdict, plan.approval, as_json, json!({"bash": command}))
+}
+
+/// The exit status of `explain`: 0 allow, 1 deny, 3 ask (cli.md).
+fn explain_status(decision: Decision) -> u8 {
+    match decision {
+        Decision::Allow => 0,
+        Decision::Deny => 1,
+        Decision::Ask => 3,
+    }
+}
+
 fn approval_note(decision: Decision, approval: ApprovalPolicy) -> Option<&'static str> {
     match (decision, approval) {
         (Decision::Ask, ApprovalPolicy::Never) => {
@@ -270,5 +290,5 @@ fn print_verdict(
             writeln!(out, "{note}")?;
         }
     }
-    Ok(0)
+    Ok(explain_status(verdict.decision))
 }

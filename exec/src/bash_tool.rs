@@ -10,7 +10,6 @@ use bridle_policy::{Decision, Guarantee, Network, Plan, SandboxMode, SandboxSpec
 use serde::{Deserialize, Serialize};
 
 use crate::approvals::{ApprovalOutcome, ApprovalRequest, Approvals};
-use crate::rules::check_bash;
 use crate::run::{RunRequest, RunStatus, Runner};
 
 /// Default bytes of head and of tail kept per stream.
@@ -200,7 +199,7 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
     };
 
     // Rules first: a denial is final.
-    let verdict = check_bash(ctx.plan, &args.command);
+    let verdict = ctx.plan.decide_bash(&args.command);
     if verdict.decision == Decision::Deny {
         let _ = ctx.approvals.decided(Decision::Deny, &verdict.reason);
         return failure(

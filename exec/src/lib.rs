@@ -1,7 +1,8 @@
 //! bridle's consumers: the tools an agent uses to touch the machine, all under the one
 //! `SandboxSpec` the policy plans — the one-shot `bash` tool, the file tools, `grep`, the
 //! persistent terminal and the subprocess manager — plus the approvals seam (which reports each
-//! call's decisions to an observer), the pre-execute rules and the tools' model-facing schemas.
+//! call's decisions to an observer) and the tools' model-facing schemas. The pre-execute command
+//! rules are decided in the policy crate ([`bridle_policy::Plan::decide_bash`]).
 //!
 //! Kept apart, so a remote implementation can replace the local one without touching the tools:
 //! the interface ([`approvals::Approvals`], [`run::Runner`]), the local implementation
@@ -22,10 +23,8 @@ pub mod git_dirs;
 pub mod output;
 pub mod printable;
 pub mod process;
-pub mod rules;
 pub mod run;
 pub mod schemas;
-pub mod shell_split;
 pub mod terminal;
 
 pub use error::ExecError;

@@ -248,7 +248,7 @@ fn input_verdict(plan: &bridle_policy::Plan, input: &str, line: &str) -> bridle_
                 .to_owned(),
         };
     }
-    crate::rules::check_bash(plan, line)
+    plan.decide_bash(line)
 }
 
 #[derive(Debug, serde::Deserialize)]

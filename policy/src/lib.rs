@@ -3,7 +3,7 @@
 //! This crate owns the policy vocabulary (sandbox mode, approval policy, network, rules,
 //! guarantees), the profile format and its layering, and planning: turning an effective policy
 //! plus a session's facts into a plain-data [`SandboxSpec`] and answering the tool layer's
-//! questions ([`Plan::decide_write`], [`Plan::decide_exec`]).
+//! questions ([`Plan::decide_write`], [`Plan::decide_exec`], [`Plan::decide_bash`]).
 //!
 //! What it must never do: make syscalls, spawn processes, or touch the filesystem beyond reading
 //! profile text ([`source`] is the only module that does). The `sandbox` crate enforces what this
@@ -42,6 +42,7 @@ mod plan;
 mod policy;
 mod raw;
 pub mod rules;
+pub mod shell;
 pub mod source;
 mod spec;
 pub mod units;

@@ -11,7 +11,8 @@ use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::raw::EnvInherit;
-use crate::rules::{CommandRule, PathRule, strictest_command_rule};
+use crate::rules::{CommandRule, Findings, PathRule, check_command, check_script};
+use crate::shell::{self, Word};
 use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
 use crate::vocab::{
     ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
@@ -74,6 +75,15 @@ pub enum DecidedBy {
     Mode {
         /// The mode.
         mode: SandboxMode,
+    },
+    /// A part of the command the rules cannot see (a variable, a command substitution,
+    /// `eval`, a script read from a here document, text that does not parse...) that an `ask`
+    /// or `deny` rule could match.
+    Hidden {
+        /// What hid it: "the variable `$x`".
+        what: String,
+        /// The rule it could match.
+        rule: String,
     },
     /// No rule matched.
     Default,
@@ -765,9 +775,10 @@ impl Plan {
         verdict
     }
 
-    /// Decides running `argv` (as split by the caller). The strictest matching command rule
-    /// decides, looking through common wrappers (see [`crate::rules::exec_views`]); with no
-    /// match, the command is allowed and confined by the sandbox.
+    /// Decides running `argv` (one program and its arguments, as `bridle exec` and a kernel
+    /// exec supervisor see it). Command rules are matched through wrappers, shells' `-c`
+    /// scripts and programs' global options (see [`crate::rules`]); the strictest matching
+    /// rule decides. With no match, the command is allowed and confined by the sandbox.
     pub fn decide_exec(&self, argv: &[String]) -> Verdict {
         if argv.is_empty() {
             return Verdict {
@@ -777,19 +788,64 @@ impl Plan {
             };
         }
         let shown = argv.join(" ");
-        match strictest_command_rule(&self.command_rules, argv) {
-            Some(rule) => rule_verdict(
+        let words: Vec<Word> = argv.iter().cloned().map(Word::Literal).collect();
+        let mut findings = Findings::default();
+        check_command(&self.command_rules, &words, None, &shown, 0, &mut findings);
+        self.verdict(&findings, &shown)
+    }
+
+    /// Decides a bash script (the `bash` tool's command, terminal input, `bridle policy
+    /// explain bash`): every simple command it can run is checked like [`Plan::decide_exec`]
+    /// and the strictest decision wins. A part the rules cannot see gives `ask` only when an
+    /// `ask` or `deny` rule could match it; plain shell syntax with literal commands is decided
+    /// by the rules alone. Text with no statement at all (only blanks and comments) is denied.
+    pub fn decide_bash(&self, script: &str) -> Verdict {
+        let parsed = shell::parse(script);
+        if parsed.empty && parsed.hidden.is_empty() {
+            return Verdict {
+                decision: Decision::Deny,
+                by: DecidedBy::Default,
+                reason: "empty command denied".into(),
+            };
+        }
+        let mut findings = Findings::default();
+        check_script(&self.command_rules, &parsed, script, 0, &mut findings);
+        self.verdict(&findings, script)
+    }
+
+    fn verdict(&self, findings: &Findings<'_>, whole: &str) -> Verdict {
+        let literal = findings.matched.as_ref();
+        let rule_says = |(rule, subject): &(&CommandRule, String)| {
+            rule_verdict(
                 &rule.id,
                 &rule.origin,
                 rule.decision,
                 rule.justification.as_deref(),
-                &format!("`{shown}`"),
-            ),
-            None => Verdict {
+                &format!("`{}`", shell::short(subject)),
+            )
+        };
+        match (literal, &findings.hidden) {
+            (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
+            (_, Some((rule, what, subject))) => Verdict {
+                decision: Decision::Ask,
+                reason: format!(
+                    "`{}` needs approval: the rules cannot see {what}, and rule `{}` ({}) could match what runs",
+                    shell::short(subject),
+                    rule.id,
+                    rule.origin
+                ),
+                by: DecidedBy::Hidden {
+                    what: what.clone(),
+                    rule: rule.id.clone(),
+                },
+            },
+            (Some(m), None) => rule_says(m),
+            (None, None) => Verdict {
                 decision: Decision::Allow,
                 by: DecidedBy::Default,
                 reason: format!(
-                    "`{shown}` allowed: no rule matched; it runs confined (mode {})",
+                    "`{}` allowed: no rule matched; it runs confined (mode {})",
+                    shell::short(whole),
                     self.spec.mode
                 ),
             },

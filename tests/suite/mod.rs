@@ -18,6 +18,7 @@ mod process_manager;
 mod protect;
 mod protect_git;
 mod protect_new_repos;
+mod rules_cli;
 mod run_cli;
 mod run_log_cli;
 mod shell_cli;

@@ -123,7 +123,7 @@ fn explain_exec_git_push_under_ci_locked_names_the_denying_rule() {
         "origin",
         "main",
     ]));
-    r.assert_code(0);
+    r.assert_code(1);
     assert!(r.stdout.starts_with("deny:"), "{}", r.stdout);
     assert!(
         r.stdout.contains("deny-git-push") && r.stdout.contains("profiles/ci-locked.yaml:"),

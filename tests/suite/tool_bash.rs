@@ -55,6 +55,43 @@ fn git_push_inside_a_compound_command_is_denied_by_rule() {
 }
 
 #[test]
+fn plain_shell_syntax_runs_without_approval_where_rules_exist() {
+    // The old splitter asked for any `$(...)`, function or here document; with rules that
+    // cannot match them, they run (confined by the sandbox) without asking.
+    let env = Env::new();
+    let (r, v) = tool(
+        &env,
+        "workstation",
+        r#"{"command": "f() { echo \"in $(echo f)\"; }; f; cat <<EOF\nhere $((6*7))\nEOF"}"#,
+    );
+    r.assert_code(0);
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("in f") && content.contains("here 42"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_rule_inside_a_nested_shell_or_behind_global_options_still_denies() {
+    let env = Env::new();
+    for command in [
+        "bash -c 'echo $(git push)'",
+        "git -C . --no-pager push",
+        "find . -maxdepth 0 -exec git push \\;",
+    ] {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let (r, v) = tool(&env, "ci-locked", &args);
+        r.assert_code(1);
+        assert_eq!(v["denied_by"], "rule", "{command}: {v}");
+        assert!(
+            v["content"].as_str().unwrap().contains("deny-git-push"),
+            "{command}: {v}"
+        );
+    }
+}
+
+#[test]
 fn ask_rule_without_a_terminal_is_unavailable() {
     let env = Env::new();
     let (r, v) = tool(

@@ -1,4 +1,15 @@
 //! Command-prefix and path rules: compiled form, matching and the strictest-wins evaluation.
+//!
+//! A command rule is checked against every view of a simple command: the command as written,
+//! and what each wrapper, shell, builtin or global option in it leads to (the table in
+//! `programs.rs` is the list). A rule whose prefix reaches a word the rules cannot see (a
+//! variable, a command substitution, `eval` of one...) "could match": that is `ask` when the
+//! rule is `ask` or `deny`. The strictest decision wins.
+
+mod check;
+mod programs;
+mod scripts;
+mod views;
 
 use serde::Serialize;
 
@@ -79,6 +90,9 @@ impl PathRule {
     }
 }
 
+pub use check::MAX_NESTING;
+pub(crate) use check::{Findings, check_command, check_script};
+
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }
@@ -140,88 +154,6 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// The argv a command really runs, seen through common wrappers. Rules are evaluated against
-/// every view and the strictest decision wins, so `env FOO=1 nice git push` is caught by a
-/// `git push` rule while a `sudo` rule still sees `sudo ...`.
-///
-/// Understood wrappers: `env` (options, `-u NAME`, `NAME=VALUE`), `command`, `exec`, `nice`
-/// (`-n N`), `nohup`, `time` (`-p`), `timeout` (options, then the duration), `stdbuf`, `sudo`
-/// and `doas` (options, `-u USER`), `setsid`, `ionice` (`-c N`, `-n N`). Anything else (for
-/// example `xargs`, `find -exec`, `sh -c`) is not looked through here; the shell-level splitter
-/// of the tool layer handles `sh -c` and treats what it cannot parse as `ask`.
-pub fn exec_views(argv: &[String]) -> Vec<&[String]> {
-    let mut views = vec![argv];
-    let mut current = argv;
-    for _ in 0..16 {
-        match unwrap_once(current) {
-            Some(inner) if !inner.is_empty() => {
-                views.push(inner);
-                current = inner;
-            }
-            _ => break,
-        }
-    }
-    views
-}
-
-fn unwrap_once(argv: &[String]) -> Option<&[String]> {
-    let (first, rest) = argv.split_first()?;
-    let skip_options = |rest: &[String], with_value: &[&str]| -> usize {
-        let mut i = 0;
-        while let Some(word) = rest.get(i) {
-            if word == "--" {
-                return i + 1;
-            }
-            if !word.starts_with('-') || word == "-" {
-                break;
-            }
-            i += if with_value.contains(&word.as_str()) {
-                2
-            } else {
-                1
-            };
-        }
-        i
-    };
-    let start = match basename(first) {
-        "env" => {
-            let mut i = skip_options(rest, &["-u", "--unset", "-C", "--chdir", "-S"]);
-            while rest
-                .get(i)
-                .is_some_and(|w| w.contains('=') && !w.starts_with('='))
-            {
-                i += 1;
-            }
-            i
-        }
-        "command" | "exec" | "nohup" | "time" | "stdbuf" | "setsid" => skip_options(rest, &[]),
-        "nice" => skip_options(rest, &["-n", "--adjustment"]),
-        "ionice" => skip_options(rest, &["-c", "-n", "--class", "--classdata"]),
-        "sudo" | "doas" => skip_options(
-            rest,
-            &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"],
-        ),
-        "timeout" => skip_options(rest, &["-k", "--kill-after", "-s", "--signal"]) + 1,
-        _ => return None,
-    };
-    rest.get(start..)
-}
-
-/// The strictest matching rule among `rules` for any view of `argv`.
-pub fn strictest_command_rule<'a>(
-    rules: &'a [CommandRule],
-    argv: &[String],
-) -> Option<&'a CommandRule> {
-    let views = exec_views(argv);
-    rules
-        .iter()
-        .filter(|rule| views.iter().any(|view| rule.matches(view)))
-        .fold(None, |best: Option<&CommandRule>, rule| match best {
-            Some(b) if b.decision >= rule.decision => Some(b),
-            _ => Some(rule),
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
@@ -266,6 +198,17 @@ mod tests {
         assert!(!r.matches(&words("legit push")));
     }
 
+    /// The rule and decision the engine reaches for `cmd` as one argv.
+    fn decide<'r>(rules: &'r [CommandRule], cmd: &str) -> (Option<&'r str>, Decision) {
+        let argv: Vec<crate::shell::Word> = words(cmd)
+            .into_iter()
+            .map(crate::shell::Word::Literal)
+            .collect();
+        let mut f = Findings::default();
+        check_command(rules, &argv, None, cmd, 0, &mut f);
+        (f.matched.as_ref().map(|(r, _)| r.id.as_str()), f.decision())
+    }
+
     #[test]
     fn wrappers_do_not_hide_a_denied_command() {
         let rules = [rule("push", &[&["git"], &["push"]], Decision::Deny)];
@@ -277,12 +220,9 @@ mod tests {
             "command git push",
             "env -i nohup git push",
         ] {
-            assert!(
-                strictest_command_rule(&rules, &words(cmd)).is_some(),
-                "{cmd}"
-            );
+            assert_eq!(decide(&rules, cmd), (Some("push"), Decision::Deny), "{cmd}");
         }
-        assert!(strictest_command_rule(&rules, &words("echo git push")).is_none());
+        assert_eq!(decide(&rules, "echo git push"), (None, Decision::Allow));
     }
 
     #[test]
@@ -293,17 +233,14 @@ mod tests {
             rule("sudo-deny", &[&["sudo"]], Decision::Deny),
         ];
         assert_eq!(
-            strictest_command_rule(&rules, &words("git push")).map(|r| r.id.as_str()),
-            Some("push-ask")
+            decide(&rules, "git push"),
+            (Some("push-ask"), Decision::Ask)
         );
         assert_eq!(
-            strictest_command_rule(&rules, &words("sudo git status")).map(|r| r.id.as_str()),
-            Some("sudo-deny")
+            decide(&rules, "sudo git status"),
+            (Some("sudo-deny"), Decision::Deny)
         );
-        assert_eq!(
-            strictest_command_rule(&rules, &words("git log")).map(|r| r.id.as_str()),
-            Some("git-ok")
-        );
+        assert_eq!(decide(&rules, "git log"), (Some("git-ok"), Decision::Allow));
     }
 
     #[test]

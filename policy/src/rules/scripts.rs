@@ -1,0 +1,193 @@
+//! Views of programs that run script text: shells (`sh -c`, a here document), `su -c`,
+//! interpreters (a program from stdin, `python -m`), `eval`, `watch` and `trap`.
+
+use crate::shell::{Hidden, Stdin, Word};
+
+use super::programs::{Arity, Program};
+use super::views::Explorer;
+
+impl Explorer {
+    pub(super) fn shell(
+        &mut self,
+        name: &str,
+        program: &Program,
+        rest: &[Word],
+        stdin: Option<&Stdin>,
+    ) {
+        let mut i = 0;
+        let mut command_mode = false;
+        let mut stdin_mode = false;
+        while let Some(w) = rest.get(i) {
+            let w = match w {
+                Word::Literal(w) => w,
+                // A script file named by a hidden word (`sh "$dir"/x.sh`, `zsh -n "$f"`): one
+                // word that is not an option runs like any program.
+                Word::Hidden(h)
+                    if (!h.splits || !h.prefix.is_empty())
+                        && !h.prefix.starts_with(['-', '+'])
+                        && (!h.prefix.is_empty() || i + 1 == rest.len()) =>
+                {
+                    break;
+                }
+                Word::Hidden(h) => {
+                    self.hidden(format!("{} given to `{name}`", h.what));
+                    return;
+                }
+            };
+            if w == "--" || w == "-" {
+                i += 1;
+                break;
+            }
+            if w.starts_with("--") {
+                i += if program.with_value.contains(&w.as_str()) {
+                    2
+                } else {
+                    1
+                };
+                continue;
+            }
+            if (w.starts_with('-') || w.starts_with('+')) && w.len() > 1 {
+                let letters = &w[1..];
+                if w.starts_with('-') {
+                    command_mode |= letters.contains('c');
+                    stdin_mode |= letters.contains('s');
+                }
+                i += if letters.ends_with(['o', 'O']) { 2 } else { 1 };
+                continue;
+            }
+            break;
+        }
+        if command_mode {
+            match rest.get(i) {
+                Some(Word::Literal(script)) => self.scripts.push(script.clone()),
+                Some(Word::Hidden(Hidden {
+                    template: Some(script),
+                    ..
+                })) => self.scripts.push(script.clone()),
+                Some(Word::Hidden(h)) => self.hidden(format!("{} run by `{name} -c`", h.what)),
+                None => {}
+            }
+        } else if (stdin_mode || rest.get(i).is_none())
+            && let Some(stdin) = stdin
+        {
+            match &stdin.text {
+                Some(script) => self.scripts.push(script.clone()),
+                None => self.hidden(format!("the script `{name}` reads from {}", stdin.from)),
+            }
+        }
+    }
+
+    pub(super) fn su(&mut self, rest: &[Word]) {
+        for (i, w) in rest.iter().enumerate() {
+            let Some(w) = w.as_literal() else { continue };
+            let script = if w == "-c" || w == "--command" || w == "--session-command" {
+                rest.get(i + 1).cloned()
+            } else {
+                w.strip_prefix("--command=")
+                    .or_else(|| w.strip_prefix("--session-command="))
+                    .map(Word::literal)
+            };
+            self.shell_script(script.as_ref(), "su -c");
+        }
+    }
+
+    pub(super) fn interpreter(
+        &mut self,
+        name: &str,
+        program: &Program,
+        modules: bool,
+        rest: &[Word],
+        stdin: Option<&Stdin>,
+        depth: usize,
+    ) {
+        let mut i = 0;
+        let reads_stdin = loop {
+            match rest.get(i) {
+                None => break true,
+                Some(Word::Hidden(_)) => break false,
+                Some(Word::Literal(w)) if w == "-" => break true,
+                Some(Word::Literal(w)) if w == "--" => {
+                    break rest.get(i + 1).is_none_or(|w| w.as_literal() == Some("-"));
+                }
+                // `python -m twine upload`: the module runs like the program of that name.
+                Some(Word::Literal(w)) if modules && w.starts_with("-m") => {
+                    let (module, args) = if w == "-m" {
+                        (rest.get(i + 1).cloned(), rest.get(i + 2..))
+                    } else {
+                        (Some(Word::literal(&w[2..])), rest.get(i + 1..))
+                    };
+                    if let Some(module) = module {
+                        let mut view = vec![module];
+                        view.extend(args.unwrap_or_default().iter().cloned());
+                        self.explore(view, stdin, depth + 1);
+                    }
+                    break false;
+                }
+                Some(Word::Literal(w)) if Program::has_option(w, program.special) => break false,
+                Some(Word::Literal(w)) if w.starts_with('-') => {
+                    i += if program.arity(w) == Arity::Value {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                Some(Word::Literal(_)) => break false,
+            }
+        };
+        if reads_stdin && let Some(stdin) = stdin {
+            self.hidden(format!("the program `{name}` reads from {}", stdin.from));
+        }
+    }
+
+    /// A script given as one word: parsed when literal, hidden otherwise.
+    pub(super) fn shell_script(&mut self, word: Option<&Word>, by: &str) {
+        match word {
+            Some(Word::Literal(script)) => self.scripts.push(script.clone()),
+            Some(Word::Hidden(h)) => self.hidden(format!("{} run by `{by}`", h.what)),
+            None => {}
+        }
+    }
+
+    /// Words joined with spaces and run as a script (`eval`, `watch`).
+    pub(super) fn eval_like(&mut self, rest: &[Word], by: &str) {
+        let mut script = Vec::new();
+        for w in rest {
+            match w {
+                Word::Literal(s) => script.push(s.as_str()),
+                Word::Hidden(h) => {
+                    self.hidden(format!("{} given to `{by}`", h.what));
+                    return;
+                }
+            }
+        }
+        if !script.is_empty() {
+            self.scripts.push(script.join(" "));
+        }
+    }
+
+    pub(super) fn trap(&mut self, rest: &[Word]) {
+        let mut i = 0;
+        while let Some(w) = rest.get(i).and_then(Word::as_literal) {
+            if w == "--" {
+                i += 1;
+                break;
+            }
+            if matches!(w, "-p" | "-l" | "-P") {
+                return;
+            }
+            if !w.starts_with('-') || w == "-" {
+                break;
+            }
+            i += 1;
+        }
+        let operands = rest.get(i..).unwrap_or_default();
+        if operands.len() < 2 {
+            return;
+        }
+        match &operands[0] {
+            Word::Literal(action) if action.is_empty() || action == "-" => {}
+            Word::Literal(action) => self.scripts.push(action.clone()),
+            Word::Hidden(h) => self.hidden(format!("{} given to `trap`", h.what)),
+        }
+    }
+}
