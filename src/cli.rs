@@ -44,8 +44,10 @@ pub enum Command {
     /// Run a command confined by the policy.
     ///
     /// stdin, stdout and stderr are passed through. Exit status: the command's own; 128+N when
-    /// it was killed by signal N; 124 when --timeout passed; 125 when the sandbox could not be
-    /// established (the command never ran, and stderr says why in one `bridle: ` line).
+    /// it was killed by signal N; 124 when --timeout passed; 126 when a command rule refuses
+    /// the command; 125 when the sandbox could not be established; 2 when the flags or the
+    /// profile are wrong (in those three cases the command never ran, and stderr says why in one
+    /// `bridle: ` line).
     Exec(ExecArgs),
     /// What this host can enforce, and whether the profile is enforceable.
     ///
