@@ -9,6 +9,7 @@ mod probe_cmd;
 mod run_cmd;
 mod session_facts;
 mod shell_cmd;
+mod style;
 mod tool_cmd;
 
 use std::io::Write;

@@ -41,7 +41,7 @@ fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
             "entries": policy.entries(),
             "spec": plan.spec,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
         return Ok(0);
     }
     write_policy_table(&mut out, &policy)?;
@@ -283,9 +283,15 @@ fn print_verdict(
             "approval": approval,
             "note": note,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
     } else {
-        writeln!(out, "{}: {}", verdict.decision, verdict.reason)?;
+        let colour = crate::style::colour_on_stdout();
+        writeln!(
+            out,
+            "{}: {}",
+            crate::style::decision(verdict.decision, colour),
+            verdict.reason
+        )?;
         if let Some(note) = note {
             writeln!(out, "{note}")?;
         }

@@ -239,7 +239,11 @@ fn write_step(
 fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()> {
     let p = |text: &str| printable(text);
     let decision = match (&call.decision, &call.decided_by) {
-        (Some(d), Some(by)) => format!("{d} by {}", p(by)),
+        (Some(d), Some(by)) => format!(
+            "{} by {}",
+            crate::style::decision(*d, crate::style::colour_on_stdout()),
+            p(by)
+        ),
         _ if !call.dispatched => "not dispatched".to_owned(),
         _ => "undecided".to_owned(),
     };
