@@ -224,7 +224,7 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let plan = facts.plan(&policy, facts.preview_temp_dir())?;
-    let resolved = bridle_exec::fs_tools::resolve(&facts.workspace, &path.to_string_lossy());
+    let resolved = bridle_exec::fs_tools::resolve(&plan.spec, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
     print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
 }

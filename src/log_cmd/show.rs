@@ -57,6 +57,8 @@ impl Cut {
 /// The first line of `text`, at most `max` characters, and when anything is left out a
 /// marker saying how much (`… [+120 chars]`, `… [+3 lines, 120 chars]`).
 pub(crate) fn brief(text: &str, max: usize) -> String {
+    // A result that starts with blank lines shows its first line with something on it.
+    let text = text.trim_start_matches(['\n', '\r', ' ', '\t']);
     let line = text.split('\n').next().unwrap_or("");
     let shown: String = line.chars().take(max).collect();
     let total = text.chars().count();
