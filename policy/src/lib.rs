@@ -3,7 +3,7 @@
 //! This crate owns the policy vocabulary (sandbox mode, approval policy, network, rules,
 //! guarantees), the profile format and its layering, and planning: turning an effective policy
 //! plus a session's facts into a plain-data [`SandboxSpec`] and answering the tool layer's
-//! questions ([`Plan::decide_write`], [`Plan::decide_exec`]).
+//! questions ([`Plan::decide_write`], [`Plan::decide_exec`], [`Plan::decide_connect`]).
 //!
 //! What it must never do: make syscalls, spawn processes, or touch the filesystem beyond reading
 //! profile text ([`source`] is the only module that does). The `sandbox` crate enforces what this
@@ -35,6 +35,7 @@
 mod error;
 pub mod glob;
 mod merge;
+pub mod network;
 mod origin;
 mod parse;
 mod plan;
@@ -51,6 +52,7 @@ pub use merge::{
     DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, LoadRequest, MAX_EXTENDS_DEPTH,
     Overrides, check_workspace_layer, load,
 };
+pub use network::{AllowListSpec, NetList, RELAY_PORT};
 pub use origin::{Origin, Sourced};
 pub use parse::parse_document;
 pub use plan::{DecidedBy, FoundPath, Plan, PlanContext, Verdict, normalize, plan};
