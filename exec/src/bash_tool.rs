@@ -428,6 +428,7 @@ mod tests {
             must_stay_absent: Vec::new(),
             masked_paths: vec!["/home/u/.ssh".into()],
             network: Network::Off,
+            allow_list: None,
             unix_sockets: bridle_policy::UnixSockets::Block,
             seccomp: bridle_policy::SeccompProfile::ConfinedNoNetwork,
             limits: bridle_policy::ResourceLimits {

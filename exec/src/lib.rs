@@ -20,6 +20,7 @@ mod error;
 pub mod fs_tools;
 mod git_config;
 pub mod git_dirs;
+pub mod net;
 pub mod output;
 pub mod printable;
 pub mod process;

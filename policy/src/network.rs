@@ -746,7 +746,7 @@ impl Plan {
         Verdict {
             decision,
             by: DecidedBy::Default,
-            reason: format!("connection to `{shown}` {verb}: not in the allow-list ({hint})"),
+            reason: format!("connection to `{shown}` {verb}: not in the allow-list; {hint}"),
         }
     }
 
