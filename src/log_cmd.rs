@@ -249,6 +249,9 @@ fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> 
                                 p(a.answered_by.as_deref().unwrap_or("nobody"))
                             )?;
                         }
+                        for n in &call.network {
+                            writeln!(out, "        {}", network_line(n))?;
+                        }
                         match (call.ok, &call.result) {
                             (Some(ok), Some(text)) => writeln!(
                                 out,
@@ -267,4 +270,24 @@ fn write_timeline(out: &mut impl Write, view: &Timeline) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+/// One `net/decision` of a call, as `log show` lists it.
+fn network_line(n: &bridle_agent::log::NetDecision) -> String {
+    let p = |text: &str| printable(text);
+    let error = n
+        .error
+        .as_deref()
+        .map(|e| format!(", failed: {}", p(e)))
+        .unwrap_or_default();
+    format!(
+        "network: {} {}:{} by {}  ({} connections, {} bytes sent, {} received{error})",
+        n.decision,
+        p(&n.host),
+        n.port,
+        p(&n.by),
+        n.connections,
+        n.sent,
+        n.received
+    )
 }

@@ -81,6 +81,7 @@ fn facts(plan: &Plan) -> SandboxFacts {
         guarantees: plan.spec.guarantees.clone(),
         escalated: false,
         denied_by_sandbox: None,
+        network_decisions: Vec::new(),
     }
 }
 

@@ -61,6 +61,8 @@ pub struct RunResult {
     pub stdout: Captured,
     /// Captured stderr.
     pub stderr: Captured,
+    /// What the network proxy decided for the command's connections (network `allow-list`).
+    pub network: Vec<crate::net::NetDecision>,
 }
 
 /// Runs commands. The local implementation is [`SandboxRunner`]; a remote one would implement
@@ -75,12 +77,24 @@ pub trait Runner: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct SandboxRunner {
     launcher: PathBuf,
+    /// The session's network proxy, for specs with network `allow-list`.
+    proxy: Option<std::sync::Arc<crate::net::NetProxy>>,
 }
 
 impl SandboxRunner {
     /// A runner that re-executes `launcher` (the bridle binary) as the sandbox launcher.
     pub fn new(launcher: PathBuf) -> SandboxRunner {
-        SandboxRunner { launcher }
+        SandboxRunner {
+            launcher,
+            proxy: None,
+        }
+    }
+
+    /// The same runner, connecting `allow-list` commands through `proxy` (without one they
+    /// are refused).
+    pub fn with_proxy(mut self, proxy: std::sync::Arc<crate::net::NetProxy>) -> SandboxRunner {
+        self.proxy = Some(proxy);
+        self
     }
 }
 
@@ -93,6 +107,7 @@ impl Runner for SandboxRunner {
             status: RunStatus::Refused(r),
             stdout: Captured::default(),
             stderr: Captured::default(),
+            network: Vec::new(),
         };
         let mut sandbox = match Sandbox::prepare(
             request.spec.clone(),
@@ -108,6 +123,12 @@ impl Runner for SandboxRunner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let proxy = self.proxy.as_deref();
+        let (launch, relay) = match crate::net::prepare_launch(launch, request.spec.network, proxy)
+        {
+            Ok(pair) => pair,
+            Err(r) => return Ok(refused(r)),
+        };
         // This process was asked to stop (a held Ctrl-C or SIGTERM): start nothing new.
         if bridle_sandbox::launcher::termination_requested() {
             return Ok(refused(Refusal {
@@ -129,6 +150,14 @@ impl Runner for SandboxRunner {
                 return Ok(result);
             }
             Err(r) => return Ok(refused(r)),
+        };
+        let attachment = match crate::net::attach_launch(proxy, relay) {
+            Ok(attachment) => attachment,
+            Err(r) => {
+                running.kill_tree();
+                let _ = running.wait(None);
+                return Ok(refused(r));
+            }
         };
         let serial = SPILL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stamp = format!("{}-{serial}", std::process::id());
@@ -177,6 +206,9 @@ impl Runner for SandboxRunner {
             Outcome::TimedOut => RunStatus::TimedOut,
             Outcome::Stopped(why) => RunStatus::Stopped(why),
         };
+        let network = attachment
+            .map(|a| a.finish(std::time::Duration::from_secs(2)))
+            .unwrap_or_default();
         let mut captured = Vec::new();
         for reader in readers {
             let result = reader.join().map_err(|_| ExecError::ReadOutput {
@@ -191,6 +223,7 @@ impl Runner for SandboxRunner {
             status,
             stdout,
             stderr,
+            network,
         })
     }
 }

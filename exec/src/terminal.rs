@@ -287,6 +287,7 @@ pub fn call(
             guarantees: spec.guarantees.clone(),
             escalated: false,
             denied_by_sandbox: None,
+            network_decisions: Vec::new(),
         },
     };
     let args: TerminalArgs = match serde_json::from_str(raw_arguments) {

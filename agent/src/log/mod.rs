@@ -27,7 +27,8 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, PromptSection, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
+    Event, KNOWN_KINDS, NetDecision, PromptSection, RequestHeader, SessionHeader, ToolCall,
+    TurnEndReason,
 };
 pub use progress::{NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};

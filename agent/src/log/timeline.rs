@@ -75,6 +75,9 @@ pub struct Call {
     /// What the sandbox enforced for the call, as recorded with its result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
+    /// What the network proxy decided for the call's connections.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<super::event::NetDecision>,
 }
 
 /// An approval question and its answer.
@@ -172,6 +175,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     ok: None,
                     result: None,
                     sandbox: None,
+                    network: Vec::new(),
                 }),
                 None => out.entries.push(unattached),
             },
@@ -184,6 +188,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     call.decision = Some(*decision);
                     call.decided_by = Some(by.clone());
                 }
+                None => out.entries.push(unattached),
+            },
+            Event::NetDecision(decision) => match find_call(&mut turn, &decision.call_id) {
+                Some(call) => call.network.push(decision.clone()),
                 None => out.entries.push(unattached),
             },
             Event::ApprovalAsked { call_id, question } => match find_call(&mut turn, call_id) {

@@ -396,6 +396,51 @@ pub fn attach_launch(
     }
 }
 
+/// How many decisions a tool result lists before it says how many more the log has.
+const SUMMARY_LINES: usize = 20;
+
+/// The lines a tool result ends with: one per decision, `[network: ...]`.
+pub fn summary(decisions: &[NetDecision]) -> String {
+    let mut out = String::new();
+    for d in decisions.iter().take(SUMMARY_LINES) {
+        let count = if d.connections == 1 {
+            "1 connection".to_owned()
+        } else {
+            format!("{} connections", d.connections)
+        };
+        let line = match (d.decision, &d.error) {
+            (Decision::Allow, None) => format!(
+                "allowed {} by {} ({count}, {} bytes sent, {} received)",
+                d.target(),
+                d.by,
+                d.sent,
+                d.received
+            ),
+            (Decision::Allow, Some(error)) => {
+                format!("allowed {} by {}, but {error} ({count})", d.target(), d.by)
+            }
+            (Decision::Ask | Decision::Deny, _) => format!(
+                "denied {} ({}; {count})",
+                d.target(),
+                d.reason_after_target()
+            ),
+        };
+        out.push_str(&format!("\n[network: {line}]"));
+    }
+    if decisions.len() > SUMMARY_LINES {
+        out.push_str(&format!(
+            "\n[network: {} more decisions are in the session log]",
+            decisions.len() - SUMMARY_LINES
+        ));
+    }
+    out
+}
+
+/// The first denial among `decisions`.
+pub fn first_denial(decisions: &[NetDecision]) -> Option<&NetDecision> {
+    decisions.iter().find(|d| d.decision != Decision::Allow)
+}
+
 fn net_refusal(cause: impl Into<String>) -> bridle_sandbox::Refusal {
     bridle_sandbox::Refusal {
         guarantee: Some(bridle_policy::Guarantee::Net),
