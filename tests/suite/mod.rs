@@ -7,6 +7,8 @@ mod exec_proc;
 mod exec_tree;
 mod fail_closed;
 mod log_cli;
+mod net_clients;
+mod net_support;
 mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;
