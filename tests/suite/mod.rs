@@ -8,6 +8,7 @@ mod exec_tree;
 mod fail_closed;
 mod log_cli;
 mod net_clients;
+mod net_confinement;
 mod net_support;
 mod policy_bad_input;
 mod policy_cli;

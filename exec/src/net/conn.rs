@@ -210,7 +210,7 @@ impl Conn<'_> {
                 Ok(Some(parsed)) => break parsed,
                 Ok(None) if buf.len() >= limit => {
                     let body = format!("bridle: the request head is larger than {limit} bytes");
-                    let _ = tunnel::send(&self.client, &http::response(431, &body)).await;
+                    refuse(&mut self.client, &http::response(431, &body)).await;
                     return;
                 }
                 Ok(None) => match read_until(&self.client, &mut buf, limit, self.deadline).await {
@@ -218,7 +218,7 @@ impl Conn<'_> {
                     Read::Closed => return,
                     Read::TimedOut => {
                         let body = "bridle: the request head did not arrive in time";
-                        let _ = tunnel::send(&self.client, &http::response(408, body)).await;
+                        refuse(&mut self.client, &http::response(408, body)).await;
                         return;
                     }
                 },
@@ -244,7 +244,7 @@ impl Conn<'_> {
                 let body = format!("bridle: {}", record.reason);
                 // Recorded (and, under `bridle exec`, printed) before the client hears of it.
                 self.shared.record(self.launch, record);
-                let _ = tunnel::send(&self.client, &http::response(403, &body)).await;
+                refuse(&mut self.client, &http::response(403, &body)).await;
                 return;
             }
             Decided::Allow { record, pinned } => (record, pinned),
@@ -257,7 +257,7 @@ impl Conn<'_> {
                     record.error.as_deref().unwrap_or(&record.reason)
                 );
                 self.shared.record(self.launch, record);
-                let _ = tunnel::send(&self.client, &http::response(status, &body)).await;
+                refuse(&mut self.client, &http::response(status, &body)).await;
                 return;
             }
         };
@@ -298,7 +298,7 @@ impl Conn<'_> {
                     }
                 }
                 Err(_) => {
-                    let _ = tunnel::send(&self.client, &socks::METHOD_NONE).await;
+                    refuse(&mut self.client, &socks::METHOD_NONE).await;
                     return;
                 }
             }
@@ -323,7 +323,7 @@ impl Conn<'_> {
                 }
                 Err(refused) => {
                     if let Some(code) = refused.reply {
-                        let _ = tunnel::send(&self.client, &socks::answer(code)).await;
+                        refuse(&mut self.client, &socks::answer(code)).await;
                     }
                     return;
                 }
@@ -337,7 +337,7 @@ impl Conn<'_> {
         let (mut record, pinned) = match decided {
             Decided::Deny(record) => {
                 self.shared.record(self.launch, record);
-                let _ = tunnel::send(&self.client, &socks::answer(socks::reply::NOT_ALLOWED)).await;
+                refuse(&mut self.client, &socks::answer(socks::reply::NOT_ALLOWED)).await;
                 return;
             }
             Decided::Allow { record, pinned } => (record, pinned),
@@ -367,7 +367,7 @@ impl Conn<'_> {
                     _ => socks::reply::FAILURE,
                 };
                 self.shared.record(self.launch, record);
-                let _ = tunnel::send(&self.client, &socks::answer(code)).await;
+                refuse(&mut self.client, &socks::answer(code)).await;
                 return;
             }
         };
@@ -498,6 +498,41 @@ impl Conn<'_> {
             }
         }
     }
+}
+
+/// Answers a refused request and closes without a reset: the answer is sent, our side is shut
+/// down, and what the client still sends is read and dropped for a moment (closing with unread
+/// input would reset the connection, and the client might never see the answer).
+async fn refuse(client: &mut TcpStream, answer: &[u8]) {
+    if tunnel::send(client, answer).await.is_err() {
+        return;
+    }
+    let _ = std::future::poll_fn(|cx| {
+        tokio::io::AsyncWrite::poll_shutdown(std::pin::Pin::new(&mut *client), cx)
+    })
+    .await;
+    let client = &*client;
+    let drain = async {
+        let mut scratch = vec![0u8; 4096];
+        let mut left: usize = 1 << 20;
+        loop {
+            if client.readable().await.is_err() {
+                return;
+            }
+            match client.try_read(&mut scratch) {
+                Ok(0) => return,
+                Ok(n) => {
+                    left = left.saturating_sub(n);
+                    if left == 0 {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
 }
 
 async fn upstream_send(upstream: &mut TcpStream, data: &[u8], traffic: &Traffic) -> io::Result<()> {
