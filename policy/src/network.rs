@@ -14,7 +14,8 @@
 //! ```
 //!
 //! An entry is a host name, or `*.` and a suffix (any name below it, not the suffix itself),
-//! with an optional `:port`; without one it matches ports 80 and 443. `deny` wins over `allow`.
+//! with an optional `:port`; without one an `allow` entry matches ports 80 and 443, and a
+//! `deny` entry every port. `deny` wins over `allow`.
 //! A host no entry matches is asked under approval `ask` (the proxy asks once per session) and
 //! denied under `never`. Names are compared lower-case without a trailing dot; a request for an
 //! IP address never matches an entry (entries name hosts).
@@ -286,11 +287,19 @@ impl HostPattern {
         })
     }
 
-    /// Whether a connection to `host` (a name; addresses never match) and `port` matches.
+    /// Whether a connection to `host` (a name; addresses never match) and `port` matches, for
+    /// an `allow` entry: without a port it matches 80 and 443.
     pub fn matches(&self, host: &str, port: u16) -> bool {
-        let port_ok = match self.port {
-            Some(p) => p == port,
-            None => DEFAULT_PORTS.contains(&port),
+        self.matches_in(NetList::Allow, host, port)
+    }
+
+    /// The same for an entry of `list`: a `deny` entry without a port matches every port (a
+    /// host denied on 443 is not meant to be asked about on 8443).
+    pub fn matches_in(&self, list: NetList, host: &str, port: u16) -> bool {
+        let port_ok = match (self.port, list) {
+            (Some(p), _) => p == port,
+            (None, NetList::Allow) => DEFAULT_PORTS.contains(&port),
+            (None, NetList::Deny) => true,
         };
         let host_ok = if self.wildcard {
             host.len() > self.host.len()
@@ -710,7 +719,7 @@ impl Plan {
         };
         if let Some(name) = &name {
             for (which, entries) in [(NetList::Deny, &list.deny), (NetList::Allow, &list.allow)] {
-                if let Some(entry) = best_match(entries, name, port) {
+                if let Some(entry) = best_match(which, entries, name, port) {
                     let (decision, verb) = match which {
                         NetList::Deny => (Decision::Deny, "denied"),
                         NetList::Allow => (Decision::Allow, "allowed"),
@@ -765,14 +774,19 @@ impl Plan {
     }
 }
 
-fn best_match<'e>(entries: &'e [NetEntry], host: &str, port: u16) -> Option<&'e NetEntry> {
+fn best_match<'e>(
+    list: NetList,
+    entries: &'e [NetEntry],
+    host: &str,
+    port: u16,
+) -> Option<&'e NetEntry> {
     let mut best: Option<(&NetEntry, (bool, usize, bool))> = None;
     for entry in entries {
         // Entries in the spec were validated when the profile loaded.
         let Ok(pattern) = HostPattern::parse(&entry.entry) else {
             continue;
         };
-        if !pattern.matches(host, port) {
+        if !pattern.matches_in(list, host, port) {
             continue;
         }
         let score = pattern.specificity();

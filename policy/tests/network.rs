@@ -481,6 +481,11 @@ fn an_unmatched_host_is_asked_under_approval_ask_and_a_denied_one_never() {
         plan.decide_connect("evil.test", 443).decision,
         Decision::Deny
     );
+    // A deny entry without a port denies every port: never asked about.
+    assert_eq!(
+        plan.decide_connect("evil.test", 8443).decision,
+        Decision::Deny
+    );
     assert_eq!(
         plan.decide_connect("crates.io", 443).decision,
         Decision::Allow

@@ -9,6 +9,7 @@ mod fail_closed;
 mod log_cli;
 mod net_clients;
 mod net_confinement;
+mod net_session;
 mod net_support;
 mod policy_bad_input;
 mod policy_cli;
