@@ -249,7 +249,7 @@ impl Conn<'_> {
             }
             Decided::Allow { record, pinned } => (record, pinned),
         };
-        let mut upstream = match self.connect(&host, port, pinned, &mut record).await {
+        let upstream = match self.connect(&host, port, pinned, &mut record).await {
             Ok(upstream) => upstream,
             Err(status) => {
                 let body = format!(
@@ -276,8 +276,8 @@ impl Conn<'_> {
             Some(head) => [head.as_slice(), leftover.as_slice()].concat(),
         };
         self.finish(
-            upstream_send(&mut upstream, &first, &traffic).await,
-            &mut upstream,
+            upstream_send(&upstream, &first, &traffic).await,
+            &upstream,
             traffic,
             record,
         )
@@ -342,7 +342,7 @@ impl Conn<'_> {
             }
             Decided::Allow { record, pinned } => (record, pinned),
         };
-        let mut upstream = match self.connect(&host, port, pinned, &mut record).await {
+        let upstream = match self.connect(&host, port, pinned, &mut record).await {
             Ok(upstream) => upstream,
             Err(status) => {
                 let code = match (status, &record.decision) {
@@ -379,23 +379,23 @@ impl Conn<'_> {
             return;
         }
         let traffic = Traffic::default();
-        let sent = upstream_send(&mut upstream, &leftover, &traffic).await;
-        self.finish(sent, &mut upstream, traffic, record).await;
+        let sent = upstream_send(&upstream, &leftover, &traffic).await;
+        self.finish(sent, &upstream, traffic, record).await;
     }
 
     /// Tunnels (when the first bytes went through) and records the connection with its bytes.
     async fn finish(
-        mut self,
+        self,
         first_sent: io::Result<()>,
-        upstream: &mut TcpStream,
+        upstream: &TcpStream,
         traffic: Traffic,
         mut record: NetDecision,
     ) {
         if first_sent.is_ok() {
             tunnel::run(
-                &mut self.client,
+                &self.client,
                 upstream,
-                &self.shared.pool,
+                (&self.shared.pool, &self.shared.pipes),
                 &traffic,
                 self.stop.clone(),
             )
@@ -535,7 +535,7 @@ async fn refuse(client: &mut TcpStream, answer: &[u8]) {
     let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
 }
 
-async fn upstream_send(upstream: &mut TcpStream, data: &[u8], traffic: &Traffic) -> io::Result<()> {
+async fn upstream_send(upstream: &TcpStream, data: &[u8], traffic: &Traffic) -> io::Result<()> {
     tunnel::send(upstream, data).await?;
     traffic.sent.fetch_add(
         u64::try_from(data.len()).unwrap_or(u64::MAX),

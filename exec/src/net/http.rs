@@ -285,6 +285,24 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever a client sends, parsing is total; a forwarded head is one request line and
+        /// headers, each ending in CRLF, with no bare CR or LF that could start another.
+        #[test]
+        fn any_bytes_parse_or_are_refused(raw in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+                                          tail in "[ -~\r\n]{0,200}") {
+            let _ = parse(&raw);
+            let text = format!("GET http://x.test/{tail} HTTP/1.1\r\nA: {tail}\r\n\r\n");
+            if let Ok(Some((Request::Forward { head, .. }, _))) = parse(text.as_bytes()) {
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let body = head.strip_suffix("\r\n\r\n").unwrap();
+                for line in body.split("\r\n") {
+                    proptest::prop_assert!(!line.contains('\r') && !line.contains('\n'), "{head:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn responses_never_carry_a_line_break_from_their_body() {
         let text = String::from_utf8(response(403, "denied\r\nX-Injected: 1")).unwrap();

@@ -57,7 +57,7 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// The largest request head accepted (HTTP `431` beyond it).
     pub max_head: usize,
-    /// The size of one copy buffer.
+    /// The size of one copy buffer (used when no splice pipe can be had).
     pub buffer_size: usize,
     /// The runtime's worker threads.
     pub worker_threads: usize,
@@ -165,6 +165,7 @@ pub(crate) struct Shared {
     pub(crate) asking: Mutex<()>,
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) pool: tunnel::BufferPool,
+    pub(crate) pipes: tunnel::PipePool,
     launches: Mutex<HashMap<u64, Vec<NetDecision>>>,
     next_launch: AtomicU64,
     observer: OnceLock<Box<DecisionObserver>>,
@@ -227,6 +228,7 @@ impl NetProxy {
             plan: plan.clone(),
             permits: Arc::new(Semaphore::new(config.max_connections.max(1))),
             pool: tunnel::BufferPool::new(config.buffer_size, 32),
+            pipes: tunnel::PipePool::new(32),
             config,
             answerer,
             answered: Mutex::new(HashMap::new()),

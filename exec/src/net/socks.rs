@@ -173,6 +173,17 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// Parsing any bytes is total, and a name that parses holds no line break.
+        #[test]
+        fn any_bytes_parse_or_are_refused(raw in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = greeting(&raw);
+            if let Ok(Some((RequestHost::Name(name), _, _))) = request(&raw) {
+                proptest::prop_assert!(!name.contains(['\r', '\n', ' ']));
+            }
+        }
+    }
+
     #[test]
     fn garbage_is_refused_with_a_reply_code() {
         assert!(greeting(&[4, 1, 0]).is_err());

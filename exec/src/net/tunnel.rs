@@ -1,19 +1,19 @@
 //! Copying bytes both ways between the sandbox's side of a connection and the upstream one.
 //!
-//! Buffers are taken from a shared pool only while a direction has data to move and returned
-//! as soon as its socket has nothing more to read, so an idle connection holds no buffer (its
-//! cost is two sockets and a small task), and the memory of busy ones is bounded by the
-//! connection limit times two buffers.
+//! Bytes move inside the kernel (`splice` from one socket into a pipe and from the pipe into the
+//! other), never through the proxy's memory. Pipes (and, when none can be had, copy buffers)
+//! come from pools and are held only while a direction has data to move, so an idle connection
+//! holds neither (its cost is two sockets and a small task), and what busy ones hold is bounded
+//! by the connection limit times two.
 
-use std::future::poll_fn;
 use std::io;
-use std::pin::Pin;
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::io::AsyncWrite;
+use bridle_sandbox::relay::SplicePipe;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::watch;
 
 /// Reusable copy buffers.
@@ -73,19 +73,57 @@ impl Traffic {
     }
 }
 
+/// Reusable splice pipes (only empty ones are kept).
+#[derive(Debug)]
+pub struct PipePool {
+    max_spare: usize,
+    spare: Mutex<Vec<SplicePipe>>,
+}
+
+impl PipePool {
+    /// A pool keeping at most `max_spare` unused pipes.
+    pub fn new(max_spare: usize) -> PipePool {
+        PipePool {
+            max_spare,
+            spare: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take(&self) -> io::Result<SplicePipe> {
+        let reused = self
+            .spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        match reused {
+            Some(pipe) => Ok(pipe),
+            None => SplicePipe::new(),
+        }
+    }
+
+    fn give(&self, pipe: SplicePipe) {
+        let mut spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pipe.held() == 0 && spare.len() < self.max_spare {
+            spare.push(pipe);
+        }
+    }
+}
+
 /// Copies both ways until both sides finished (each end of file is passed on as a half-close),
-/// one side failed, or `stop` fires. Counts into `traffic`.
+/// one side failed, or `stop` fires. Counts into `traffic`. Bytes move with `splice` through a
+/// pipe (never through the proxy's memory); when no pipe can be had, through a pooled buffer.
 pub async fn run(
-    client: &mut TcpStream,
-    upstream: &mut TcpStream,
-    pool: &BufferPool,
+    client: &TcpStream,
+    upstream: &TcpStream,
+    pools: (&BufferPool, &PipePool),
     traffic: &Traffic,
     mut stop: watch::Receiver<bool>,
 ) {
-    let (client_read, mut client_write) = client.split();
-    let (upstream_read, mut upstream_write) = upstream.split();
-    let out = pump(&client_read, &mut upstream_write, pool, &traffic.sent);
-    let back = pump(&upstream_read, &mut client_write, pool, &traffic.received);
+    let out = pump(client, upstream, pools, &traffic.sent);
+    let back = pump(upstream, client, pools, &traffic.received);
     tokio::pin!(out, back);
     let (mut out_done, mut back_done) = (false, false);
     while !(out_done && back_done) {
@@ -115,51 +153,79 @@ pub async fn run(
 }
 
 async fn pump(
-    from: &ReadHalf<'_>,
-    to: &mut WriteHalf<'_>,
-    pool: &BufferPool,
+    from: &TcpStream,
+    to: &TcpStream,
+    (buffers, pipes): (&BufferPool, &PipePool),
     count: &AtomicU64,
 ) -> io::Result<()> {
     loop {
         from.readable().await?;
-        let mut buffer = pool.take();
-        let drained = loop {
-            match from.try_read(&mut buffer) {
-                Ok(0) => break Ok(true),
-                Ok(n) => {
-                    if let Err(e) = write_all(to, &buffer[..n]).await {
-                        break Err(e);
-                    }
-                    count.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(false),
-                Err(e) => break Err(e),
+        let ended = match pipes.take() {
+            Ok(mut pipe) => {
+                let ended = splice_available(from, to, &mut pipe, count).await;
+                pipes.give(pipe);
+                ended?
             }
+            Err(_) => copy_available(from, to, buffers, count).await?,
         };
-        pool.give(buffer);
-        if drained? {
+        if ended {
             // End of file: pass the half-close on; the other direction may still run.
-            let _ = poll_fn(|cx| Pin::new(&mut *to).poll_shutdown(cx)).await;
+            let _ = bridle_sandbox::relay::shutdown_write(to.as_fd());
             return Ok(());
         }
     }
 }
 
-/// Writes all of `data` (the socket is non-blocking: waits for room as needed).
-pub async fn write_all(to: &WriteHalf<'_>, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        to.writable().await?;
-        match to.try_write(data) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+/// Moves what `from` has through `pipe` into `to`; `Ok(true)` at end of file.
+async fn splice_available(
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &mut SplicePipe,
+    count: &AtomicU64,
+) -> io::Result<bool> {
+    loop {
+        match from.try_io(Interest::READABLE, || pipe.fill(from.as_fd())) {
+            Ok(0) => return Ok(true),
+            Ok(n) => count.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) => return Err(e),
+        };
+        while pipe.held() > 0 {
+            match to.try_io(Interest::WRITABLE, || pipe.drain(to.as_fd())) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
+                Err(e) => return Err(e),
+            }
         }
     }
-    Ok(())
 }
 
-/// [`write_all`] on a whole stream.
+/// Copies what `from` has into `to` through a pooled buffer; `Ok(true)` at end of file.
+async fn copy_available(
+    from: &TcpStream,
+    to: &TcpStream,
+    pool: &BufferPool,
+    count: &AtomicU64,
+) -> io::Result<bool> {
+    let mut buffer = pool.take();
+    let result = loop {
+        match from.try_read(&mut buffer) {
+            Ok(0) => break Ok(true),
+            Ok(n) => {
+                if let Err(e) = send(to, &buffer[..n]).await {
+                    break Err(e);
+                }
+                count.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(false),
+            Err(e) => break Err(e),
+        }
+    };
+    pool.give(buffer);
+    result
+}
+
+/// Writes all of `data` (the socket is non-blocking: waits for room as needed).
 pub async fn send(stream: &TcpStream, mut data: &[u8]) -> io::Result<()> {
     while !data.is_empty() {
         stream.writable().await?;
