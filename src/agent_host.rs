@@ -168,13 +168,14 @@ impl<'f> LocalTools<'f> {
                     .terminal
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                bridle_exec::terminal::call(
+                bridle_exec::terminal::call_with_network(
                     &self.plan,
                     approvals,
                     self.launcher.clone(),
                     &mut slot,
                     arguments,
                     self.persist_terminal,
+                    self.runner.proxy(),
                 )
             }
             _ => {

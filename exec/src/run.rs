@@ -90,6 +90,11 @@ impl SandboxRunner {
         }
     }
 
+    /// The session's network proxy, when it has one.
+    pub fn proxy(&self) -> Option<&crate::net::NetProxy> {
+        self.proxy.as_deref()
+    }
+
     /// The same runner, connecting `allow-list` commands through `proxy` (without one they
     /// are refused).
     pub fn with_proxy(mut self, proxy: std::sync::Arc<crate::net::NetProxy>) -> SandboxRunner {

@@ -263,3 +263,39 @@ fn headless_an_unmatched_host_is_denied_without_asking() {
     );
     assert!(server.requests().is_empty(), "{:?}", server.requests());
 }
+
+#[test]
+fn the_terminal_reaches_allowed_hosts_through_the_proxy_and_reports_each_call() {
+    let (e, server) = session_env("never");
+    let port = server.port;
+    let args = serde_json::json!({
+        "input": format!(
+            "curl -sS --fail http://registry.test:{port}/hello.txt; curl -sS --fail http://blocked.test:{port}/never\n"
+        ),
+        "wait_ms": 10000,
+    });
+    let r = run_bounded(e.bridle().args([
+        "--profile",
+        &e.profile,
+        "tool",
+        "terminal",
+        &args.to_string(),
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let content = v["content"].as_str().unwrap();
+    assert!(content.contains("hello from outside"), "{v}");
+    assert!(
+        content.contains(&format!("[network: allowed registry.test:{port}")),
+        "{v}"
+    );
+    assert!(
+        content.contains(&format!("[network: denied blocked.test:{port}")),
+        "{v}"
+    );
+    assert_eq!(
+        v["sandbox"]["network_decisions"].as_array().map(Vec::len),
+        Some(2),
+        "{v}"
+    );
+    assert!(!server.requests().iter().any(|q| q.contains("never")));
+}
