@@ -390,6 +390,44 @@ mod tests {
             .unwrap()
     }
 
+    fn net_status(spec: &SandboxSpec, probe: &HostProbe) -> GuaranteeStatus {
+        assess(spec, probe)
+            .guarantees
+            .into_iter()
+            .find(|g| g.guarantee == Guarantee::Net)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_allow_list_needs_the_private_network_namespace() {
+        let mut spec = protecting_spec();
+        spec.network = Network::AllowList;
+        let status = net_status(&spec, &capable_host());
+        assert_eq!(
+            status.provided_by,
+            vec![
+                Mechanism::NetNamespace,
+                Mechanism::SeccompSockets,
+                Mechanism::AllowListProxy
+            ]
+        );
+        let plan = assess(&spec, &capable_host()).plan;
+        assert!(plan.net_ns && plan.seccomp_network_off && !plan.landlock_deny_tcp);
+        let without_netns = HostProbe {
+            net_ns: Err("EPERM".into()),
+            ..capable_host()
+        };
+        let status = net_status(&spec, &without_netns);
+        assert!(status.missing(), "{status:?}");
+        assert!(
+            status
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("allow-list needs a private network namespace")),
+            "{status:?}"
+        );
+    }
+
     #[test]
     fn protected_paths_need_the_pid_namespace_whose_init_watches_them() {
         let status = protect_status(&capable_host());
