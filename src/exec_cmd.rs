@@ -52,6 +52,13 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     if let Some(code) = refused_by_rules(&plan, &args.argv) {
         return Ok(code);
     }
+    let proxy = match crate::net_wiring::exec_proxy(&plan) {
+        Ok(proxy) => proxy,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
     let launcher = std::env::current_exe()?;
     // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
     let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {
@@ -87,11 +94,21 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     // instead of re-executing bridle (same launcher code, one exec less). The re-executed
     // launcher (what multi-threaded callers use) can be selected for testing and comparison.
     let launch = sandbox.launch(args.argv.clone(), &cwd);
-    let launch = if std::env::var_os("BRIDLE_LAUNCHER").is_some_and(|v| v == "exec") {
-        launch
-    } else {
-        launch.in_process()
+    // With the allow-list the proxy's threads already run: the launcher is re-executed.
+    let network = sandbox.spec().network;
+    let (launch, relay) = match crate::net_wiring::with_relay(launch, network, proxy.as_ref()) {
+        Ok(pair) => pair,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
     };
+    let launch =
+        if std::env::var_os("BRIDLE_LAUNCHER").is_some_and(|v| v == "exec") || relay.is_some() {
+            launch
+        } else {
+            launch.in_process()
+        };
     // Stdio that is a plain file (a redirection) reaches the command as a pipe bridle pumps:
     // a file descriptor would let it fchmod, futimens or ftruncate a file outside its roots.
     let (stdio, pumps) = StdioPumps::prepare()?;
@@ -115,11 +132,17 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
             let mut net_watch = running.take_net_watch();
+            // The proxy serves the sandbox's relay; if it cannot, the command is stopped (125).
+            let attached = crate::net_wiring::attach(proxy.as_ref(), relay);
+            if attached.is_err() {
+                running.kill_tree();
+            }
             let finished = running.finish(timeout);
             for line in finished.inspection.messages() {
                 say(&line);
             }
-            let code = match finished.outcome {
+            let outcome = crate::net_wiring::after_run(attached, finished.outcome);
+            let code = match outcome {
                 Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
                 Outcome::TimedOut => {
                     let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
@@ -141,6 +164,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     };
     bridle_sandbox::launcher::kill_orphans();
     pumps.finish();
+    crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)

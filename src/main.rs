@@ -4,6 +4,7 @@ mod agent_host;
 mod cli;
 mod exec_cmd;
 mod log_cmd;
+mod net_wiring;
 mod policy_cmd;
 mod probe_cmd;
 mod run_cmd;

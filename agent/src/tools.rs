@@ -14,6 +14,17 @@ pub enum ToolNote {
     /// The call was decided; with `Allow` it runs right after the loop returns from the note
     /// (the loop makes the log durable first).
     Decided { decision: Decision, by: String },
+    /// The network proxy decided connections of the call's command (after it ran).
+    NetDecision {
+        host: String,
+        port: u16,
+        decision: Decision,
+        by: String,
+        error: Option<String>,
+        connections: u64,
+        sent: u64,
+        received: u64,
+    },
 }
 
 /// What the model sees of a call, and what the sandbox enforced for it.

@@ -200,6 +200,9 @@ pub enum PipelineNote {
         /// The rule, approval, policy or guard that decided.
         by: String,
     },
+    /// The network proxy decided connections the call made (reported when the call's
+    /// command has ended, with the bytes moved).
+    Network(crate::net::NetDecision),
 }
 
 /// Receives a call's notes; an error means the note could not be kept (and the call must not
@@ -300,6 +303,11 @@ impl<'o> Approvals<'o> {
             decision,
             by: by.to_owned(),
         })
+    }
+
+    /// Reports a network decision of the call's connections.
+    pub fn network(&self, decision: &crate::net::NetDecision) -> Result<(), String> {
+        self.note(PipelineNote::Network(decision.clone()))
     }
 
     fn note(&self, note: PipelineNote) -> Result<(), String> {

@@ -289,6 +289,9 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
     if let Some(what) = &call.denied_by_sandbox {
         writeln!(out, "{MORE}denied by the sandbox: {}", p(what))?;
     }
+    for n in &call.network {
+        writeln!(out, "{MORE}{}", network_line(n))?;
+    }
     match (call.ok, &call.result) {
         (Some(ok), Some(text)) => {
             cut.write(out, MORE, if ok { "ok:" } else { "failed:" }, text, 100)?;
@@ -306,6 +309,26 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// One `net/decision` of a call, as `log show` lists it.
+fn network_line(n: &bridle_agent::log::NetDecision) -> String {
+    let p = |text: &str| printable(text);
+    let error = n
+        .error
+        .as_deref()
+        .map(|e| format!(", failed: {}", p(e)))
+        .unwrap_or_default();
+    format!(
+        "network: {} {}:{} by {}  ({} connections, {} bytes sent, {} received{error})",
+        n.decision,
+        p(&n.host),
+        n.port,
+        p(&n.by),
+        n.connections,
+        n.sent,
+        n.received
+    )
 }
 
 #[cfg(test)]

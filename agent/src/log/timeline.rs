@@ -103,6 +103,9 @@ pub struct Call {
     /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<Quarantine>,
+    /// What the network proxy decided for the call's connections.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<super::event::NetDecision>,
 }
 
 /// An escalation a call asked for (`sandbox_permissions` in its arguments).
@@ -260,6 +263,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }
                 None => out.entries.push(unattached),
             },
+            Event::NetDecision(decision) => match open.find(&mut turn, &decision.call_id) {
+                Some(call) => call.network.push(decision.clone()),
+                None => out.entries.push(unattached),
+            },
             Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.approval = Some(Approval {
@@ -388,6 +395,7 @@ impl Call {
             denied_by_sandbox: None,
             refused_by: None,
             quarantined: Vec::new(),
+            network: Vec::new(),
         }
     }
 }

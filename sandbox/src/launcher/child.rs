@@ -32,8 +32,8 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
-use super::protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, StatusLine};
-use crate::{landlock_rules, mounts, privileges, seccomp, sys};
+use super::protocol::{CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, StatusLine};
+use crate::{landlock_rules, mounts, privileges, relay, seccomp, sys};
 
 /// A setup failure: which guarantee, and why.
 struct Fail {
@@ -91,7 +91,11 @@ pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> 
     // Everything else the parent had open stays with the parent: a pipe end held here would
     // keep its reader from ever seeing end-of-file.
     sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
-    let _ = sys::close_fds_from(u32::try_from(STATUS_FD + 1).unwrap_or(5));
+    // The relay channel, when the parent put one at RELAY_FD, stays (see `crate::relay`).
+    let _ = sys::close_fds_from(u32::try_from(RELAY_FD + 1).unwrap_or(6));
+    if config.spec.network != bridle_policy::Network::AllowList {
+        sys::close_raw_fd(RELAY_FD);
+    }
     // Never unwind into the parent's stack frames (their destructors belong to the parent, e.g.
     // placeholder cleanup): a panic here ends this process at once.
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(config))) {
@@ -230,6 +234,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
         sys::loopback_up(sock.as_fd())
             .map_err(|e| fail(Guarantee::Net, format!("bringing loopback up: {e}")))?;
     }
+    relay_hook(&config)?;
     if m.pid_ns {
         nix::sched::unshare(CloneFlags::CLONE_NEWPID)
             .map_err(|e| fail(Guarantee::Tree, format!("unshare(CLONE_NEWPID): {e}")))?;
@@ -264,6 +269,27 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     sys::close_raw_fd(STATUS_FD);
     let code = supervise(child, true);
     sys::exit_now(code)
+}
+
+/// Network `allow-list`: inside the new network namespace (loopback up), the relay listener
+/// goes to bridle's proxy (see [`crate::relay`]). Refused without a private network namespace:
+/// inet sockets would then reach the host's network.
+fn relay_hook(config: &LaunchConfig) -> Result<(), Fail> {
+    let spec = &config.spec;
+    if spec.network != bridle_policy::Network::AllowList {
+        return Ok(());
+    }
+    if !config.mechanisms.net_ns {
+        return Err(fail(
+            Guarantee::Net,
+            "network allow-list needs a private network namespace",
+        ));
+    }
+    let port = spec
+        .allow_list
+        .as_ref()
+        .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
+    relay::hand_over_listener(port).map_err(|cause| fail(Guarantee::Net, cause))
 }
 
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {

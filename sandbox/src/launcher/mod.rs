@@ -21,7 +21,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Pid, getegid, geteuid, getpid};
 
 pub use child::launcher_main;
-use protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, StatusLine};
+use protocol::{CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, StatusLine};
 
 use crate::assess::{Assessment, assess};
 use crate::mounts::{self, Inspection, Inspector, MountPlan, Placeholders};
@@ -205,6 +205,7 @@ impl Sandbox {
             in_process: false,
             controlling_tty: false,
             stdio: [None, None, None],
+            relay: None,
         }
     }
 }
@@ -247,6 +248,8 @@ pub struct Launch {
     /// Replacements for the command's stdin, stdout and stderr (forked launcher only; the
     /// re-executed one takes its stdio from [`Launch::command`]).
     stdio: [Option<OwnedFd>; 3],
+    /// The launcher's end of the relay channel (network `allow-list`), passed at `RELAY_FD`.
+    relay: Option<OwnedFd>,
 }
 
 /// How a launched command ended.
@@ -313,6 +316,14 @@ impl Launch {
     /// (for example pipes the caller pumps, when its own stdio is a regular file).
     pub fn with_stdio(mut self, stdio: [Option<OwnedFd>; 3]) -> Launch {
         self.stdio = stdio;
+        self
+    }
+
+    /// Passes the launcher's end of a relay channel (see [`crate::relay::channel`]): with
+    /// network `allow-list`, the launcher hands the relay listener to bridle's proxy over it.
+    /// Without one, an `allow-list` launch is refused (`G-NET`).
+    pub fn with_network_relay(mut self, launcher_end: OwnedFd) -> Launch {
+        self.relay = Some(launcher_end);
         self
     }
 
@@ -414,14 +425,18 @@ impl Launch {
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
-        sys::set_child_fds(
-            &mut self.command,
-            [
-                (config_read.as_raw_fd(), CONFIG_FD),
-                (status_write.as_raw_fd(), STATUS_FD),
-            ],
-            self.controlling_tty,
-        );
+        let pipes = [
+            (config_read.as_raw_fd(), CONFIG_FD),
+            (status_write.as_raw_fd(), STATUS_FD),
+        ];
+        match &self.relay {
+            Some(relay) => sys::set_child_fds(
+                &mut self.command,
+                [pipes[0], pipes[1], (relay.as_raw_fd(), RELAY_FD)],
+                self.controlling_tty,
+            ),
+            None => sys::set_child_fds(&mut self.command, pipes, self.controlling_tty),
+        }
         let [stdin, stdout, stderr] = std::mem::take(&mut self.stdio);
         if let Some(fd) = stdin {
             self.command.stdin(std::process::Stdio::from(fd));
@@ -475,6 +490,11 @@ impl Launch {
                     }
                 }
                 self.stdio = [None, None, None];
+                if let Some(relay) = &self.relay
+                    && sys::dup2_raw(relay.as_raw_fd(), RELAY_FD).is_err()
+                {
+                    sys::exit_now(125);
+                }
                 child::run_forked(self.config.clone(), status_write)
             }
             Ok(nix::unistd::ForkResult::Parent { child }) => {

@@ -23,6 +23,9 @@ use crate::mounts::MountPlan;
 pub const CONFIG_FD: i32 = 3;
 /// The launcher's fd for the status pipe.
 pub const STATUS_FD: i32 = 4;
+/// The launcher's fd for the relay channel to bridle's proxy (network `allow-list` only; see
+/// [`crate::relay`]).
+pub const RELAY_FD: i32 = 5;
 
 /// Everything the launcher needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
