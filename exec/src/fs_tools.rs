@@ -7,6 +7,11 @@
 //! and no symlink following for writes, so the kernel enforces the same roots as for commands.
 //! Reads and listings may run concurrently; writes and edits may not.
 
+#![expect(
+    clippy::result_large_err,
+    reason = "the helpers return the finished tool result as their error, moved once per call"
+)]
+
 use std::path::{Path, PathBuf};
 
 use bridle_policy::{Decision, Plan, SandboxMode};
