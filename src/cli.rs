@@ -337,7 +337,7 @@ pub enum ExplainCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Explain a network connection to HOST[:PORT] (port 443 when omitted): the decision of
+    /// Explain a network connection to HOST or HOST:PORT (port 443 when omitted): the decision of
     /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
     Connect {
         /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.
