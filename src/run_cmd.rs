@@ -229,8 +229,11 @@ fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicyS
         "command_rules": plan.command_rules,
         "path_rules": plan.path_rules,
     });
-    let digest =
-        bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&stable(everything, &temp))?);
+    // Sorted keys: the digest must not depend on serde_json's map order (the ACP SDK turns
+    // on `preserve_order` in this build).
+    let mut everything = stable(everything, &temp);
+    everything.sort_all_objects();
+    let digest = bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&everything)?);
     let paths = |paths: &[PathBuf]| -> Vec<String> {
         paths
             .iter()

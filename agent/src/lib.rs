@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod front;
 pub mod log;
 pub mod model;
 pub mod plan_mode;

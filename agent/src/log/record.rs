@@ -50,15 +50,17 @@ impl Record {
 
     /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
     pub fn canonical_body(&self) -> Vec<u8> {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "seq": self.seq,
             "time": self.time,
             "type": self.kind,
             "data": self.data,
             "ignorable": self.ignorable,
         });
-        // serde_json's map is ordered by key, so equal records give equal bytes however they
-        // were read; serialising a `Value` cannot fail.
+        // Keys sorted, so equal records give equal bytes however they were read, and whether
+        // or not a crate in the build turned on serde_json's `preserve_order` (the ACP SDK
+        // does); serialising a `Value` cannot fail.
+        body.sort_all_objects();
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -101,10 +103,12 @@ impl Record {
 fn split(event: &Event) -> (String, serde_json::Value) {
     // Serialising an `Event` cannot fail: every field is plain data with string keys.
     let value = serde_json::to_value(event).unwrap_or_default();
-    let data = value
+    let mut data = value
         .get("data")
         .cloned()
         .unwrap_or(serde_json::Value::Null);
+    // Stored with sorted keys, as every build of bridle writes them (see `canonical_body`).
+    data.sort_all_objects();
     (event.kind().to_owned(), data)
 }
 
@@ -196,5 +200,30 @@ mod tests {
         assert!(record.event().unwrap_err().contains("future/thing"));
         record.ignorable = true;
         assert_eq!(record.event().unwrap(), None);
+    }
+
+    /// The chain hashes sorted keys and the log stores them, whatever order serde_json keeps
+    /// maps in (the ACP SDK turns on `preserve_order` in the bridle build): a log written by a
+    /// build without it verifies and is canonical in one with it, and the other way round.
+    #[test]
+    fn the_hashed_and_stored_bytes_do_not_depend_on_map_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = LogKey::load_or_create(dir.path()).unwrap();
+        let prev = key.genesis("s");
+        // Struct order is call_id, name, arguments: not sorted.
+        let event = Event::ToolCall(super::super::event::ToolCall {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        });
+        let record = Record::seal(&key, &prev, 3, "t".into(), &event);
+        let stored = String::from_utf8(record.stored_form()).unwrap();
+        assert!(
+            stored.contains(r#""data":{"arguments":"{}","call_id":"c1","name":"bash"}"#),
+            "{stored}"
+        );
+        let body = String::from_utf8(record.canonical_body()).unwrap();
+        assert!(body.starts_with(r#"{"data":{"arguments""#), "{body}");
+        assert!(body.ends_with(r#""seq":3,"time":"t","type":"tool/call"}"#), "{body}");
     }
 }

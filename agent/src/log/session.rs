@@ -25,6 +25,8 @@ pub struct SessionLog {
     progress: Progress,
     /// Set when a write failed: nothing more is appended (a gap would break the chain).
     failed: Option<String>,
+    /// Told of every event as it is appended (the front ends' feed).
+    watcher: Option<Watcher>,
     /// The head record, rewritten after every batch.
     head_path: std::path::PathBuf,
     /// Held while the log is open, so no other process appends to the same session.
@@ -56,6 +58,7 @@ impl SessionLog {
             events: verified.events,
             progress,
             failed: None,
+            watcher: None,
             _lock: lock,
         }
     }
@@ -83,6 +86,14 @@ impl SessionLog {
     /// The sequence number the next event gets.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Calls `watch` with every event appended from now on, with its sequence number, once it
+    /// is sealed into the log (in order, on the appending thread). Front ends render from it
+    /// (`bridle run --json`, the progress lines); an event is never shown before the log has
+    /// it. Replaces an earlier watcher.
+    pub fn watch(&mut self, watch: impl FnMut(u64, &Event) + Send + 'static) {
+        self.watcher = Some(Watcher(Box::new(watch)));
     }
 
     /// Records `event` (buffered; see [`SessionLog::barrier`]) and returns its sequence number.
@@ -113,6 +124,9 @@ impl SessionLog {
         self.next_seq += 1;
         self.pending.push(record);
         self.progress.observe(&event);
+        if let Some(Watcher(watch)) = &mut self.watcher {
+            watch(seq, &event);
+        }
         self.events.push((seq, event));
         if self.pending.len() >= MAX_BATCH {
             self.barrier()?;
@@ -165,6 +179,15 @@ impl Drop for SessionLog {
         if let Err(e) = self.barrier() {
             tracing::error!("session {}: events lost at exit: {e}", self.id);
         }
+    }
+}
+
+/// What [`SessionLog::watch`] calls.
+struct Watcher(Box<dyn FnMut(u64, &Event) + Send>);
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watcher")
     }
 }
 
