@@ -145,6 +145,11 @@ pub struct RunArgs {
     /// Start the session in plan mode.
     #[arg(long)]
     pub plan: bool,
+    /// One JSON object per line on stdout for each committed event a script needs, the final
+    /// answer last (README "bridle run --json"); without it, one progress line per tool call
+    /// on stderr (none with -q).
+    #[arg(long)]
+    pub json: bool,
     /// Continue session ID (its turn numbers continue).
     #[arg(long, value_name = "ID", conflicts_with = "fork")]
     pub resume: Option<String>,

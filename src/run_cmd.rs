@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
+use bridle_agent::front::json;
 use bridle_agent::log::{
     Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
     TurnEndReason,
@@ -97,8 +98,10 @@ fn run_turn(
         policy_digest: summary.digest.clone(),
     };
     let mut log = open_log(&dir, args, backend, &new)?;
+    watch_events(&mut log, args.json, global.quiet);
     log_policy(&mut log, &summary)?;
     say(&format!("session {}", log.id()));
+    let session_id = log.id().to_owned();
     let sections = vec![base_section(&plan)];
     let mut tools = LocalTools::new(
         &facts,
@@ -144,7 +147,11 @@ fn run_turn(
     let _ = std::fs::remove_dir_all(&temp_dir);
     let report = report?;
     let mut out = std::io::stdout().lock();
-    if !report.answer.is_empty() {
+    if args.json {
+        let line = json::final_line(&session_id, report.turn, report.reason, &report.answer);
+        writeln!(out, "{line}")?;
+        out.flush()?;
+    } else if !report.answer.is_empty() {
         // On a terminal the model's text must not drive it (OSC 52 would set the clipboard,
         // say): escaped line by line. A pipe or a file gets the answer byte for byte.
         if out.is_terminal() {
@@ -170,6 +177,38 @@ fn run_turn(
         None => say(&format!("the turn ended {reason}")),
     }
     Ok(1)
+}
+
+/// Shows the session's events as they are committed: with `json`, its `--json` lines on stdout
+/// (the header first, so a resumed session names itself too); else one progress line per
+/// tool call on stderr, unless `quiet`.
+fn watch_events(log: &mut SessionLog, json: bool, quiet: bool) {
+    if json {
+        if let Some((seq, header)) = log.events().first()
+            && let Some(line) = json::json_line(*seq, header)
+        {
+            print_json_line(&line);
+        }
+        log.watch(|seq, event| {
+            if let Some(line) = json::json_line(seq, event) {
+                print_json_line(&line);
+            }
+        });
+    } else if !quiet {
+        let mut progress = json::ProgressLines::default();
+        log.watch(move |_, event| {
+            if let Some(line) = progress.line(event) {
+                say(&line);
+            }
+        });
+    }
+}
+
+/// One `--json` line, flushed at once (a script reads it as it happens). A closed stdout does
+/// not stop the session.
+fn print_json_line(line: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// The model a `--model` route names.

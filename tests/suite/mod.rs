@@ -24,6 +24,7 @@ mod protect_git;
 mod protect_new_repos;
 mod rules_cli;
 mod run_cli;
+mod run_json_cli;
 mod run_log_cli;
 mod shell_cli;
 mod support;

@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ConfigOptionUpdate,
     ContentBlock, ContentChunk, CurrentModeUpdate, Diff, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionConfigOption, SessionConfigSelectOption, SessionMode,
-    SessionModeState, SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    UnstructuredCommandInput,
+    PlanEntryStatus, SessionConfigOption, SessionConfigSelectOption, SessionMode, SessionModeState,
+    SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
 use bridle_policy::{ApprovalPolicy, Decision, Network, SandboxMode};
 use serde_json::Value;
@@ -347,8 +346,9 @@ pub fn modes(plan_active: bool) -> SessionModeState {
     SessionModeState::new(
         mode_id(plan_active),
         vec![
-            SessionMode::new(MODE_DEFAULT, "Default")
-                .description("The agent acts, within the sandbox and the approval policy.".to_owned()),
+            SessionMode::new(MODE_DEFAULT, "Default").description(
+                "The agent acts, within the sandbox and the approval policy.".to_owned(),
+            ),
             SessionMode::new(MODE_PLAN, "Plan").description(
                 "The agent plans first and presents the plan for review (soft guidance: the \
                  sandbox is unchanged)."

@@ -175,13 +175,23 @@ fn a_read_edit_bash_turn_maps_to_chunks_tool_calls_and_updates() {
             "current_mode_update",
         ]
     );
-    assert_eq!(updates[1]["content"], json!({"type": "text", "text": "Reading "}));
+    assert_eq!(
+        updates[1]["content"],
+        json!({"type": "text", "text": "Reading "})
+    );
     let read = &updates[3];
     assert_eq!(read["toolCallId"], "r");
     assert_eq!(read["kind"], "read");
     assert_eq!(read["title"], "read_file: src/a.rs");
-    assert_eq!(read["status"], json!(null), "pending is the default, left out");
-    assert_eq!(read["locations"], json!([{"path": "/w/src/a.rs", "line": 3}]));
+    assert_eq!(
+        read["status"],
+        json!(null),
+        "pending is the default, left out"
+    );
+    assert_eq!(
+        read["locations"],
+        json!([{"path": "/w/src/a.rs", "line": 3}])
+    );
     assert_eq!(read["rawInput"], json!({"path": "src/a.rs", "offset": 3}));
     assert_eq!(updates[4]["status"], "in_progress");
     assert_eq!(updates[5]["status"], "completed");
@@ -191,7 +201,10 @@ fn a_read_edit_bash_turn_maps_to_chunks_tool_calls_and_updates() {
         updates[8]["content"][0],
         json!({"type": "diff", "path": "/w/src/a.rs", "oldText": "one", "newText": "two"})
     );
-    assert_eq!(updates[8]["content"][1]["content"]["text"], "edited src/a.rs");
+    assert_eq!(
+        updates[8]["content"][1]["content"]["text"],
+        "edited src/a.rs"
+    );
     assert_eq!(updates[9]["kind"], "execute");
     assert_eq!(updates[9]["title"], "bash: cargo test");
     assert_eq!(updates[11]["status"], "failed");
@@ -290,8 +303,16 @@ fn config_options_are_three_and_never_wider_than_the_profile() {
     assert!(wider.contains("wider than the profile"), "{wider}");
     assert!(config_choice(&ceiling, "network", "on").is_err());
     assert!(config_choice(&ceiling, "approval", "ask").is_err());
-    assert!(config_choice(&ceiling, "network", "sideways").unwrap_err().contains("unknown value"));
-    assert!(config_choice(&ceiling, "colour", "red").unwrap_err().contains("unknown config option"));
+    assert!(
+        config_choice(&ceiling, "network", "sideways")
+            .unwrap_err()
+            .contains("unknown value")
+    );
+    assert!(
+        config_choice(&ceiling, "colour", "red")
+            .unwrap_err()
+            .contains("unknown config option")
+    );
 }
 
 #[test]

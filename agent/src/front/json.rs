@@ -80,7 +80,10 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
                 .iter()
                 .map(|c| json!({"call_id": c.call_id, "name": c.name}))
                 .collect();
-            ("assistant_message", json!({"text": text, "tool_calls": calls}))
+            (
+                "assistant_message",
+                json!({"text": text, "tool_calls": calls}),
+            )
         }
         Event::ToolCall(call) => (
             "tool_call",
@@ -211,6 +214,14 @@ impl ProgressLines {
                     .unwrap_or_else(|| format!("call {call_id}"));
                 Some(format!("{call} → {decision} ({by})"))
             }
+            // A call that never reached a decision (its arguments were invalid): its line
+            // says why it did not run.
+            Event::ToolResult {
+                call_id, content, ..
+            } => self.calls.remove(call_id).map(|call| {
+                let why = content.split('\n').next().unwrap_or("");
+                format!("{call} → not run: {}", super::summary::cut(why, 120))
+            }),
             _ => None,
         }
     }
@@ -383,5 +394,23 @@ mod tests {
             .filter_map(|(_, e)| progress.line(e))
             .collect();
         assert_eq!(lines, ["bash: ls -la → allow (approval)"]);
+        let invalid = [
+            Event::ToolCall(ToolCall {
+                call_id: "c2".into(),
+                name: "read_file".into(),
+                arguments: "{oops".into(),
+            }),
+            Event::ToolResult {
+                call_id: "c2".into(),
+                ok: false,
+                content: "invalid arguments: expected ident\nmore".into(),
+                sandbox: None,
+            },
+        ];
+        let lines: Vec<String> = invalid.iter().filter_map(|e| progress.line(e)).collect();
+        assert_eq!(
+            lines,
+            ["read_file: {oops → not run: invalid arguments: expected ident"]
+        );
     }
 }

@@ -77,7 +77,10 @@ mod tests {
             ),
             "str_replace_editor: view src/lib.rs"
         );
-        assert_eq!(call_summary("glob", r#"{"pattern":"**/*.rs"}"#, 80), "glob: **/*.rs");
+        assert_eq!(
+            call_summary("glob", r#"{"pattern":"**/*.rs"}"#, 80),
+            "glob: **/*.rs"
+        );
         assert_eq!(call_summary("x", "{not json", 80), "x: {not json");
         assert_eq!(call_summary("x", r#"{"n":1}"#, 80), r#"x: {"n":1}"#);
     }

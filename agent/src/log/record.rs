@@ -224,6 +224,9 @@ mod tests {
         );
         let body = String::from_utf8(record.canonical_body()).unwrap();
         assert!(body.starts_with(r#"{"data":{"arguments""#), "{body}");
-        assert!(body.ends_with(r#""seq":3,"time":"t","type":"tool/call"}"#), "{body}");
+        assert!(
+            body.ends_with(r#""seq":3,"time":"t","type":"tool/call"}"#),
+            "{body}"
+        );
     }
 }
