@@ -7,6 +7,8 @@
 
 mod show;
 
+pub(crate) use show::brief;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
 //! The `bridle` command-line interface: parses flags, wires the crates, prints.
 
 mod agent_host;
+mod chat;
 mod cli;
 mod exec_cmd;
 mod log_cmd;
