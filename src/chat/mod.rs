@@ -4,4 +4,5 @@
 // then only the renderer exists, and only its tests use it.
 #![allow(dead_code)]
 
+pub mod input;
 pub mod render;

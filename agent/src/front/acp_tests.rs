@@ -380,3 +380,70 @@ fn modes_and_commands_are_offered() {
     assert_eq!(commands["sessionUpdate"], "available_commands_update");
     assert_eq!(commands["availableCommands"][0]["name"], "plan");
 }
+
+#[test]
+fn permission_requests_offer_two_options_and_only_the_explicit_yes_allows() {
+    use agent_client_protocol::v1::schema::SelectedPermissionOutcome;
+    let request = permission_request(
+        "s1",
+        Question::Approval,
+        "c1",
+        "bash: curl x",
+        "run with the network on?",
+    );
+    let value = serde_json::to_value(&request).unwrap();
+    assert_eq!(value["sessionId"], "s1");
+    assert_eq!(value["toolCall"]["toolCallId"], "c1");
+    assert_eq!(value["options"][0]["kind"], "allow_once");
+    assert_eq!(value["options"][1]["kind"], "reject_once");
+    let chose = |id: &str| {
+        Ok::<_, ()>(RequestPermissionOutcome::Selected(
+            SelectedPermissionOutcome::new(id.to_owned()),
+        ))
+    };
+    assert_eq!(
+        answer_of(Question::Approval, chose(ALLOW_ONCE)),
+        Answer::Yes
+    );
+    assert_eq!(
+        answer_of(Question::Approval, chose(REJECT_ONCE)),
+        Answer::No
+    );
+    // The plan review's yes is not the approval's, and the other way round.
+    assert_eq!(
+        answer_of(Question::Approval, chose(APPROVE_PLAN)),
+        Answer::No
+    );
+    assert_eq!(
+        answer_of(Question::PlanReview, chose(APPROVE_PLAN)),
+        Answer::Yes
+    );
+    assert_eq!(
+        answer_of(Question::PlanReview, chose(KEEP_PLANNING)),
+        Answer::No
+    );
+    assert_eq!(
+        answer_of(
+            Question::Approval,
+            Ok::<_, ()>(RequestPermissionOutcome::Cancelled)
+        ),
+        Answer::No
+    );
+    assert_eq!(
+        answer_of(
+            Question::Approval,
+            Err::<RequestPermissionOutcome, _>("rpc error")
+        ),
+        Answer::No
+    );
+    let review = serde_json::to_value(permission_request(
+        "s1",
+        Question::PlanReview,
+        "p",
+        "exit_plan_mode",
+        "# Plan",
+    ))
+    .unwrap();
+    assert_eq!(review["options"][0]["optionId"], APPROVE_PLAN);
+    assert_eq!(review["options"][1]["optionId"], KEEP_PLANNING);
+}

@@ -413,4 +413,31 @@ mod tests {
             ["read_file: {oops → not run: invalid arguments: expected ident"]
         );
     }
+
+    /// The seam `bridle run` renders from: every event appended after `watch`, in order, with
+    /// the seq the log gave it, and nothing from before.
+    #[test]
+    fn the_log_watch_sees_every_appended_event_in_order_with_its_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = SessionDir::open(dir.path()).unwrap();
+        let mut log = sessions
+            .create(
+                crate::log::Backend::Sqlite,
+                &NewSession {
+                    workspace: "/w".into(),
+                    profile: "p".into(),
+                    policy_digest: "d".into(),
+                },
+            )
+            .unwrap();
+        log.append(Event::TurnStart { turn: 0 }).unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        log.watch(move |seq, event| sink.lock().unwrap().push((seq, event.clone())));
+        log.append(Event::StepStart { turn: 0, step: 0 }).unwrap();
+        log.append(Event::StepEnd { turn: 0, step: 0 }).unwrap();
+        let logged: Vec<(u64, Event)> = log.events()[2..].to_vec();
+        assert_eq!(*seen.lock().unwrap(), logged);
+        assert_eq!(logged[0].0, 2);
+    }
 }
