@@ -12,6 +12,7 @@ use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
 use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
+
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
 
@@ -167,6 +168,11 @@ impl<'h> Agent<'h> {
         tools: &'h dyn ToolHost,
         config: AgentConfig,
     ) -> Self {
+        if let Some(plan) = &config.plan_mode
+            && let Err(e) = tools.add_tool(plan_mode::PLUGIN, plan.tool())
+        {
+            tracing::warn!("plan mode: its tool could not be registered: {e}");
+        }
         Self {
             log,
             route: model.route(),
@@ -202,6 +208,9 @@ impl<'h> Agent<'h> {
         }
         self.log.append(Event::PlanMode { active: true })?;
         self.log.barrier()?;
+        if let Some(plan) = &self.config.plan_mode {
+            plan.observe(true);
+        }
         Ok(true)
     }
 
@@ -336,11 +345,21 @@ impl<'h> Agent<'h> {
     /// The next request, built from the log alone; its header is logged when it changed.
     fn request(&mut self) -> Result<ModelRequest, AgentError> {
         let mut sections = self.config.sections.clone();
-        let mut tools = self.tools.schemas();
+        // The plugin's tool is registered in both states, so the catalogue never changes (PM14).
+        let tools = self.tools.schemas();
         if let Some(plan) = &self.config.plan_mode {
-            sections.extend(plan.section(self.log.events().iter().map(|(_, e)| e)));
-            // Registered in both states, so the catalogue never changes (PM14).
-            tools.push(PlanMode::exit_tool_schema());
+            let logged = plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e));
+            // A pending choice (an approved exit) is appended here, silently (PM19).
+            if let Some(active) = plan.take_pending()
+                && active != logged
+            {
+                self.log.append(Event::PlanMode { active })?;
+            }
+            let events = self.log.events().iter().map(|(_, e)| e);
+            plan.observe(plan_mode::fold_plan_mode(
+                self.log.events().iter().map(|(_, e)| e),
+            ));
+            sections.extend(plan.section(events));
         }
         sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
@@ -452,27 +471,6 @@ impl<'h> Agent<'h> {
     /// Runs `batch` (alone, or side by side), recording every decision as it is taken and
     /// making the log durable before an allowed call runs.
     fn run_batch(&mut self, batch: &[ToolCall]) -> Result<Vec<ToolOutcome>, AgentError> {
-        if let [call] = batch
-            && call.name == plan_mode::EXIT_TOOL
-            && let Some(plan) = &self.config.plan_mode
-        {
-            // The plugin's own tool: no sandbox effect, answered from the logged state.
-            let outcome = plan.exit(self.log.events().iter().map(|(_, e)| e), &call.arguments);
-            self.log.append(Event::ToolDecision {
-                call_id: call.call_id.clone(),
-                decision: bridle_policy::Decision::Allow,
-                by: "the plan-mode plugin's own tool (no effect outside the session)".to_owned(),
-            })?;
-            let (ok, content) = match outcome {
-                Ok(text) => (true, text),
-                Err(text) => (false, text),
-            };
-            return Ok(vec![ToolOutcome {
-                ok,
-                content,
-                sandbox: None,
-            }]);
-        }
         let tools = self.tools;
         let log = Mutex::new(&mut self.log);
         let run = |call: &ToolCall| {
@@ -495,25 +493,16 @@ impl<'h> Agent<'h> {
                         decision,
                         by,
                     },
-                    ToolNote::NetDecision {
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
-                    } => Event::NetDecision(crate::log::NetDecision {
+                    ToolNote::Network(d) => Event::NetDecision(crate::log::NetDecision {
                         call_id: call.call_id.clone(),
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
+                        host: d.host,
+                        port: d.port,
+                        decision: d.decision,
+                        by: d.by,
+                        error: d.error,
+                        connections: d.connections,
+                        sent: d.sent,
+                        received: d.received,
                     }),
                 };
                 let runs = matches!(
