@@ -448,6 +448,16 @@ mod tests {
                 policy: ApprovalPolicy::Never,
             },
             Event::PlanMode { active: true },
+            Event::InputReceived {
+                input_id: "input-1".into(),
+                kind: "steer".into(),
+            },
+            Event::InputIncluded {
+                input_id: "input-1".into(),
+                turn: 0,
+                step: 1,
+                carried: false,
+            },
             Event::PolicyEffective(PolicySummary {
                 digest: "d".into(),
                 profile: "p".into(),
