@@ -25,8 +25,9 @@ fn edit_events() -> Vec<Event> {
     let call = ToolCall {
         call_id: "e1".into(),
         name: "edit_file".into(),
-        arguments: r#"{"path":"src/parser.rs","old_string":"fn parse(","new_string":"pub fn parse("}"#
-            .into(),
+        arguments:
+            r#"{"path":"src/parser.rs","old_string":"fn parse(","new_string":"pub fn parse("}"#
+                .into(),
     };
     vec![
         Event::ToolCall(call),

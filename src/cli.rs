@@ -18,7 +18,7 @@ pub struct Cli {
 }
 
 /// Flags accepted before or after any subcommand.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// A shipped profile by name, or a profile YAML file by path.
     #[arg(

@@ -140,11 +140,19 @@ impl Facts {
 
     /// Plans `policy` for this invocation: the profile's decisions, plus protection for the
     /// other git directories the repositories in writable roots use (see
-    /// [`bridle_exec::git_dirs`]).
-    pub fn plan(&self, policy: &Policy, temp_dir: PathBuf) -> Result<Plan, PolicyError> {
+    /// [`bridle_exec::git_dirs`]), with `masks` (`path`, what it is) hidden.
+    pub fn plan(
+        &self,
+        policy: &Policy,
+        temp_dir: PathBuf,
+        masks: &[(PathBuf, String)],
+    ) -> Result<Plan, PolicyError> {
         let mut plan = bridle_policy::plan(policy, &self.plan_context(temp_dir))?;
         let found = bridle_exec::git_dirs::discover(&plan, &self.home);
         plan.protect_found(found);
+        for (path, what) in masks {
+            plan.mask_found(path, what);
+        }
         Ok(plan)
     }
 

@@ -12,6 +12,8 @@ use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
 use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
+
+use crate::session::{Feed, Inbox, Input, PreStep, StepVerdict, StepView};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
 use crate::transcript::{derive_messages, header_in_force};
 
@@ -31,6 +33,12 @@ pub struct AgentConfig {
     /// started are answered "aborted before dispatch", and the turn ends `aborted` with the
     /// cause logged. Running tools are the caller's to kill.
     pub cancel: Option<Cancel>,
+    /// Pre-step listeners, in order (plugins register them).
+    pub pre_step: Vec<std::sync::Arc<dyn PreStep>>,
+    /// A live session's inbox: steering and injected inputs join the next step.
+    pub inbox: Option<std::sync::Arc<Inbox>>,
+    /// A live session's feed of committed events.
+    pub feed: Option<std::sync::Arc<Feed>>,
 }
 
 /// A cancellation check, asked often (before each step and call, while a model streams):
@@ -45,7 +53,8 @@ impl std::fmt::Debug for AgentConfig {
             .field("max_parallel", &self.max_parallel)
             .field("plan_mode", &self.plan_mode)
             .field("cancel", &self.cancel.is_some())
-            .finish()
+            .field("pre_step", &self.pre_step.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -57,6 +66,9 @@ impl Default for AgentConfig {
             max_parallel: 4,
             plan_mode: None,
             cancel: None,
+            pre_step: Vec::new(),
+            inbox: None,
+            feed: None,
         }
     }
 }
@@ -167,6 +179,11 @@ impl<'h> Agent<'h> {
         tools: &'h dyn ToolHost,
         config: AgentConfig,
     ) -> Self {
+        if let Some(plan) = &config.plan_mode
+            && let Err(e) = tools.add_tool(plan_mode::PLUGIN, plan.tool())
+        {
+            tracing::warn!("plan mode: its tool could not be registered: {e}");
+        }
         Self {
             log,
             route: model.route(),
@@ -201,16 +218,65 @@ impl<'h> Agent<'h> {
             return Ok(false);
         }
         self.log.append(Event::PlanMode { active: true })?;
-        self.log.barrier()?;
+        self.durable()?;
+        if let Some(plan) = &self.config.plan_mode {
+            plan.observe(true);
+        }
         Ok(true)
+    }
+
+    /// Makes the log durable, then publishes what became durable to the feed.
+    fn durable(&mut self) -> Result<(), AgentError> {
+        self.log.barrier()?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Publishes the committed events not yet published (a live session's feed).
+    pub fn publish(&self) {
+        if let Some(feed) = &self.config.feed {
+            feed.publish(self.log.events());
+        }
+    }
+
+    /// Appends `event` and makes it durable (a command of an idle session: PM6).
+    pub fn commit(&mut self, event: Event) -> Result<(), AgentError> {
+        self.log.append(event)?;
+        self.durable()
+    }
+
+    /// The plan-mode plugin, when loaded.
+    pub fn plan_mode(&self) -> Option<&PlanMode> {
+        self.config.plan_mode.as_ref()
+    }
+
+    /// The number the next turn gets.
+    pub fn next_turn(&self) -> u64 {
+        self.log.progress().next_turn()
     }
 
     /// Runs one turn on `input` until it ends.
     pub fn run_turn(&mut self, input: &str) -> Result<TurnReport, AgentError> {
+        self.run_turn_input(None, input)
+    }
+
+    /// Runs one turn opened by `input` (with its id when it came through a live session's
+    /// inbox) until it ends.
+    pub fn run_turn_input(
+        &mut self,
+        opener: Option<&Input>,
+        input: &str,
+    ) -> Result<TurnReport, AgentError> {
         let turn = self.log.progress().next_turn();
         self.log.append(Event::TurnStart { turn })?;
+        if let Some(opener) = opener {
+            self.log.append(Event::InputReceived {
+                input_id: opener.id.clone(),
+                kind: opener.kind.name().to_owned(),
+            })?;
+        }
         self.log.append(Event::UserMessage {
-            id: None,
+            id: opener.map(|o| o.id.clone()),
             text: input.to_owned(),
         })?;
         let mut answer = String::new();
@@ -219,8 +285,21 @@ impl<'h> Agent<'h> {
                 return self.abort(turn, None, answer, cause);
             }
             self.log.append(Event::StepStart { turn, step })?;
+            if step == 0
+                && let Some(opener) = opener
+            {
+                self.log.append(Event::InputIncluded {
+                    input_id: opener.id.clone(),
+                    turn,
+                    step,
+                    carried: opener.arrived_during.is_some_and(|t| t != turn),
+                })?;
+            }
+            if let Some(ending) = self.before_step(turn, step)? {
+                return self.end(turn, Some(step), answer, ending);
+            }
             let request = self.request()?;
-            self.log.barrier()?;
+            self.durable()?;
             let streamed = self.stream(&request);
             if let Some(cause) = self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
@@ -324,7 +403,7 @@ impl<'h> Agent<'h> {
             detail: error.clone(),
             cancelled_by,
         })?;
-        self.log.barrier()?;
+        self.durable()?;
         Ok(TurnReport {
             turn,
             reason,
@@ -333,14 +412,110 @@ impl<'h> Agent<'h> {
         })
     }
 
+    /// The pre-step: steering and injected inputs join this step (with their receipts), then
+    /// the listeners decide, in order; after all accepted, each is told so. A block ends the
+    /// turn `blocked`; a listener that panics ends it `error`, with the listener named.
+    fn before_step(&mut self, turn: u64, step: u64) -> Result<Option<Ending>, AgentError> {
+        if let Some(inbox) = self.config.inbox.clone() {
+            let (received, included) = inbox.take_for_step();
+            for (input_id, kind) in received {
+                self.log.append(Event::InputReceived {
+                    input_id,
+                    kind: kind.name().to_owned(),
+                })?;
+            }
+            for input in included {
+                self.log.append(Event::UserMessage {
+                    id: Some(input.id.clone()),
+                    text: input.text,
+                })?;
+                self.log.append(Event::InputIncluded {
+                    input_id: input.id,
+                    turn,
+                    step,
+                    carried: input.arrived_during.is_some_and(|t| t != turn),
+                })?;
+            }
+        }
+        if self.config.pre_step.is_empty() {
+            return Ok(None);
+        }
+        let listeners = self.config.pre_step.clone();
+        let mut view = StepView {
+            turn,
+            step,
+            events: self.log.events(),
+            add_messages: Vec::new(),
+            append: Vec::new(),
+        };
+        let guarded = |name: &str, f: &mut dyn FnMut() -> Option<Ending>| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+                tracing::error!("the pre-step listener `{name}` panicked");
+                Some(Ending::failed(
+                    TurnEndReason::Error,
+                    format!("the pre-step listener `{name}` failed (it panicked)"),
+                ))
+            })
+        };
+        for listener in &listeners {
+            let ending = guarded(
+                listener.name(),
+                &mut || match listener.before_step(&mut view) {
+                    StepVerdict::Accept => None,
+                    StepVerdict::Block(why) => Some(Ending {
+                        reason: TurnEndReason::Blocked,
+                        error: Some(format!("blocked by `{}`: {why}", listener.name())),
+                        cancelled_by: None,
+                    }),
+                },
+            );
+            if ending.is_some() {
+                return Ok(ending);
+            }
+        }
+        if self.cancelled().is_none() {
+            for listener in &listeners {
+                let ending = guarded(listener.name(), &mut || {
+                    listener.accepted(&mut view);
+                    None
+                });
+                if ending.is_some() {
+                    return Ok(ending);
+                }
+            }
+        }
+        let StepView {
+            add_messages,
+            append,
+            ..
+        } = view;
+        for event in append {
+            self.log.append(event)?;
+        }
+        for text in add_messages {
+            self.log.append(Event::UserMessage { id: None, text })?;
+        }
+        Ok(None)
+    }
+
     /// The next request, built from the log alone; its header is logged when it changed.
     fn request(&mut self) -> Result<ModelRequest, AgentError> {
         let mut sections = self.config.sections.clone();
-        let mut tools = self.tools.schemas();
+        // The plugin's tool is registered in both states, so the catalogue never changes (PM14).
+        let tools = self.tools.schemas();
         if let Some(plan) = &self.config.plan_mode {
-            sections.extend(plan.section(self.log.events().iter().map(|(_, e)| e)));
-            // Registered in both states, so the catalogue never changes (PM14).
-            tools.push(PlanMode::exit_tool_schema());
+            let logged = plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e));
+            // A pending choice (an approved exit) is appended here, silently (PM19).
+            if let Some(active) = plan.take_pending()
+                && active != logged
+            {
+                self.log.append(Event::PlanMode { active })?;
+            }
+            let events = self.log.events().iter().map(|(_, e)| e);
+            plan.observe(plan_mode::fold_plan_mode(
+                self.log.events().iter().map(|(_, e)| e),
+            ));
+            sections.extend(plan.section(events));
         }
         sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
@@ -452,28 +627,8 @@ impl<'h> Agent<'h> {
     /// Runs `batch` (alone, or side by side), recording every decision as it is taken and
     /// making the log durable before an allowed call runs.
     fn run_batch(&mut self, batch: &[ToolCall]) -> Result<Vec<ToolOutcome>, AgentError> {
-        if let [call] = batch
-            && call.name == plan_mode::EXIT_TOOL
-            && let Some(plan) = &self.config.plan_mode
-        {
-            // The plugin's own tool: no sandbox effect, answered from the logged state.
-            let outcome = plan.exit(self.log.events().iter().map(|(_, e)| e), &call.arguments);
-            self.log.append(Event::ToolDecision {
-                call_id: call.call_id.clone(),
-                decision: bridle_policy::Decision::Allow,
-                by: "the plan-mode plugin's own tool (no effect outside the session)".to_owned(),
-            })?;
-            let (ok, content) = match outcome {
-                Ok(text) => (true, text),
-                Err(text) => (false, text),
-            };
-            return Ok(vec![ToolOutcome {
-                ok,
-                content,
-                sandbox: None,
-            }]);
-        }
         let tools = self.tools;
+        let feed = self.config.feed.clone();
         let log = Mutex::new(&mut self.log);
         let run = |call: &ToolCall| {
             let note = |n: ToolNote| -> Result<(), String> {
@@ -495,25 +650,16 @@ impl<'h> Agent<'h> {
                         decision,
                         by,
                     },
-                    ToolNote::NetDecision {
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
-                    } => Event::NetDecision(crate::log::NetDecision {
+                    ToolNote::Network(d) => Event::NetDecision(crate::log::NetDecision {
                         call_id: call.call_id.clone(),
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
+                        host: d.host,
+                        port: d.port,
+                        decision: d.decision,
+                        by: d.by,
+                        error: d.error,
+                        connections: d.connections,
+                        sent: d.sent,
+                        received: d.received,
                     }),
                 };
                 let runs = matches!(
@@ -527,6 +673,9 @@ impl<'h> Agent<'h> {
                 // A barrier before each tool execution.
                 if runs {
                     log.barrier().map_err(|e| e.to_string())?;
+                    if let Some(feed) = &feed {
+                        feed.publish(log.events());
+                    }
                 }
                 Ok(())
             };

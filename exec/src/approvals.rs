@@ -72,10 +72,35 @@ pub struct ApprovalRequest {
     pub escalation: Option<SandboxMode>,
 }
 
-/// Something that can answer approval questions.
+/// What a person said about a plan (the second question of the user-interaction seam).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanReview {
+    /// Approve, with no feedback: the only consent.
+    Approved,
+    /// Keep planning, with optional feedback for the model.
+    KeepPlanning {
+        /// What the person wants changed.
+        feedback: Option<String>,
+    },
+    /// The review was dismissed or cancelled.
+    Dismissed,
+    /// Nobody can be asked.
+    Unavailable,
+}
+
+/// The user-interaction seam: something that can answer the two questions, an approval (allow
+/// once / reject, with the reason shown) and a plan review (approve / keep planning with
+/// feedback). Answerers: headless ([`NoAnswerer`]: `unavailable`), the terminal
+/// ([`TerminalAnswerer`]), and front ends of their own.
 pub trait Answerer: Send + Sync {
-    /// Answers one question.
+    /// Answers one approval question.
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome;
+
+    /// Reviews a plan (markdown); without a way to ask, `unavailable`.
+    fn review_plan(&self, plan: &str) -> PlanReview {
+        let _ = plan;
+        PlanReview::Unavailable
+    }
 
     /// Who answers, as the session log records it.
     fn who(&self) -> &'static str {
@@ -260,6 +285,11 @@ impl<'o> Approvals<'o> {
             answerer: AnswererRef::Shared(self.answerer.get()),
             observer: Some(observer),
         }
+    }
+
+    /// Who answers (for the plan review a plugin's tool asks for).
+    pub fn answerer(&self) -> &dyn Answerer {
+        self.answerer.get()
     }
 
     /// The policy in force.

@@ -141,6 +141,19 @@ impl Renderer {
                 crate::style::decision(d.decision, self.colour),
                 brief(&d.by, 80)
             )),
+            Event::InputIncluded {
+                turn,
+                step,
+                carried,
+                ..
+            } => out.push(self.paint(
+                "2",
+                &if *carried {
+                    format!("  ↳ your message was carried to turn {turn}, step {step}")
+                } else {
+                    format!("  ↳ your message joined turn {turn}, step {step}")
+                },
+            )),
             Event::PlanMode { active } => out.push(self.paint(
                 "35",
                 if *active {
@@ -380,6 +393,18 @@ mod tests {
             }
             assert!(!rest.contains('\u{1b}'), "{line:?}");
         }
+    }
+
+    #[test]
+    fn a_steer_receipt_says_which_step_took_the_message() {
+        let mut r = Renderer::new(false);
+        let lines = r.event(&Event::InputIncluded {
+            input_id: "in-1".into(),
+            turn: 0,
+            step: 2,
+            carried: false,
+        });
+        assert_eq!(lines, ["  ↳ your message joined turn 0, step 2"]);
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //! | `tool_result` | `call_id`, `ok`, `content` |
 //! | `net_decision` | `call_id`, `host`, `port`, `decision`, `by` |
 //! | `quarantine` | `call_id`, `path`, `reason`, `moved_to`? |
+//! | `input_received` | `input_id`, `kind` (prompt/steer/queue/inject) |
+//! | `input_included` | `input_id`, `turn`, `step`, `carried` (the receipt) |
 //! | `plan_mode` | `active` |
 //! | `sandbox_mode` | `mode` |
 //! | `approval_policy` | `policy` |
@@ -142,6 +144,19 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
         Event::PlanMode { active } => ("plan_mode", json!({"active": active})),
         Event::SandboxMode { mode } => ("sandbox_mode", json!({"mode": mode})),
         Event::ApprovalPolicy { policy } => ("approval_policy", json!({"policy": policy})),
+        Event::InputReceived { input_id, kind } => (
+            "input_received",
+            json!({"input_id": input_id, "kind": kind}),
+        ),
+        Event::InputIncluded {
+            input_id,
+            turn,
+            step,
+            carried,
+        } => (
+            "input_included",
+            json!({"input_id": input_id, "turn": turn, "step": step, "carried": carried}),
+        ),
         Event::SessionForked { .. } | Event::RequestHeader(_) | Event::PolicyEffective(_) => {
             return None;
         }

@@ -138,6 +138,23 @@ pub enum Event {
     /// changes), so a reviewer can see what confined the agent.
     #[serde(rename = "policy/effective")]
     PolicyEffective(PolicySummary),
+    /// A live session received an input (a prompt, steering, a queued or injected message).
+    #[serde(rename = "input/received")]
+    InputReceived {
+        input_id: String,
+        /// `prompt`, `steer`, `queue` or `inject`.
+        kind: String,
+    },
+    /// The receipt: the request of this step included the input (as a `user/message` with
+    /// its id). `carried`: it arrived after the last step of an earlier turn.
+    #[serde(rename = "input/included")]
+    InputIncluded {
+        input_id: String,
+        turn: u64,
+        step: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        carried: bool,
+    },
 }
 
 impl Event {
@@ -165,6 +182,8 @@ impl Event {
             Self::ApprovalPolicy { .. } => "approval/policy",
             Self::PlanMode { .. } => "plan/mode",
             Self::PolicyEffective(_) => "policy/effective",
+            Self::InputReceived { .. } => "input/received",
+            Self::InputIncluded { .. } => "input/included",
         }
     }
 
@@ -197,6 +216,8 @@ pub const KNOWN_KINDS: &[&str] = &[
     "approval/policy",
     "plan/mode",
     "policy/effective",
+    "input/received",
+    "input/included",
 ];
 
 /// A `net/decision` event.
@@ -427,6 +448,16 @@ mod tests {
                 policy: ApprovalPolicy::Never,
             },
             Event::PlanMode { active: true },
+            Event::InputReceived {
+                input_id: "input-1".into(),
+                kind: "steer".into(),
+            },
+            Event::InputIncluded {
+                input_id: "input-1".into(),
+                turn: 0,
+                step: 1,
+                carried: false,
+            },
             Event::PolicyEffective(PolicySummary {
                 digest: "d".into(),
                 profile: "p".into(),
