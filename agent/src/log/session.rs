@@ -183,7 +183,10 @@ impl Drop for SessionLog {
 }
 
 /// What [`SessionLog::watch`] calls.
-struct Watcher(Box<dyn FnMut(u64, &Event) + Send>);
+struct Watcher(Box<WatchFn>);
+
+/// What a watcher is: told each event with its sequence number.
+type WatchFn = dyn FnMut(u64, &Event) + Send;
 
 impl std::fmt::Debug for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
