@@ -497,6 +497,7 @@ mod tests {
             temp_dir: "/var/tmp/t".into(),
             private_tmp: true,
             cache_home: None,
+            exec_rules: None,
         }
     }
 
