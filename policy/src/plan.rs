@@ -819,7 +819,6 @@ impl Plan {
     fn verdict(&self, findings: &Findings<'_>, whole: &str) -> Verdict {
         command_verdict(
             findings,
-            whole,
             format!(
                 "`{}` allowed: no rule matched; it runs confined (mode {})",
                 shell::short(whole),

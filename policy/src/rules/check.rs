@@ -165,9 +165,8 @@ pub(crate) fn check_script<'r>(
     }
 }
 
-/// The verdict for what `findings` found in `whole`; `allowed` is the reason when nothing
-/// matched.
-pub(crate) fn command_verdict(findings: &Findings<'_>, whole: &str, allowed: String) -> Verdict {
+/// The verdict for what `findings` found; `allowed` is the reason when nothing matched.
+pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdict {
     let literal = findings.matched.as_ref();
     let rule_says = |(rule, subject): &(&CommandRule, String)| {
         rule_verdict(

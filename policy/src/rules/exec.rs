@@ -106,7 +106,6 @@ impl ExecRules {
         }
         command_verdict(
             &findings,
-            &shown,
             format!("exec of `{}` allowed: no rule matched", shell::short(&shown)),
         )
     }
