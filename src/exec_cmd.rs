@@ -52,6 +52,8 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     if let Some(code) = refused_by_rules(&plan, &args.argv) {
         return Ok(code);
     }
+    let approvals =
+        bridle_exec::approvals::Approvals::new(plan.approval, crate::agent_host::answerer());
     let launcher = std::env::current_exe()?;
     // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
     let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {
@@ -115,7 +117,8 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
             let mut net_watch = running.take_net_watch();
-            let finished = running.finish(timeout);
+            let mut execs = Reported(bridle_exec::supervised::CallExecs::new(&approvals));
+            let finished = running.finish_observed(timeout, &mut execs);
             for line in finished.inspection.messages() {
                 say(&line);
             }
@@ -146,6 +149,22 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// What `bridle exec` and `bridle shell` do with what the exec supervisor reports: one
+/// `bridle:` line on stderr for each denial; an exec an `ask` rule matched goes to the person
+/// at the terminal (with nobody to ask: denied).
+pub struct Reported<'a>(pub bridle_exec::supervised::CallExecs<'a>);
+
+impl bridle_sandbox::ExecObserver for Reported<'_> {
+    fn decided(&mut self, record: &bridle_sandbox::ExecRecord) {
+        say(&record.message());
+        self.0.decided(record);
+    }
+
+    fn approve(&mut self, record: &bridle_sandbox::ExecRecord) -> bool {
+        self.0.approve(record)
+    }
+}
+
 /// After a command failed with the network off: one line saying so, when the kernel saw it try
 /// to reach the network (see [`bridle_sandbox::net_watch`]).
 pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
@@ -166,7 +185,7 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
 /// command rules before any sandbox is prepared: `deny` refuses; `ask` asks the person at the
 /// terminal and refuses when nobody can be asked. Returns the exit status (126) when the
 /// command must not run, after one `bridle:` line naming the rule. What the command then runs
-/// is confined by the sandbox, not checked by these rules.
+/// is checked by the same rules at every exec (the sandbox's exec supervisor).
 pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Option<u8> {
     use bridle_exec::approvals::{ApprovalRequest, Approvals};
     const EXIT_REFUSED_BY_RULE: u8 = 126;

@@ -25,6 +25,7 @@ pub mod printable;
 pub mod process;
 pub mod run;
 pub mod schemas;
+pub mod supervised;
 pub mod terminal;
 
 pub use error::ExecError;

@@ -113,8 +113,20 @@ impl Terminal {
     }
 
     /// Reads what the terminal prints until the prompt comes back, nothing arrives for `quiet`
-    /// after some output, or `wait` passes. The prompt marker is shown as `$ `.
+    /// after some output, or `wait` passes. The prompt marker is shown as `$ `. What the exec
+    /// supervisor reports meanwhile is logged; its questions are answered no.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
+        self.read_observed(wait, quiet, &mut bridle_sandbox::supervisor::Unobserved)
+    }
+
+    /// Like [`Terminal::read`]; what the exec supervisor reports meanwhile (command rules at
+    /// every exec of the shell's commands) goes to `observer`.
+    pub fn read_observed(
+        &mut self,
+        wait: Duration,
+        quiet: Duration,
+        observer: &mut dyn bridle_sandbox::ExecObserver,
+    ) -> String {
         let deadline = Instant::now() + wait;
         // Memory stays bounded whatever the program prints: the first and the last
         // `OUTPUT_CAP` bytes are kept, the middle is counted.
@@ -123,6 +135,9 @@ impl Terminal {
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
         loop {
+            if let Some(running) = &self.running {
+                running.pump_exec_events(observer, Duration::ZERO);
+            }
             let recent: Vec<u8> = if tail.is_empty() {
                 head.clone()
             } else {
@@ -136,9 +151,11 @@ impl Terminal {
             if now >= deadline || (seen && now.duration_since(last) >= quiet) {
                 break;
             }
+            // Short steps: a process the exec supervisor holds for a question waits for them.
             let step = deadline
                 .saturating_duration_since(now)
-                .min(if seen { quiet } else { wait });
+                .min(if seen { quiet } else { wait })
+                .min(Duration::from_millis(50));
             match self.output.recv_timeout(step) {
                 Ok(chunk) => {
                     let room = OUTPUT_CAP.saturating_sub(head.len());
@@ -302,6 +319,7 @@ pub fn call(
             escalated: false,
             denied_by_sandbox: None,
             quarantined: Vec::new(),
+            exec_decisions: Vec::new(),
         },
     };
     let args: TerminalArgs = match serde_json::from_str(raw_arguments) {
@@ -370,6 +388,7 @@ pub fn call(
     };
     let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
     let mut out = String::new();
+    let mut exec_decisions = Vec::new();
     if let Some(input) = &args.input {
         if let Err(e) = terminal.input(input) {
             let _ = terminal.close();
@@ -382,11 +401,16 @@ pub fn call(
             let line = format!("{carried}{input}");
             line.rsplit('\n').next().unwrap_or("").to_owned()
         };
-        out = terminal.read(wait, wait.min(Duration::from_millis(500)));
+        let mut execs = crate::supervised::CallExecs::new(approvals);
+        out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
+        out.push_str(&execs.note());
+        exec_decisions = execs.records;
     }
     if persist && !args.close {
         *slot = Some(terminal);
-        return result(true, out, None);
+        let mut done = result(true, out, None);
+        done.sandbox.exec_decisions = exec_decisions;
+        return done;
     }
     let (stopped, inspection) = terminal.close_inspected();
     out.push_str(&crate::bash_tool::inspection_note(&inspection));
@@ -403,5 +427,6 @@ pub fn call(
         }
     };
     done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);
+    done.sandbox.exec_decisions = exec_decisions;
     done
 }

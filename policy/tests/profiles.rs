@@ -79,7 +79,11 @@ fn shipped_profiles_load_from_disk_the_same_as_embedded() {
             }
             spec
         };
-        assert_eq!(without_origins(&embedded), without_origins(&from_disk), "{name}");
+        assert_eq!(
+            without_origins(&embedded),
+            without_origins(&from_disk),
+            "{name}"
+        );
     }
 }
 

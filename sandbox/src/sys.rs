@@ -11,6 +11,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::libc;
 
+pub mod ptrace;
+
 /// Converts a raw syscall return into `io::Result`.
 fn check(ret: c_long) -> io::Result<c_long> {
     if ret < 0 {
@@ -501,9 +503,9 @@ pub fn default_signal(signal: nix::sys::signal::Signal) -> io::Result<()> {
 
 /// Arranges for `command`'s child to have each `(from, to)` descriptor at number `to`
 /// (inheritable), through a `pre_exec` hook that only makes allocation-free syscalls.
-pub fn set_child_fds(
+pub fn set_child_fds<const N: usize>(
     command: &mut std::process::Command,
-    pairs: [(RawFd, RawFd); 2],
+    pairs: [(RawFd, RawFd); N],
     controlling_tty: bool,
 ) {
     use std::os::unix::process::CommandExt;
@@ -517,7 +519,7 @@ pub fn set_child_fds(
         }
         // Move every source out of the way first, so a target number that equals another
         // pair's source cannot clobber it.
-        let mut moved = [0 as RawFd; 2];
+        let mut moved = [0 as RawFd; N];
         for (slot, (from, _)) in moved.iter_mut().zip(pairs) {
             // SAFETY: F_DUPFD_CLOEXEC duplicates `from` to a free number ≥ 64; no memory is
             // passed and the child owns no Rust objects for these numbers.

@@ -32,8 +32,8 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, PolicyRule, PolicySummary, PromptSection, Reply, RequestHeader,
-    SessionHeader, ToolCall, TurnEndReason, Usage,
+    Event, ExecDecision, KNOWN_KINDS, PolicyRule, PolicySummary, PromptSection, Reply,
+    RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};

@@ -103,6 +103,10 @@ pub struct Call {
     /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<Quarantine>,
+    /// What the exec supervisor denied (or asked about) while the call's command ran
+    /// (`exec/decision`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<crate::log::ExecDecision>,
 }
 
 /// An escalation a call asked for (`sandbox_permissions` in its arguments).
@@ -325,6 +329,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }),
                 None => out.entries.push(unattached),
             },
+            Event::ExecDecision { call_id, exec } => match open.find(&mut turn, call_id) {
+                Some(call) => call.execs.push(exec.clone()),
+                None => out.entries.push(unattached),
+            },
             Event::RequestHeader(header) => {
                 if model.as_deref() != Some(header.model.as_str()) {
                     model = Some(header.model.clone());
@@ -388,6 +396,7 @@ impl Call {
             denied_by_sandbox: None,
             refused_by: None,
             quarantined: Vec::new(),
+            execs: Vec::new(),
         }
     }
 }

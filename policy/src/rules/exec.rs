@@ -68,9 +68,11 @@ impl ExecRules {
 
     /// Whether a rule starts with `git`, so git's aliases are worth reading at its exec.
     pub fn names_git(&self) -> bool {
-        self.rules
-            .iter()
-            .any(|r| r.prefix.first().is_some_and(|f| f.iter().any(|n| n == "git")))
+        self.rules.iter().any(|r| {
+            r.prefix
+                .first()
+                .is_some_and(|f| f.iter().any(|n| n == "git"))
+        })
     }
 
     /// Decides one exec. The strictest rule matching any view of the argv (as written, as the
@@ -106,7 +108,10 @@ impl ExecRules {
         }
         command_verdict(
             &findings,
-            format!("exec of `{}` allowed: no rule matched", shell::short(&shown)),
+            format!(
+                "exec of `{}` allowed: no rule matched",
+                shell::short(&shown)
+            ),
         )
     }
 }
@@ -131,7 +136,11 @@ mod tests {
         };
         ExecRules {
             rules: vec![
-                rule("deny-git-push", &[&["git"], &["push", "send-pack"]], Decision::Deny),
+                rule(
+                    "deny-git-push",
+                    &[&["git"], &["push", "send-pack"]],
+                    Decision::Deny,
+                ),
                 rule("deny-curl", &[&["curl", "wget"]], Decision::Deny),
                 rule("ask-npm-publish", &[&["npm"], &["publish"]], Decision::Ask),
             ],
@@ -212,7 +221,9 @@ mod tests {
         assert_eq!(v.decision, Decision::Ask);
         assert!(matches!(v.by, DecidedBy::Hidden { .. }), "{v:?}");
         // Through the loader, a program named on its command line is still seen.
-        let v = r.decide(&facts("/lib64/ld-linux-x86-64.so.2 --argv0 x /usr/bin/git push"));
+        let v = r.decide(&facts(
+            "/lib64/ld-linux-x86-64.so.2 --argv0 x /usr/bin/git push",
+        ));
         assert_eq!(v.decision, Decision::Deny);
         assert_eq!(
             r.decide(&facts("/lib64/ld-linux-x86-64.so.2 --list /usr/bin/git"))
