@@ -14,8 +14,9 @@ pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 125;
 pub const EXIT_TIMEOUT: u8 = 124;
 
 fn say(line: &str) {
+    // One write: the command writes to the same stderr at the same time.
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "bridle: {line}");
+    let _ = err.write_all(format!("bridle: {line}\n").as_bytes());
 }
 
 /// Runs `bridle exec`; returns the exit status.

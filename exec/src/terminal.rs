@@ -173,6 +173,11 @@ impl Terminal {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
+        // A record is delivered before the process it is about goes on: whatever the output
+        // shows, its records are here by now.
+        if let Some(running) = &self.running {
+            running.pump_exec_events(observer, Duration::ZERO);
+        }
         let mut text = String::from_utf8_lossy(&head).into_owned();
         if dropped > 0 {
             text.push_str(&format!(

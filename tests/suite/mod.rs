@@ -7,6 +7,8 @@ mod exec_misc;
 mod exec_network;
 mod exec_priv;
 mod exec_proc;
+mod exec_rules;
+mod exec_rules_race;
 mod exec_tree;
 mod fail_closed;
 mod log_cli;

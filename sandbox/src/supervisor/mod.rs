@@ -170,6 +170,7 @@ pub(crate) struct Supervisor {
     last_refused: Option<(i32, Vec<String>)>,
 }
 
+/// The socket to bridle (see [`record`]).
 #[derive(Debug)]
 struct Channel {
     writer: UnixStream,
@@ -294,39 +295,41 @@ impl Supervisor {
             return;
         };
         let facts = self.facts(pid, &read, &file, Stage::Before);
-        let verdict = self.rules.decide(&facts);
-        match verdict.decision {
-            Decision::Allow => resume(pid, None),
+        let verdict = self.decide(&read, &facts);
+        let again = (pid.as_raw(), read.argv.clone());
+        let approved = match verdict.decision {
+            Decision::Allow => {
+                resume(pid, None);
+                return;
+            }
+            // A shell searching `PATH` tries the same exec in every directory: decided once.
+            _ if self.last_refused.as_ref() == Some(&again) => false,
             Decision::Deny => {
-                let outcome = refuse(pid);
-                let again = (pid.as_raw(), read.argv.clone());
-                if outcome == ExecOutcome::Refused && self.last_refused.as_ref() == Some(&again) {
-                    return;
-                }
-                self.last_refused = Some(again);
-                self.report(self.record(pid, &read, &facts, &verdict, outcome, None));
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                record.outcome = refusal_outcome(pid);
+                self.report(record);
+                false
             }
             Decision::Ask => {
-                let again = (pid.as_raw(), read.argv.clone());
-                if self.last_refused.as_ref() == Some(&again) {
-                    // Asked already: the same answer.
-                    refuse(pid);
-                    return;
-                }
-                let mut record =
-                    self.record(pid, &read, &facts, &verdict, ExecOutcome::Approved, None);
-                if self.ask(&mut record) {
-                    if let Some(p) = self.procs.get_mut(&pid.as_raw()) {
-                        p.approved = Some(read.argv.clone());
-                    }
-                    self.report(record);
-                    resume(pid, None);
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                let yes = self.ask(&mut record);
+                record.outcome = if yes {
+                    ExecOutcome::Approved
                 } else {
-                    record.outcome = refuse(pid);
-                    self.last_refused = Some(again);
-                    self.report(record);
-                }
+                    refusal_outcome(pid)
+                };
+                self.report(record);
+                yes
             }
+        };
+        if approved {
+            if let Some(p) = self.procs.get_mut(&pid.as_raw()) {
+                p.approved = Some(read.argv);
+            }
+            resume(pid, None);
+        } else {
+            self.last_refused = Some(again);
+            refuse(pid);
         }
     }
 
@@ -348,41 +351,78 @@ impl Supervisor {
             Ok(read) => read,
             Err(tracee::Unreadable(why)) => {
                 self.procs.insert(pid.as_raw(), proc);
-                kill(pid);
                 let verdict = Verdict {
                     decision: Decision::Deny,
                     by: DecidedBy::Default,
                     reason: format!("the exec supervisor could not read what runs: {why}"),
                 };
                 let read = ExecRead::default();
-                let facts = ExecFacts::default();
-                self.report(self.record(pid, &read, &facts, &verdict, ExecOutcome::Killed, None));
+                let mut record = self.record(pid, &read, &ExecFacts::default(), &verdict);
+                record.outcome = ExecOutcome::Killed;
+                self.report(record);
+                kill(pid);
                 return;
             }
         };
         proc.command = short(&read.argv.join(" "));
         self.procs.insert(pid.as_raw(), proc);
         let facts = self.facts(pid, &read, &file, Stage::After);
-        let verdict = self.rules.decide(&facts);
-        match verdict.decision {
-            Decision::Allow => resume(pid, None),
-            Decision::Ask if approved.as_ref() == Some(&read.argv) => resume(pid, None),
+        let verdict = self.decide(&read, &facts);
+        let allowed = match verdict.decision {
+            Decision::Allow => true,
+            Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
             Decision::Ask => {
-                let mut record =
-                    self.record(pid, &read, &facts, &verdict, ExecOutcome::Approved, None);
-                if self.ask(&mut record) {
-                    self.report(record);
-                    resume(pid, None);
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                let yes = self.ask(&mut record);
+                record.outcome = if yes {
+                    ExecOutcome::Approved
                 } else {
-                    kill(pid);
-                    record.outcome = ExecOutcome::Killed;
-                    self.report(record);
-                }
+                    ExecOutcome::Killed
+                };
+                self.report(record);
+                yes
             }
             Decision::Deny => {
-                kill(pid);
-                self.report(self.record(pid, &read, &facts, &verdict, ExecOutcome::Killed, None));
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                record.outcome = ExecOutcome::Killed;
+                self.report(record);
+                false
             }
+        };
+        // Reported first, so that what the exec's failure makes others print comes after.
+        if allowed {
+            resume(pid, None);
+        } else {
+            kill(pid);
+        }
+    }
+
+    /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
+    /// program it names, as what that file is now (it could change before the loader opens
+    /// it, which is why the exec also asks as opaque): the stricter verdict wins.
+    fn decide(&mut self, read: &ExecRead, facts: &ExecFacts) -> Verdict {
+        let verdict = self.rules.decide(facts);
+        if facts.opaque.is_none() {
+            return verdict;
+        }
+        let Some(argv) = loaded_program(&read.argv) else {
+            return verdict;
+        };
+        let path = read.cwd.join(&argv[0]);
+        let Ok(file) = open_program(&path) else {
+            return verdict;
+        };
+        let names = self.identity.names_of(&file);
+        let loaded = ExecFacts {
+            argv,
+            same_as: names.into_iter().filter(|n| n != LOADER).collect(),
+            ..ExecFacts::default()
+        };
+        let other = self.rules.decide(&loaded);
+        if other.decision > verdict.decision {
+            other
+        } else {
+            verdict
         }
     }
 
@@ -433,14 +473,13 @@ impl Supervisor {
         facts
     }
 
+    /// The record of a decision (its outcome is set by the caller).
     fn record(
         &self,
         pid: Pid,
         read: &ExecRead,
         facts: &ExecFacts,
         verdict: &Verdict,
-        outcome: ExecOutcome,
-        answer: Option<String>,
     ) -> ExecRecord {
         let rule = match &verdict.by {
             DecidedBy::Rule { id, .. } => Some(id.clone()),
@@ -456,8 +495,8 @@ impl Supervisor {
             reason: verdict.reason.clone(),
             same_as: facts.same_as.clone(),
             ancestry: self.ancestry(pid.as_raw()),
-            outcome,
-            answer,
+            outcome: ExecOutcome::Refused,
+            answer: None,
         }
     }
 
@@ -479,23 +518,21 @@ impl Supervisor {
         out
     }
 
-    /// Sends `record` to bridle (or, with no channel, to this process's stderr, which is the
-    /// command's).
+    /// Sends `record` to bridle and waits until bridle has it (so that it is reported before
+    /// anything the decision makes the process, or its parent, print), or, with no channel,
+    /// writes it on this process's stderr (the command's).
     fn report(&mut self, record: ExecRecord) {
-        let line = match &mut self.channel {
-            Some(channel) => {
-                let mut text =
-                    serde_json::to_string(&ToBridle::Decided(record)).unwrap_or_default();
-                text.push('\n');
-                if channel.writer.write_all(text.as_bytes()).is_ok() {
-                    return;
-                }
-                self.channel = None;
-                return;
-            }
-            None => format!("bridle: {}\n", record.message()),
+        let Some(channel) = &mut self.channel else {
+            let line = format!("bridle: {}\n", record.message());
+            let _ = sys::write_all_raw(2, line.as_bytes());
+            return;
         };
-        let _ = sys::write_all_raw(2, line.as_bytes());
+        if channel
+            .exchange(|id| ToBridle::Decided { id, record })
+            .is_none()
+        {
+            self.channel = None;
+        }
     }
 
     /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,
@@ -505,50 +542,57 @@ impl Supervisor {
             record.answer = Some("unavailable: nobody can be asked".into());
             return false;
         };
-        channel.next_id += 1;
-        let id = channel.next_id;
-        let mut text = serde_json::to_string(&ToBridle::Ask {
+        let question = record.clone();
+        match channel.exchange(|id| ToBridle::Ask {
             id,
-            record: record.clone(),
-        })
-        .unwrap_or_default();
-        text.push('\n');
-        if channel.writer.write_all(text.as_bytes()).is_err() {
-            record.answer = Some("unavailable: bridle does not answer".into());
-            return false;
+            record: question,
+        }) {
+            Some(yes) => {
+                record.answer = Some(if yes { "approved" } else { "not approved" }.into());
+                yes
+            }
+            None => {
+                record.answer = Some(if sys::ptrace::termination_pending() {
+                    "cancelled: the sandbox is being stopped".into()
+                } else {
+                    "unavailable: bridle does not answer".into()
+                });
+                false
+            }
         }
+    }
+}
+
+impl Channel {
+    /// Sends the message `make` builds with a fresh id and waits for bridle's answer to it:
+    /// `Some(approve)`; `None` when the channel is gone or the sandbox is being stopped.
+    fn exchange(&mut self, make: impl FnOnce(u64) -> ToBridle) -> Option<bool> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut text = serde_json::to_string(&make(id)).unwrap_or_default();
+        text.push('\n');
+        self.writer.write_all(text.as_bytes()).ok()?;
         loop {
             if sys::ptrace::termination_pending() {
-                record.answer = Some("cancelled: the sandbox is being stopped".into());
-                return false;
+                return None;
             }
-            let ready = {
-                let fd = channel.reader.get_ref().as_fd();
+            if self.reader.buffer().is_empty() {
+                let fd = self.reader.get_ref().as_fd();
                 let mut poll = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
-                nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(100u16))
-            };
-            if !matches!(ready, Ok(n) if n > 0) && channel.reader.buffer().is_empty() {
-                continue;
+                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(100u16)) {
+                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) => {}
+                    Err(_) => return None,
+                }
             }
             let mut line = String::new();
-            match channel.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => {
-                    record.answer = Some("unavailable: bridle does not answer".into());
-                    return false;
-                }
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
                 Ok(_) => {
                     if let Ok(answer) = serde_json::from_str::<Answer>(&line)
                         && answer.id == id
                     {
-                        record.answer = Some(
-                            if answer.approve {
-                                "approved"
-                            } else {
-                                "not approved"
-                            }
-                            .into(),
-                        );
-                        return answer.approve;
+                        return Some(answer.approve);
                     }
                 }
             }
@@ -604,6 +648,38 @@ fn loader_runs(
     ))
 }
 
+/// The argv of the program the dynamic loader, run as `argv`, loads: its first operand and
+/// what follows (`--argv0 NAME` does not change which file it is).
+fn loaded_program(argv: &[String]) -> Option<Vec<String>> {
+    const WITH_VALUE: &[&str] = &[
+        "--library-path",
+        "--preload",
+        "--argv0",
+        "--audit",
+        "--inhibit-rpath",
+        "--glibc-hwcaps-prepend",
+        "--glibc-hwcaps-mask",
+    ];
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        if !word.starts_with("--") {
+            break;
+        }
+        i += if WITH_VALUE.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    argv.get(i..)
+        .filter(|rest| !rest.is_empty())
+        .map(<[String]>::to_vec)
+}
+
 /// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
 fn resume(pid: Pid, signal: Option<Signal>) {
     let _ = ptrace::cont(pid, signal);
@@ -614,13 +690,21 @@ fn kill(pid: Pid) {
     let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
 }
 
-/// Fails the exec a tracee is stopped at with `EACCES`; kills it where that cannot be done.
-fn refuse(pid: Pid) -> ExecOutcome {
-    if skip_with_eacces(pid) && ptrace::cont(pid, None).is_ok() {
+/// Prepares the exec a tracee is stopped at to fail with `EACCES` (see [`refuse`]); what
+/// refusing it will amount to.
+fn refusal_outcome(pid: Pid) -> ExecOutcome {
+    if skip_with_eacces(pid) {
         ExecOutcome::Refused
     } else {
-        kill(pid);
         ExecOutcome::Killed
+    }
+}
+
+/// Fails the exec a tracee is stopped at with `EACCES` (setting that up again is harmless);
+/// kills it where that cannot be done.
+fn refuse(pid: Pid) {
+    if !(skip_with_eacces(pid) && ptrace::cont(pid, None).is_ok()) {
+        kill(pid);
     }
 }
 

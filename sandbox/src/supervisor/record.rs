@@ -2,10 +2,12 @@
 //! socket (a socketpair bridle makes for each launch; the launcher has it at
 //! [`crate::launcher::protocol::SUPERVISOR_FD`], the command never does).
 //!
-//! - supervisor → bridle: `{"decided": RECORD}` for every exec it denied, and every exec it
-//!   asked about once answered; `{"ask": {"id": N, "record": RECORD}}` for an `ask` rule (the
-//!   process stays stopped until the answer);
-//! - bridle → supervisor: `{"id": N, "approve": BOOL}`.
+//! - supervisor → bridle: `{"decided": {"id": N, "record": RECORD}}` for every exec it denied,
+//!   and every exec it asked about once answered; `{"ask": {"id": N, "record": RECORD}}` for an
+//!   `ask` rule;
+//! - bridle → supervisor: `{"id": N, "approve": BOOL}` for each, once it has the message (for
+//!   a decision) or the answer (for a question). The process stays stopped until then, so a
+//!   record always reaches bridle before anything the decision makes run or print.
 //!
 //! A supervisor whose channel is gone (bridle closed it, or died) gets no answer: every
 //! question is then answered "no".
@@ -26,7 +28,8 @@ pub enum ExecOutcome {
     Refused,
     /// Found at the exec itself (the new program loaded, not one instruction run): the process
     /// was killed (SIGKILL). This is what a program sees whose exec was decided differently
-    /// once its arguments were final (another thread rewrote them during the call).
+    /// once its arguments were final (another thread rewrote them during the call), and every
+    /// denial where the call cannot be stopped before (no seccomp filter: danger-full-access).
     Killed,
     /// A person approved it (an `ask` rule); it ran.
     Approved,
@@ -99,23 +102,25 @@ impl ExecRecord {
             _ => format!("rule {rule} denied exec of {what} (pid {})", self.pid),
         };
         match self.outcome {
-            ExecOutcome::Killed => format!(
-                "{head}; the process was killed at the exec (its arguments changed during the call)"
-            ),
+            ExecOutcome::Killed => {
+                format!("{head}; the process was killed at the exec, before it ran")
+            }
             ExecOutcome::Refused | ExecOutcome::Approved => head,
         }
     }
 }
 
-/// A message from the supervisor.
+/// A message from the supervisor. bridle answers each with an [`Answer`] of the same id: a
+/// decision once it is delivered (the supervisor waits for that before the process goes on),
+/// a question with the person's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum ToBridle {
-    Decided(ExecRecord),
+    Decided { id: u64, record: ExecRecord },
     Ask { id: u64, record: ExecRecord },
 }
 
-/// bridle's answer to a question.
+/// bridle's answer to a message (for a decision, `approve` is false and means nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Answer {
     pub id: u64,
@@ -169,19 +174,21 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
             tracing::warn!("malformed message from the exec supervisor: {line}");
             continue;
         };
-        match message {
-            ToBridle::Decided(record) => {
+        let answer = match message {
+            ToBridle::Decided { id, record } => {
                 deliver(FromSupervisor::Decided(record));
+                Answer { id, approve: false }
             }
             ToBridle::Ask { id, record } => {
                 let (tx, rx) = mpsc::channel();
                 let approve = deliver(FromSupervisor::Ask(record, tx)) && rx.recv() == Ok(true);
-                let mut text = serde_json::to_string(&Answer { id, approve }).unwrap_or_default();
-                text.push('\n');
-                if writer.write_all(text.as_bytes()).is_err() {
-                    break;
-                }
+                Answer { id, approve }
             }
+        };
+        let mut text = serde_json::to_string(&answer).unwrap_or_default();
+        text.push('\n');
+        if writer.write_all(text.as_bytes()).is_err() {
+            break;
         }
     }
 }
