@@ -74,6 +74,19 @@ impl<'f> LocalTools<'f> {
         persist_terminal: bool,
     ) -> Result<Self> {
         let launcher = std::env::current_exe()?;
+        let mut runner = SandboxRunner::new(launcher.clone());
+        // One proxy for the session's network allow-list; without it, such commands are
+        // refused (G-NET), never run with the network open.
+        if plan.spec.network == bridle_policy::Network::AllowList {
+            match bridle_exec::net::NetProxy::start(
+                &plan,
+                std::sync::Arc::from(self::answerer()),
+                bridle_exec::net::ProxyConfig::default(),
+            ) {
+                Ok(proxy) => runner = runner.with_proxy(std::sync::Arc::new(proxy)),
+                Err(e) => tracing::warn!("network allow-list unavailable: {e}"),
+            }
+        }
         Ok(Self {
             facts,
             global,
@@ -81,7 +94,7 @@ impl<'f> LocalTools<'f> {
             approvals: Approvals::new(plan.approval, answerer),
             plan,
             temp_dir,
-            runner: SandboxRunner::new(launcher.clone()),
+            runner,
             launcher,
             fs: std::sync::OnceLock::new(),
             terminal: Mutex::new(None),
@@ -160,13 +173,14 @@ impl<'f> LocalTools<'f> {
                     .terminal
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                bridle_exec::terminal::call(
+                bridle_exec::terminal::call_with_network(
                     &self.plan,
                     approvals,
                     self.launcher.clone(),
                     &mut slot,
                     arguments,
                     self.persist_terminal,
+                    self.runner.proxy(),
                 )
             }
             _ => {
@@ -250,6 +264,7 @@ fn refusal(plan: &Plan, content: &str) -> ToolResult {
             denied_by_sandbox: None,
             quarantined: Vec::new(),
             exec_decisions: Vec::new(),
+            network_decisions: Vec::new(),
         },
     }
 }
@@ -279,6 +294,16 @@ impl ToolHost for LocalTools<'_> {
                 PipelineNote::ExecDecided { record } => {
                     ToolNote::ExecDecided(exec_decision(&record))
                 }
+                PipelineNote::Network(d) => ToolNote::NetDecision {
+                    host: d.host,
+                    port: d.port,
+                    decision: d.decision,
+                    by: d.by,
+                    error: d.error,
+                    connections: d.connections,
+                    sent: d.sent,
+                    received: d.received,
+                },
             })
         };
         let approvals = self.approvals.observed(&observer);

@@ -44,8 +44,10 @@ pub enum Command {
     /// Run a command confined by the policy.
     ///
     /// stdin, stdout and stderr are passed through. Exit status: the command's own; 128+N when
-    /// it was killed by signal N; 124 when --timeout passed; 125 when the sandbox could not be
-    /// established (the command never ran, and stderr says why in one `bridle: ` line).
+    /// it was killed by signal N; 124 when --timeout passed; 126 when a command rule refuses
+    /// the command; 125 when the sandbox could not be established; 2 when the flags or the
+    /// profile are wrong (in those three cases the command never ran, and stderr says why in one
+    /// `bridle: ` line).
     Exec(ExecArgs),
     /// What this host can enforce, and whether the profile is enforceable.
     ///
@@ -218,8 +220,9 @@ pub struct ConfineArgs {
     /// An extra writable root (repeatable).
     #[arg(long = "allow-write", value_name = "DIR")]
     pub allow_write: Vec<PathBuf>,
-    /// Overrides the profile's network setting.
-    #[arg(long, value_name = "off|on", value_parser = parse_network)]
+    /// Overrides the profile's network setting (`allow-list`: only the profile's
+    /// `network.allow` hosts, through bridle's proxy).
+    #[arg(long, value_name = "off|allow-list|on", value_parser = parse_network)]
     pub network: Option<Network>,
     /// Wall-clock limit (seconds, or a duration such as `90s`, `2m`, `1h`); the whole process
     /// tree is killed when it passes.
@@ -334,6 +337,16 @@ pub enum ExplainCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Explain a network connection to HOST[:PORT] (port 443 when omitted): the decision of
+    /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
+    Connect {
+        /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.
+        #[arg(value_name = "HOST[:PORT]")]
+        target: String,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Explain running a command: `bridle policy explain exec -- git push origin main`.
     Exec {
         /// One JSON object instead of text.
@@ -360,7 +373,8 @@ impl ExplainCommand {
         match self {
             ExplainCommand::Write { json, .. }
             | ExplainCommand::Exec { json, .. }
-            | ExplainCommand::Bash { json, .. } => *json,
+            | ExplainCommand::Bash { json, .. }
+            | ExplainCommand::Connect { json, .. } => *json,
         }
     }
 }

@@ -55,6 +55,13 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     }
     let approvals =
         bridle_exec::approvals::Approvals::new(plan.approval, crate::agent_host::answerer());
+    let proxy = match crate::net_wiring::exec_proxy(&plan) {
+        Ok(proxy) => proxy,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
     let launcher = std::env::current_exe()?;
     // The quick probe assumes namespaces work; the launch verifies it (and re-plans if not).
     let mut sandbox = match Sandbox::prepare(plan.spec, &bridle_sandbox::probe::quick(), launcher) {
@@ -90,11 +97,21 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     // instead of re-executing bridle (same launcher code, one exec less). The re-executed
     // launcher (what multi-threaded callers use) can be selected for testing and comparison.
     let launch = sandbox.launch(args.argv.clone(), &cwd);
-    let launch = if std::env::var_os("BRIDLE_LAUNCHER").is_some_and(|v| v == "exec") {
-        launch
-    } else {
-        launch.in_process()
+    // With the allow-list the proxy's threads already run: the launcher is re-executed.
+    let network = sandbox.spec().network;
+    let (launch, relay) = match crate::net_wiring::with_relay(launch, network, proxy.as_ref()) {
+        Ok(pair) => pair,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
     };
+    let launch =
+        if std::env::var_os("BRIDLE_LAUNCHER").is_some_and(|v| v == "exec") || relay.is_some() {
+            launch
+        } else {
+            launch.in_process()
+        };
     // Stdio that is a plain file (a redirection) reaches the command as a pipe bridle pumps:
     // a file descriptor would let it fchmod, futimens or ftruncate a file outside its roots.
     let (stdio, pumps) = StdioPumps::prepare()?;
@@ -118,12 +135,18 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             // SIGTERM or SIGHUP to bridle ends the sandbox; the run then ends as usual.
             running.forward_termination();
             let mut net_watch = running.take_net_watch();
+            // The proxy serves the sandbox's relay; if it cannot, the command is stopped (125).
+            let attached = crate::net_wiring::attach(proxy.as_ref(), relay);
+            if attached.is_err() {
+                running.kill_tree();
+            }
             let mut execs = Reported(bridle_exec::supervised::CallExecs::new(&approvals));
             let finished = running.finish_observed(timeout, &mut execs);
             for line in finished.inspection.messages() {
                 say(&line);
             }
-            let code = match finished.outcome {
+            let outcome = crate::net_wiring::after_run(attached, finished.outcome);
+            let code = match outcome {
                 Outcome::Exited(code) => u8::try_from(code).unwrap_or(255),
                 Outcome::TimedOut => {
                     let secs = timeout.map_or(0.0, |d| d.as_secs_f64());
@@ -145,6 +168,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     };
     bridle_sandbox::launcher::kill_orphans();
     pumps.finish();
+    crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)
@@ -305,15 +329,35 @@ impl StdioPumps {
             .into_iter()
             .map(|(mut reader, is_stdout)| {
                 std::thread::spawn(move || {
-                    let _ = if is_stdout {
-                        std::io::copy(&mut reader, &mut std::io::stdout().lock())
+                    if is_stdout {
+                        pump(&mut reader, std::io::stdout);
                     } else {
-                        std::io::copy(&mut reader, &mut std::io::stderr().lock())
-                    };
+                        pump(&mut reader, std::io::stderr);
+                    }
                 })
             })
             .collect();
         RunningPumps { outputs }
+    }
+}
+
+/// Copies `reader` to the stream `out` gives until end of input, locking it for each chunk
+/// only: bridle's own lines (`say`) go between the command's, in the order they happened.
+fn pump<W: Write>(reader: &mut std::io::PipeReader, out: impl Fn() -> W) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut out = out();
+                if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 

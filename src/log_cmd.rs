@@ -154,7 +154,7 @@ fn list(dir: &Path, json: bool) -> Result<u8> {
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
         out.flush()?;
         return Ok(0);
     }
@@ -285,7 +285,7 @@ fn show(dir: &Path, wanted: &str, json: bool, full: bool) -> Result<u8> {
     let view = timeline(events.iter().map(|(seq, time, e)| (*seq, time.as_str(), e)));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
-        serde_json::to_writer_pretty(&mut out, &view)?;
+        serde_json::to_writer(&mut out, &view)?;
         writeln!(out)?;
     } else {
         show::write_timeline(&mut out, &view, full)?;

@@ -4,11 +4,13 @@ mod agent_host;
 mod cli;
 mod exec_cmd;
 mod log_cmd;
+mod net_wiring;
 mod policy_cmd;
 mod probe_cmd;
 mod run_cmd;
 mod session_facts;
 mod shell_cmd;
+mod style;
 mod tool_cmd;
 
 use std::io::Write;

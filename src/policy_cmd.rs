@@ -26,6 +26,9 @@ pub fn run(global: &GlobalArgs, command: &PolicyCommand) -> Result<u8> {
         PolicyCommand::Explain(ExplainCommand::Bash { command, json }) => {
             explain_bash(global, command, *json)
         }
+        PolicyCommand::Explain(ExplainCommand::Connect { target, json }) => {
+            explain_connect(global, target, *json)
+        }
     }
 }
 
@@ -41,7 +44,7 @@ fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
             "entries": policy.entries(),
             "spec": plan.spec,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
         return Ok(0);
     }
     write_policy_table(&mut out, &policy)?;
@@ -127,6 +130,28 @@ fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
     }
     writeln!(out, "  masked:          {}", paths(&spec.masked_paths))?;
     writeln!(out, "  network:         {}", spec.network)?;
+    if let Some(list) = &spec.allow_list {
+        let entries = |l: &[bridle_policy::network::NetEntry]| -> String {
+            if l.is_empty() {
+                "(none)".to_owned()
+            } else {
+                l.iter()
+                    .map(|e| e.entry.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        writeln!(out, "  allowed hosts:   {}", entries(&list.allow))?;
+        writeln!(out, "  denied hosts:    {}", entries(&list.deny))?;
+        for pin in &list.resolve {
+            writeln!(out, "  resolve:         {} -> {}", pin.host, pin.address)?;
+        }
+        writeln!(
+            out,
+            "  proxy:           relay on the sandbox's 127.0.0.1:{} (HTTP CONNECT, plain HTTP, SOCKS5); no DNS inside",
+            list.relay_port
+        )?;
+    }
     writeln!(
         out,
         "  seccomp:         {}",
@@ -224,7 +249,7 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let plan = facts.plan(&policy, facts.preview_temp_dir())?;
-    let resolved = bridle_exec::fs_tools::resolve(&facts.workspace, &path.to_string_lossy());
+    let resolved = bridle_exec::fs_tools::resolve(&plan.spec, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
     print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
 }
@@ -252,6 +277,68 @@ fn explain_status(decision: Decision) -> u8 {
         Decision::Deny => 1,
         Decision::Ask => 3,
     }
+}
+
+/// `policy explain connect HOST[:PORT]`: exit 0 allow, 1 deny, 3 ask; 2 for a target that is
+/// not a host.
+fn explain_connect(global: &GlobalArgs, target: &str, as_json: bool) -> Result<u8> {
+    let (host, port) = match bridle_policy::network::split_host_port(target, 443) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "bridle: {}", bridle_exec::printable::printable(&e));
+            return Ok(2);
+        }
+    };
+    let facts = Facts::gather(global)?;
+    let policy = facts.load_policy(global, Overrides::default())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let shown = host.to_string();
+    let verdict = plan.decide_connect(&shown, port);
+    let pin = plan.resolve_pin(&shown);
+    let mut out = std::io::stdout().lock();
+    let note = match verdict.decision {
+        Decision::Ask => Some(
+            "approval policy `ask`: a person is asked once per session (the connection waits); with no one to ask it is denied",
+        ),
+        Decision::Allow | Decision::Deny => None,
+    };
+    if as_json {
+        let value = json!({
+            "subject": {"connect": {"host": shown, "port": port}},
+            "decision": verdict.decision,
+            "by": verdict.by,
+            "reason": verdict.reason,
+            "approval": plan.approval,
+            "resolve": pin.map(|p| json!({"address": p.address, "origin": p.origin})),
+            "note": note,
+        });
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
+    } else {
+        let colour = crate::style::colour_on_stdout();
+        writeln!(
+            out,
+            "{}: {}",
+            crate::style::decision(verdict.decision, colour),
+            verdict.reason
+        )?;
+        if let Some(pin) = pin {
+            writeln!(
+                out,
+                "resolve: `{}` is pinned to {} ({}), private addresses included",
+                pin.host, pin.address, pin.origin
+            )?;
+        } else if verdict.decision != Decision::Deny {
+            writeln!(
+                out,
+                "resolve: the proxy resolves `{shown}` itself and refuses loopback, private, link-local and metadata addresses"
+            )?;
+        }
+        if let Some(note) = note {
+            writeln!(out, "{note}")?;
+        }
+    }
+    Ok(explain_status(verdict.decision))
 }
 
 fn approval_note(decision: Decision, approval: ApprovalPolicy) -> Option<&'static str> {
@@ -283,9 +370,15 @@ fn print_verdict(
             "approval": approval,
             "note": note,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", serde_json::to_string(&value)?)?;
     } else {
-        writeln!(out, "{}: {}", verdict.decision, verdict.reason)?;
+        let colour = crate::style::colour_on_stdout();
+        writeln!(
+            out,
+            "{}: {}",
+            crate::style::decision(verdict.decision, colour),
+            verdict.reason
+        )?;
         if let Some(note) = note {
             writeln!(out, "{note}")?;
         }

@@ -46,6 +46,7 @@ pub fn run(global: &GlobalArgs, as_json: bool) -> Result<u8> {
             "profile": policy.profile,
             "mode": plan.spec.mode,
             "network": plan.spec.network,
+            "allow_list": plan.spec.allow_list,
             "guarantees": assessment.guarantees,
             "mechanisms": assessment.plan,
             "accepted_missing": accepted.iter().map(|g| g.guarantee).collect::<Vec<_>>(),
@@ -90,6 +91,15 @@ pub fn run(global: &GlobalArgs, as_json: bool) -> Result<u8> {
             "profile {} (mode {}, network {}, unix sockets {})",
             policy.profile, plan.spec.mode, plan.spec.network, plan.spec.unix_sockets
         )?;
+        if let Some(list) = &plan.spec.allow_list {
+            writeln!(
+                out,
+                "  network allow-list: {} allowed and {} denied entries, decided by bridle's proxy outside the sandbox; the sandbox reaches it only through a relay on its own 127.0.0.1:{} (no DNS inside)",
+                list.allow.len(),
+                list.deny.len(),
+                list.relay_port
+            )?;
+        }
         for g in &assessment.guarantees {
             let names: Vec<String> = g
                 .provided_by

@@ -412,6 +412,30 @@ fn open_log(
 /// What the model is told about where it works and what confines it.
 fn base_section(plan: &Plan) -> PromptSection {
     let spec = &plan.spec;
+    let mut section = base_section_text(plan);
+    if let Some(list) = &spec.allow_list {
+        let hosts: Vec<&str> = list
+            .allow
+            .iter()
+            .take(30)
+            .map(|e| e.entry.as_str())
+            .collect();
+        section.text.push_str(&format!(
+            " The network is an allow-list: commands reach only these hosts, through a proxy the \
+             HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables name (there is no DNS inside; a client \
+             must use the proxy): {}.",
+            if hosts.is_empty() {
+                "none".to_owned()
+            } else {
+                hosts.join(", ")
+            }
+        ));
+    }
+    section
+}
+
+fn base_section_text(plan: &Plan) -> PromptSection {
+    let spec = &plan.spec;
     PromptSection {
         name: "bridle:environment".to_owned(),
         order: 10,

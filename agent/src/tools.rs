@@ -16,6 +16,17 @@ pub enum ToolNote {
     Decided { decision: Decision, by: String },
     /// While the call's command ran, the exec supervisor denied an exec (or asked about one).
     ExecDecided(crate::log::ExecDecision),
+    /// The network proxy decided connections of the call's command (after it ran).
+    NetDecision {
+        host: String,
+        port: u16,
+        decision: Decision,
+        by: String,
+        error: Option<String>,
+        connections: u64,
+        sent: u64,
+        received: u64,
+    },
 }
 
 /// What the model sees of a call, and what the sandbox enforced for it.

@@ -499,6 +499,26 @@ impl<'h> Agent<'h> {
                         call_id: call.call_id.clone(),
                         exec,
                     },
+                    ToolNote::NetDecision {
+                        host,
+                        port,
+                        decision,
+                        by,
+                        error,
+                        connections,
+                        sent,
+                        received,
+                    } => Event::NetDecision(crate::log::NetDecision {
+                        call_id: call.call_id.clone(),
+                        host,
+                        port,
+                        decision,
+                        by,
+                        error,
+                        connections,
+                        sent,
+                        received,
+                    }),
                 };
                 let runs = matches!(
                     event,

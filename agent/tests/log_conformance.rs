@@ -54,6 +54,17 @@ fn whole_turn(turn: u64) -> Vec<Event> {
             decision: Decision::Allow,
             by: "mode workspace-write".into(),
         },
+        Event::NetDecision(bridle_agent::log::NetDecision {
+            call_id: id.clone(),
+            host: "crates.io".into(),
+            port: 443,
+            decision: Decision::Allow,
+            by: "`network.allow` entry `crates.io` (profiles/ci-registries.yaml:14:7)".into(),
+            error: None,
+            connections: 2,
+            sent: 1234,
+            received: 56789,
+        }),
         Event::ToolResult {
             call_id: id,
             ok: true,
@@ -489,6 +500,37 @@ fn one_of_each_type() -> Vec<Event> {
             decision: Decision::Allow,
             by: "approved escalation".into(),
         },
+        Event::ExecDecision {
+            call_id: "c1".into(),
+            exec: bridle_agent::log::ExecDecision {
+                pid: 12,
+                program: "/usr/bin/git".into(),
+                argv: vec!["git".into(), "push".into(), "origin".into(), "main".into()],
+                decision: Decision::Deny,
+                rule: Some("deny-git-push".into()),
+                reason: "pushing is not allowed".into(),
+                outcome: "refused".into(),
+                same_as: vec![],
+                ancestry: vec![
+                    "11 sh -c git push origin main".into(),
+                    "1 bridle-init".into(),
+                ],
+                answer: None,
+                message: "rule deny-git-push denied exec of /usr/bin/git push origin main (pid 12)"
+                    .into(),
+            },
+        },
+        Event::NetDecision(bridle_agent::log::NetDecision {
+            call_id: "c1".into(),
+            host: "crates.io".into(),
+            port: 443,
+            decision: Decision::Allow,
+            by: "`network.allow` entry `crates.io`".into(),
+            error: None,
+            connections: 1,
+            sent: 10,
+            received: 20,
+        }),
         Event::SandboxQuarantine {
             call_id: "c1".into(),
             path: "/w/sub/.git/config".into(),
@@ -902,7 +944,7 @@ fn fork_inside_a_turn_or_past_the_end_is_refused(backend: Backend) {
         .fork(&id, Some(99), backend, &new_session())
         .unwrap_err()
         .to_string();
-    assert!(err.contains("events 0 to 12"), "{err}");
+    assert!(err.contains("events 0 to 13"), "{err}");
     assert_eq!(
         f.dir.list().unwrap().len(),
         1,

@@ -206,6 +206,9 @@ pub enum PipelineNote {
         /// What it decided, about which process.
         record: bridle_sandbox::ExecRecord,
     },
+    /// The network proxy decided connections the call made (reported when the call's
+    /// command has ended, with the bytes moved).
+    Network(crate::net::NetDecision),
 }
 
 /// Receives a call's notes; an error means the note could not be kept (and the call must not
@@ -314,6 +317,11 @@ impl<'o> Approvals<'o> {
         self.note(PipelineNote::ExecDecided {
             record: record.clone(),
         })
+    }
+
+    /// Reports a network decision of the call's connections.
+    pub fn network(&self, decision: &crate::net::NetDecision) -> Result<(), String> {
+        self.note(PipelineNote::Network(decision.clone()))
     }
 
     fn note(&self, note: PipelineNote) -> Result<(), String> {

@@ -65,6 +65,9 @@ pub struct SandboxFacts {
     /// What the exec supervisor denied (or asked about) while the command ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exec_decisions: Vec<bridle_sandbox::ExecRecord>,
+    /// What the network proxy decided for the call's connections (network `allow-list`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_decisions: Vec<crate::net::NetDecision>,
 }
 
 /// Something a call's command left that git on the host would run, which bridle moved aside
@@ -140,6 +143,7 @@ fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
         denied_by_sandbox: None,
         quarantined: Vec::new(),
         exec_decisions: Vec::new(),
+        network_decisions: Vec::new(),
     }
 }
 
@@ -344,9 +348,20 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
             (false, Some(137), false, Some(DeniedBy::Sandbox))
         }
     };
-    if denied_by.is_none() {
-        sandbox.denied_by_sandbox = attribute(&run_spec, &stderr);
+    for decision in &result.network {
+        // Reported to the session log as `net/decision` before the result.
+        if let Err(e) = ctx.approvals.network(decision) {
+            tracing::warn!("a network decision could not be recorded: {e}");
+        }
     }
+    content.push_str(&crate::net::summary(&result.network));
+    if denied_by.is_none() {
+        sandbox.denied_by_sandbox = attribute(&run_spec, &stderr).or_else(|| {
+            crate::net::first_denial(&result.network)
+                .map(|d| format!("the network allow-list denied `{}`", d.target()))
+        });
+    }
+    sandbox.network_decisions = result.network.clone();
     if !ok && let Some(what) = &sandbox.denied_by_sandbox {
         content.push_str(&format!(
                 "\n[denied by the sandbox (mode {}): {what}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
@@ -446,6 +461,25 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
         {
             return Some(format!("a blocked system call (`{}`)", line.trim()));
         }
+        if spec.network == Network::AllowList
+            && [
+                "network is unreachable",
+                "could not resolve host",
+                "temporary failure in name resolution",
+                "name or service not known",
+                "no address associated with hostname",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            let port = spec
+                .allow_list
+                .as_ref()
+                .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
+            return Some(format!(
+                "the network is an allow-list reached only through bridle's proxy, and there is no DNS inside the sandbox: this client seems not to use the proxy; it must honour HTTPS_PROXY/HTTP_PROXY (http://127.0.0.1:{port}) or ALL_PROXY (socks5h://127.0.0.1:{port})"
+            ));
+        }
         if spec.network == Network::Off
             && [
                 "network is unreachable",
@@ -487,6 +521,7 @@ mod tests {
             must_stay_absent: Vec::new(),
             masked_paths: vec!["/home/u/.ssh".into()],
             network: Network::Off,
+            allow_list: None,
             unix_sockets: bridle_policy::UnixSockets::Block,
             seccomp: bridle_policy::SeccompProfile::ConfinedNoNetwork,
             limits: bridle_policy::ResourceLimits {

@@ -36,4 +36,18 @@ pub enum ExecError {
     /// Planning a wider spec for an approved escalation failed.
     #[error("planning the escalated sandbox: {0}")]
     Replan(String),
+    /// The network proxy could not start.
+    #[error("starting the network proxy: {source}")]
+    ProxyStart {
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The relay listener of a sandbox could not be received or served.
+    #[error("connecting the sandbox to the network proxy: {source}")]
+    ProxyAttach {
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
 }

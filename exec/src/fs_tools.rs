@@ -7,6 +7,11 @@
 //! and no symlink following for writes, so the kernel enforces the same roots as for commands.
 //! Reads and listings may run concurrently; writes and edits may not.
 
+#![expect(
+    clippy::result_large_err,
+    reason = "the helpers return the finished tool result as their error, moved once per call"
+)]
+
 use std::path::{Path, PathBuf};
 
 use bridle_policy::{Decision, Plan, SandboxMode};
@@ -83,6 +88,7 @@ fn facts(plan: &Plan) -> SandboxFacts {
         denied_by_sandbox: None,
         quarantined: Vec::new(),
         exec_decisions: Vec::new(),
+        network_decisions: Vec::new(),
     }
 }
 
@@ -118,11 +124,14 @@ fn parse<T: for<'de> Deserialize<'de>>(
 
 /// Resolves a tool path: relative to the workspace, lexically normalised, then with symlinks
 /// in its existing ancestors resolved (what the kernel will actually reach).
-pub fn resolve(workspace: &Path, raw: &str) -> PathBuf {
-    let joined = if Path::new(raw).is_absolute() {
-        PathBuf::from(raw)
-    } else {
-        workspace.join(raw)
+pub fn resolve(spec: &bridle_policy::SandboxSpec, raw: &str) -> PathBuf {
+    // `~` means what it means to the commands of the sandbox: their `HOME`.
+    let home = spec.env.get("HOME").map(PathBuf::from);
+    let joined = match (raw.strip_prefix('~'), &home) {
+        (Some(""), Some(home)) => home.clone(),
+        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(&rest[1..]),
+        _ if Path::new(raw).is_absolute() => PathBuf::from(raw),
+        _ => spec.workspace.join(raw),
     };
     bridle_sandbox::real_path::real_path(&joined)
 }
@@ -399,7 +408,7 @@ pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    let path = resolve(&ctx.plan.spec, &args.path);
     if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
         return done(ctx.plan, false, not_recorded(&e), None);
     }
@@ -451,7 +460,7 @@ pub fn write_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    let path = resolve(&ctx.plan.spec, &args.path);
     let escalation = args
         .sandbox_permissions
         .map(|m| (m, args.justification.as_deref()));
@@ -493,7 +502,7 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             None,
         );
     }
-    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    let path = resolve(&ctx.plan.spec, &args.path);
     let escalation = args
         .sandbox_permissions
         .map(|m| (m, args.justification.as_deref()));
@@ -564,7 +573,7 @@ pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let path = resolve(&ctx.plan.spec.workspace, &args.path);
+    let path = resolve(&ctx.plan.spec, &args.path);
     if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
         return done(ctx.plan, false, not_recorded(&e), None);
     }
@@ -618,10 +627,7 @@ pub fn glob(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             );
         }
     };
-    let base = resolve(
-        &ctx.plan.spec.workspace,
-        args.path.as_deref().unwrap_or("."),
-    );
+    let base = resolve(&ctx.plan.spec, args.path.as_deref().unwrap_or("."));
     if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
         return done(ctx.plan, false, not_recorded(&e), None);
     }

@@ -20,6 +20,7 @@ pub mod bash_tool;
 mod error;
 pub mod fs_tools;
 pub mod git_dirs;
+pub mod net;
 pub mod output;
 pub mod printable;
 pub mod process;

@@ -67,6 +67,8 @@ pub struct RunResult {
     /// What the command left in repositories that git on the host would run, which bridle
     /// moved aside when the run ended.
     pub inspection: Inspection,
+    /// What the network proxy decided for the command's connections (network `allow-list`).
+    pub network: Vec<crate::net::NetDecision>,
 }
 
 /// Runs commands. The local implementation is [`SandboxRunner`]; a remote one would implement
@@ -94,6 +96,8 @@ pub trait Runner: Send + Sync {
 pub struct SandboxRunner {
     launcher: PathBuf,
     spills: Arc<SpillBudget>,
+    /// The session's network proxy, for specs with network `allow-list`.
+    proxy: Option<std::sync::Arc<crate::net::NetProxy>>,
 }
 
 impl SandboxRunner {
@@ -102,7 +106,20 @@ impl SandboxRunner {
         SandboxRunner {
             launcher,
             spills: Arc::new(SpillBudget::new()),
+            proxy: None,
         }
+    }
+
+    /// The session's network proxy, when it has one.
+    pub fn proxy(&self) -> Option<&crate::net::NetProxy> {
+        self.proxy.as_deref()
+    }
+
+    /// The same runner, connecting `allow-list` commands through `proxy` (without one they
+    /// are refused).
+    pub fn with_proxy(mut self, proxy: std::sync::Arc<crate::net::NetProxy>) -> SandboxRunner {
+        self.proxy = Some(proxy);
+        self
     }
 }
 
@@ -124,6 +141,7 @@ impl Runner for SandboxRunner {
             stdout: Captured::default(),
             stderr: Captured::default(),
             inspection: Inspection::default(),
+            network: Vec::new(),
         };
         let mut sandbox = match Sandbox::prepare(
             request.spec.clone(),
@@ -139,6 +157,12 @@ impl Runner for SandboxRunner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let proxy = self.proxy.as_deref();
+        let (launch, relay) = match crate::net::prepare_launch(launch, request.spec.network, proxy)
+        {
+            Ok(pair) => pair,
+            Err(r) => return Ok(refused(r)),
+        };
         // This process was asked to stop (a held Ctrl-C or SIGTERM): start nothing new.
         if bridle_sandbox::launcher::termination_requested() {
             return Ok(refused(Refusal {
@@ -160,6 +184,14 @@ impl Runner for SandboxRunner {
                 return Ok(result);
             }
             Err(r) => return Ok(refused(r)),
+        };
+        let attachment = match crate::net::attach_launch(proxy, relay) {
+            Ok(attachment) => attachment,
+            Err(r) => {
+                running.kill_tree();
+                let _ = running.wait(None);
+                return Ok(refused(r));
+            }
         };
         let serial = SPILL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stamp = format!("{}-{serial}", std::process::id());
@@ -214,6 +246,9 @@ impl Runner for SandboxRunner {
             Outcome::TimedOut => RunStatus::TimedOut,
             Outcome::Stopped(why) => RunStatus::Stopped(why),
         };
+        let network = attachment
+            .map(|a| a.finish(std::time::Duration::from_secs(2)))
+            .unwrap_or_default();
         let mut captured = Vec::new();
         for reader in readers {
             let result = reader.join().map_err(|_| ExecError::ReadOutput {
@@ -229,6 +264,7 @@ impl Runner for SandboxRunner {
             stdout,
             stderr,
             inspection: finished.inspection,
+            network,
         })
     }
 }

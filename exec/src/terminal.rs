@@ -29,6 +29,8 @@ pub struct Terminal {
     /// What was typed since the last newline: bash has not run it yet, and the next input
     /// continues it, so the rules check both together.
     unsubmitted: String,
+    /// The proxy's view of this terminal's connections (network `allow-list`).
+    network: Option<crate::net::Attachment>,
     // Dropped last: removes placeholders only after the tree is gone.
     _sandbox: Sandbox,
 }
@@ -42,6 +44,19 @@ impl Terminal {
         cwd: &Path,
         rows: u16,
         cols: u16,
+    ) -> Result<Terminal, String> {
+        Terminal::start_with_network(spec, launcher, cwd, rows, cols, None)
+    }
+
+    /// [`Terminal::start`], connected to the session's network `proxy` (needed when the spec's
+    /// network is `allow-list`: without one the terminal is refused).
+    pub fn start_with_network(
+        spec: &SandboxSpec,
+        launcher: PathBuf,
+        cwd: &Path,
+        rows: u16,
+        cols: u16,
+        proxy: Option<&crate::net::NetProxy>,
     ) -> Result<Terminal, String> {
         let (master, slave) = bridle_sandbox::tty::open_pty(rows, cols)
             .map_err(|e| format!("opening a pseudo-terminal: {e}"))?;
@@ -68,10 +83,20 @@ impl Terminal {
             .stdin(dup(&slave)?)
             .stdout(dup(&slave)?)
             .stderr(dup(&slave)?);
+        let (launch, relay) =
+            crate::net::prepare_launch(launch, spec.network, proxy).map_err(|r| r.to_string())?;
         let running = match sandbox.spawn(launch) {
             Ok(Spawned::Running(r)) => r,
             Ok(Spawned::ExecFailed(f)) => return Err(f.cause),
             Err(r) => return Err(r.to_string()),
+        };
+        let network = match crate::net::attach_launch(proxy, relay) {
+            Ok(network) => network,
+            Err(r) => {
+                running.kill_tree();
+                let _ = running.wait(None);
+                return Err(r.to_string());
+            }
         };
         drop(slave);
         let master = std::fs::File::from(master);
@@ -94,10 +119,19 @@ impl Terminal {
             output,
             pending: Vec::new(),
             unsubmitted: String::new(),
+            network,
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));
         Ok(terminal)
+    }
+
+    /// What the network proxy decided for this terminal's connections since the last call.
+    pub fn take_network_decisions(&self) -> Vec<crate::net::NetDecision> {
+        self.network
+            .as_ref()
+            .map(crate::net::Attachment::take_decisions)
+            .unwrap_or_default()
     }
 
     /// Writes `input` to the terminal as typed (include `\n` to run a line, `\u{3}` for Ctrl-C).
@@ -309,6 +343,28 @@ pub fn call(
     raw_arguments: &str,
     persist: bool,
 ) -> crate::bash_tool::ToolResult {
+    call_with_network(
+        plan,
+        approvals,
+        launcher,
+        slot,
+        raw_arguments,
+        persist,
+        None,
+    )
+}
+
+/// [`call`] for a session with a network `proxy` (network `allow-list`): the connections the
+/// terminal made during the call are reported with its result.
+pub fn call_with_network(
+    plan: &bridle_policy::Plan,
+    approvals: &crate::approvals::Approvals<'_>,
+    launcher: PathBuf,
+    slot: &mut Option<Terminal>,
+    raw_arguments: &str,
+    persist: bool,
+    proxy: Option<&crate::net::NetProxy>,
+) -> crate::bash_tool::ToolResult {
     use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
     let spec = &plan.spec;
     let result = |ok: bool, content: String, denied_by: Option<DeniedBy>| ToolResult {
@@ -325,6 +381,7 @@ pub fn call(
             denied_by_sandbox: None,
             quarantined: Vec::new(),
             exec_decisions: Vec::new(),
+            network_decisions: Vec::new(),
         },
     };
     let args: TerminalArgs = match serde_json::from_str(raw_arguments) {
@@ -386,7 +443,8 @@ pub fn call(
     }
     let mut terminal = match slot.take() {
         Some(t) => t,
-        None => match Terminal::start(spec, launcher, &spec.workspace, 40, 120) {
+        None => match Terminal::start_with_network(spec, launcher, &spec.workspace, 40, 120, proxy)
+        {
             Ok(t) => t,
             Err(e) => return result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox)),
         },
@@ -411,6 +469,18 @@ pub fn call(
         out.push_str(&execs.note());
         exec_decisions = execs.records;
     }
+    let decisions = terminal.take_network_decisions();
+    for decision in &decisions {
+        if let Err(e) = approvals.network(decision) {
+            tracing::warn!("a network decision could not be recorded: {e}");
+        }
+    }
+    out.push_str(&crate::net::summary(&decisions));
+    let result = |ok, content, denied_by| {
+        let mut r = result(ok, content, denied_by);
+        r.sandbox.network_decisions.clone_from(&decisions);
+        r
+    };
     if persist && !args.close {
         *slot = Some(terminal);
         let mut done = result(true, out, None);

@@ -3,7 +3,8 @@
 //! This crate owns the policy vocabulary (sandbox mode, approval policy, network, rules,
 //! guarantees), the profile format and its layering, and planning: turning an effective policy
 //! plus a session's facts into a plain-data [`SandboxSpec`] and answering the tool layer's
-//! questions ([`Plan::decide_write`], [`Plan::decide_exec`], [`Plan::decide_bash`]).
+//! questions ([`Plan::decide_write`], [`Plan::decide_exec`], [`Plan::decide_bash`],
+//! [`Plan::decide_connect`]).
 //!
 //! What it must never do: make syscalls, spawn processes, or touch the filesystem beyond reading
 //! profile text ([`source`] is the only module that does). The `sandbox` crate enforces what this
@@ -36,6 +37,7 @@ mod error;
 pub mod git_config;
 pub mod glob;
 mod merge;
+pub mod network;
 mod origin;
 mod parse;
 mod plan;
@@ -53,6 +55,7 @@ pub use merge::{
     DEFAULT_CACHE_PATHS, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, EnvOverride,
     LoadRequest, MAX_EXTENDS_DEPTH, Overrides, check_workspace_layer, load,
 };
+pub use network::{AllowListSpec, NetList, RELAY_PORT};
 pub use origin::{Origin, Sourced};
 pub use parse::parse_document;
 pub use plan::{

@@ -264,6 +264,7 @@ fn builtin(profile: &str) -> Policy {
         mode: Sourced::builtin(SandboxMode::ReadOnly),
         approval: Sourced::builtin(ApprovalPolicy::Ask),
         network: Sourced::builtin(Network::Off),
+        network_hosts: crate::network::NetworkHosts::default(),
         unix_sockets: Sourced::builtin(UnixSockets::Block),
         readable_roots: strings(&["/"]),
         writable_roots: Vec::new(),
@@ -430,17 +431,17 @@ fn check_path_entry(entry: &str) -> Result<(), String> {
     Ok(())
 }
 
-struct Applier<'a> {
+pub(crate) struct Applier<'a> {
     file: &'a str,
     kind: LayerKind,
 }
 
 impl Applier<'_> {
-    fn at(&self, loc: &Location) -> Origin {
+    pub(crate) fn at(&self, loc: &Location) -> Origin {
         origin_in(self.file, loc)
     }
 
-    fn widens(&self, loc: &Location, key: &str, why: impl Into<String>) -> PolicyError {
+    pub(crate) fn widens(&self, loc: &Location, key: &str, why: impl Into<String>) -> PolicyError {
         PolicyError::WorkspaceLayerWidens {
             at: self.at(loc),
             key: key.to_owned(),
@@ -448,7 +449,12 @@ impl Applier<'_> {
         }
     }
 
-    fn invalid(&self, loc: &Location, key: &str, message: impl Into<String>) -> PolicyError {
+    pub(crate) fn invalid(
+        &self,
+        loc: &Location,
+        key: &str,
+        message: impl Into<String>,
+    ) -> PolicyError {
         PolicyError::InvalidValue {
             at: self.at(loc),
             key: key.to_owned(),
@@ -456,7 +462,7 @@ impl Applier<'_> {
         }
     }
 
-    fn tighten_only(&self) -> bool {
+    pub(crate) fn tighten_only(&self) -> bool {
         self.kind == LayerKind::Workspace
     }
 
@@ -478,7 +484,7 @@ impl Applier<'_> {
         }
         self.scalar(&mut policy.mode, raw.mode, "mode")?;
         self.scalar(&mut policy.approval, raw.approval, "approval")?;
-        self.scalar(&mut policy.network, raw.network, "network")?;
+        self.network(policy, raw.network)?;
         self.scalar(&mut policy.unix_sockets, raw.unix_sockets, "unix_sockets")?;
         if let Some(flag) = raw.allow_dangerous_workspace_root {
             if self.tighten_only() && flag.value && !policy.allow_dangerous_workspace_root.value {
@@ -650,7 +656,7 @@ impl Applier<'_> {
         Ok(())
     }
 
-    fn scalar<T: Ord + Copy + std::fmt::Display>(
+    pub(crate) fn scalar<T: Ord + Copy + std::fmt::Display>(
         &self,
         slot: &mut Sourced<T>,
         new: Option<Spanned<T>>,
@@ -731,7 +737,7 @@ impl Applier<'_> {
     }
 
     /// The generic list combine for plain values, compared by `key_of`.
-    fn list<T: Clone>(
+    pub(crate) fn list<T: Clone>(
         &self,
         list: &mut Vec<Sourced<T>>,
         op: ListOp<T>,
@@ -870,7 +876,7 @@ impl Applier<'_> {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Direction {
+pub(crate) enum Direction {
     /// Entries grant access: a workspace layer may only remove.
     ShrinkOnly,
     /// Entries restrict: a workspace layer may only add.

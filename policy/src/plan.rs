@@ -87,6 +87,22 @@ pub enum DecidedBy {
         /// The rule it could match.
         rule: String,
     },
+    /// A `network.allow` or `network.deny` entry decided a connection.
+    NetworkEntry {
+        /// Which list.
+        list: crate::network::NetList,
+        /// The entry, as canonical text.
+        entry: String,
+        /// Where it was written.
+        origin: Origin,
+    },
+    /// The network setting alone (`off` or `on`) decided a connection.
+    NetworkSetting {
+        /// The setting.
+        network: Network,
+        /// Where it was set.
+        origin: Origin,
+    },
     /// No rule matched.
     Default,
 }
@@ -127,6 +143,8 @@ pub struct Plan {
     /// Path rules.
     pub path_rules: Vec<PathRule>,
     provenance: BTreeMap<PathBuf, Origin>,
+    /// Where the network setting came from (for network decisions).
+    network_origin: Origin,
 }
 
 /// Plans `policy` for a session.
@@ -236,11 +254,13 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         command_timeout_max_secs: l.command_timeout_max.value,
         spill_size_bytes: l.spill_size.value,
     };
-    let network = if mode == SandboxMode::DangerFullAccess {
-        Network::On
+    let (network, network_origin) = if mode == SandboxMode::DangerFullAccess {
+        (Network::On, policy.mode.origin.clone())
     } else {
-        policy.network.value
+        (policy.network.value, policy.network.origin.clone())
     };
+    let allow_list = (network == Network::AllowList)
+        .then(|| crate::network::spec_allow_list(&policy.network_hosts));
     let guarantees = required_guarantees(
         mode,
         network,
@@ -253,9 +273,14 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     let seccomp = match (mode, network) {
         (SandboxMode::DangerFullAccess, _) => SeccompProfile::None,
         (_, Network::Off) => SeccompProfile::ConfinedNoNetwork,
+        (_, Network::AllowList) => SeccompProfile::ConfinedAllowList,
         (_, Network::On) => SeccompProfile::Confined,
     };
     let cache_home = plan_cache_home(policy, ctx, &workspace, &writable_roots, &masked_paths)?;
+    let mut env = plan_env(policy, ctx, &temp_dir, network);
+    if let Some(list) = &allow_list {
+        crate::network::set_proxy_env(&mut env, policy, list.relay_port);
+    }
     let spec = SandboxSpec {
         mode,
         workspace,
@@ -267,6 +292,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         must_stay_absent: Vec::new(),
         masked_paths,
         network,
+        allow_list,
         unix_sockets: if mode == SandboxMode::DangerFullAccess {
             UnixSockets::Allow
         } else {
@@ -274,7 +300,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         },
         seccomp,
         limits,
-        env: plan_env(policy, ctx, &temp_dir, network),
+        env,
         temp_dir,
         private_tmp: mode != SandboxMode::DangerFullAccess,
         cache_home,
@@ -286,6 +312,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         command_rules: policy.command_rules.clone(),
         path_rules: policy.path_rules.clone(),
         provenance,
+        network_origin,
     })
 }
 
@@ -393,7 +420,7 @@ fn required_guarantees(
             | Guarantee::Tty => confined,
             Guarantee::FsProtect => mode == SandboxMode::WorkspaceWrite && protects,
             Guarantee::FsMask => confined && masks,
-            Guarantee::Net => confined && network == Network::Off,
+            Guarantee::Net => confined && network != Network::On,
             Guarantee::Tree | Guarantee::Fd | Guarantee::Env => true,
             Guarantee::Res => limits.any_os_limit(),
         })
@@ -668,6 +695,11 @@ impl Plan {
             self.spec.must_stay_absent.sort();
             self.require(Guarantee::FsProtect);
         }
+    }
+
+    /// Where the network setting came from.
+    pub(crate) fn network_origin(&self) -> &Origin {
+        &self.network_origin
     }
 
     fn origin_of(&self, path: &Path) -> Origin {

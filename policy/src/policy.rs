@@ -96,8 +96,10 @@ pub struct Policy {
     pub mode: Sourced<SandboxMode>,
     /// Approval policy.
     pub approval: Sourced<ApprovalPolicy>,
-    /// Network.
+    /// Network: `off`, `allow-list` or `on` (`network.mode` in the mapping form).
     pub network: Sourced<Network>,
+    /// `network.allow`, `network.deny` and `network.resolve`.
+    pub network_hosts: crate::network::NetworkHosts,
     /// Unix socket creation (`block` by default; `allow` is the named G-IPC opt-out).
     pub unix_sockets: Sourced<UnixSockets>,
     /// Readable roots (`/` by default).
@@ -163,6 +165,9 @@ impl Policy {
             self.network.value.to_string(),
             &self.network.origin,
         );
+        for (key, value, origin) in self.network_hosts.entries(self.network.value) {
+            push(key, value, &origin);
+        }
         push(
             "unix_sockets",
             self.unix_sockets.value.to_string(),

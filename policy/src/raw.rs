@@ -10,9 +10,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::units::{ByteSize, Count, Seconds};
-use crate::vocab::{
-    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
-};
+use crate::vocab::{ApprovalPolicy, CacheHome, Decision, Guarantee, SandboxMode, UnixSockets};
 
 /// One profile layer.
 #[derive(Debug, Deserialize)]
@@ -23,7 +21,7 @@ pub(crate) struct RawProfile {
     pub tested_kernel_abi: Option<Spanned<u32>>,
     pub mode: Option<Spanned<SandboxMode>>,
     pub approval: Option<Spanned<ApprovalPolicy>>,
-    pub network: Option<Spanned<Network>>,
+    pub network: Option<Spanned<crate::network::RawNetwork>>,
     pub unix_sockets: Option<Spanned<UnixSockets>>,
     pub readable_roots: Option<ListOp<String>>,
     pub writable_roots: Option<ListOp<String>>,

@@ -26,6 +26,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../profiles/workstation.yaml"),
     ),
     ("ci-locked", include_str!("../../profiles/ci-locked.yaml")),
+    (
+        "ci-registries",
+        include_str!("../../profiles/ci-registries.yaml"),
+    ),
 ];
 
 /// The text of one profile layer and how to name it.

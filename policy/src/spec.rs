@@ -19,6 +19,9 @@ pub enum SeccompProfile {
     Confined,
     /// `confined`, plus deny every socket family except unix.
     ConfinedNoNetwork,
+    /// `confined-no-network`, except that inet sockets stay allowed: the sandbox's network
+    /// namespace has only loopback, where the relay to bridle's proxy listens.
+    ConfinedAllowList,
 }
 
 /// Resource limits; `None` means unlimited.
@@ -116,6 +119,9 @@ pub struct SandboxSpec {
     pub masked_paths: Vec<PathBuf>,
     /// Network setting.
     pub network: Network,
+    /// With network `allow-list`: what the proxy decides by, and where the relay listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_list: Option<crate::network::AllowListSpec>,
     /// Whether confined commands may create unix sockets.
     pub unix_sockets: UnixSockets,
     /// Which seccomp filter applies.

@@ -35,6 +35,9 @@ pub enum ApprovalPolicy {
 pub enum Network {
     /// No connection or datagram leaves the sandbox; loopback inside it may work.
     Off,
+    /// Only connections through bridle's proxy to allowed host names (the profile's
+    /// `network.allow`, minus `network.deny`); nothing else leaves the sandbox.
+    AllowList,
     /// Unrestricted network.
     On,
 }
@@ -202,6 +205,7 @@ display_and_parse!(ApprovalPolicy, "approval policy", [
 ]);
 display_and_parse!(Network, "network setting", [
     Network::Off => "off",
+    Network::AllowList => "allow-list",
     Network::On => "on",
 ]);
 display_and_parse!(UnixSockets, "unix socket setting", [
@@ -261,7 +265,7 @@ mod tests {
         assert!(SandboxMode::ReadOnly < SandboxMode::WorkspaceWrite);
         assert!(SandboxMode::WorkspaceWrite < SandboxMode::DangerFullAccess);
         assert!(ApprovalPolicy::Never < ApprovalPolicy::Ask);
-        assert!(Network::Off < Network::On);
+        assert!(Network::Off < Network::AllowList && Network::AllowList < Network::On);
     }
 
     #[test]

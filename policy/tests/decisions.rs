@@ -188,7 +188,7 @@ fn write_into_a_masked_credential_store_is_denied() {
     assert!(
         verdict
             .reason
-            .contains("masked path `/home/dev/.ssh` (profiles/workspace-write.yaml:12:5)"),
+            .contains("masked path `/home/dev/.ssh` (profiles/workspace-write.yaml:20:5)"),
         "{}",
         verdict.reason
     );

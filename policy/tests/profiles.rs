@@ -70,21 +70,107 @@ fn shipped_profiles_load_from_disk_the_same_as_embedded() {
             from_disk.command_rules.len(),
             "{name}"
         );
-        // The rules the spec carries for the exec supervisor name where they were written,
-        // which differs; what they say must not.
-        let without_origins = |policy: &bridle_policy::Policy| {
-            let mut spec = support::plan_fixed(policy).spec;
-            for rule in spec.exec_rules.iter_mut().flat_map(|r| r.rules.iter_mut()) {
-                rule.origin = bridle_policy::Origin::Builtin;
-            }
-            spec
-        };
         assert_eq!(
-            without_origins(&embedded),
-            without_origins(&from_disk),
+            without_list_origins(support::plan_fixed(&embedded).spec),
+            without_list_origins(support::plan_fixed(&from_disk).spec),
             "{name}"
         );
     }
+}
+
+/// The spec with the allow-list's origins (which name the file as it was loaded) cleared.
+fn without_list_origins(mut spec: bridle_policy::SandboxSpec) -> bridle_policy::SandboxSpec {
+    // The rules the spec carries for the exec supervisor, likewise.
+    for rule in spec.exec_rules.iter_mut().flat_map(|r| r.rules.iter_mut()) {
+        rule.origin = bridle_policy::Origin::Builtin;
+    }
+    if let Some(list) = &mut spec.allow_list {
+        for entry in list.allow.iter_mut().chain(list.deny.iter_mut()) {
+            entry.origin = bridle_policy::Origin::Builtin;
+        }
+        for pin in &mut list.resolve {
+            pin.origin = bridle_policy::Origin::Builtin;
+        }
+    }
+    spec
+}
+
+/// Every shipped profile's commented `network:` example, uncommented, is a valid layer on top
+/// of that profile: the examples cannot go stale.
+#[test]
+fn commented_network_examples_in_shipped_profiles_load() {
+    let mut checked = 0;
+    for (name, text) in SHIPPED {
+        let lines: Vec<&str> = text.lines().collect();
+        let Some(start) = lines.iter().position(|l| *l == "# network:") else {
+            continue;
+        };
+        let example: String = lines[start..]
+            .iter()
+            .take_while(|l| {
+                l.starts_with("# ") && (l.starts_with("# network:") || l.starts_with("#  "))
+            })
+            .map(|l| format!("{}\n", &l[2..]))
+            .collect();
+        let layer = format!("extends: {name}\napproval: never\n{example}");
+        let source = support::MemSource::new().with("example.yaml", layer.as_str());
+        let policy = load(&source, &support::request("example.yaml")).unwrap_or_else(|e| {
+            panic!("{name}: the commented example does not load: {e}\n{layer}")
+        });
+        let plan = support::plan_fixed(&policy);
+        assert_eq!(plan.spec.network, Network::AllowList, "{name}");
+        assert_eq!(
+            plan.decide_connect("crates.io", 443).decision,
+            bridle_policy::Decision::Allow,
+            "{name}"
+        );
+        assert_eq!(
+            plan.decide_connect("x.example.invalid", 443).decision,
+            bridle_policy::Decision::Deny,
+            "{name}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 4, "only {checked} profiles carry the example");
+}
+
+#[test]
+fn ci_registries_allows_the_public_registries_and_nothing_else() {
+    let plan = shipped_plan("ci-registries");
+    for (host, port) in [
+        ("index.crates.io", 443),
+        ("static.crates.io", 443),
+        ("static.rust-lang.org", 443),
+        ("pypi.org", 443),
+        ("files.pythonhosted.org", 443),
+        ("registry.npmjs.org", 443),
+        ("proxy.golang.org", 443),
+        ("sum.golang.org", 443),
+        ("github.com", 443),
+        ("codeload.github.com", 443),
+    ] {
+        assert_eq!(
+            plan.decide_connect(host, port).decision,
+            bridle_policy::Decision::Allow,
+            "{host}:{port}"
+        );
+    }
+    for (host, port) in [
+        ("github.com", 80),
+        ("github.com", 22),
+        ("gist.github.com", 443),
+        ("example.com", 443),
+        ("169.254.169.254", 80),
+    ] {
+        assert_eq!(
+            plan.decide_connect(host, port).decision,
+            bridle_policy::Decision::Deny,
+            "{host}:{port}"
+        );
+    }
+    let rules: Vec<&str> = plan.command_rules.iter().map(|r| r.id.as_str()).collect();
+    assert!(!rules.contains(&"deny-network-clients"), "{rules:?}");
+    assert!(rules.contains(&"deny-git-push") && rules.contains(&"deny-package-publish"));
 }
 
 #[test]
@@ -142,7 +228,7 @@ fn shipped_profiles_require_the_guarantees_of_their_mode() {
     let confined = [
         FsWrite, FsProtect, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env,
     ];
-    let expected: [(&str, Vec<Guarantee>); 5] = [
+    let expected: [(&str, Vec<Guarantee>); 6] = [
         (
             "read-only",
             vec![FsWrite, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env],
@@ -152,6 +238,12 @@ fn shipped_profiles_require_the_guarantees_of_their_mode() {
         ("workstation", confined.to_vec()),
         (
             "ci-locked",
+            vec![
+                FsWrite, FsProtect, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env, Res,
+            ],
+        ),
+        (
+            "ci-registries",
             vec![
                 FsWrite, FsProtect, FsMask, Net, Ipc, Proc, Priv, Tty, Tree, Fd, Env, Res,
             ],
@@ -179,6 +271,11 @@ fn shipped_profiles_pick_network_and_seccomp_by_mode() {
             SeccompProfile::ConfinedNoNetwork,
         ),
         ("ci-locked", Network::Off, SeccompProfile::ConfinedNoNetwork),
+        (
+            "ci-registries",
+            Network::AllowList,
+            SeccompProfile::ConfinedAllowList,
+        ),
     ] {
         let spec = shipped_plan(name).spec;
         assert_eq!((spec.network, spec.seccomp), (network, seccomp), "{name}");
@@ -214,7 +311,13 @@ fn every_confined_profile_masks_the_credential_stores() {
     .iter()
     .map(|p| Path::new(HOME).join(p))
     .collect();
-    for name in ["read-only", "workspace-write", "workstation", "ci-locked"] {
+    for name in [
+        "read-only",
+        "workspace-write",
+        "workstation",
+        "ci-locked",
+        "ci-registries",
+    ] {
         assert_eq!(shipped_plan(name).spec.masked_paths, expected, "{name}");
     }
     assert_eq!(
@@ -229,7 +332,12 @@ fn protected_paths_are_absolute_and_under_the_workspace() {
         .iter()
         .map(|p| Path::new(WORKSPACE).join(p))
         .collect();
-    for name in ["workspace-write", "workstation", "ci-locked"] {
+    for name in [
+        "workspace-write",
+        "workstation",
+        "ci-locked",
+        "ci-registries",
+    ] {
         assert_eq!(shipped_plan(name).spec.protected_paths, expected, "{name}");
     }
     for name in ["read-only", "danger-full-access"] {
@@ -256,7 +364,8 @@ fn writable_roots_follow_the_mode() {
         ("workspace-write", confined_write.clone()),
         ("danger-full-access", vec![]),
         ("workstation", confined_write.clone()),
-        ("ci-locked", confined_write),
+        ("ci-locked", confined_write.clone()),
+        ("ci-registries", confined_write),
     ] {
         assert_eq!(shipped_plan(name).spec.writable_roots, roots, "{name}");
     }

@@ -54,6 +54,9 @@ pub enum Mechanism {
     CgroupPids,
     /// The parent's wall-clock timer.
     WallTimer,
+    /// Network `allow-list`: bridle's proxy outside the sandbox decides each connection by
+    /// host and port; a relay listener on the sandbox's loopback is the only way to it.
+    AllowListProxy,
 }
 
 /// How one guarantee fares on this host.
@@ -134,7 +137,8 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
     let mount_view = confine && can_ns && probe.mount_ns.is_ok() && probe.mount_api.is_ok();
     let pid_ns = mount_view && probe.pid_ns.is_ok();
     let network_off = spec.network == Network::Off;
-    let net_ns = confine && network_off && can_ns && probe.net_ns.is_ok();
+    let allow_list = spec.network == Network::AllowList;
+    let net_ns = confine && (network_off || allow_list) && can_ns && probe.net_ns.is_ok();
     let ipc_ns = confine && can_ns && probe.ipc_ns.is_ok();
     let landlock = confine && probe.landlock_pinned();
     let seccomp = confine && probe.seccomp.is_ok() && probe.no_new_privs.is_ok();
@@ -150,7 +154,7 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
         landlock,
         landlock_deny_tcp: landlock && network_off && !net_ns,
         seccomp,
-        seccomp_network_off: network_off,
+        seccomp_network_off: network_off || allow_list,
         seccomp_deny_unix: block_unix,
         drop_privileges: confine,
         cgroup_pids: probe.root && spec.limits.processes.is_some() && probe.cgroup_pids.is_ok(),
@@ -222,6 +226,20 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                         ));
                     } else {
                         note = Some(format!("needs a mount view: {}", why_ns()));
+                    }
+                }
+                // The allow-list needs the empty namespace: its seccomp rows allow inet
+                // sockets only because nothing but loopback (the relay) exists there.
+                Guarantee::Net if allow_list => {
+                    if net_ns && seccomp {
+                        by.extend([Mechanism::NetNamespace, Mechanism::SeccompSockets, Mechanism::AllowListProxy]);
+                    } else if !net_ns {
+                        note = Some(format!(
+                            "network allow-list needs a private network namespace: {}",
+                            probe.net_ns.as_ref().err().cloned().unwrap_or_else(why_ns)
+                        ));
+                    } else {
+                        note = Some(format!("network allow-list needs seccomp: {}", seccomp_why()));
                     }
                 }
                 Guarantee::Net => {
@@ -371,6 +389,44 @@ mod tests {
             .into_iter()
             .find(|g| g.guarantee == Guarantee::FsProtect)
             .unwrap()
+    }
+
+    fn net_status(spec: &SandboxSpec, probe: &HostProbe) -> GuaranteeStatus {
+        assess(spec, probe)
+            .guarantees
+            .into_iter()
+            .find(|g| g.guarantee == Guarantee::Net)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_allow_list_needs_the_private_network_namespace() {
+        let mut spec = protecting_spec();
+        spec.network = Network::AllowList;
+        let status = net_status(&spec, &capable_host());
+        assert_eq!(
+            status.provided_by,
+            vec![
+                Mechanism::NetNamespace,
+                Mechanism::SeccompSockets,
+                Mechanism::AllowListProxy
+            ]
+        );
+        let plan = assess(&spec, &capable_host()).plan;
+        assert!(plan.net_ns && plan.seccomp_network_off && !plan.landlock_deny_tcp);
+        let without_netns = HostProbe {
+            net_ns: Err("EPERM".into()),
+            ..capable_host()
+        };
+        let status = net_status(&spec, &without_netns);
+        assert!(status.missing(), "{status:?}");
+        assert!(
+            status
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("allow-list needs a private network namespace")),
+            "{status:?}"
+        );
     }
 
     #[test]

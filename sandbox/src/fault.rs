@@ -23,6 +23,9 @@ pub enum Fault {
     SeccompUnavailable,
     /// Creating a user namespace fails with EPERM (as with user namespaces disabled).
     UserNamespacesDenied,
+    /// `sendmsg` fails with EPERM: no descriptor can be passed over a unix socket (the relay
+    /// of network `allow-list` cannot reach bridle).
+    FdPassingDenied,
 }
 
 fn build_error(message: impl std::fmt::Display) -> SandboxError {
@@ -87,6 +90,10 @@ fn programs(fault: Fault) -> Result<Vec<BpfProgram>, SandboxError> {
             };
             rules.insert(libc::SYS_unshare, vec![masked(0)?]);
             rules.insert(libc::SYS_clone, vec![masked(0)?]);
+            libc::EPERM
+        }
+        Fault::FdPassingDenied => {
+            rules.insert(libc::SYS_sendmsg, Vec::new());
             libc::EPERM
         }
     };

@@ -1,6 +1,6 @@
 //! bridle's sandbox: the only crate that talks to the kernel about confinement, and the only
-//! crate allowed `unsafe` (in `sys`, the seccomp installer and fault injection, each block with
-//! a `// SAFETY:` comment).
+//! crate allowed `unsafe` (in `sys`, the seccomp installer, fault injection and taking
+//! ownership of a descriptor received by the relay, each block with a `// SAFETY:` comment).
 //!
 //! It owns: probing the host ([`mod@probe`]), deciding which mechanism provides each guarantee a
 //! [`bridle_policy::SandboxSpec`] requires ([`assess`]), and launching commands under that spec
@@ -31,6 +31,7 @@ pub mod net_watch;
 pub mod privileges;
 pub mod probe;
 pub mod real_path;
+pub mod relay;
 pub mod seccomp;
 pub mod supervisor;
 mod sys;

@@ -54,6 +54,10 @@
 //! | `socket` | domain is `AF_NETLINK` and protocol is not `NETLINK_ROUTE` (only when `netns_isolates`) | G-NET |
 //! | `socketpair` | domain is not `AF_UNIX` | G-NET |
 //!
+//! [`SeccompProfile::ConfinedAllowList`] (network `allow-list`) has exactly these rows too: the
+//! launcher refuses the allow-list without a private network namespace, so inet sockets reach
+//! only the sandbox's loopback, where the relay to bridle's proxy listens.
+//!
 //! The allowed set is one row whose conditions are "domain ≠ a" for every allowed `a` (AND), so
 //! every other value is denied, including families newer than this table, values above
 //! `AF_MAX`, and negative ones: new families are denied by default without enumerating them.
@@ -378,7 +382,9 @@ pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> 
     let network_off = match profile {
         SeccompProfile::None => return Vec::new(),
         SeccompProfile::Confined => options.network_off,
-        SeccompProfile::ConfinedNoNetwork => true,
+        // The allow-list keeps the socket rows of network off: inet is allowed only because
+        // the sandbox's network namespace has nothing but loopback (the relay listens there).
+        SeccompProfile::ConfinedNoNetwork | SeccompProfile::ConfinedAllowList => true,
     };
     let SeccompOptions {
         network_off: _,
@@ -569,6 +575,7 @@ pub fn profile_name(profile: SeccompProfile) -> &'static str {
         SeccompProfile::None => "none",
         SeccompProfile::Confined => "confined",
         SeccompProfile::ConfinedNoNetwork => "confined-no-network",
+        SeccompProfile::ConfinedAllowList => "confined-allow-list",
     }
 }
 
@@ -595,7 +602,9 @@ pub fn compile(
                 "profile `none` has no filter; the launcher installs nothing for it".to_owned(),
             ));
         }
-        SeccompProfile::Confined | SeccompProfile::ConfinedNoNetwork => {}
+        SeccompProfile::Confined
+        | SeccompProfile::ConfinedNoNetwork
+        | SeccompProfile::ConfinedAllowList => {}
     }
     let arch = running_arch().map_err(build_error)?;
     build_program(&rules(profile, options), arch, false).map_err(build_error)

@@ -1540,3 +1540,49 @@ fn install_rejects_an_empty_program() {
         ("confined", io::ErrorKind::InvalidInput)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Network allow-list
+// ---------------------------------------------------------------------------------------------
+
+/// The allow-list's filter is the filter of network off: inet is allowed only with the private
+/// network namespace (where nothing but loopback and the relay exist), every other family and
+/// io_uring stay denied.
+#[test]
+fn the_allow_list_filter_is_the_network_off_filter() {
+    for options in all_options() {
+        let allow_list = rules(SeccompProfile::ConfinedAllowList, options);
+        assert_eq!(
+            allow_list,
+            rules(SeccompProfile::ConfinedNoNetwork, options),
+            "{options:?}"
+        );
+        let compiled = |p| compile(p, options).expect("compiles");
+        assert_eq!(
+            compiled(SeccompProfile::ConfinedAllowList),
+            compiled(SeccompProfile::ConfinedNoNetwork),
+            "{options:?}"
+        );
+        let inet = denied(
+            &allow_list,
+            libc::SYS_socket,
+            args3(domain(libc::AF_INET), STREAM, 0),
+        );
+        assert_eq!(inet.is_none(), options.netns_isolates, "{options:?}");
+        for family in [libc::AF_PACKET, libc::AF_VSOCK, libc::AF_ALG] {
+            assert_eq!(
+                denied(
+                    &allow_list,
+                    libc::SYS_socket,
+                    args3(domain(family), STREAM, 0)
+                ),
+                EPERM
+            );
+        }
+        assert_eq!(denied(&allow_list, libc::SYS_io_uring_setup, [0; 6]), EPERM);
+    }
+    assert_eq!(
+        profile_name(SeccompProfile::ConfinedAllowList),
+        "confined-allow-list"
+    );
+}

@@ -57,6 +57,8 @@ impl Cut {
 /// The first line of `text`, at most `max` characters, and when anything is left out a
 /// marker saying how much (`… [+120 chars]`, `… [+3 lines, 120 chars]`).
 pub(crate) fn brief(text: &str, max: usize) -> String {
+    // A result that starts with blank lines shows its first line with something on it.
+    let text = text.trim_start_matches(['\n', '\r', ' ', '\t']);
     let line = text.split('\n').next().unwrap_or("");
     let shown: String = line.chars().take(max).collect();
     let total = text.chars().count();
@@ -239,7 +241,11 @@ fn write_step(
 fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()> {
     let p = |text: &str| printable(text);
     let decision = match (&call.decision, &call.decided_by) {
-        (Some(d), Some(by)) => format!("{d} by {}", p(by)),
+        (Some(d), Some(by)) => format!(
+            "{} by {}",
+            crate::style::decision(*d, crate::style::colour_on_stdout()),
+            p(by)
+        ),
         _ if !call.dispatched => "not dispatched".to_owned(),
         _ => "undecided".to_owned(),
     };
@@ -294,6 +300,9 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
             )?;
         }
     }
+    for n in &call.network {
+        writeln!(out, "{MORE}{}", network_line(n))?;
+    }
     match (call.ok, &call.result) {
         (Some(ok), Some(text)) => {
             cut.write(out, MORE, if ok { "ok:" } else { "failed:" }, text, 100)?;
@@ -311,6 +320,26 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
         )?;
     }
     Ok(())
+}
+
+/// One `net/decision` of a call, as `log show` lists it.
+fn network_line(n: &bridle_agent::log::NetDecision) -> String {
+    let p = |text: &str| printable(text);
+    let error = n
+        .error
+        .as_deref()
+        .map(|e| format!(", failed: {}", p(e)))
+        .unwrap_or_default();
+    format!(
+        "network: {} {}:{} by {}  ({} connections, {} bytes sent, {} received{error})",
+        n.decision,
+        p(&n.host),
+        n.port,
+        p(&n.by),
+        n.connections,
+        n.sent,
+        n.received
+    )
 }
 
 #[cfg(test)]

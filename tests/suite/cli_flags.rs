@@ -295,3 +295,70 @@ fn a_run_past_its_timeout_is_cancelled_and_exits_124() {
         "the cancel cause is logged"
     );
 }
+
+#[test]
+fn decisions_are_coloured_on_a_terminal_unless_no_color_is_set() {
+    let env = Env::new();
+    let explain = format!(
+        "{} --profile ci-locked policy explain bash 'git push'",
+        env!("CARGO_BIN_EXE_bridle")
+    );
+    let on_terminal = |no_color: bool| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qec", &explain, "/dev/null"])
+            .env_clear()
+            .env("HOME", &env.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("TERM", "xterm-256color")
+            .current_dir(&env.workspace);
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        run(&mut cmd)
+    };
+    let r = on_terminal(false);
+    assert!(
+        r.stdout.contains("\u{1b}[31mdeny\u{1b}[0m"),
+        "{:?}",
+        r.stdout
+    );
+    let r = on_terminal(true);
+    assert!(
+        r.stdout.contains("deny:") && !r.stdout.contains('\u{1b}'),
+        "{:?}",
+        r.stdout
+    );
+    // A pipe gets plain text, and JSON is one line.
+    let r = run(env.bridle().args([
+        "--profile",
+        "ci-locked",
+        "policy",
+        "explain",
+        "bash",
+        "git push",
+    ]));
+    assert!(
+        r.stdout.starts_with("deny: ") && !r.stdout.contains('\u{1b}'),
+        "{}",
+        r.stdout
+    );
+    for args in [
+        vec!["policy", "show", "--json"],
+        vec![
+            "--profile",
+            "ci-locked",
+            "policy",
+            "explain",
+            "bash",
+            "git push",
+            "--json",
+        ],
+        vec!["probe", "--json"],
+        vec!["log", "list", "--json"],
+    ] {
+        let r = run(env.bridle().args(&args));
+        assert_eq!(r.stdout.lines().count(), 1, "{args:?}: {}", r.stdout);
+        serde_json::from_str::<serde_json::Value>(r.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    }
+}

@@ -396,3 +396,26 @@ fn danger_full_access_file_tools_write_anywhere() {
     r.assert_code(0);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "d", "{v}");
 }
+
+#[test]
+fn a_tilde_path_means_the_sandbox_home_and_masks_still_hold() {
+    let env = super::support::ExecEnv::new();
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "ssh-secret").unwrap();
+    std::fs::write(env.home.join("notes.txt"), "home notes").unwrap();
+    let r = super::support::run_bounded(env.bridle().args([
+        "tool",
+        "read_file",
+        r#"{"path": "~/notes.txt"}"#,
+    ]));
+    r.assert_ok();
+    assert!(r.stdout.contains("home notes"), "{}", r.stdout);
+    let r = super::support::run_bounded(env.bridle().args([
+        "tool",
+        "read_file",
+        r#"{"path": "~/.ssh/id_rsa"}"#,
+    ]));
+    r.assert_code(1);
+    assert!(!r.stdout.contains("ssh-secret"), "{}", r.stdout);
+    assert!(r.stdout.contains("masked"), "{}", r.stdout);
+}

@@ -113,6 +113,10 @@ pub enum Event {
     /// processes (or asked about one and had its answer).
     #[serde(rename = "exec/decision")]
     ExecDecision { call_id: String, exec: ExecDecision },
+    /// The network proxy decided connections a call's command made (network `allow-list`):
+    /// one event per host, port and decision, with the bytes moved, before the call's result.
+    #[serde(rename = "net/decision")]
+    NetDecision(NetDecision),
     /// An approval question went to the approval seam.
     #[serde(rename = "approval/asked")]
     ApprovalAsked { call_id: String, question: String },
@@ -159,6 +163,7 @@ impl Event {
             Self::ToolResult { .. } => "tool/result",
             Self::SandboxQuarantine { .. } => "sandbox/quarantine",
             Self::ExecDecision { .. } => "exec/decision",
+            Self::NetDecision(_) => "net/decision",
             Self::ApprovalAsked { .. } => "approval/asked",
             Self::ApprovalDecided { .. } => "approval/decided",
             Self::SandboxMode { .. } => "sandbox/mode",
@@ -191,6 +196,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "tool/result",
     "sandbox/quarantine",
     "exec/decision",
+    "net/decision",
     "approval/asked",
     "approval/decided",
     "sandbox/mode",
@@ -227,6 +233,28 @@ pub struct ExecDecision {
     pub answer: Option<String>,
     /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
     pub message: String,
+}
+
+/// A `net/decision` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetDecision {
+    pub call_id: String,
+    pub host: String,
+    pub port: u16,
+    /// `allow` or `deny`.
+    pub decision: Decision,
+    /// The `network.allow`/`network.deny` entry, the missing entry, the approval or the
+    /// address check that decided.
+    pub by: String,
+    /// An allowed connection that could not be made: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How many connections the decision covers.
+    pub connections: u64,
+    /// Bytes from the sandbox to the host.
+    pub sent: u64,
+    /// Bytes from the host to the sandbox.
+    pub received: u64,
 }
 
 /// Event 0 of every session.
@@ -424,6 +452,17 @@ mod tests {
                     message: "rule deny-git-push denied exec of /usr/bin/git push (pid 7)".into(),
                 },
             },
+            Event::NetDecision(NetDecision {
+                call_id: "c".into(),
+                host: "crates.io".into(),
+                port: 443,
+                decision: Decision::Allow,
+                by: "`network.allow` entry `crates.io`".into(),
+                error: None,
+                connections: 1,
+                sent: 10,
+                received: 20,
+            }),
             Event::ApprovalAsked {
                 call_id: "c".into(),
                 question: "q".into(),

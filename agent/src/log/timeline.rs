@@ -107,6 +107,9 @@ pub struct Call {
     /// (`exec/decision`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub execs: Vec<crate::log::ExecDecision>,
+    /// What the network proxy decided for the call's connections.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<super::event::NetDecision>,
 }
 
 /// An escalation a call asked for (`sandbox_permissions` in its arguments).
@@ -264,6 +267,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }
                 None => out.entries.push(unattached),
             },
+            Event::NetDecision(decision) => match open.find(&mut turn, &decision.call_id) {
+                Some(call) => call.network.push(decision.clone()),
+                None => out.entries.push(unattached),
+            },
             Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {
                 Some(call) => {
                     call.approval = Some(Approval {
@@ -397,6 +404,7 @@ impl Call {
             refused_by: None,
             quarantined: Vec::new(),
             execs: Vec::new(),
+            network: Vec::new(),
         }
     }
 }

@@ -32,9 +32,11 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
-use super::protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine};
+use super::protocol::{
+    CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
+};
 use crate::supervisor::Supervisor;
-use crate::{landlock_rules, mounts, privileges, seccomp, sys};
+use crate::{landlock_rules, mounts, privileges, relay, seccomp, sys};
 
 /// A setup failure: which guarantee, and why.
 struct Fail {
@@ -77,23 +79,28 @@ pub fn launcher_main() -> ! {
 
 /// Entry point of a launcher forked (not re-executed) from a single-threaded bridle process:
 /// the same code path as [`launcher_main`] after the config has been read. `status` becomes
-/// the status pipe at [`STATUS_FD`]. Never returns.
+/// the status pipe at [`STATUS_FD`], `relay` the relay channel at [`RELAY_FD`], and
+/// `supervisor_channel` the exec supervisor's at [`SUPERVISOR_FD`]. Never returns.
 pub(crate) fn run_forked(
     config: LaunchConfig,
     status: std::os::fd::OwnedFd,
+    relay: Option<std::os::fd::OwnedFd>,
     supervisor_channel: Option<std::os::fd::OwnedFd>,
 ) -> ! {
-    // Out of the way first, so that moving one to its number cannot clobber the other.
+    // Out of the way first, so that moving one to its number cannot clobber another.
     let high = |fd: &std::os::fd::OwnedFd| {
         nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(64))
             .unwrap_or_else(|_| sys::exit_now(125))
     };
     let status_high = high(&status);
+    let relay_high = relay.as_ref().map(high);
     let channel_high = supervisor_channel.as_ref().map(high);
     drop(status);
+    drop(relay);
     drop(supervisor_channel);
     for (fd, target) in [
         (Some(status_high), STATUS_FD),
+        (relay_high, RELAY_FD),
         (channel_high, SUPERVISOR_FD),
     ] {
         if let Some(fd) = fd {
@@ -107,7 +114,15 @@ pub(crate) fn run_forked(
     // Everything else the parent had open stays with the parent: a pipe end held here would
     // keep its reader from ever seeing end-of-file.
     sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
-    let _ = sys::close_fds_from(u32::try_from(first_unused_fd(&config)).unwrap_or(5));
+    // The relay channel and the supervisor's, when there are, stay (see `crate::relay` and
+    // `take_supervisor`).
+    let _ = sys::close_fds_from(u32::try_from(SUPERVISOR_FD + 1).unwrap_or(7));
+    if config.spec.network != bridle_policy::Network::AllowList {
+        sys::close_raw_fd(RELAY_FD);
+    }
+    if config.supervisor.is_none() {
+        sys::close_raw_fd(SUPERVISOR_FD);
+    }
     // Never unwind into the parent's stack frames (their destructors belong to the parent, e.g.
     // placeholder cleanup): a panic here ends this process at once.
     let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(config))) {
@@ -122,16 +137,6 @@ pub(crate) fn run_forked(
         }
     };
     sys::exit_now(code)
-}
-
-/// The first descriptor the launcher does not use: after the status pipe, and after the
-/// exec supervisor's channel when there is one.
-fn first_unused_fd(config: &LaunchConfig) -> i32 {
-    if config.supervisor.is_some() {
-        SUPERVISOR_FD + 1
-    } else {
-        STATUS_FD + 1
-    }
 }
 
 /// The exec supervisor of this launch, with its channel to bridle, when the spec has command
@@ -274,6 +279,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
         sys::loopback_up(sock.as_fd())
             .map_err(|e| fail(Guarantee::Net, format!("bringing loopback up: {e}")))?;
     }
+    relay_hook(&config)?;
     if m.pid_ns {
         nix::sched::unshare(CloneFlags::CLONE_NEWPID)
             .map_err(|e| fail(Guarantee::Tree, format!("unshare(CLONE_NEWPID): {e}")))?;
@@ -310,6 +316,27 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     sys::close_raw_fd(STATUS_FD);
     let code = supervise(child, true, supervisor.as_mut());
     sys::exit_now(code)
+}
+
+/// Network `allow-list`: inside the new network namespace (loopback up), the relay listener
+/// goes to bridle's proxy (see [`crate::relay`]). Refused without a private network namespace:
+/// inet sockets would then reach the host's network.
+fn relay_hook(config: &LaunchConfig) -> Result<(), Fail> {
+    let spec = &config.spec;
+    if spec.network != bridle_policy::Network::AllowList {
+        return Ok(());
+    }
+    if !config.mechanisms.net_ns {
+        return Err(fail(
+            Guarantee::Net,
+            "network allow-list needs a private network namespace",
+        ));
+    }
+    let port = spec
+        .allow_list
+        .as_ref()
+        .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
+    relay::hand_over_listener(port).map_err(|cause| fail(Guarantee::Net, cause))
 }
 
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {

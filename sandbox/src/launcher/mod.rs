@@ -21,7 +21,9 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Pid, getegid, geteuid, getpid};
 
 pub use child::launcher_main;
-use protocol::{CONFIG_FD, LaunchConfig, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine};
+use protocol::{
+    CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
+};
 
 use crate::assess::{Assessment, assess};
 use crate::mounts::{self, Inspection, Inspector, MountPlan, Placeholders};
@@ -211,6 +213,7 @@ impl Sandbox {
             in_process: false,
             controlling_tty: false,
             stdio: [None, None, None],
+            relay: None,
         }
     }
 }
@@ -253,6 +256,8 @@ pub struct Launch {
     /// Replacements for the command's stdin, stdout and stderr (forked launcher only; the
     /// re-executed one takes its stdio from [`Launch::command`]).
     stdio: [Option<OwnedFd>; 3],
+    /// The launcher's end of the relay channel (network `allow-list`), passed at `RELAY_FD`.
+    relay: Option<OwnedFd>,
 }
 
 /// How a launched command ended.
@@ -319,6 +324,14 @@ impl Launch {
     /// (for example pipes the caller pumps, when its own stdio is a regular file).
     pub fn with_stdio(mut self, stdio: [Option<OwnedFd>; 3]) -> Launch {
         self.stdio = stdio;
+        self
+    }
+
+    /// Passes the launcher's end of a relay channel (see [`crate::relay::channel`]): with
+    /// network `allow-list`, the launcher hands the relay listener to bridle's proxy over it.
+    /// Without one, an `allow-list` launch is refused (`G-NET`).
+    pub fn with_network_relay(mut self, launcher_end: OwnedFd) -> Launch {
+        self.relay = Some(launcher_end);
         self
     }
 
@@ -445,17 +458,23 @@ impl Launch {
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
-        let pairs = [
+        let pipes = [
             (config_read.as_raw_fd(), CONFIG_FD),
             (status_write.as_raw_fd(), STATUS_FD),
         ];
-        match &supervisor_channel {
-            Some(channel) => sys::set_child_fds(
-                &mut self.command,
-                [pairs[0], pairs[1], (channel.as_raw_fd(), SUPERVISOR_FD)],
-                self.controlling_tty,
-            ),
-            None => sys::set_child_fds(&mut self.command, pairs, self.controlling_tty),
+        let relay = self.relay.as_ref().map(|r| (r.as_raw_fd(), RELAY_FD));
+        let channel = supervisor_channel
+            .as_ref()
+            .map(|c| (c.as_raw_fd(), SUPERVISOR_FD));
+        let tty = self.controlling_tty;
+        match (relay, channel) {
+            (Some(r), Some(c)) => {
+                sys::set_child_fds(&mut self.command, [pipes[0], pipes[1], r, c], tty);
+            }
+            (Some(one), None) | (None, Some(one)) => {
+                sys::set_child_fds(&mut self.command, [pipes[0], pipes[1], one], tty);
+            }
+            (None, None) => sys::set_child_fds(&mut self.command, pipes, tty),
         }
         let [stdin, stdout, stderr] = std::mem::take(&mut self.stdio);
         if let Some(fd) = stdin {
@@ -514,7 +533,8 @@ impl Launch {
                     }
                 }
                 self.stdio = [None, None, None];
-                child::run_forked(self.config.clone(), status_write, supervisor_channel)
+                let relay = self.relay.take();
+                child::run_forked(self.config.clone(), status_write, relay, supervisor_channel)
             }
             Ok(nix::unistd::ForkResult::Parent { child }) => {
                 drop(supervisor_channel);
@@ -826,7 +846,7 @@ impl Running {
             }
             let _ = reader.join();
             while let Ok(Wake::Exec(message)) = rx.try_recv() {
-                if let crate::supervisor::record::FromSupervisor::Decided(_) = message {
+                if let crate::supervisor::record::FromSupervisor::Decided(..) = message {
                     crate::supervisor::record::observe(message, observer);
                 }
             }

@@ -26,9 +26,12 @@ use crate::mounts::MountPlan;
 pub const CONFIG_FD: i32 = 3;
 /// The launcher's fd for the status pipe.
 pub const STATUS_FD: i32 = 4;
+/// The launcher's fd for the relay channel to bridle's proxy (network `allow-list` only; see
+/// [`crate::relay`]).
+pub const RELAY_FD: i32 = 5;
 /// The launcher's fd for the exec supervisor's channel to bridle (a stream socket), when the
 /// spec has command rules; init keeps it, the command never has it.
-pub const SUPERVISOR_FD: i32 = 5;
+pub const SUPERVISOR_FD: i32 = 6;
 
 /// Everything the launcher needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]

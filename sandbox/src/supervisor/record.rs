@@ -155,10 +155,14 @@ impl ExecObserver for Unobserved {
 /// What the reader thread hands to the thread that waits for the run.
 #[derive(Debug)]
 pub(crate) enum FromSupervisor {
-    Decided(ExecRecord),
+    /// Signalled (or dropped) once the observer has it.
+    Decided(ExecRecord, mpsc::Sender<bool>),
     /// Reply on the sender; dropping it answers "no".
     Ask(ExecRecord, mpsc::Sender<bool>),
 }
+
+/// How long a decision's report may hold the process it is about while nobody observes.
+const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads the supervisor's messages from `socket` until it closes, passing each to `deliver`
 /// (which returns false once nobody listens any more). Questions wait for their answer; one
@@ -176,7 +180,14 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
         };
         let answer = match message {
             ToBridle::Decided { id, record } => {
-                deliver(FromSupervisor::Decided(record));
+                // The process goes on once the observer has printed and recorded the decision,
+                // so that the line comes before what the failed exec makes anyone print; a
+                // side that does not observe now (a terminal between calls) holds it at most
+                // DELIVERY_WAIT.
+                let (tx, rx) = mpsc::channel();
+                if deliver(FromSupervisor::Decided(record, tx)) {
+                    let _ = rx.recv_timeout(DELIVERY_WAIT);
+                }
                 Answer { id, approve: false }
             }
             ToBridle::Ask { id, record } => {
@@ -196,7 +207,10 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
 /// Hands one message to `observer`; a question is answered on its sender.
 pub(crate) fn observe(message: FromSupervisor, observer: &mut dyn ExecObserver) {
     match message {
-        FromSupervisor::Decided(record) => observer.decided(&record),
+        FromSupervisor::Decided(record, delivered) => {
+            observer.decided(&record);
+            let _ = delivered.send(true);
+        }
         FromSupervisor::Ask(record, reply) => {
             let _ = reply.send(observer.approve(&record));
         }
