@@ -1,6 +1,7 @@
 //! The exec supervisor and ordinary work: what must keep working under `ci-locked` (git,
 //! make, cargo, pytest), `ask` at an exec (a person answers; nobody: denied), no supervisor
-//! without command rules, debuggers inside, `danger-full-access`, and failing closed.
+//! without command rules, debuggers inside, `danger-full-access`, and failing closed (an
+//! untraced process execs nothing; a supervisor that dies takes its sandbox with it).
 
 use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
 use super::support::{ExecEnv, bridle_in_pty, run_bounded, run_within};
@@ -284,4 +285,111 @@ fn danger_full_access_is_supervised_at_the_exec_from_the_launcher() {
         r.stderr
     );
     assert_nothing_pushed(&e, "danger-full-access");
+}
+
+/// Live processes whose `argv[0]` is `name`.
+fn processes_named(name: &str) -> Vec<i32> {
+    super::support::processes_with(name)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(name.as_bytes()))
+        })
+        .collect()
+}
+
+/// A field of `/proc/PID/status` (empty when the process is gone).
+fn status_field(pid: i32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The host pid of the tracer of `pid` (`TracerPid` in its status), 0 for none.
+fn tracer_of(pid: i32) -> i32 {
+    status_field(pid, "TracerPid").parse().unwrap_or(0)
+}
+
+/// `pid` runs without a tracer and is not on its way out (a zombie, or `SIGKILL` pending).
+fn runs_untraced(pid: i32) -> bool {
+    let dying = |field: &str| {
+        u64::from_str_radix(&status_field(pid, field), 16).is_ok_and(|mask| mask & (1 << 8) != 0)
+    };
+    let state = status_field(pid, "State");
+    !state.is_empty()
+        && !state.starts_with('Z')
+        && !state.starts_with('X')
+        && tracer_of(pid) == 0
+        && !dying("SigPnd")
+        && !dying("ShdPnd")
+}
+
+#[test]
+fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
+    use super::support::{assert_no_survivor, token, wait_until};
+    use std::time::Duration;
+    // With a PID namespace the supervisor is its init; under danger-full-access the launcher.
+    for mode in [&[][..], &["--mode", "danger-full-access"][..]] {
+        let e = ExecEnv::new();
+        let marker = token("supervised");
+        // A loop that execs a program every 20 ms: left running without its supervisor, it would
+        // exec unsupervised (or, under the filter, fail with ENOSYS and say so).
+        let inner = "while :; do /bin/true || echo exec-failed; sleep 0.02; done";
+        let mut child = e
+            .exec_cmd(
+                &["--profile", "ci-locked"],
+                mode,
+                &["bash", "-c", &format!("exec -a {marker} bash -c '{inner}'")],
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn bridle exec");
+        let mut supervisor = 0;
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                supervisor = processes_named(&marker)
+                    .first()
+                    .map_or(0, |p| tracer_of(*p));
+                supervisor != 0
+            }),
+            "{mode:?}: the supervised loop never showed up"
+        );
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(supervisor),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill the supervisor");
+        // The loop is gone at once, never seen running untraced, and bridle ends.
+        let mut untraced = Vec::new();
+        let gone = wait_until(Duration::from_secs(5), || {
+            let left = processes_named(&marker);
+            untraced.extend(left.iter().copied().filter(|p| runs_untraced(*p)));
+            left.is_empty()
+        });
+        let ended = wait_until(Duration::from_secs(20), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !ended {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("wait for bridle");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_no_survivor(&marker, "the sandbox of a dead supervisor");
+        assert!(gone, "{mode:?}: the loop outlived its supervisor");
+        assert!(
+            untraced.is_empty(),
+            "{mode:?}: processes ran on untraced after their supervisor died: {untraced:?}"
+        );
+        assert!(ended, "{mode:?}: bridle did not end with its sandbox");
+        assert!(!out.status.success(), "{mode:?}: {:?}", out.status);
+        assert!(
+            !stdout.contains("exec-failed"),
+            "{mode:?}: the loop ran on without its supervisor:\n{stdout}"
+        );
+    }
 }
