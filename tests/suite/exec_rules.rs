@@ -366,3 +366,54 @@ fn bridle_run_records_exec_decisions_with_the_call_that_caused_them() {
     );
     let _ = path_str(&e.workspace);
 }
+
+#[test]
+fn bridle_exec_names_the_rule_in_one_line_before_the_failure_it_causes() {
+    let e = with_remote();
+    let name = script(&e, "plain-push.sh", "git push origin main");
+    // A file for stderr: bridle pumps the command's output into it, between its own lines.
+    let err_path = e.workspace.join("stderr.txt");
+    let err_file = std::fs::File::create(&err_path).unwrap();
+    let mut cmd = e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]);
+    let status = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err_file)
+        .status()
+        .expect("run bridle exec");
+    assert!(status.success(), "{status:?}");
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let prefix = format!(
+        "bridle: rule deny-git-push denied exec of {} push origin main (pid ",
+        git.trim()
+    );
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line starting `{prefix}` in\n{stderr}"));
+    let pid = lines[at][prefix.len()..].strip_suffix(')').unwrap_or("");
+    assert!(
+        !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+        "{}",
+        lines[at]
+    );
+    let failed = lines
+        .iter()
+        .position(|l| l.contains("Permission denied"))
+        .unwrap_or_else(|| panic!("the shell did not report the failed exec:\n{stderr}"));
+    assert!(
+        at < failed,
+        "the attribution came after the failure:\n{stderr}"
+    );
+    assert_nothing_pushed(&e, "plain push");
+}
