@@ -4,7 +4,7 @@
 //! private `/tmp`).
 
 use super::exec_rules::{assert_nothing_pushed, script, with_remote};
-use super::support::{ExecEnv, is_root, run_within};
+use super::support::{ExecEnv, is_root, run_bounded, run_within};
 
 /// Forks `attempts` children; in each, one thread flips `word` between `neutral` and
 /// `harmful` (one atomic store each) while the main thread execs `echo WORD` (mode `thread`) or
@@ -207,4 +207,37 @@ fn git_under_another_name_is_still_git() {
         );
         assert_nothing_pushed(&e, what);
     }
+}
+
+#[test]
+fn no_process_of_a_supervised_sandbox_can_open_another_process_memory_for_writing() {
+    // What the decision at the exec event rests on: nothing but the stopped process itself
+    // can write its new memory. Outside a sandbox a parent may (the control); inside, its
+    // child's `/proc/PID/mem` and its own do not open for writing.
+    let probe = r#"
+import subprocess
+p = subprocess.Popen(["sleep", "30"])
+for name, path in (("child", f"/proc/{p.pid}/mem"), ("self", "/proc/self/mem")):
+    try:
+        open(path, "r+b")
+        print(f"{name}=opened")
+    except OSError as e:
+        print(f"{name}={e.strerror}")
+p.kill()
+"#;
+    let host = std::process::Command::new("python3")
+        .args(["-c", probe])
+        .output()
+        .expect("run python3");
+    assert!(
+        String::from_utf8_lossy(&host.stdout).contains("child=opened"),
+        "the control: {}",
+        String::from_utf8_lossy(&host.stderr)
+    );
+    let e = ExecEnv::new();
+    let r =
+        run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["python3", "-c", probe]));
+    r.assert_ok();
+    assert_eq!(r.value("child"), "Permission denied", "{}", r.stderr);
+    assert_eq!(r.value("self"), "Permission denied", "{}", r.stderr);
 }
