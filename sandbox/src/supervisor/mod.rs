@@ -45,7 +45,10 @@
 //!   be swapped, and it cannot be written while it runs (`ETXTBSY`).
 //!
 //! A decision at the exec event that differs from the one at the seccomp stop kills the
-//! process: a racing rewrite can only ever end in a dead process, never an allowed one.
+//! process: a racing rewrite can only ever end in a dead process, never an allowed one. (A
+//! descriptor to `/proc/PID/mem` opened before the exec refers to the old memory, and one's own
+//! `/proc/self/mem` does not open for writing under Landlock either.) The same argument, for
+//! users, is in `SECURITY.md` ("Command rules at every exec").
 //!
 //! # Failing closed
 //!
