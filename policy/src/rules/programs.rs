@@ -4,6 +4,29 @@
 
 use crate::shell::Word;
 
+/// git's global options that take a value (the next word, or glued with `=`).
+pub const GIT_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--super-prefix",
+    "--config-env",
+    "--attr-source",
+];
+
+/// The dynamic loader's options (run as a program) that take a value.
+pub const LOADER_WITH_VALUE: &[&str] = &[
+    "--library-path",
+    "--preload",
+    "--argv0",
+    "--audit",
+    "--inhibit-rpath",
+    "--glibc-hwcaps-prepend",
+    "--glibc-hwcaps-mask",
+];
+
 /// How a program runs other commands, or hides what it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Role {
@@ -366,15 +389,7 @@ pub(super) const PROGRAMS: &[Program] = &[
             "ld64.so.1",
             "ld64.so.2",
         ],
-        &[
-            "--library-path",
-            "--preload",
-            "--argv0",
-            "--audit",
-            "--inhibit-rpath",
-            "--glibc-hwcaps-prepend",
-            "--glibc-hwcaps-mask",
-        ],
+        LOADER_WITH_VALUE,
         &[
             "--list",
             "--verify",
@@ -410,16 +425,7 @@ pub(super) const PROGRAMS: &[Program] = &[
     interpreter(&["tclsh"], &[], &[]),
     Program {
         names: &["git"],
-        with_value: &[
-            "-C",
-            "-c",
-            "--git-dir",
-            "--work-tree",
-            "--namespace",
-            "--super-prefix",
-            "--config-env",
-            "--attr-source",
-        ],
+        with_value: GIT_WITH_VALUE,
         special: &[],
         role: Role::Subcommands {
             aliases: true,

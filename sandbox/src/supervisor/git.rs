@@ -22,17 +22,8 @@ const MAX_FILES: usize = 64;
 /// The most bytes read of one config file.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// git's global options that take a value (the next word, or glued with `=`).
-const WITH_VALUE: &[&str] = &[
-    "-C",
-    "-c",
-    "--git-dir",
-    "--work-tree",
-    "--namespace",
-    "--super-prefix",
-    "--config-env",
-    "--attr-source",
-];
+/// git's global options that take a value (the rule engine's table).
+const WITH_VALUE: &[&str] = bridle_policy::rules::GIT_WITH_VALUE;
 
 /// What git's global options say about where it reads config.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -503,10 +503,26 @@ impl Supervisor {
         }
     }
 
+    /// The traced parent of `pid`: from its fork event, or, when the new process's own stops
+    /// were reported before its parent's fork event (waitpid gives no order between tasks),
+    /// from `/proc/PID/status`.
+    fn parent_of(&self, pid: i32) -> Option<i32> {
+        self.procs.get(&pid).and_then(|p| p.parent).or_else(|| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            self.procs.contains_key(&ppid).then_some(ppid)
+        })
+    }
+
     /// The parents of `pid`, nearest first.
     fn ancestry(&self, pid: i32) -> Vec<ExecAncestor> {
         let mut out = Vec::new();
-        let mut at = self.procs.get(&pid).and_then(|p| p.parent);
+        let mut at = self.parent_of(pid);
         while let Some(parent) = at {
             if out.len() >= 64 || out.iter().any(|a: &ExecAncestor| a.pid == parent) {
                 break;
@@ -516,7 +532,7 @@ impl Supervisor {
                 pid: parent,
                 command: proc.map(|p| p.command.clone()).unwrap_or_default(),
             });
-            at = proc.and_then(|p| p.parent);
+            at = self.parent_of(parent);
         }
         out
     }
@@ -654,15 +670,7 @@ fn loader_runs(
 /// The argv of the program the dynamic loader, run as `argv`, loads: its first operand and
 /// what follows (`--argv0 NAME` does not change which file it is).
 fn loaded_program(argv: &[String]) -> Option<Vec<String>> {
-    const WITH_VALUE: &[&str] = &[
-        "--library-path",
-        "--preload",
-        "--argv0",
-        "--audit",
-        "--inhibit-rpath",
-        "--glibc-hwcaps-prepend",
-        "--glibc-hwcaps-mask",
-    ];
+    const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
     let mut i = 1;
     while let Some(word) = argv.get(i) {
         if word == "--" {
