@@ -337,9 +337,7 @@ pub enum ExplainCommand {
         #[arg(long)]
         json: bool,
     },
-    // The doc comment is the help text (`HOST[:PORT]` is literal there, not a link).
-    #[allow(rustdoc::broken_intra_doc_links)]
-    /// Explain a network connection to HOST[:PORT] (port 443 when omitted): the decision of
+    /// Explain a network connection to HOST or HOST:PORT (port 443 when omitted): the decision of
     /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
     Connect {
         /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.

@@ -27,6 +27,17 @@ pub struct ExecProxy {
 /// the command's output into it, and a write beside the pump could be overwritten), when the
 /// run is over.
 pub fn exec_proxy(plan: &Plan) -> Result<Option<ExecProxy>, Refusal> {
+    let hold = bridle_sandbox::launcher::needs_pipe(std::io::stderr().as_fd());
+    proxy_for_run(plan, hold)
+}
+
+/// The proxy of one `bridle shell` session: its denial lines are all printed when the session
+/// is over (the terminal is the shell's while it runs, in raw mode).
+pub fn shell_proxy(plan: &Plan) -> Result<Option<ExecProxy>, Refusal> {
+    proxy_for_run(plan, true)
+}
+
+fn proxy_for_run(plan: &Plan, hold_lines: bool) -> Result<Option<ExecProxy>, Refusal> {
     if plan.spec.network != Network::AllowList {
         return Ok(None);
     }
@@ -37,8 +48,7 @@ pub fn exec_proxy(plan: &Plan) -> Result<Option<ExecProxy>, Refusal> {
                 cause: format!("network allow-list: {e}"),
             }
         })?;
-    let deferred = bridle_sandbox::launcher::needs_pipe(std::io::stderr().as_fd())
-        .then(|| Arc::new(Mutex::new(Vec::new())));
+    let deferred = hold_lines.then(|| Arc::new(Mutex::new(Vec::new())));
     // Live lines go to a duplicate of fd 2, not through `std::io::stderr()`, whose lock a stdio
     // pump may hold: the proxy's threads must never wait.
     let live = std::io::stderr()

@@ -46,6 +46,13 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     if let Some(code) = crate::exec_cmd::refused_by_rules(&plan, &["bash".into(), "-i".into()]) {
         return Ok(code);
     }
+    let proxy = match crate::net_wiring::shell_proxy(&plan) {
+        Ok(proxy) => proxy,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
     let mut sandbox = match Sandbox::prepare(
         plan.spec,
         &bridle_sandbox::probe::quick(),
@@ -66,9 +73,17 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     let (master, slave) =
         bridle_sandbox::tty::open_pty(rows, cols).context("opening a pseudo-terminal")?;
     let cwd = std::env::current_dir()?;
-    let mut launch = sandbox
+    let launch = sandbox
         .launch(vec!["bash".into(), "-i".into()], &cwd)
         .with_controlling_terminal();
+    let network = sandbox.spec().network;
+    let (mut launch, relay) = match crate::net_wiring::with_relay(launch, network, proxy.as_ref()) {
+        Ok(pair) => pair,
+        Err(refusal) => {
+            say(&refusal.to_string());
+            return Ok(EXIT_SANDBOX_UNAVAILABLE);
+        }
+    };
     launch
         .command
         .stdin(slave.try_clone()?)
@@ -92,6 +107,11 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
         }
     };
     drop(slave);
+    // The proxy serves the sandbox's relay; if it cannot, the session is stopped (125).
+    let attached = crate::net_wiring::attach(proxy.as_ref(), relay);
+    if attached.is_err() {
+        running.kill_tree();
+    }
     if let Some(note) = sandbox.config_locks_note() {
         say(&note);
     }
@@ -169,7 +189,8 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     for line in finished.inspection.messages() {
         say(&line);
     }
-    let code = match finished.outcome {
+    let outcome = crate::net_wiring::after_run(attached, finished.outcome);
+    let code = match outcome {
         Outcome::Exited(_) if timed_out.load(Ordering::SeqCst) => {
             say(&format!(
                 "timed out after {}s; the whole process tree was killed",
@@ -185,6 +206,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
         }
     };
     crate::exec_cmd::network_hint(net_watch.as_mut());
+    crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)

@@ -361,3 +361,32 @@ fn npm_view_and_pack_against_a_local_registry() {
     r.assert_failed("denied");
     never_arrived(&server, "denied-npm");
 }
+
+#[test]
+fn the_interactive_shell_reaches_an_allowed_host_and_is_refused_for_another() {
+    let (e, server) = registry();
+    let port = server.port;
+    let input = format!(
+        "curl -sS --fail http://registry.test:{port}/hello.txt; echo allowed=$?; \
+         curl -sS -o /dev/null -w 'code=%{{http_code}}\\n' http://blocked.test:{port}/denied-shell; \
+         exit 0\n"
+    );
+    let r = super::support::bridle_in_pty(
+        &["--profile", &e.profile, "shell"],
+        &e.home,
+        &e.workspace,
+        None,
+        Some(&input),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stdout.contains("hello from outside"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("allowed=0") && r.stdout.contains("code=403"),
+        "{}",
+        r.stdout
+    );
+    // The denial is reported once the session is over, not inside the shell's screen.
+    let line = format!("bridle: network: denied blocked.test:{port} (not in the allow-list");
+    assert_eq!(r.stdout.matches(&line).count(), 1, "{}", r.stdout);
+    never_arrived(&server, "denied-shell");
+}
