@@ -225,6 +225,30 @@ impl<'f> LocalTools<'f> {
     }
 }
 
+/// What the session log keeps of an exec supervisor's decision (`exec/decision`).
+pub fn exec_decision(record: &bridle_sandbox::ExecRecord) -> bridle_agent::log::ExecDecision {
+    bridle_agent::log::ExecDecision {
+        pid: record.pid,
+        program: record.program.clone(),
+        argv: record.argv.clone(),
+        decision: record.decision,
+        rule: record.rule.clone(),
+        reason: record.reason.clone(),
+        outcome: serde_json::to_value(record.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        same_as: record.same_as.clone(),
+        ancestry: record
+            .ancestry
+            .iter()
+            .map(|a| format!("{} {}", a.pid, a.command))
+            .collect(),
+        answer: record.answer.clone(),
+        message: record.message(),
+    }
+}
+
 fn refusal(plan: &Plan, content: &str) -> ToolResult {
     ToolResult {
         ok: false,
@@ -239,6 +263,7 @@ fn refusal(plan: &Plan, content: &str) -> ToolResult {
             escalated: false,
             denied_by_sandbox: None,
             quarantined: Vec::new(),
+            exec_decisions: Vec::new(),
             network_decisions: Vec::new(),
         },
     }
@@ -266,6 +291,9 @@ impl ToolHost for LocalTools<'_> {
                     ToolNote::ApprovalDecided { answer, by }
                 }
                 PipelineNote::Decided { decision, by } => ToolNote::Decided { decision, by },
+                PipelineNote::ExecDecided { record } => {
+                    ToolNote::ExecDecided(exec_decision(&record))
+                }
                 PipelineNote::Network(d) => ToolNote::NetDecision {
                     host: d.host,
                     port: d.port,

@@ -14,6 +14,8 @@ pub enum ToolNote {
     /// The call was decided; with `Allow` it runs right after the loop returns from the note
     /// (the loop makes the log durable first).
     Decided { decision: Decision, by: String },
+    /// While the call's command ran, the exec supervisor denied an exec (or asked about one).
+    ExecDecided(crate::log::ExecDecision),
     /// The network proxy decided connections of the call's command (after it ran).
     NetDecision {
         host: String,

@@ -495,6 +495,10 @@ impl<'h> Agent<'h> {
                         decision,
                         by,
                     },
+                    ToolNote::ExecDecided(exec) => Event::ExecDecision {
+                        call_id: call.call_id.clone(),
+                        exec,
+                    },
                     ToolNote::NetDecision {
                         host,
                         port,

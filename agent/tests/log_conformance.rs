@@ -500,6 +500,26 @@ fn one_of_each_type() -> Vec<Event> {
             decision: Decision::Allow,
             by: "approved escalation".into(),
         },
+        Event::ExecDecision {
+            call_id: "c1".into(),
+            exec: bridle_agent::log::ExecDecision {
+                pid: 12,
+                program: "/usr/bin/git".into(),
+                argv: vec!["git".into(), "push".into(), "origin".into(), "main".into()],
+                decision: Decision::Deny,
+                rule: Some("deny-git-push".into()),
+                reason: "pushing is not allowed".into(),
+                outcome: "refused".into(),
+                same_as: vec![],
+                ancestry: vec![
+                    "11 sh -c git push origin main".into(),
+                    "1 bridle-init".into(),
+                ],
+                answer: None,
+                message: "rule deny-git-push denied exec of /usr/bin/git push origin main (pid 12)"
+                    .into(),
+            },
+        },
         Event::NetDecision(bridle_agent::log::NetDecision {
             call_id: "c1".into(),
             host: "crates.io".into(),

@@ -200,6 +200,12 @@ pub enum PipelineNote {
         /// The rule, approval, policy or guard that decided.
         by: String,
     },
+    /// While the call's command ran, the exec supervisor denied an exec (or asked about one
+    /// and had its answer).
+    ExecDecided {
+        /// What it decided, about which process.
+        record: bridle_sandbox::ExecRecord,
+    },
     /// The network proxy decided connections the call made (reported when the call's
     /// command has ended, with the bytes moved).
     Network(crate::net::NetDecision),
@@ -302,6 +308,14 @@ impl<'o> Approvals<'o> {
         self.note(PipelineNote::Decided {
             decision,
             by: by.to_owned(),
+        })
+    }
+
+    /// Reports what the exec supervisor decided while the call's command ran. An error means it
+    /// could not be recorded.
+    pub fn exec_decided(&self, record: &bridle_sandbox::ExecRecord) -> Result<(), String> {
+        self.note(PipelineNote::ExecDecided {
+            record: record.clone(),
         })
     }
 

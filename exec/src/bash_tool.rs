@@ -62,6 +62,9 @@ pub struct SandboxFacts {
     /// moved aside when the run ended.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<QuarantineNote>,
+    /// What the exec supervisor denied (or asked about) while the command ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exec_decisions: Vec<bridle_sandbox::ExecRecord>,
     /// What the network proxy decided for the call's connections (network `allow-list`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_decisions: Vec<crate::net::NetDecision>,
@@ -139,6 +142,7 @@ fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
         escalated,
         denied_by_sandbox: None,
         quarantined: Vec::new(),
+        exec_decisions: Vec::new(),
         network_decisions: Vec::new(),
     }
 }
@@ -297,7 +301,8 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
         output_cap: ctx.output_cap,
         spill_dir: run_spec.temp_dir.clone(),
     };
-    let result = match ctx.runner.run(&request) {
+    let mut execs = crate::supervised::CallExecs::new(ctx.approvals);
+    let result = match ctx.runner.run_observed(&request, &mut execs) {
         Ok(r) => r,
         Err(e) => return failure(&run_spec, format!("running the command failed: {e}"), None),
     };
@@ -363,6 +368,8 @@ pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
                 run_spec.mode
             ));
     }
+    content.push_str(&execs.note());
+    sandbox.exec_decisions = execs.records;
     content.push_str(&inspection_note(&result.inspection));
     sandbox.quarantined = quarantine_notes(&result.inspection);
     result.stdout.remove_spill_unless_named(&content);
@@ -532,6 +539,7 @@ mod tests {
             temp_dir: "/var/tmp/t".into(),
             private_tmp: true,
             cache_home: None,
+            exec_rules: None,
         }
     }
 

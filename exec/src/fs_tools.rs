@@ -87,6 +87,7 @@ fn facts(plan: &Plan) -> SandboxFacts {
         escalated: false,
         denied_by_sandbox: None,
         quarantined: Vec::new(),
+        exec_decisions: Vec::new(),
         network_decisions: Vec::new(),
     }
 }

@@ -26,6 +26,7 @@ pub mod printable;
 pub mod process;
 pub mod run;
 pub mod schemas;
+pub mod supervised;
 pub mod terminal;
 
 pub use error::ExecError;

@@ -147,8 +147,20 @@ impl Terminal {
     }
 
     /// Reads what the terminal prints until the prompt comes back, nothing arrives for `quiet`
-    /// after some output, or `wait` passes. The prompt marker is shown as `$ `.
+    /// after some output, or `wait` passes. The prompt marker is shown as `$ `. What the exec
+    /// supervisor reports meanwhile is logged; its questions are answered no.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
+        self.read_observed(wait, quiet, &mut bridle_sandbox::supervisor::Unobserved)
+    }
+
+    /// Like [`Terminal::read`]; what the exec supervisor reports meanwhile (command rules at
+    /// every exec of the shell's commands) goes to `observer`.
+    pub fn read_observed(
+        &mut self,
+        wait: Duration,
+        quiet: Duration,
+        observer: &mut dyn bridle_sandbox::ExecObserver,
+    ) -> String {
         let deadline = Instant::now() + wait;
         // Memory stays bounded whatever the program prints: the first and the last
         // `OUTPUT_CAP` bytes are kept, the middle is counted.
@@ -157,6 +169,9 @@ impl Terminal {
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
         loop {
+            if let Some(running) = &self.running {
+                running.pump_exec_events(observer, Duration::ZERO);
+            }
             let recent: Vec<u8> = if tail.is_empty() {
                 head.clone()
             } else {
@@ -170,9 +185,11 @@ impl Terminal {
             if now >= deadline || (seen && now.duration_since(last) >= quiet) {
                 break;
             }
+            // Short steps: a process the exec supervisor holds for a question waits for them.
             let step = deadline
                 .saturating_duration_since(now)
-                .min(if seen { quiet } else { wait });
+                .min(if seen { quiet } else { wait })
+                .min(Duration::from_millis(50));
             match self.output.recv_timeout(step) {
                 Ok(chunk) => {
                     let room = OUTPUT_CAP.saturating_sub(head.len());
@@ -189,6 +206,11 @@ impl Terminal {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
+        }
+        // A record is delivered before the process it is about goes on: whatever the output
+        // shows, its records are here by now.
+        if let Some(running) = &self.running {
+            running.pump_exec_events(observer, Duration::ZERO);
         }
         let mut text = String::from_utf8_lossy(&head).into_owned();
         if dropped > 0 {
@@ -358,6 +380,7 @@ pub fn call_with_network(
             escalated: false,
             denied_by_sandbox: None,
             quarantined: Vec::new(),
+            exec_decisions: Vec::new(),
             network_decisions: Vec::new(),
         },
     };
@@ -428,6 +451,7 @@ pub fn call_with_network(
     };
     let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
     let mut out = String::new();
+    let mut exec_decisions = Vec::new();
     if let Some(input) = &args.input {
         if let Err(e) = terminal.input(input) {
             let _ = terminal.close();
@@ -440,7 +464,10 @@ pub fn call_with_network(
             let line = format!("{carried}{input}");
             line.rsplit('\n').next().unwrap_or("").to_owned()
         };
-        out = terminal.read(wait, wait.min(Duration::from_millis(500)));
+        let mut execs = crate::supervised::CallExecs::new(approvals);
+        out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
+        out.push_str(&execs.note());
+        exec_decisions = execs.records;
     }
     let decisions = terminal.take_network_decisions();
     for decision in &decisions {
@@ -456,7 +483,9 @@ pub fn call_with_network(
     };
     if persist && !args.close {
         *slot = Some(terminal);
-        return result(true, out, None);
+        let mut done = result(true, out, None);
+        done.sandbox.exec_decisions = exec_decisions;
+        return done;
     }
     let (stopped, inspection) = terminal.close_inspected();
     out.push_str(&crate::bash_tool::inspection_note(&inspection));
@@ -473,5 +502,6 @@ pub fn call_with_network(
         }
     };
     done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);
+    done.sandbox.exec_decisions = exec_decisions;
     done
 }

@@ -11,7 +11,9 @@ use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::raw::EnvInherit;
-use crate::rules::{CommandRule, Findings, PathRule, check_command, check_script};
+use crate::rules::{
+    CommandRule, ExecRules, Findings, PathRule, check_command, check_script, command_verdict,
+};
 use crate::shell::{self, Word};
 use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
 use crate::vocab::{
@@ -302,6 +304,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         temp_dir,
         private_tmp: mode != SandboxMode::DangerFullAccess,
         cache_home,
+        exec_rules: ExecRules::of(&policy.command_rules),
     };
     Ok(Plan {
         spec,
@@ -846,46 +849,18 @@ impl Plan {
     }
 
     fn verdict(&self, findings: &Findings<'_>, whole: &str) -> Verdict {
-        let literal = findings.matched.as_ref();
-        let rule_says = |(rule, subject): &(&CommandRule, String)| {
-            rule_verdict(
-                &rule.id,
-                &rule.origin,
-                rule.decision,
-                rule.justification.as_deref(),
-                &format!("`{}`", shell::short(subject)),
-            )
-        };
-        match (literal, &findings.hidden) {
-            (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
-            (_, Some((rule, what, subject))) => Verdict {
-                decision: Decision::Ask,
-                reason: format!(
-                    "`{}` needs approval: the rules cannot see {what}, and rule `{}` ({}) could match what runs",
-                    shell::short(subject),
-                    rule.id,
-                    rule.origin
-                ),
-                by: DecidedBy::Hidden {
-                    what: what.clone(),
-                    rule: rule.id.clone(),
-                },
-            },
-            (Some(m), None) => rule_says(m),
-            (None, None) => Verdict {
-                decision: Decision::Allow,
-                by: DecidedBy::Default,
-                reason: format!(
-                    "`{}` allowed: no rule matched; it runs confined (mode {})",
-                    shell::short(whole),
-                    self.spec.mode
-                ),
-            },
-        }
+        command_verdict(
+            findings,
+            format!(
+                "`{}` allowed: no rule matched; it runs confined (mode {})",
+                shell::short(whole),
+                self.spec.mode
+            ),
+        )
     }
 }
 
-fn rule_verdict(
+pub(crate) fn rule_verdict(
     id: &str,
     origin: &Origin,
     decision: Decision,

@@ -109,6 +109,10 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         moved_to: Option<String>,
     },
+    /// While a tool call's command ran, the exec supervisor denied an exec of one of its
+    /// processes (or asked about one and had its answer).
+    #[serde(rename = "exec/decision")]
+    ExecDecision { call_id: String, exec: ExecDecision },
     /// The network proxy decided connections a call's command made (network `allow-list`):
     /// one event per host, port and decision, with the bytes moved, before the call's result.
     #[serde(rename = "net/decision")]
@@ -158,6 +162,7 @@ impl Event {
             Self::ToolDecision { .. } => "tool/decision",
             Self::ToolResult { .. } => "tool/result",
             Self::SandboxQuarantine { .. } => "sandbox/quarantine",
+            Self::ExecDecision { .. } => "exec/decision",
             Self::NetDecision(_) => "net/decision",
             Self::ApprovalAsked { .. } => "approval/asked",
             Self::ApprovalDecided { .. } => "approval/decided",
@@ -190,6 +195,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "tool/decision",
     "tool/result",
     "sandbox/quarantine",
+    "exec/decision",
     "net/decision",
     "approval/asked",
     "approval/decided",
@@ -198,6 +204,36 @@ pub const KNOWN_KINDS: &[&str] = &[
     "plan/mode",
     "policy/effective",
 ];
+
+/// What the exec supervisor decided about one exec (`exec/decision`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecDecision {
+    /// The process, by its pid inside the sandbox.
+    pub pid: i32,
+    /// The file that runs (or would have).
+    pub program: String,
+    pub argv: Vec<String>,
+    /// What the rules decided.
+    pub decision: Decision,
+    /// The rule that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    pub reason: String,
+    /// `refused` (the exec failed with `EACCES`), `killed` (at the exec, before the program
+    /// ran) or `approved`.
+    pub outcome: String,
+    /// What the program is besides its own name (`git` for a renamed copy of git).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<String>,
+    /// The processes above it, nearest first (`PID COMMAND`), up to the call's command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestry: Vec<String>,
+    /// For an exec that was asked about: the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
+    pub message: String,
+}
 
 /// A `net/decision` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,6 +435,22 @@ mod tests {
                 path: "/w/.git/config".into(),
                 reason: "r".into(),
                 moved_to: None,
+            },
+            Event::ExecDecision {
+                call_id: "c".into(),
+                exec: ExecDecision {
+                    pid: 7,
+                    program: "/usr/bin/git".into(),
+                    argv: vec!["git".into(), "push".into()],
+                    decision: Decision::Deny,
+                    rule: Some("deny-git-push".into()),
+                    reason: "r".into(),
+                    outcome: "refused".into(),
+                    same_as: vec![],
+                    ancestry: vec!["1 sh -c x".into()],
+                    answer: None,
+                    message: "rule deny-git-push denied exec of /usr/bin/git push (pid 7)".into(),
+                },
             },
             Event::NetDecision(NetDecision {
                 call_id: "c".into(),

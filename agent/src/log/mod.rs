@@ -32,7 +32,7 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
+    Event, ExecDecision, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
     RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};

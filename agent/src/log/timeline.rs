@@ -103,6 +103,10 @@ pub struct Call {
     /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<Quarantine>,
+    /// What the exec supervisor denied (or asked about) while the call's command ran
+    /// (`exec/decision`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<crate::log::ExecDecision>,
     /// What the network proxy decided for the call's connections.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<super::event::NetDecision>,
@@ -332,6 +336,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }),
                 None => out.entries.push(unattached),
             },
+            Event::ExecDecision { call_id, exec } => match open.find(&mut turn, call_id) {
+                Some(call) => call.execs.push(exec.clone()),
+                None => out.entries.push(unattached),
+            },
             Event::RequestHeader(header) => {
                 if model.as_deref() != Some(header.model.as_str()) {
                     model = Some(header.model.clone());
@@ -395,6 +403,7 @@ impl Call {
             denied_by_sandbox: None,
             refused_by: None,
             quarantined: Vec::new(),
+            execs: Vec::new(),
             network: Vec::new(),
         }
     }
