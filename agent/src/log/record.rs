@@ -48,18 +48,33 @@ impl Record {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Whether `line` is byte for byte what bridle stores for this record.
+    pub fn is_stored_form(&self, line: &[u8]) -> bool {
+        self.stored_form() == line
+    }
+
     /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
     pub fn canonical_body(&self) -> Vec<u8> {
-        let body = serde_json::json!({
-            "seq": self.seq,
-            "time": self.time,
-            "type": self.kind,
-            "data": self.data,
-            "ignorable": self.ignorable,
-        });
-        // serde_json's map is ordered by key, so equal records give equal bytes however they
-        // were read; serialising a `Value` cannot fail.
-        serde_json::to_vec(&body).unwrap_or_default()
+        // The envelope's fields in sorted order, borrowed (the data is not copied); the data's
+        // own keys are sorted because serde_json's map is ordered by key, so equal records give
+        // equal bytes however they were read. Serialising plain data cannot fail.
+        #[derive(Serialize)]
+        struct Body<'a> {
+            data: &'a serde_json::Value,
+            ignorable: bool,
+            seq: u64,
+            time: &'a str,
+            #[serde(rename = "type")]
+            kind: &'a str,
+        }
+        serde_json::to_vec(&Body {
+            data: &self.data,
+            ignorable: self.ignorable,
+            seq: self.seq,
+            time: &self.time,
+            kind: &self.kind,
+        })
+        .unwrap_or_default()
     }
 
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
@@ -80,6 +95,11 @@ impl Record {
 
     /// The typed event; `None` for an ignorable event of a type this version does not know.
     pub fn event(&self) -> Result<Option<Event>, String> {
+        self.clone().into_event()
+    }
+
+    /// [`Record::event`], consuming the record (its data is moved into the event, not copied).
+    pub fn into_event(self) -> Result<Option<Event>, String> {
         if !Event::is_known_kind(&self.kind) {
             return if self.ignorable {
                 Ok(None)
@@ -90,10 +110,13 @@ impl Record {
                 ))
             };
         }
-        let tagged = serde_json::json!({ "type": self.kind, "data": self.data });
-        serde_json::from_value(tagged)
+        let kind = self.kind.clone();
+        let mut tagged = serde_json::Map::new();
+        tagged.insert("type".to_owned(), serde_json::Value::String(self.kind));
+        tagged.insert("data".to_owned(), self.data);
+        serde_json::from_value(serde_json::Value::Object(tagged))
             .map(Some)
-            .map_err(|e| format!("{} data: {e}", self.kind))
+            .map_err(|e| format!("{kind} data: {e}"))
     }
 }
 
