@@ -206,6 +206,39 @@ mod tests {
         assert!(back.check_link(&key, &key.genesis("other")).is_err());
     }
 
+    /// The borrowed canonical body is byte for byte what the hash of every stored log was
+    /// computed over (a JSON object with sorted keys built from the record), and an event
+    /// taken out of a record by move equals one taken by copy.
+    #[test]
+    fn the_canonical_body_is_unchanged_and_events_move_out_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = LogKey::load_or_create(dir.path()).unwrap();
+        let event = Event::ToolResult {
+            call_id: "c\"1".into(),
+            ok: true,
+            content: "tab\t, quote \", é, \u{1b}, \u{2028}\n".into(),
+            sandbox: Some(serde_json::json!({"z": 1, "a": [true, null], "m": {"y": 2, "b": 3}})),
+        };
+        for ignorable in [false, true] {
+            let mut record = Record::seal(&key, &key.genesis("s"), 7, now_rfc3339(), &event);
+            record.ignorable = ignorable;
+            let old = serde_json::to_vec(&serde_json::json!({
+                "seq": record.seq,
+                "time": record.time,
+                "type": record.kind,
+                "data": record.data,
+                "ignorable": record.ignorable,
+            }))
+            .unwrap();
+            assert_eq!(record.canonical_body(), old);
+            assert!(record.is_stored_form(&serde_json::to_vec(&record).unwrap()));
+            assert_eq!(record.event().unwrap(), record.clone().into_event().unwrap());
+        }
+        let mut bad = Record::seal(&key, &key.genesis("s"), 1, now_rfc3339(), &event);
+        bad.data = serde_json::json!({"call_id": 3});
+        assert!(bad.into_event().unwrap_err().starts_with("tool/result data: "));
+    }
+
     #[test]
     fn unknown_types_fail_unless_ignorable() {
         let mut record = Record {
