@@ -547,7 +547,7 @@ fn scan_verified(
     let head = head::read(&head::path_for(store.path()), key, id);
     let mut verifier = Verifier::new(key, id, head, records);
     let mut failed = None;
-    let torn = store.scan(&mut |record, canonical| match verifier.check(record, canonical) {
+    let torn = store.scan(&mut |record, data| match verifier.check(record, data) {
         Ok(passed) => {
             keep(passed);
             Flow::Continue(())

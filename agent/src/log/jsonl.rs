@@ -104,7 +104,7 @@ impl LogStore for JsonlStore {
 
     fn scan(
         &mut self,
-        visit: &mut dyn FnMut(Record, bool) -> Flow,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError> {
         let read_error = |e: std::io::Error| AgentError::ReadLog {
             path: self.path.clone(),
@@ -140,8 +140,8 @@ impl LogStore for JsonlStore {
                     line: index + 1,
                     reason: e.to_string(),
                 })?;
-            let canonical = record.is_stored_form(line);
-            visiting = visit(record, canonical).is_continue();
+            let data = record.stored_data(line);
+            visiting = visit(record, data).is_continue();
         }
         Ok(None)
     }

@@ -50,39 +50,84 @@ impl Record {
 
     /// Whether `line` is byte for byte what bridle stores for this record.
     pub fn is_stored_form(&self, line: &[u8]) -> bool {
-        self.stored_form() == line
+        self.stored_data(line).is_some()
+    }
+
+    /// When `line` is byte for byte what bridle stores for this record: the bytes of its data
+    /// (which are also the data's canonical bytes, so the hash needs no second serialisation).
+    pub fn stored_data(&self, line: &[u8]) -> Option<Vec<u8>> {
+        // The stored form is the derived serialisation of the fields in declaration order:
+        // `{"seq":..,"time":..,"type":..,"data":..[,"ignorable":true],"hash":..}`.
+        let data = serde_json::to_vec(&self.data).ok()?;
+        let mut prefix = format!("{{\"seq\":{},\"time\":", self.seq).into_bytes();
+        serde_json::to_writer(&mut prefix, &self.time).ok()?;
+        prefix.extend_from_slice(b",\"type\":");
+        serde_json::to_writer(&mut prefix, &self.kind).ok()?;
+        prefix.extend_from_slice(b",\"data\":");
+        let mut suffix = Vec::with_capacity(96);
+        if self.ignorable {
+            suffix.extend_from_slice(b",\"ignorable\":true");
+        }
+        suffix.extend_from_slice(b",\"hash\":");
+        serde_json::to_writer(&mut suffix, &self.hash).ok()?;
+        suffix.push(b'}');
+        let whole = line.len() == prefix.len() + data.len() + suffix.len()
+            && line.starts_with(&prefix)
+            && line[prefix.len()..].starts_with(&data)
+            && line.ends_with(&suffix);
+        whole.then_some(data)
     }
 
     /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
     pub fn canonical_body(&self) -> Vec<u8> {
-        // The envelope's fields in sorted order, borrowed (the data is not copied); the data's
-        // own keys are sorted because serde_json's map is ordered by key, so equal records give
-        // equal bytes however they were read. Serialising plain data cannot fail.
-        #[derive(Serialize)]
-        struct Body<'a> {
-            data: &'a serde_json::Value,
-            ignorable: bool,
-            seq: u64,
-            time: &'a str,
-            #[serde(rename = "type")]
-            kind: &'a str,
-        }
-        serde_json::to_vec(&Body {
-            data: &self.data,
-            ignorable: self.ignorable,
-            seq: self.seq,
-            time: &self.time,
-            kind: &self.kind,
-        })
-        .unwrap_or_default()
+        // Serialising plain data cannot fail.
+        let data = serde_json::to_vec(&self.data).unwrap_or_default();
+        self.body_parts(&data).concat()
+    }
+
+    /// [`Record::canonical_body`] in pieces around `data` (the data's canonical bytes): the
+    /// envelope's keys in sorted order, then the data's own keys sorted because serde_json's
+    /// map is ordered by key, so equal records give equal bytes however they were read.
+    fn body_parts<'a>(&'a self, data: &'a [u8]) -> [std::borrow::Cow<'a, [u8]>; 9] {
+        use std::borrow::Cow::{Borrowed, Owned};
+        let json = |text: &str| Owned(serde_json::to_vec(text).unwrap_or_default());
+        [
+            Borrowed(b"{\"data\":"),
+            Borrowed(data),
+            Borrowed(if self.ignorable {
+                b",\"ignorable\":true,\"seq\":"
+            } else {
+                b",\"ignorable\":false,\"seq\":"
+            }),
+            Owned(self.seq.to_string().into_bytes()),
+            Borrowed(b",\"time\":"),
+            json(&self.time),
+            Borrowed(b",\"type\":"),
+            json(&self.kind),
+            Borrowed(b"}"),
+        ]
     }
 
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
     pub fn check_link(&self, key: &LogKey, prev: &Hash) -> Result<Hash, String> {
+        let data = serde_json::to_vec(&self.data).unwrap_or_default();
+        self.check_link_with(key, prev, &data)
+    }
+
+    /// [`Record::check_link`] given the canonical bytes of the record's data.
+    pub(crate) fn check_link_with(
+        &self,
+        key: &LogKey,
+        prev: &Hash,
+        data: &[u8],
+    ) -> Result<Hash, String> {
         let stored = chain::from_hex(&self.hash)
             .ok_or_else(|| format!("hash {:?} is not 64 lower-case hex digits", self.hash))?;
-        let expected = key.link(prev, &self.canonical_body());
-        if stored == expected {
+        let parts = self.body_parts(data);
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.push(prev);
+        all.extend(parts.iter().map(AsRef::as_ref));
+        if stored == key.mac(&all) {
             Ok(stored)
         } else {
             Err(

@@ -189,7 +189,7 @@ impl LogStore for SqliteStore {
 
     fn scan(
         &mut self,
-        visit: &mut dyn FnMut(Record, bool) -> Flow,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError> {
         let path = self.path.clone();
         let fail = |row: u64, e: rusqlite::Error| AgentError::ReadLog {
@@ -223,7 +223,10 @@ impl LogStore for SqliteStore {
                     reason: format!("data is not JSON: {e}"),
                 })?;
             // Compared as text: the value was parsed from it, so only a respelling differs.
-            let canonical = serde_json::to_string(&data).ok().as_deref() == Some(data_text.as_str());
+            let canonical = serde_json::to_string(&data)
+                .ok()
+                .filter(|text| *text == data_text)
+                .map(String::into_bytes);
             let record = Record {
                 seq,
                 time,

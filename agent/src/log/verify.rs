@@ -73,8 +73,9 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    /// Checks the next record (`canonical`: stored byte for byte as bridle writes it).
-    pub fn check(&mut self, record: Record, canonical: bool) -> Result<Passed, Problem> {
+    /// Checks the next record; `data` is the canonical bytes of its data when it is stored
+    /// byte for byte as bridle writes it, `None` when it is not.
+    pub fn check(&mut self, record: Record, data: Option<Vec<u8>>) -> Result<Passed, Problem> {
         let expected = self.next;
         if record.seq != expected {
             return Err((
@@ -86,15 +87,15 @@ impl<'a> Verifier<'a> {
                 ),
             ));
         }
-        if !canonical {
+        let Some(data) = data else {
             return Err((
                 expected,
                 "its stored bytes are not what bridle wrote for it (edited outside bridle)"
                     .to_owned(),
             ));
-        }
+        };
         self.prev = record
-            .check_link(self.key, &self.prev)
+            .check_link_with(self.key, &self.prev, &data)
             .map_err(|e| (expected, e))?;
         if matches!(&self.head, Ok(Some(head)) if head.seq == expected) {
             self.at_head = Some(self.prev);
