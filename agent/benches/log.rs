@@ -7,7 +7,9 @@
 //! Run: `cargo bench -p bridle-agent --bench log` (sizes 100k and 1M events);
 //! `BRIDLE_LOG_BENCH_SIZES=100000 cargo bench -p bridle-agent --bench log` for one size.
 //! Each line printed is one measurement: the median of `RUNS` processes and the largest peak
-//! resident set (VmHWM) among them.
+//! resident set (VmHWM) among them. `BRIDLE_LOG_BENCH_KEEP=DIR` builds the sessions in `DIR`
+//! and keeps them (to measure another build on the same logs: `log-* --measure verify|resume
+//! DIR ID EVENTS` prints milliseconds and peak RSS in KiB).
 
 #![allow(
     clippy::unwrap_used,
@@ -35,24 +37,35 @@ const READS_PER_STEP: usize = 4;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--measure") {
-        measure(&args[2], Path::new(&args[3]), &args[4], args[5].parse().unwrap());
+        measure(
+            &args[2],
+            Path::new(&args[3]),
+            &args[4],
+            args[5].parse().unwrap(),
+        );
         return;
     }
-    let sizes = std::env::var("BRIDLE_LOG_BENCH_SIZES")
-        .unwrap_or_else(|_| "100000,1000000".to_owned());
+    let sizes =
+        std::env::var("BRIDLE_LOG_BENCH_SIZES").unwrap_or_else(|_| "100000,1000000".to_owned());
     let backend = match std::env::var("BRIDLE_LOG_BENCH_STORE").as_deref() {
         Ok("sqlite") => Backend::Sqlite,
         _ => Backend::Jsonl,
     };
     for size in sizes.split(',').map(|s| s.trim().parse::<u64>().unwrap()) {
         let root = tempfile::tempdir().unwrap();
-        let dir_path = root.path().join("sessions");
+        let dir_path = match std::env::var_os("BRIDLE_LOG_BENCH_KEEP") {
+            Some(keep) => Path::new(&keep).join(size.to_string()),
+            None => root.path().join("sessions"),
+        };
         let started = Instant::now();
         let (id, events) = build(&dir_path, backend, size);
-        let (_, file) = SessionDir::existing(&dir_path).unwrap().locate(&id).unwrap();
+        let (_, file) = SessionDir::existing(&dir_path)
+            .unwrap()
+            .locate(&id)
+            .unwrap();
         let bytes = std::fs::metadata(&file).unwrap().len();
         println!(
-            "log/{}/{events}: built in {:.1} s, {:.1} MB on disk",
+            "log/{}/{events}: session {id}, built in {:.1} s, {:.1} MB on disk",
             backend.name(),
             started.elapsed().as_secs_f64(),
             mb(bytes)

@@ -105,7 +105,9 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
     log.compact(second, "The user said first; I said one.", "test")
         .unwrap();
     let (log, after) = turn(log, "third", "three", false);
-    let summary = user(&format!("{COMPACTED_PREFIX}The user said first; I said one."));
+    let summary = user(&format!(
+        "{COMPACTED_PREFIX}The user said first; I said one."
+    ));
     assert_eq!(
         after.messages,
         vec![
@@ -154,7 +156,8 @@ fn plan_mode_is_the_same_before_and_after_a_compaction() {
     agent.run_turn("plan the change").unwrap();
     let mut log = agent.into_log();
     let (_, before) = turn(
-        dir.fork(log.id(), None, Backend::Jsonl, &new_fork()).unwrap(),
+        dir.fork(log.id(), None, Backend::Jsonl, &new_fork())
+            .unwrap(),
         "go on",
         "ok",
         true,
@@ -166,7 +169,10 @@ fn plan_mode_is_the_same_before_and_after_a_compaction() {
         .unwrap();
     assert!(active(&log), "plan mode survives the compaction");
     let (log, after) = turn(log, "go on", "ok", true);
-    assert_eq!(after.system, before.system, "the plan section is still sent");
+    assert_eq!(
+        after.system, before.system,
+        "the plan section is still sent"
+    );
     assert!(
         after
             .system
@@ -176,7 +182,10 @@ fn plan_mode_is_the_same_before_and_after_a_compaction() {
     let id = log.id().to_owned();
     drop(log);
     let (resumed, _) = dir.resume(&id).unwrap();
-    assert!(active(&resumed), "and survives resume of the compacted session");
+    assert!(
+        active(&resumed),
+        "and survives resume of the compacted session"
+    );
 }
 
 fn new_fork() -> NewSession {

@@ -363,7 +363,9 @@ fn a_compacted_session_resumes_and_forks_with_its_window(backend: Backend) {
         .find(|(_, e)| matches!(e, Event::TurnStart { turn: 1 }))
         .unwrap()
         .0;
-    let at = log.compact(second_turn, "turn 0 fetched x", "test").unwrap();
+    let at = log
+        .compact(second_turn, "turn 0 fetched x", "test")
+        .unwrap();
     let window: Vec<(u64, Event)> = log.request_window().events.to_vec();
     assert_eq!(window[0].0, second_turn);
     assert_eq!(log.request_window().summary, Some("turn 0 fetched x"));

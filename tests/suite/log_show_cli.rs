@@ -511,7 +511,11 @@ fn show_says_where_the_context_was_compacted_and_with_what_summary() {
     })
     .unwrap();
     let at = log
-        .compact(log.next_seq(), "The user asked for the files; there are 3.", "/compact")
+        .compact(
+            log.next_seq(),
+            "The user asked for the files; there are 3.",
+            "/compact",
+        )
         .unwrap();
     let id = log.id().to_owned();
     drop(log);

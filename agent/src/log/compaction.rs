@@ -28,8 +28,12 @@ pub struct Window<'a> {
 /// The window of `events` (in log order) under the compaction at `latest` (an index into
 /// `events`), or all of them when there is none.
 pub(crate) fn window(events: &[(u64, Event)], latest: Option<usize>) -> Window<'_> {
-    let Some((_, Event::ContextCompacted { before, summary, .. })) =
-        latest.and_then(|i| events.get(i))
+    let Some((
+        _,
+        Event::ContextCompacted {
+            before, summary, ..
+        },
+    )) = latest.and_then(|i| events.get(i))
     else {
         return Window {
             summary: None,

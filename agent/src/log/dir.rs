@@ -229,7 +229,7 @@ impl SessionDir {
     }
 
     /// [`SessionDir::load`] keeping every event, which must verify.
-    fn load_events(&self, id: &str) -> Result<(Vec<(u64, String, Event)>, Tip), AgentError> {
+    fn load_events(&self, id: &str) -> Result<(Vec<TimedEvent>, Tip), AgentError> {
         let mut events = Vec::new();
         let (path, verdict, _) = self.load(id, false, |passed| {
             if let Some(event) = passed.event {
@@ -530,6 +530,9 @@ impl SessionDir {
         }
     }
 }
+
+/// An event with its number and time.
+type TimedEvent = (u64, String, Event);
 
 /// What verification concluded: where the verified log ends, or the first bad event and why.
 type Checked = Result<Tip, Problem>;

@@ -277,11 +277,18 @@ mod tests {
             .unwrap();
             assert_eq!(record.canonical_body(), old);
             assert!(record.is_stored_form(&serde_json::to_vec(&record).unwrap()));
-            assert_eq!(record.event().unwrap(), record.clone().into_event().unwrap());
+            assert_eq!(
+                record.event().unwrap(),
+                record.clone().into_event().unwrap()
+            );
         }
         let mut bad = Record::seal(&key, &key.genesis("s"), 1, now_rfc3339(), &event);
         bad.data = serde_json::json!({"call_id": 3});
-        assert!(bad.into_event().unwrap_err().starts_with("tool/result data: "));
+        assert!(
+            bad.into_event()
+                .unwrap_err()
+                .starts_with("tool/result data: ")
+        );
     }
 
     #[test]

@@ -20,8 +20,10 @@ pub trait LogStore: std::fmt::Debug + Send {
     /// the log. When `visit` breaks, no further record is parsed or handed over (the rest is
     /// only read far enough to find a torn tail). Returns the trailing bytes after the last
     /// complete record that are not a record.
-    fn scan(&mut self, visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow)
-    -> Result<Option<TornTail>, AgentError>;
+    fn scan(
+        &mut self,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+    ) -> Result<Option<TornTail>, AgentError>;
 
     /// Every record, in order; which of them are not stored byte for byte as bridle writes
     /// them; and trailing bytes that are not a complete record (all held in memory: for small

@@ -108,7 +108,10 @@ impl<'a> Verifier<'a> {
             (Some(Event::SessionHeader(header)), 0) if header.id != self.id => {
                 return Err((
                     0,
-                    format!("the header names session {:?}, not {:?}", header.id, self.id),
+                    format!(
+                        "the header names session {:?}, not {:?}",
+                        header.id, self.id
+                    ),
                 ));
             }
             (Some(Event::SessionHeader(_)), 0) => {}
