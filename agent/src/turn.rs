@@ -13,7 +13,7 @@ use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, Turn
 use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
-use crate::transcript::{derive_messages, header_in_force};
+use crate::transcript::{derive_request_messages, header_in_force};
 
 /// How a session's turns run.
 #[derive(Clone)]
@@ -360,7 +360,7 @@ impl<'h> Agent<'h> {
         });
         Ok(ModelRequest {
             system: header.sections,
-            messages: derive_messages(events),
+            messages: derive_request_messages(self.log.request_window()),
             tools: header.tools,
         })
     }

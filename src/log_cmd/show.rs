@@ -119,6 +119,9 @@ fn write_switch(out: &mut impl Write, indent: &str, s: &Switch) -> std::io::Resu
     if let Some(policy) = &s.policy {
         write_policy(out, &format!("{indent}      "), policy)?;
     }
+    if let Some(summary) = &s.summary {
+        writeln!(out, "{indent}      summary: {}", brief(summary, 100))?;
+    }
     Ok(())
 }
 

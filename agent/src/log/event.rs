@@ -142,6 +142,21 @@ pub enum Event {
     /// changes), so a reviewer can see what confined the agent.
     #[serde(rename = "policy/effective")]
     PolicyEffective(PolicySummary),
+    /// The model's context was compacted: from here on, requests carry `summary` in place of
+    /// every event before `before`, then the events from `before` on (this one excepted).
+    /// Only the latest compaction counts; it covers the ones before it. Everything else that
+    /// derives from the log (plan mode, the request header, turn numbers) still folds over the
+    /// whole log, so a compaction changes what the model is sent and nothing else.
+    #[serde(rename = "context/compacted")]
+    ContextCompacted {
+        /// The first event requests still derive from (a `turn/start`, a `step/start`, or
+        /// this event itself, so no tool call is cut from its result).
+        before: u64,
+        /// What replaces the events before `before` in the model's messages.
+        summary: String,
+        /// Who or what asked for it (a threshold of the loop, a command).
+        by: String,
+    },
 }
 
 impl Event {
@@ -170,6 +185,7 @@ impl Event {
             Self::ApprovalPolicy { .. } => "approval/policy",
             Self::PlanMode { .. } => "plan/mode",
             Self::PolicyEffective(_) => "policy/effective",
+            Self::ContextCompacted { .. } => "context/compacted",
         }
     }
 
@@ -203,6 +219,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "approval/policy",
     "plan/mode",
     "policy/effective",
+    "context/compacted",
 ];
 
 /// What the exec supervisor decided about one exec (`exec/decision`).
@@ -490,6 +507,11 @@ mod tests {
                 masked_paths: vec![],
                 rules: vec![],
             }),
+            Event::ContextCompacted {
+                before: 3,
+                summary: "s".into(),
+                by: "b".into(),
+            },
         ];
         assert_eq!(samples.len(), KNOWN_KINDS.len());
         for event in &samples {

@@ -17,6 +17,7 @@
 //!   the results of calls that were never dispatched under the calls they answer.
 
 pub mod chain;
+mod compaction;
 mod dir;
 mod event;
 mod head;
@@ -27,7 +28,9 @@ mod session;
 mod sqlite;
 mod store;
 mod timeline;
+mod verify;
 
+pub use compaction::Window;
 pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
@@ -38,5 +41,5 @@ pub use event::{
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};
 pub use session::SessionLog;
-pub use store::{Backend, LogStore, Stored, TornTail};
+pub use store::{Backend, Flow, LogStore, Stored, TornTail};
 pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

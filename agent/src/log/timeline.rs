@@ -144,12 +144,16 @@ pub struct Switch {
     pub seq: u64,
     pub time: String,
     /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
-    /// from here on) or `policy` (the effective policy, by digest).
+    /// from here on), `policy` (the effective policy, by digest) or `context` (a compaction).
     pub what: &'static str,
     pub to: String,
     /// For `policy`: what it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicySummary>,
+    /// For `context` (a compaction): the summary requests carry from here on in place of the
+    /// events before the one `to` names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// Builds the timeline of `events` (`(seq, time, event)`, in order).
@@ -174,6 +178,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             what,
             to,
             policy: None,
+            summary: None,
         };
         match event {
             Event::SessionHeader(header) => out.session = Some(header.clone()),
@@ -362,6 +367,18 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             Event::PolicyEffective(summary) => {
                 let mut s = switch("policy", format!("sha256:{}", summary.digest));
                 s.policy = Some(summary.clone());
+                push_switch(&mut out, &mut turn, s);
+            }
+            Event::ContextCompacted {
+                before,
+                summary,
+                by,
+            } => {
+                let mut s = switch(
+                    "context",
+                    format!("compacted: events before {before} replaced by a summary ({by})"),
+                );
+                s.summary = Some(summary.clone());
                 push_switch(&mut out, &mut turn, s);
             }
             Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
