@@ -35,6 +35,8 @@ fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
         temp_dir: root.join("tmp"),
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
 }
