@@ -231,6 +231,12 @@ impl FileSystem for RecordingFs {
     fn list_dir(&self, path: &Path) -> Result<Vec<(String, bool)>, FsDenied> {
         self.record(Recorded::ListDir(path.to_path_buf()));
         let files = lock(&self.files);
+        if files.contains_key(path) {
+            return Err(FsDenied::Io {
+                path: path.to_path_buf(),
+                message: "Not a directory".into(),
+            });
+        }
         Ok(files
             .keys()
             .filter_map(|p| p.strip_prefix(path).ok())
