@@ -143,8 +143,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
     /// Start the session in plan mode.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plan_off")]
     pub plan: bool,
+    /// Leave plan mode (of a resumed session) before the task; with the task `/plan off`,
+    /// only that.
+    #[arg(long)]
+    pub plan_off: bool,
     /// Continue session ID (its turn numbers continue).
     #[arg(long, value_name = "ID", conflicts_with = "fork")]
     pub resume: Option<String>,

@@ -207,6 +207,15 @@ impl<'h> Agent<'h> {
     /// once). Returns whether anything changed (PM4: switching to the state in force does
     /// nothing).
     pub fn enter_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(true)
+    }
+
+    /// Switches plan mode off before a turn (`bridle run --plan-off` on a resumed session).
+    pub fn leave_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(false)
+    }
+
+    fn switch_plan_mode(&mut self, active: bool) -> Result<bool, AgentError> {
         if self.config.plan_mode.is_none() {
             return Err(AgentError::RecordEvent {
                 path: self.log.path().to_owned(),
@@ -214,13 +223,13 @@ impl<'h> Agent<'h> {
                 reason: "the plan-mode plugin is not loaded".to_owned(),
             });
         }
-        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) {
+        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) == active {
             return Ok(false);
         }
-        self.log.append(Event::PlanMode { active: true })?;
+        self.log.append(Event::PlanMode { active })?;
         self.durable()?;
         if let Some(plan) = &self.config.plan_mode {
-            plan.observe(true);
+            plan.observe(active);
         }
         Ok(true)
     }
@@ -505,11 +514,21 @@ impl<'h> Agent<'h> {
         let tools = self.tools.schemas();
         if let Some(plan) = &self.config.plan_mode {
             let logged = plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e));
-            // A pending choice (an approved exit) is appended here, silently (PM19).
-            if let Some(active) = plan.take_pending()
+            // A pending choice is appended at the pre-step of a step that goes ahead (PM8);
+            // a user's choice tells the model only when the last request header described the
+            // opposite state (PM12), an approved exit never does (PM19).
+            if let Some((active, notice)) = plan.take_pending()
                 && active != logged
             {
+                let described = header_in_force(self.log.events().iter().map(|(_, e)| e))
+                    .map(|h| h.sections.iter().any(|s| s.name == plan_mode::SECTION_NAME));
                 self.log.append(Event::PlanMode { active })?;
+                if notice && described == Some(!active) {
+                    self.log.append(Event::UserMessage {
+                        id: None,
+                        text: plan_mode::notice(active).to_owned(),
+                    })?;
+                }
             }
             let events = self.log.events().iter().map(|(_, e)| e);
             plan.observe(plan_mode::fold_plan_mode(
