@@ -343,6 +343,8 @@ pub enum ExplainCommand {
     },
     /// Explain a network connection to HOST[:PORT] (port 443 when omitted): the decision of
     /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
+    // The text is the command's help, where `HOST[:PORT]` is the usual notation, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     Connect {
         /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.
         #[arg(value_name = "HOST[:PORT]")]

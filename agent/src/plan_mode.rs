@@ -74,6 +74,15 @@ impl PlanMode {
         })
     }
 
+    /// The section a request carries while the state is `active` (nothing while inactive).
+    pub fn section_when(&self, active: bool) -> Option<PromptSection> {
+        active.then(|| PromptSection {
+            name: SECTION_NAME.to_owned(),
+            order: SECTION_ORDER,
+            text: self.section.clone(),
+        })
+    }
+
     /// The plugin's tool, `exit_plan_mode`, registered whether or not plan mode is active
     /// (PM14).
     pub fn tool(&self) -> Arc<dyn Tool> {

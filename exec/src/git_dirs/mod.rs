@@ -28,7 +28,7 @@
 //!   read-only, and one the command planted must not make later runs refuse); a symlink where a
 //!   protected name of a git dir should be makes that whole git dir read-only instead;
 //! - a directory that cannot be read is protected whole, never skipped;
-//! - at most [`MAX_MODULE_DIRS`] directories under `.git/modules` are looked at; past that, all
+//! - at most `MAX_MODULE_DIRS` directories under `.git/modules` are looked at; past that, all
 //!   of it is protected.
 //!
 //! A missing file git would read must stay absent (a placeholder directory would break git); a
