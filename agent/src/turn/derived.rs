@@ -50,7 +50,7 @@ mod tests {
     /// Deriving step by step gives what deriving the whole log at once gives.
     #[test]
     fn incremental_derivation_equals_deriving_everything() {
-        let all = vec![
+        let all = [
             (
                 0,
                 Event::UserMessage {
