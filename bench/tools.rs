@@ -12,10 +12,10 @@
 use std::time::{Duration, Instant};
 
 use bridle_exec::approvals::{Approvals, NoAnswerer};
-use bridle_exec::fs_tools::{self, FsContext};
+use bridle_exec::backend::{LocalFs, LocalSpawner};
+use bridle_exec::pipeline::Pipeline;
 use bridle_exec::terminal::Terminal;
 use bridle_policy::{FsProfileSource, LoadRequest, Overrides, PlanContext};
-use bridle_sandbox::confined_fs::ConfinedFs;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn plan_for(root: &std::path::Path) -> bridle_policy::Plan {
@@ -45,21 +45,30 @@ fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
             .join(format!("bridle-bench-{}", std::process::id())),
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
+}
+
+fn pipeline(plan: &bridle_policy::Plan) -> Pipeline {
+    let launcher = std::path::PathBuf::from(env!("CARGO_BIN_EXE_bridle"));
+    Pipeline::new(
+        plan.clone(),
+        bridle_exec::schemas::registry(bridle_exec::schemas::TOOLS, false),
+        Approvals::new(plan.approval, Box::new(NoAnswerer)),
+        Box::new(LocalFs::new(&plan.spec)),
+        Box::new(LocalSpawner::new(
+            launcher.clone(),
+            bridle_exec::run::SandboxRunner::new(launcher),
+        )),
+    )
 }
 
 fn file_tools(c: &mut Criterion) {
     let root = tempfile::tempdir().unwrap();
     let plan = plan_for(root.path());
-    let approvals = Approvals::new(plan.approval, Box::new(NoAnswerer));
-    let fs = ConfinedFs::start(&plan.spec).unwrap();
-    let ctx = FsContext {
-        plan: &plan,
-        approvals: &approvals,
-        fs: &fs,
-        replan: None,
-    };
+    let pipeline = pipeline(&plan);
     let content = "x".repeat(4095) + "\n";
     let write = serde_json::json!({"path": "bench.txt", "content": content}).to_string();
     let read = serde_json::json!({"path": "bench.txt"}).to_string();
@@ -67,9 +76,38 @@ fn file_tools(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(4096));
     group.bench_function("write_file+read_file 4KiB", |b| {
         b.iter(|| {
-            let w = fs_tools::write_file(&ctx, &write);
-            let r = fs_tools::read_file(&ctx, &read);
+            let w = pipeline.call("write_file", &write);
+            let r = pipeline.call("read_file", &read);
             assert!(w.ok && r.ok);
+        })
+    });
+    group.finish();
+}
+
+/// The pipeline's own overhead (issue 11: at most 50 µs): a call the rules deny never reaches
+/// the sandbox, so what it costs is parsing, declaring, deciding and recording.
+fn denied_call(c: &mut Criterion) {
+    let root = tempfile::tempdir().unwrap();
+    let plan = plan_with(root.path(), "ci-locked");
+    let pipeline = pipeline(&plan);
+    let noted = std::sync::atomic::AtomicUsize::new(0);
+    let observer = |_: bridle_exec::approvals::PipelineNote| -> Result<(), String> {
+        noted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    };
+    let write = serde_json::json!({"path": "/etc/bridle-bench", "content": "x"}).to_string();
+    let bash = serde_json::json!({"command": "git push origin main"}).to_string();
+    let mut group = c.benchmark_group("pipeline");
+    group.bench_function("denied write_file", |b| {
+        b.iter(|| {
+            let r = pipeline.call_observed("write_file", &write, Some(&observer));
+            assert!(!r.ok && r.denied_by.is_some(), "{r:?}");
+        })
+    });
+    group.bench_function("denied bash (rule)", |b| {
+        b.iter(|| {
+            let r = pipeline.call_observed("bash", &bash, Some(&observer));
+            assert!(!r.ok && r.denied_by.is_some(), "{r:?}");
         })
     });
     group.finish();
@@ -175,5 +213,5 @@ fn rule_engine(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, file_tools, terminal, rule_engine);
+criterion_group!(benches, file_tools, denied_call, terminal, rule_engine);
 criterion_main!(benches);

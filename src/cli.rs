@@ -18,7 +18,7 @@ pub struct Cli {
 }
 
 /// Flags accepted before or after any subcommand.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// A shipped profile by name, or a profile YAML file by path.
     #[arg(
@@ -143,8 +143,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
     /// Start the session in plan mode.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plan_off")]
     pub plan: bool,
+    /// Leave plan mode (of a resumed session) before the task; with the task `/plan off`,
+    /// only that.
+    #[arg(long)]
+    pub plan_off: bool,
     /// Continue session ID (its turn numbers continue).
     #[arg(long, value_name = "ID", conflicts_with = "fork")]
     pub resume: Option<String>,
@@ -339,6 +343,8 @@ pub enum ExplainCommand {
     },
     /// Explain a network connection to HOST or HOST:PORT (port 443 when omitted): the decision of
     /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
+    // The text is the command's help, where `HOST[:PORT]` is the usual notation, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     Connect {
         /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.
         #[arg(value_name = "HOST[:PORT]")]

@@ -49,7 +49,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     crate::session_facts::ensure_temp_base()?;
     sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
-    let plan = facts.plan(&policy, temp_dir.clone())?;
+    let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
     if let Some(code) = refused_by_rules(&plan, &args.argv) {
         return Ok(code);
     }

@@ -35,7 +35,7 @@ pub fn run(global: &GlobalArgs, command: &PolicyCommand) -> Result<u8> {
 fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let mut out = std::io::stdout().lock();
     if as_json {
         let value = json!({
@@ -248,7 +248,7 @@ fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
 fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let resolved = bridle_exec::fs_tools::resolve(&plan.spec, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
     print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
@@ -257,7 +257,7 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
 fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let verdict = plan.decide_exec(argv);
     print_verdict(&verdict, plan.approval, as_json, json!({"exec": argv}))
 }
@@ -265,7 +265,7 @@ fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u
 fn explain_bash(global: &GlobalArgs, command: &str, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let verdict = plan.decide_bash(command);
     print_verdict(&verdict, plan.approval, as_json, json!({"bash": command}))
 }
@@ -292,7 +292,7 @@ fn explain_connect(global: &GlobalArgs, target: &str, as_json: bool) -> Result<u
     };
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let shown = host.to_string();
     let verdict = plan.decide_connect(&shown, port);
     let pin = plan.resolve_pin(&shown);

@@ -28,7 +28,7 @@ fn kernel_release() -> String {
 pub fn run(global: &GlobalArgs, as_json: bool) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir())?;
+    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let probe: &HostProbe = bridle_sandbox::probe();
     let assessment = bridle_sandbox::assess::assess(&plan.spec, probe);
     let refusal = assessment.refusal().cloned();

@@ -19,7 +19,7 @@ use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
 use bridle_agent::{Agent, AgentConfig};
 use bridle_policy::Plan;
 
-use crate::agent_host::{LocalTools, answerer};
+use crate::agent_host::{LocalTools, SessionSetup, answerer};
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::session_facts::Facts;
 use bridle_exec::printable::printable;
@@ -84,13 +84,14 @@ fn run_turn(
     let policy = facts.load_policy(global, overrides.clone())?;
     facts.report_env(&policy);
     let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
-    let plan = facts.plan(&policy, temp_dir.clone())?;
-    let dir = session_dir(args.session_dir.as_deref(), &plan, &temp_dir)?;
+    let preview = facts.plan(&policy, temp_dir.clone(), &[])?;
+    let dir = session_dir(args.session_dir.as_deref(), &preview, &temp_dir)?;
     let real_dir = std::fs::canonicalize(dir.path())?;
-    // The policy the commands run under: the plan with the session directory masked.
-    let mut confined = plan.clone();
-    confined.mask_found(&real_dir, SESSION_DIR);
-    let summary = policy_summary(&confined, &temp_dir, &global.profile)?;
+    // The agent's commands and file tools must not read the logs or the key that seals them,
+    // in this plan or any escalation of it.
+    let masks = vec![(real_dir, SESSION_DIR.to_owned())];
+    let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
+    let summary = policy_summary(&plan, &temp_dir, &global.profile)?;
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
         profile: global.profile.clone(),
@@ -100,18 +101,18 @@ fn run_turn(
     log_policy(&mut log, &summary)?;
     say(&format!("session {}", log.id()));
     let sections = vec![base_section(&plan)];
-    let mut tools = LocalTools::new(
-        &facts,
-        global,
-        overrides,
-        plan,
-        temp_dir.clone(),
+    let tools = LocalTools::new(
+        SessionSetup {
+            facts: &facts,
+            global,
+            overrides,
+            plan,
+            temp_dir: temp_dir.clone(),
+            masks,
+            persist_terminal: true,
+        },
         answerer(),
-        true,
     )?;
-    // The agent's commands and file tools must not read the logs or the key that seals them,
-    // in this plan or any escalation of it.
-    tools.mask(real_dir, SESSION_DIR);
     let timed_out = move || deadline.is_some_and(|(at, _)| std::time::Instant::now() >= at);
     let cancelled_by = move || {
         bridle_sandbox::launcher::termination_signal()
@@ -131,9 +132,25 @@ fn run_turn(
         cancel: Some(Arc::new(cancelled_by)),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(log, model, &tools, config);
+    let mut agent = Agent::new(log, model, &tools.pipeline, config);
     if args.plan {
         agent.enter_plan_mode()?;
+    }
+    // `/plan off` as the task is the headless way to leave plan mode, like `--plan-off`.
+    let only_leave = args.task.trim() == "/plan off";
+    if args.plan_off || only_leave {
+        let changed = agent.leave_plan_mode()?;
+        say(if changed {
+            "plan mode is off"
+        } else {
+            "plan mode is already inactive"
+        });
+    }
+    if only_leave {
+        drop(agent);
+        drop(tools);
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        return Ok(0);
     }
     let report = agent.run_turn(&args.task);
     drop(agent);

@@ -42,7 +42,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     facts.report_env(&policy);
     ensure_temp_base()?;
     let temp_dir = facts.run_temp_dir();
-    let plan = facts.plan(&policy, temp_dir.clone())?;
+    let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
     if let Some(code) = crate::exec_cmd::refused_by_rules(&plan, &["bash".into(), "-i".into()]) {
         return Ok(code);
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::agent_host::{LocalTools, TOOLS, answerer};
+use crate::agent_host::{LocalTools, SessionSetup, TOOLS, answerer};
 
 use crate::cli::{ConfineArgs, GlobalArgs};
 use crate::session_facts::{Facts, ensure_temp_base};
@@ -35,7 +35,7 @@ pub fn run(
     let overrides = confine.overrides();
     let policy = facts.load_policy(global, overrides.clone())?;
     facts.report_env(&policy);
-    let plan = facts.plan(&policy, temp_dir.clone())?;
+    let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
     if let Some(dir) = session_dir {
         let dir = std::fs::canonicalize(dir)
             .with_context(|| format!("session dir `{}`", dir.display()))?;
@@ -53,21 +53,24 @@ pub fn run(
         }
     }
     let tools = LocalTools::new(
-        &facts,
-        global,
-        overrides,
-        plan,
-        temp_dir.clone(),
+        SessionSetup {
+            facts: &facts,
+            global,
+            overrides,
+            plan,
+            temp_dir: temp_dir.clone(),
+            masks: Vec::new(),
+            persist_terminal: false,
+        },
         answerer(),
-        false,
     )?;
     let file_tool = !matches!(name, "bash" | "grep" | "terminal");
-    if file_tool && let Some(why) = tools.file_tools_unavailable() {
+    if file_tool && let Some(why) = tools.pipeline.fs().unavailable() {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "bridle: {why}");
         return Ok(125);
     }
-    let result = tools.call_unrecorded(name, arguments);
+    let result = tools.pipeline.call(name, arguments);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
     if session_dir.is_none() {

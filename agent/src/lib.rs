@@ -1,13 +1,15 @@
 //! bridle's agent loop: the session event log, the turn/step lifecycle, the tool pipeline,
 //! model adapters and plugins (plan mode). Depends on `exec` and `policy`, never on `sandbox`.
 //!
-//! Built so far: the session log ([`log`]), the single source of truth of a session.
+//! The session log ([`log`]) is the single source of truth of a session; [`Agent`] runs its
+//! turns; [`session::Session`] is the live handle front ends drive.
 #![forbid(unsafe_code)]
 
 mod error;
 pub mod log;
 pub mod model;
 pub mod plan_mode;
+pub mod session;
 pub mod tools;
 pub mod transcript;
 mod turn;

@@ -1,33 +1,17 @@
 //! The seam between the loop and the tools. The host runs one call through the tool pipeline
 //! (argument validation, rules, approvals, guards, the sandbox, output caps) and tells the loop
 //! each decision as it is taken, so the log shows what decided a call before the call runs.
+//! [`bridle_exec::pipeline::Pipeline`] is the host of every real session; the trait stays so a
+//! test can drive the loop with tools of its own.
 
-use bridle_policy::Decision;
+use std::sync::{Arc, Mutex};
 
-/// What the pipeline tells the loop while it handles a call, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolNote {
-    /// A question went to the approval seam.
-    ApprovalAsked { question: String },
-    /// The approval seam answered (`approved`, `rejected`, `unavailable`) and who answered.
-    ApprovalDecided { answer: String, by: String },
-    /// The call was decided; with `Allow` it runs right after the loop returns from the note
-    /// (the loop makes the log durable first).
-    Decided { decision: Decision, by: String },
-    /// While the call's command ran, the exec supervisor denied an exec (or asked about one).
-    ExecDecided(crate::log::ExecDecision),
-    /// The network proxy decided connections of the call's command (after it ran).
-    NetDecision {
-        host: String,
-        port: u16,
-        decision: Decision,
-        by: String,
-        error: Option<String>,
-        connections: u64,
-        sent: u64,
-        received: u64,
-    },
-}
+use bridle_exec::pipeline::Pipeline;
+use bridle_exec::tool::Tool;
+
+/// What the pipeline tells the loop while it handles a call, in order (the pipeline's own
+/// notes: no translation between the layers).
+pub use bridle_exec::approvals::PipelineNote as ToolNote;
 
 /// What the model sees of a call, and what the sandbox enforced for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +35,17 @@ pub trait ToolHost: Sync {
     /// decision is reported through `note` before it takes effect; when `note` fails (the
     /// session log could not record it), the call must not run.
     fn call(&self, name: &str, arguments: &str, note: &mut Notes<'_>) -> ToolOutcome;
+
+    /// Adds a plugin's tool, owned by `owner`; hosts without a registry refuse.
+    fn add_tool(&self, owner: &str, tool: Arc<dyn Tool>) -> Result<(), String> {
+        let _ = (owner, tool);
+        Err("this tool host takes no plugin tools".to_owned())
+    }
+
+    /// Removes everything `owner` registered.
+    fn unload(&self, owner: &str) {
+        let _ = owner;
+    }
 }
 
 /// Where a host reports a call's decisions: the loop records each in the session log.
@@ -62,5 +57,46 @@ pub fn not_recorded(reason: &str) -> ToolOutcome {
         ok: false,
         content: format!("not run: the session log could not record the decision ({reason})"),
         sandbox: None,
+    }
+}
+
+impl ToolHost for Pipeline {
+    fn schemas(&self) -> Vec<serde_json::Value> {
+        Pipeline::schemas(self)
+    }
+
+    fn concurrency_safe(&self, name: &str, arguments: &str) -> bool {
+        Pipeline::concurrency_safe(self, name, arguments)
+    }
+
+    fn call(&self, name: &str, arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+        let note = Mutex::new(note);
+        let observer = |n: ToolNote| -> Result<(), String> {
+            let mut note = note.lock().map_err(|_| "the note lock was poisoned")?;
+            (*note)(n)
+        };
+        let result = self.call_observed(name, arguments, Some(&observer));
+        let mut sandbox = serde_json::to_value(&result.sandbox).ok();
+        // Who refused a call that never ran is part of what the log says about it.
+        if let (Some(serde_json::Value::Object(facts)), Some(by)) = (&mut sandbox, result.denied_by)
+            && let Ok(by) = serde_json::to_value(by)
+        {
+            facts.insert("denied_by".to_owned(), by);
+        }
+        ToolOutcome {
+            ok: result.ok,
+            content: result.content,
+            sandbox,
+        }
+    }
+
+    fn add_tool(&self, owner: &str, tool: Arc<dyn Tool>) -> Result<(), String> {
+        self.registry()
+            .add_tool(Some(owner), tool)
+            .map_err(|e| e.to_string())
+    }
+
+    fn unload(&self, owner: &str) {
+        self.registry().unload(owner);
     }
 }

@@ -3,17 +3,18 @@
 //! without tool calls, on max-tokens, on an error, or at the step limit. Everything is
 //! recorded in the session log before it is acted on.
 
+mod derived;
 mod stream;
 
-use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
 use crate::model::{FinishReason, Model, ModelRequest};
 use crate::plan_mode::{self, PlanMode};
+
+use crate::session::{Feed, Inbox, Input, PreStep, StepVerdict, StepView};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
-use crate::transcript::{derive_request_messages, header_in_force};
 
 /// How a session's turns run.
 #[derive(Clone)]
@@ -31,6 +32,12 @@ pub struct AgentConfig {
     /// started are answered "aborted before dispatch", and the turn ends `aborted` with the
     /// cause logged. Running tools are the caller's to kill.
     pub cancel: Option<Cancel>,
+    /// Pre-step listeners, in order (plugins register them).
+    pub pre_step: Vec<std::sync::Arc<dyn PreStep>>,
+    /// A live session's inbox: steering and injected inputs join the next step.
+    pub inbox: Option<std::sync::Arc<Inbox>>,
+    /// A live session's feed of committed events.
+    pub feed: Option<std::sync::Arc<Feed>>,
 }
 
 /// A cancellation check, asked often (before each step and call, while a model streams):
@@ -45,7 +52,8 @@ impl std::fmt::Debug for AgentConfig {
             .field("max_parallel", &self.max_parallel)
             .field("plan_mode", &self.plan_mode)
             .field("cancel", &self.cancel.is_some())
-            .finish()
+            .field("pre_step", &self.pre_step.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -57,6 +65,9 @@ impl Default for AgentConfig {
             max_parallel: 4,
             plan_mode: None,
             cancel: None,
+            pre_step: Vec::new(),
+            inbox: None,
+            feed: None,
         }
     }
 }
@@ -81,6 +92,8 @@ pub struct Agent<'h> {
     route: String,
     tools: &'h dyn ToolHost,
     config: AgentConfig,
+    /// What was derived from the log so far (extended each step, never redone).
+    derived: derived::Derived,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -167,12 +180,18 @@ impl<'h> Agent<'h> {
         tools: &'h dyn ToolHost,
         config: AgentConfig,
     ) -> Self {
+        if let Some(plan) = &config.plan_mode
+            && let Err(e) = tools.add_tool(plan_mode::PLUGIN, plan.tool())
+        {
+            tracing::warn!("plan mode: its tool could not be registered: {e}");
+        }
         Self {
             log,
             route: model.route(),
             model: Some(model),
             tools,
             config,
+            derived: derived::Derived::default(),
         }
     }
 
@@ -190,6 +209,15 @@ impl<'h> Agent<'h> {
     /// once). Returns whether anything changed (PM4: switching to the state in force does
     /// nothing).
     pub fn enter_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(true)
+    }
+
+    /// Switches plan mode off before a turn (`bridle run --plan-off` on a resumed session).
+    pub fn leave_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(false)
+    }
+
+    fn switch_plan_mode(&mut self, active: bool) -> Result<bool, AgentError> {
         if self.config.plan_mode.is_none() {
             return Err(AgentError::RecordEvent {
                 path: self.log.path().to_owned(),
@@ -197,20 +225,69 @@ impl<'h> Agent<'h> {
                 reason: "the plan-mode plugin is not loaded".to_owned(),
             });
         }
-        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) {
+        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) == active {
             return Ok(false);
         }
-        self.log.append(Event::PlanMode { active: true })?;
-        self.log.barrier()?;
+        self.log.append(Event::PlanMode { active })?;
+        self.durable()?;
+        if let Some(plan) = &self.config.plan_mode {
+            plan.observe(active);
+        }
         Ok(true)
+    }
+
+    /// Makes the log durable, then publishes what became durable to the feed.
+    fn durable(&mut self) -> Result<(), AgentError> {
+        self.log.barrier()?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Publishes the committed events not yet published (a live session's feed).
+    pub fn publish(&self) {
+        if let Some(feed) = &self.config.feed {
+            feed.publish(self.log.events());
+        }
+    }
+
+    /// Appends `event` and makes it durable (a command of an idle session: PM6).
+    pub fn commit(&mut self, event: Event) -> Result<(), AgentError> {
+        self.log.append(event)?;
+        self.durable()
+    }
+
+    /// The plan-mode plugin, when loaded.
+    pub fn plan_mode(&self) -> Option<&PlanMode> {
+        self.config.plan_mode.as_ref()
+    }
+
+    /// The number the next turn gets.
+    pub fn next_turn(&self) -> u64 {
+        self.log.progress().next_turn()
     }
 
     /// Runs one turn on `input` until it ends.
     pub fn run_turn(&mut self, input: &str) -> Result<TurnReport, AgentError> {
+        self.run_turn_input(None, input)
+    }
+
+    /// Runs one turn opened by `input` (with its id when it came through a live session's
+    /// inbox) until it ends.
+    pub fn run_turn_input(
+        &mut self,
+        opener: Option<&Input>,
+        input: &str,
+    ) -> Result<TurnReport, AgentError> {
         let turn = self.log.progress().next_turn();
         self.log.append(Event::TurnStart { turn })?;
+        if let Some(opener) = opener {
+            self.log.append(Event::InputReceived {
+                input_id: opener.id.clone(),
+                kind: opener.kind.name().to_owned(),
+            })?;
+        }
         self.log.append(Event::UserMessage {
-            id: None,
+            id: opener.map(|o| o.id.clone()),
             text: input.to_owned(),
         })?;
         let mut answer = String::new();
@@ -219,8 +296,21 @@ impl<'h> Agent<'h> {
                 return self.abort(turn, None, answer, cause);
             }
             self.log.append(Event::StepStart { turn, step })?;
+            if step == 0
+                && let Some(opener) = opener
+            {
+                self.log.append(Event::InputIncluded {
+                    input_id: opener.id.clone(),
+                    turn,
+                    step,
+                    carried: opener.arrived_during.is_some_and(|t| t != turn),
+                })?;
+            }
+            if let Some(ending) = self.before_step(turn, step)? {
+                return self.end(turn, Some(step), answer, ending);
+            }
             let request = self.request()?;
-            self.log.barrier()?;
+            self.durable()?;
             let streamed = self.stream(&request);
             if let Some(cause) = self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
@@ -324,7 +414,7 @@ impl<'h> Agent<'h> {
             detail: error.clone(),
             cancelled_by,
         })?;
-        self.log.barrier()?;
+        self.durable()?;
         Ok(TurnReport {
             turn,
             reason,
@@ -333,14 +423,122 @@ impl<'h> Agent<'h> {
         })
     }
 
+    /// The pre-step: steering and injected inputs join this step (with their receipts), then
+    /// the listeners decide, in order; after all accepted, each is told so. A block ends the
+    /// turn `blocked`; a listener that panics ends it `error`, with the listener named.
+    fn before_step(&mut self, turn: u64, step: u64) -> Result<Option<Ending>, AgentError> {
+        if let Some(inbox) = self.config.inbox.clone() {
+            let (received, included) = inbox.take_for_step();
+            for (input_id, kind) in received {
+                self.log.append(Event::InputReceived {
+                    input_id,
+                    kind: kind.name().to_owned(),
+                })?;
+            }
+            for input in included {
+                self.log.append(Event::UserMessage {
+                    id: Some(input.id.clone()),
+                    text: input.text,
+                })?;
+                self.log.append(Event::InputIncluded {
+                    input_id: input.id,
+                    turn,
+                    step,
+                    carried: input.arrived_during.is_some_and(|t| t != turn),
+                })?;
+            }
+        }
+        if self.config.pre_step.is_empty() {
+            return Ok(None);
+        }
+        let listeners = self.config.pre_step.clone();
+        let mut view = StepView {
+            turn,
+            step,
+            events: self.log.events(),
+            add_messages: Vec::new(),
+            append: Vec::new(),
+        };
+        let guarded = |name: &str, f: &mut dyn FnMut() -> Option<Ending>| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+                tracing::error!("the pre-step listener `{name}` panicked");
+                Some(Ending::failed(
+                    TurnEndReason::Error,
+                    format!("the pre-step listener `{name}` failed (it panicked)"),
+                ))
+            })
+        };
+        for listener in &listeners {
+            let ending = guarded(
+                listener.name(),
+                &mut || match listener.before_step(&mut view) {
+                    StepVerdict::Accept => None,
+                    StepVerdict::Block(why) => Some(Ending {
+                        reason: TurnEndReason::Blocked,
+                        error: Some(format!("blocked by `{}`: {why}", listener.name())),
+                        cancelled_by: None,
+                    }),
+                },
+            );
+            if ending.is_some() {
+                return Ok(ending);
+            }
+        }
+        if self.cancelled().is_none() {
+            for listener in &listeners {
+                let ending = guarded(listener.name(), &mut || {
+                    listener.accepted(&mut view);
+                    None
+                });
+                if ending.is_some() {
+                    return Ok(ending);
+                }
+            }
+        }
+        let StepView {
+            add_messages,
+            append,
+            ..
+        } = view;
+        for event in append {
+            self.log.append(event)?;
+        }
+        for text in add_messages {
+            self.log.append(Event::UserMessage { id: None, text })?;
+        }
+        Ok(None)
+    }
+
     /// The next request, built from the log alone; its header is logged when it changed.
     fn request(&mut self) -> Result<ModelRequest, AgentError> {
         let mut sections = self.config.sections.clone();
-        let mut tools = self.tools.schemas();
+        // The plugin's tool is registered in both states, so the catalogue never changes (PM14).
+        let tools = self.tools.schemas();
+        self.derived.update(&self.log);
         if let Some(plan) = &self.config.plan_mode {
-            sections.extend(plan.section(self.log.events().iter().map(|(_, e)| e)));
-            // Registered in both states, so the catalogue never changes (PM14).
-            tools.push(PlanMode::exit_tool_schema());
+            let logged = self.derived.plan_active;
+            // A pending choice is appended at the pre-step of a step that goes ahead (PM8);
+            // a user's choice tells the model only when the last request header described the
+            // opposite state (PM12), an approved exit never does (PM19).
+            if let Some((active, notice)) = plan.take_pending()
+                && active != logged
+            {
+                let described = self
+                    .derived
+                    .header
+                    .as_ref()
+                    .map(|h| h.sections.iter().any(|s| s.name == plan_mode::SECTION_NAME));
+                self.log.append(Event::PlanMode { active })?;
+                if notice && described == Some(!active) {
+                    self.log.append(Event::UserMessage {
+                        id: None,
+                        text: plan_mode::notice(active).to_owned(),
+                    })?;
+                }
+                self.derived.update(&self.log);
+            }
+            plan.observe(self.derived.plan_active);
+            sections.extend(plan.section_when(self.derived.plan_active));
         }
         sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
@@ -348,35 +546,27 @@ impl<'h> Agent<'h> {
             tools,
             model: self.route.clone(),
         };
-        let events = self.log.events().iter().map(|(_, e)| e);
-        if header_in_force(events).as_ref() != Some(&header) {
+        if self.derived.header.as_ref() != Some(&header) {
             self.log.append(Event::RequestHeader(header))?;
+            self.derived.update(&self.log);
         }
-        let events: Vec<&Event> = self.log.events().iter().map(|(_, e)| e).collect();
-        let header = header_in_force(events.iter().copied()).unwrap_or(RequestHeader {
+        let header = self.derived.header.clone().unwrap_or(RequestHeader {
             sections: Vec::new(),
             tools: Vec::new(),
             model: String::new(),
         });
         Ok(ModelRequest {
             system: header.sections,
-            messages: derive_request_messages(self.log.request_window()),
+            messages: self.derived.messages.clone(),
             tools: header.tools,
         })
     }
 
     /// Gives every call an id no other call of the session has (a model may repeat or omit
     /// them), and decides which may run concurrently.
-    fn name_calls(&self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
-        let mut seen: HashSet<String> = self
-            .log
-            .events()
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Event::ToolCall(call) => Some(call.call_id.clone()),
-                _ => None,
-            })
-            .collect();
+    fn name_calls(&mut self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
+        self.derived.update(&self.log);
+        let mut seen = self.derived.call_ids.clone();
         let next = self.log.next_seq();
         calls
             .into_iter()
@@ -452,28 +642,8 @@ impl<'h> Agent<'h> {
     /// Runs `batch` (alone, or side by side), recording every decision as it is taken and
     /// making the log durable before an allowed call runs.
     fn run_batch(&mut self, batch: &[ToolCall]) -> Result<Vec<ToolOutcome>, AgentError> {
-        if let [call] = batch
-            && call.name == plan_mode::EXIT_TOOL
-            && let Some(plan) = &self.config.plan_mode
-        {
-            // The plugin's own tool: no sandbox effect, answered from the logged state.
-            let outcome = plan.exit(self.log.events().iter().map(|(_, e)| e), &call.arguments);
-            self.log.append(Event::ToolDecision {
-                call_id: call.call_id.clone(),
-                decision: bridle_policy::Decision::Allow,
-                by: "the plan-mode plugin's own tool (no effect outside the session)".to_owned(),
-            })?;
-            let (ok, content) = match outcome {
-                Ok(text) => (true, text),
-                Err(text) => (false, text),
-            };
-            return Ok(vec![ToolOutcome {
-                ok,
-                content,
-                sandbox: None,
-            }]);
-        }
         let tools = self.tools;
+        let feed = self.config.feed.clone();
         let log = Mutex::new(&mut self.log);
         let run = |call: &ToolCall| {
             let note = |n: ToolNote| -> Result<(), String> {
@@ -499,25 +669,16 @@ impl<'h> Agent<'h> {
                         call_id: call.call_id.clone(),
                         exec,
                     },
-                    ToolNote::NetDecision {
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
-                    } => Event::NetDecision(crate::log::NetDecision {
+                    ToolNote::Network(d) => Event::NetDecision(crate::log::NetDecision {
                         call_id: call.call_id.clone(),
-                        host,
-                        port,
-                        decision,
-                        by,
-                        error,
-                        connections,
-                        sent,
-                        received,
+                        host: d.host,
+                        port: d.port,
+                        decision: d.decision,
+                        by: d.by,
+                        error: d.error,
+                        connections: d.connections,
+                        sent: d.sent,
+                        received: d.received,
                     }),
                 };
                 let runs = matches!(
@@ -531,6 +692,9 @@ impl<'h> Agent<'h> {
                 // A barrier before each tool execution.
                 if runs {
                     log.barrier().map_err(|e| e.to_string())?;
+                    if let Some(feed) = &feed {
+                        feed.publish(log.events());
+                    }
                 }
                 Ok(())
             };

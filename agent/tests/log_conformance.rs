@@ -684,6 +684,16 @@ fn one_of_each_type() -> Vec<Event> {
             policy: ApprovalPolicy::Never,
         },
         Event::PlanMode { active: true },
+        Event::InputReceived {
+            input_id: "input-1".into(),
+            kind: "steer".into(),
+        },
+        Event::InputIncluded {
+            input_id: "input-1".into(),
+            turn: 0,
+            step: 0,
+            carried: true,
+        },
         Event::TurnEnd {
             turn: 0,
             reason: TurnEndReason::Aborted,

@@ -72,10 +72,35 @@ pub struct ApprovalRequest {
     pub escalation: Option<SandboxMode>,
 }
 
-/// Something that can answer approval questions.
+/// What a person said about a plan (the second question of the user-interaction seam).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanReview {
+    /// Approve, with no feedback: the only consent.
+    Approved,
+    /// Keep planning, with optional feedback for the model.
+    KeepPlanning {
+        /// What the person wants changed.
+        feedback: Option<String>,
+    },
+    /// The review was dismissed or cancelled.
+    Dismissed,
+    /// Nobody can be asked.
+    Unavailable,
+}
+
+/// The user-interaction seam: something that can answer the two questions, an approval (allow
+/// once / reject, with the reason shown) and a plan review (approve / keep planning with
+/// feedback). Answerers: headless ([`NoAnswerer`]: `unavailable`), the terminal
+/// ([`TerminalAnswerer`]), and front ends of their own.
 pub trait Answerer: Send + Sync {
-    /// Answers one question.
+    /// Answers one approval question.
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome;
+
+    /// Reviews a plan (markdown); without a way to ask, `unavailable`.
+    fn review_plan(&self, plan: &str) -> PlanReview {
+        let _ = plan;
+        PlanReview::Unavailable
+    }
 
     /// Who answers, as the session log records it.
     fn who(&self) -> &'static str {
@@ -202,10 +227,7 @@ pub enum PipelineNote {
     },
     /// While the call's command ran, the exec supervisor denied an exec (or asked about one
     /// and had its answer).
-    ExecDecided {
-        /// What it decided, about which process.
-        record: bridle_sandbox::ExecRecord,
-    },
+    ExecDecided(crate::supervised::ExecDecision),
     /// The network proxy decided connections the call made (reported when the call's
     /// command has ended, with the bytes moved).
     Network(crate::net::NetDecision),
@@ -268,6 +290,11 @@ impl<'o> Approvals<'o> {
         }
     }
 
+    /// Who answers (for the plan review a plugin's tool asks for).
+    pub fn answerer(&self) -> &dyn Answerer {
+        self.answerer.get()
+    }
+
     /// The policy in force.
     pub fn policy(&self) -> ApprovalPolicy {
         self.policy
@@ -314,9 +341,7 @@ impl<'o> Approvals<'o> {
     /// Reports what the exec supervisor decided while the call's command ran. An error means it
     /// could not be recorded.
     pub fn exec_decided(&self, record: &bridle_sandbox::ExecRecord) -> Result<(), String> {
-        self.note(PipelineNote::ExecDecided {
-            record: record.clone(),
-        })
+        self.note(PipelineNote::ExecDecided(record.into()))
     }
 
     /// Reports a network decision of the call's connections.

@@ -1,85 +1,36 @@
-//! The model-facing one-shot `bash` tool: `{command, timeout_secs?, workdir?,
-//! sandbox_permissions?, justification?}` → `bash -c` through the full pipeline: argument
-//! validation, pre-execute rules, the approvals seam (for `ask` rules and escalations), the
-//! sandbox, output caps, denial attribution.
+//! The model-facing one-shot `bash` tool (`{command, timeout_secs?, workdir?,
+//! sandbox_permissions?, justification?}` → `bash -c`) and `grep`, as tool values: each parses
+//! its arguments and declares what it runs; the pipeline decides, and hands back the call's
+//! spec and spawner. Also the sandbox attribution of a failed command's error lines.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bridle_policy::{Decision, Guarantee, Network, Plan, SandboxMode, SandboxSpec};
-use serde::{Deserialize, Serialize};
+use bridle_policy::{Network, Plan, SandboxMode, SandboxSpec};
+use serde::Deserialize;
 
-use crate::approvals::{ApprovalOutcome, ApprovalRequest, Approvals};
-use crate::run::{RunRequest, RunStatus, Runner};
+use crate::run::{RunRequest, RunStatus};
+use crate::tool::{CallEnv, Declaration, Effect, Escalation, TypedTool};
 
-/// Default bytes of head and of tail kept per stream.
-pub const DEFAULT_OUTPUT_CAP: usize = 16 * 1024;
+pub use crate::pipeline::DEFAULT_OUTPUT_CAP;
+pub use crate::tool::{DeniedBy, QuarantineNote, SandboxFacts, ToolResult};
 
 /// The tool's arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {
     /// The command line, run with `bash -c`.
     pub command: String,
     /// Wall-clock limit in seconds (default and maximum from the profile).
     pub timeout_secs: Option<u64>,
-    /// Working directory (relative to the workspace).
+    /// Working directory, relative to the workspace.
     pub workdir: Option<String>,
-    /// A strictly wider sandbox mode for this one call (needs approval).
+    /// A strictly wider sandbox mode for this one call; a person must approve it.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::tool::mode_schema")]
     pub sandbox_permissions: Option<SandboxMode>,
-    /// Why the wider mode is needed.
+    /// Why the wider mode is needed (required with sandbox_permissions).
     pub justification: Option<String>,
-}
-
-/// Who denied a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeniedBy {
-    /// A profile rule.
-    Rule,
-    /// The policy itself: outside the writable roots, a protected or a masked path.
-    Policy,
-    /// The approvals seam (rejected, cancelled or unavailable).
-    Approval,
-    /// The sandbox could not be established.
-    Sandbox,
-}
-
-/// Facts about the sandbox a call ran (or would have run) under.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SandboxFacts {
-    /// The mode.
-    pub mode: SandboxMode,
-    /// The network setting.
-    pub network: Network,
-    /// Guarantees in force.
-    pub guarantees: Vec<Guarantee>,
-    /// Whether an approved escalation widened this call.
-    pub escalated: bool,
-    /// When the command's failure looks caused by the sandbox: what was blocked.
-    pub denied_by_sandbox: Option<String>,
-    /// What the command left in repositories that git on the host would run, which bridle
-    /// moved aside when the run ended.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub quarantined: Vec<QuarantineNote>,
-    /// What the exec supervisor denied (or asked about) while the command ran.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub exec_decisions: Vec<bridle_sandbox::ExecRecord>,
-    /// What the network proxy decided for the call's connections (network `allow-list`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub network_decisions: Vec<crate::net::NetDecision>,
-}
-
-/// Something a call's command left that git on the host would run, which bridle moved aside
-/// when the run ended (the session log records one `sandbox/quarantine` event for each).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct QuarantineNote {
-    /// Where it was.
-    pub path: String,
-    /// Why git on the host would run something because of it.
-    pub reason: String,
-    /// Where it is now; `None` when it could not be moved.
-    pub moved_to: Option<String>,
 }
 
 /// The notes for what an end-of-run inspection moved aside.
@@ -95,292 +46,152 @@ pub fn quarantine_notes(inspection: &bridle_sandbox::Inspection) -> Vec<Quaranti
         .collect()
 }
 
-/// What the tool returns (the JSON `bridle tool` prints).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ToolResult {
-    /// The call succeeded (exit status 0).
-    pub ok: bool,
-    /// The text the model sees.
-    pub content: String,
-    /// The exit status, when the command ran.
-    pub exit_code: Option<i32>,
-    /// The timeout passed.
-    pub timed_out: bool,
-    /// Who denied the call, when it was denied before running.
-    pub denied_by: Option<DeniedBy>,
-    /// The sandbox facts.
-    pub sandbox: SandboxFacts,
-}
+/// The `bash` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bash;
 
-/// What the tool needs from its session.
-pub struct BashContext<'a> {
-    /// The session's plan (spec, approval policy, rules).
-    pub plan: &'a Plan,
-    /// The approvals seam.
-    pub approvals: &'a Approvals<'a>,
-    /// Where commands run.
-    pub runner: &'a dyn Runner,
-    /// Plans the spec for a wider mode (an approved escalation of one call).
-    pub replan: &'a dyn Fn(SandboxMode) -> Result<SandboxSpec, String>,
-    /// Bytes of head and tail kept per stream.
-    pub output_cap: usize,
-}
-
-impl std::fmt::Debug for BashContext<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BashContext")
-            .field("output_cap", &self.output_cap)
-            .finish_non_exhaustive()
-    }
-}
-
-fn facts(spec: &SandboxSpec, escalated: bool) -> SandboxFacts {
-    SandboxFacts {
-        mode: spec.mode,
-        network: spec.network,
-        guarantees: spec.guarantees.clone(),
-        escalated,
-        denied_by_sandbox: None,
-        quarantined: Vec::new(),
-        exec_decisions: Vec::new(),
-        network_decisions: Vec::new(),
-    }
-}
-
-fn failure(spec: &SandboxSpec, content: String, denied_by: Option<DeniedBy>) -> ToolResult {
-    ToolResult {
-        ok: false,
-        content,
-        exit_code: None,
-        timed_out: false,
-        denied_by,
-        sandbox: facts(spec, false),
-    }
-}
-
-/// Runs one `bash` tool call.
-pub fn call(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
-    let spec = &ctx.plan.spec;
-    let args: BashArgs = match serde_json::from_str(raw_arguments) {
-        Ok(a) => a,
-        Err(e) => return failure(spec, format!("invalid arguments for `bash`: {e}"), None),
-    };
-    let arguments: serde_json::Value =
-        serde_json::from_str(raw_arguments).unwrap_or(serde_json::Value::Null);
-    if args.command.trim().is_empty() {
-        return failure(
-            spec,
-            "invalid arguments for `bash`: `command` is empty".into(),
-            None,
-        );
-    }
+/// The wall-clock limit of a call asking for `asked` seconds: at most the profile's maximum,
+/// and capped by the limit of every sandboxed command (`limits.wall_time`, `--timeout`).
+fn timeout_for(spec: &SandboxSpec, asked: Option<u64>) -> Result<Option<u64>, String> {
     let limits = &spec.limits;
-    let timeout = match (args.timeout_secs, limits.command_timeout_max_secs) {
-        (Some(0), _) => {
-            return failure(
-                spec,
-                "invalid arguments for `bash`: `timeout_secs` must be at least 1".into(),
-                None,
-            );
-        }
+    let timeout = match (asked, limits.command_timeout_max_secs) {
+        (Some(0), _) => return Err("`timeout_secs` must be at least 1".into()),
         (Some(t), Some(max)) if t > max => {
-            return failure(
-                spec,
-                format!(
-                    "invalid arguments for `bash`: `timeout_secs` {t} is above the profile's maximum of {max}"
-                ),
-                None,
-            );
+            return Err(format!(
+                "`timeout_secs` {t} is above the profile's maximum of {max}"
+            ));
         }
         (Some(t), _) => Some(t),
         (None, _) => limits.command_timeout_secs,
     };
-    // The wall-clock limit of every sandboxed command (`limits.wall_time`, `--timeout`) caps
-    // what the call asks for.
-    let timeout = match (timeout, limits.wall_time_secs) {
+    Ok(match (timeout, limits.wall_time_secs) {
         (Some(t), Some(w)) => Some(t.min(w)),
         (t, w) => t.or(w),
-    };
-    let cwd = match resolve_workdir(&spec.workspace, args.workdir.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return failure(spec, format!("invalid arguments for `bash`: {e}"), None),
-    };
+    })
+}
 
-    // Rules first: a denial is final.
-    let verdict = ctx.plan.decide_bash(&args.command);
-    if verdict.decision == Decision::Deny {
-        let _ = ctx.approvals.decided(Decision::Deny, &verdict.reason);
-        return failure(
-            spec,
-            format!("denied: {}", verdict.reason),
-            Some(DeniedBy::Rule),
-        );
+impl TypedTool for Bash {
+    type Args = BashArgs;
+
+    fn name(&self) -> &str {
+        "bash"
     }
-    let mut allowed_by = verdict.reason.clone();
-    let mut reasons = Vec::new();
-    if verdict.decision == Decision::Ask {
-        reasons.push(verdict.reason.clone());
+
+    fn description(&self) -> &str {
+        "Run one command line with `bash -c` in the sandbox. Output is capped (head and tail kept; the rest spilled to a file the result names)."
     }
-    if let Some(wider) = args.sandbox_permissions {
-        if wider <= spec.mode {
-            return failure(
-                spec,
-                format!(
-                    "invalid arguments for `bash`: `sandbox_permissions` must be wider than the current mode `{}`",
-                    spec.mode
-                ),
-                None,
-            );
+
+    fn declare(&self, args: &BashArgs, plan: &Plan) -> Result<Declaration, String> {
+        if args.command.trim().is_empty() {
+            return Err("`command` is empty".into());
         }
-        if args
-            .justification
-            .as_deref()
-            .is_none_or(|j| j.trim().is_empty())
-        {
-            return failure(
-                spec,
-                "invalid arguments for `bash`: `sandbox_permissions` needs a `justification`"
-                    .into(),
-                None,
-            );
-        }
-        reasons.push(format!(
-            "asks to run with sandbox mode `{wider}` instead of `{}`",
-            spec.mode
-        ));
+        timeout_for(&plan.spec, args.timeout_secs)?;
+        resolve_workdir(&plan.spec.workspace, args.workdir.as_deref())?;
+        Ok(Declaration {
+            effects: vec![Effect::Shell(args.command.clone())],
+            escalation: args.sandbox_permissions.map(|mode| Escalation {
+                mode,
+                justification: args.justification.clone(),
+            }),
+            uses_files: false,
+        })
     }
-    if !reasons.is_empty() {
-        let request = ApprovalRequest {
-            tool: "bash".into(),
-            arguments,
-            reason: reasons.join("; "),
-            justification: args.justification.clone(),
-            escalation: args.sandbox_permissions,
-        };
-        let outcome = ctx.approvals.ask(&request);
-        if let Some(text) = outcome.denial(ctx.approvals.policy()) {
-            let _ = ctx
-                .approvals
-                .decided(Decision::Deny, &format!("approval {}", outcome.name()));
-            return failure(
-                spec,
-                format!("denied ({}): {text}", request.reason),
-                Some(DeniedBy::Approval),
-            );
-        }
-        debug_assert_eq!(outcome, ApprovalOutcome::AllowedOnce);
-        allowed_by = format!("approved ({})", request.reason);
-    }
-    let (run_spec, escalated) = match args.sandbox_permissions {
-        Some(wider) => match (ctx.replan)(wider) {
-            Ok(s) => (s, true),
-            Err(e) => {
-                let _ = ctx
-                    .approvals
-                    .decided(Decision::Deny, "the escalated sandbox cannot be planned");
-                return failure(
-                    spec,
-                    format!("cannot plan the escalated sandbox: {e}"),
-                    Some(DeniedBy::Sandbox),
-                );
+
+    fn execute(&self, args: BashArgs, env: &CallEnv<'_>) -> ToolResult {
+        let spec = env.spec;
+        let (timeout, cwd) = match (
+            timeout_for(spec, args.timeout_secs),
+            resolve_workdir(&spec.workspace, args.workdir.as_deref()),
+        ) {
+            (Ok(t), Ok(c)) => (t, c),
+            (Err(e), _) | (_, Err(e)) => {
+                return env.result(false, format!("invalid arguments for `bash`: {e}"), None);
             }
-        },
-        None => (spec.clone(), false),
-    };
-    // Recorded before it runs; a decision that cannot be recorded does not run.
-    if let Err(e) = ctx.approvals.decided(Decision::Allow, &allowed_by) {
-        return failure(spec, crate::approvals::not_recorded(&e), None);
-    }
-
-    let request = RunRequest {
-        argv: vec!["bash".into(), "-c".into(), args.command.clone()],
-        cwd,
-        spec: run_spec.clone(),
-        timeout: timeout.map(Duration::from_secs),
-        stdin: Vec::new(),
-        output_cap: ctx.output_cap,
-        spill_dir: run_spec.temp_dir.clone(),
-    };
-    let mut execs = crate::supervised::CallExecs::new(ctx.approvals);
-    let result = match ctx.runner.run_observed(&request, &mut execs) {
-        Ok(r) => r,
-        Err(e) => return failure(&run_spec, format!("running the command failed: {e}"), None),
-    };
-    let mut sandbox = facts(&run_spec, escalated);
-    let mut content = String::new();
-    let stdout = result.stdout.render();
-    let stderr = result.stderr.render();
-    if !stdout.is_empty() {
-        content.push_str(&stdout);
-        if !content.ends_with('\n') {
-            content.push('\n');
+        };
+        let request = RunRequest {
+            argv: vec!["bash".into(), "-c".into(), args.command],
+            cwd,
+            spec: spec.clone(),
+            timeout: timeout.map(Duration::from_secs),
+            stdin: Vec::new(),
+            output_cap: env.output_cap,
+            spill_dir: spec.temp_dir.clone(),
+        };
+        let mut execs = crate::supervised::CallExecs::new(env.approvals);
+        let result = match env.spawner.run_observed(&request, &mut execs) {
+            Ok(r) => r,
+            Err(e) => return env.result(false, format!("running the command failed: {e}"), None),
+        };
+        let mut sandbox = env.facts();
+        let mut content = String::new();
+        let stdout = result.stdout.render();
+        let stderr = result.stderr.render();
+        if !stdout.is_empty() {
+            content.push_str(&stdout);
+            if !content.ends_with('\n') {
+                content.push('\n');
+            }
         }
-    }
-    if !stderr.is_empty() {
-        content.push_str("[stderr]\n");
-        content.push_str(&stderr);
-        if !content.ends_with('\n') {
-            content.push('\n');
+        if !stderr.is_empty() {
+            content.push_str("[stderr]\n");
+            content.push_str(&stderr);
+            if !content.ends_with('\n') {
+                content.push('\n');
+            }
         }
-    }
-    let (ok, exit_code, timed_out, denied_by) = match &result.status {
-        RunStatus::Exited(code) => {
-            content.push_str(&format!("[exit code {code}]"));
-            (*code == 0, Some(*code), false, None)
+        let (ok, exit_code, timed_out, denied_by) = match &result.status {
+            RunStatus::Exited(code) => {
+                content.push_str(&format!("[exit code {code}]"));
+                (*code == 0, Some(*code), false, None)
+            }
+            RunStatus::TimedOut => {
+                content.push_str(&format!(
+                    "[timed out after {}s; the whole process tree was killed]",
+                    timeout.unwrap_or(0)
+                ));
+                (false, None, true, None)
+            }
+            RunStatus::NotExecuted { code, cause } => {
+                content.push_str(&format!("[{cause}]"));
+                (false, Some(*code), false, None)
+            }
+            RunStatus::Refused(r) => {
+                content = format!("not run: {r}");
+                (false, None, false, Some(DeniedBy::Sandbox))
+            }
+            RunStatus::Stopped(why) => {
+                content.push_str(&format!("[stopped by the sandbox: {why}]"));
+                (false, Some(137), false, Some(DeniedBy::Sandbox))
+            }
+        };
+        content.push_str(&crate::net::summary(&result.network));
+        if denied_by.is_none() {
+            sandbox.denied_by_sandbox = attribute(spec, &stderr).or_else(|| {
+                crate::net::first_denial(&result.network)
+                    .map(|d| format!("the network allow-list denied `{}`", d.target()))
+            });
         }
-        RunStatus::TimedOut => {
+        sandbox.network_decisions = result.network.clone();
+        if !ok && let Some(what) = &sandbox.denied_by_sandbox {
             content.push_str(&format!(
-                "[timed out after {}s; the whole process tree was killed]",
-                timeout.unwrap_or(0)
-            ));
-            (false, None, true, None)
-        }
-        RunStatus::NotExecuted { code, cause } => {
-            content.push_str(&format!("[{cause}]"));
-            (false, Some(*code), false, None)
-        }
-        RunStatus::Refused(r) => {
-            content = format!("not run: {r}");
-            (false, None, false, Some(DeniedBy::Sandbox))
-        }
-        RunStatus::Stopped(why) => {
-            content.push_str(&format!("[stopped by the sandbox: {why}]"));
-            (false, Some(137), false, Some(DeniedBy::Sandbox))
-        }
-    };
-    for decision in &result.network {
-        // Reported to the session log as `net/decision` before the result.
-        if let Err(e) = ctx.approvals.network(decision) {
-            tracing::warn!("a network decision could not be recorded: {e}");
-        }
-    }
-    content.push_str(&crate::net::summary(&result.network));
-    if denied_by.is_none() {
-        sandbox.denied_by_sandbox = attribute(&run_spec, &stderr).or_else(|| {
-            crate::net::first_denial(&result.network)
-                .map(|d| format!("the network allow-list denied `{}`", d.target()))
-        });
-    }
-    sandbox.network_decisions = result.network.clone();
-    if !ok && let Some(what) = &sandbox.denied_by_sandbox {
-        content.push_str(&format!(
                 "\n[denied by the sandbox (mode {}): {what}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
-                run_spec.mode
+                spec.mode
             ));
-    }
-    content.push_str(&execs.note());
-    sandbox.exec_decisions = execs.records;
-    content.push_str(&inspection_note(&result.inspection));
-    sandbox.quarantined = quarantine_notes(&result.inspection);
-    result.stdout.remove_spill_unless_named(&content);
-    result.stderr.remove_spill_unless_named(&content);
-    ToolResult {
-        ok,
-        content,
-        exit_code,
-        timed_out,
-        denied_by,
-        sandbox,
+        }
+        content.push_str(&execs.note());
+        sandbox.exec_decisions = execs.records;
+        content.push_str(&inspection_note(&result.inspection));
+        sandbox.quarantined = quarantine_notes(&result.inspection);
+        result.stdout.remove_spill_unless_named(&content);
+        result.stderr.remove_spill_unless_named(&content);
+        ToolResult {
+            ok,
+            content,
+            exit_code,
+            timed_out,
+            denied_by,
+            sandbox,
+        }
     }
 }
 
@@ -602,11 +413,15 @@ mod tests {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `grep`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrepArgs {
+pub struct GrepArgs {
+    /// The regular expression.
     pattern: String,
+    /// Where to search (default: the workspace).
     path: Option<String>,
+    /// Only files whose name matches this glob.
     glob: Option<String>,
 }
 
@@ -615,86 +430,92 @@ struct GrepArgs {
 /// Binary files are skipped, and so are FIFOs, sockets and devices even when `path` names one
 /// (`--devices=skip`: GNU grep reads those when named on its command line, and a FIFO without
 /// a writer would block it until the timeout); output is capped like `bash`.
-pub fn grep(ctx: &BashContext<'_>, raw_arguments: &str) -> ToolResult {
-    let spec = &ctx.plan.spec;
-    let args: GrepArgs = match serde_json::from_str(raw_arguments) {
-        Ok(a) => a,
-        Err(e) => return failure(spec, format!("invalid arguments for `grep`: {e}"), None),
-    };
-    if args.pattern.is_empty() {
-        return failure(
-            spec,
-            "invalid arguments for `grep`: `pattern` is empty".into(),
-            None,
-        );
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Grep;
+
+impl TypedTool for Grep {
+    type Args = GrepArgs;
+
+    fn name(&self) -> &str {
+        "grep"
     }
-    let target = args.path.clone().unwrap_or_else(|| ".".into());
-    let mut argv: Vec<String> = [
-        "grep",
-        "-rnIEs",
-        "--color=never",
-        "--devices=skip",
-        "--exclude-dir=.git",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(g) = &args.glob {
-        argv.push(format!("--include={g}"));
+
+    fn description(&self) -> &str {
+        "Search file contents with an extended regular expression (GNU grep -rnIE)."
     }
-    argv.extend([
-        "-e".to_owned(),
-        args.pattern.clone(),
-        "--".to_owned(),
-        target,
-    ]);
-    let request = RunRequest {
-        argv,
-        cwd: spec.workspace.clone(),
-        spec: spec.clone(),
-        timeout: match (spec.limits.command_timeout_secs, spec.limits.wall_time_secs) {
-            (Some(t), Some(w)) => Some(t.min(w)),
-            (t, w) => t.or(w),
+
+    fn concurrency_safe(&self, _args: &GrepArgs) -> bool {
+        true
+    }
+
+    fn declare(&self, args: &GrepArgs, _plan: &Plan) -> Result<Declaration, String> {
+        if args.pattern.is_empty() {
+            return Err("`pattern` is empty".into());
         }
-        .map(Duration::from_secs),
-        stdin: Vec::new(),
-        output_cap: ctx.output_cap,
-        spill_dir: spec.temp_dir.clone(),
-    };
-    if let Err(e) = ctx.approvals.decided(
-        Decision::Allow,
-        "grep reads inside the sandbox (masked paths stay hidden)",
-    ) {
-        return failure(spec, crate::approvals::not_recorded(&e), None);
+        Ok(Declaration {
+            effects: vec![Effect::Confined(
+                "grep reads inside the sandbox (masked paths stay hidden)".into(),
+            )],
+            escalation: None,
+            uses_files: false,
+        })
     }
-    let result = match ctx.runner.run(&request) {
-        Ok(r) => r,
-        Err(e) => return failure(spec, format!("running grep failed: {e}"), None),
-    };
-    let stdout = result.stdout.render();
-    let stderr = result.stderr.render();
-    let (ok, content) = match &result.status {
-        RunStatus::Exited(0) => (true, stdout),
-        RunStatus::Exited(1) => (true, "no matches".to_owned()),
-        // Matches, but some paths were unreadable (masked or without permission).
-        RunStatus::Exited(2) if !stdout.trim().is_empty() => (
-            true,
-            format!("{stdout}[some paths could not be read and were skipped]"),
-        ),
-        RunStatus::Exited(code) => (false, format!("grep failed (exit {code}): {stderr}")),
-        RunStatus::TimedOut => (false, "grep timed out".to_owned()),
-        RunStatus::NotExecuted { cause, .. } => (false, cause.clone()),
-        RunStatus::Refused(r) => (false, format!("not run: {r}")),
-        RunStatus::Stopped(why) => (false, format!("stopped by the sandbox: {why}")),
-    };
-    result.stdout.remove_spill_unless_named(&content);
-    result.stderr.remove_spill_unless_named(&content);
-    ToolResult {
-        ok,
-        content,
-        exit_code: None,
-        timed_out: matches!(result.status, RunStatus::TimedOut),
-        denied_by: None,
-        sandbox: facts(spec, false),
+
+    fn execute(&self, args: GrepArgs, env: &CallEnv<'_>) -> ToolResult {
+        let spec = env.spec;
+        let target = args.path.clone().unwrap_or_else(|| ".".into());
+        let mut argv: Vec<String> = [
+            "grep",
+            "-rnIEs",
+            "--color=never",
+            "--devices=skip",
+            "--exclude-dir=.git",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(g) = &args.glob {
+            argv.push(format!("--include={g}"));
+        }
+        argv.extend(["-e".to_owned(), args.pattern, "--".to_owned(), target]);
+        let request = RunRequest {
+            argv,
+            cwd: spec.workspace.clone(),
+            spec: spec.clone(),
+            timeout: match (spec.limits.command_timeout_secs, spec.limits.wall_time_secs) {
+                (Some(t), Some(w)) => Some(t.min(w)),
+                (t, w) => t.or(w),
+            }
+            .map(Duration::from_secs),
+            stdin: Vec::new(),
+            output_cap: env.output_cap,
+            spill_dir: spec.temp_dir.clone(),
+        };
+        let result = match env.spawner.run(&request) {
+            Ok(r) => r,
+            Err(e) => return env.result(false, format!("running grep failed: {e}"), None),
+        };
+        let stdout = result.stdout.render();
+        let stderr = result.stderr.render();
+        let (ok, content) = match &result.status {
+            RunStatus::Exited(0) => (true, stdout),
+            RunStatus::Exited(1) => (true, "no matches".to_owned()),
+            // Matches, but some paths were unreadable (masked or without permission).
+            RunStatus::Exited(2) if !stdout.trim().is_empty() => (
+                true,
+                format!("{stdout}[some paths could not be read and were skipped]"),
+            ),
+            RunStatus::Exited(code) => (false, format!("grep failed (exit {code}): {stderr}")),
+            RunStatus::TimedOut => (false, "grep timed out".to_owned()),
+            RunStatus::NotExecuted { cause, .. } => (false, cause.clone()),
+            RunStatus::Refused(r) => (false, format!("not run: {r}")),
+            RunStatus::Stopped(why) => (false, format!("stopped by the sandbox: {why}")),
+        };
+        result.stdout.remove_spill_unless_named(&content);
+        result.stderr.remove_spill_unless_named(&content);
+        ToolResult {
+            timed_out: matches!(result.status, RunStatus::TimedOut),
+            ..env.result(ok, content, None)
+        }
     }
 }

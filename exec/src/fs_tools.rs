@@ -1,125 +1,89 @@
 //! The model-facing file tools: `read_file {path, offset?, limit?}`, `write_file {path,
 //! content}`, `edit_file {path, old_string, new_string, replace_all?}`, `list_dir {path}`.
 //!
-//! Every path is resolved against the workspace and decided by the policy first (protected and
-//! masked paths, writable roots, path rules, approvals for `ask`); then the operation runs on
-//! the Landlock-confined worker ([`bridle_sandbox::confined_fs::ConfinedFs`]) with `openat2`
-//! and no symlink following for writes, so the kernel enforces the same roots as for commands.
-//! Reads and listings may run concurrently; writes and edits may not.
-
-#![expect(
-    clippy::result_large_err,
-    reason = "the helpers return the finished tool result as their error, moved once per call"
-)]
+//! Each is a tool value: it resolves its path against the workspace and declares the write (or
+//! the read); the pipeline decides (protected and masked paths, writable roots, path rules,
+//! approvals, guards) and hands it the call's [`FileSystem`](crate::backend::FileSystem) —
+//! locally the Landlock-confined worker with `openat2` and no symlink following for writes, so
+//! the kernel enforces the same roots as for commands. Reads and listings may run
+//! concurrently; writes and edits may not.
 
 use std::path::{Path, PathBuf};
 
-use bridle_policy::{Decision, Plan, SandboxMode};
-use bridle_sandbox::confined_fs::{ConfinedFs, FsDenied, HardLinks, write_unconfined};
+use bridle_policy::{Plan, SandboxMode};
+use bridle_sandbox::confined_fs::FsDenied;
 use serde::Deserialize;
 
-use crate::approvals::{ApprovalRequest, Approvals, not_recorded};
-use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
+use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, Escalation, ToolResult, TypedTool};
 
 /// Largest file `read_file` and `edit_file` load (bytes).
 pub const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
 /// Most text `read_file` returns at once (bytes); the rest is reachable with `offset`/`limit`.
 pub const MAX_READ_CONTENT: usize = 256 * 1024;
 
-/// Whether a tool's calls may run in parallel with each other.
-pub fn concurrency_safe(tool: &str) -> bool {
-    matches!(tool, "read_file" | "list_dir" | "glob" | "grep")
-}
-
-/// What the file tools need from their session.
-pub struct FsContext<'a> {
-    /// The session's plan.
-    pub plan: &'a Plan,
-    /// The approvals seam.
-    pub approvals: &'a Approvals<'a>,
-    /// The confined worker.
-    pub fs: &'a ConfinedFs,
-    /// Plans the session for a wider mode (an approved escalation of one call); `None` when
-    /// escalation is not offered.
-    pub replan: Option<&'a dyn Fn(SandboxMode) -> Result<Plan, String>>,
-}
-
-#[derive(Debug, Deserialize)]
+/// The arguments of `read_file`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub struct ReadArgs {
+    /// The file, relative to the workspace or absolute.
     path: String,
+    /// First line to show (1-based).
     offset: Option<usize>,
+    /// Most lines to show.
     limit: Option<usize>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `write_file`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+pub struct WriteArgs {
+    /// The file.
     path: String,
+    /// The whole new content.
     content: String,
+    /// A strictly wider sandbox mode for this one call; a person must approve it.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::tool::mode_schema")]
     sandbox_permissions: Option<SandboxMode>,
+    /// Why the wider mode is needed (required with sandbox_permissions).
     justification: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `edit_file`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EditArgs {
+pub struct EditArgs {
+    /// The file.
     path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The replacement.
     new_string: String,
+    /// Replace every occurrence.
     #[serde(default)]
     replace_all: bool,
+    /// A strictly wider sandbox mode for this one call; a person must approve it.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::tool::mode_schema")]
     sandbox_permissions: Option<SandboxMode>,
+    /// Why the wider mode is needed (required with sandbox_permissions).
     justification: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `list_dir`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
+    /// The directory.
     path: String,
 }
 
-fn facts(plan: &Plan) -> SandboxFacts {
-    SandboxFacts {
-        mode: plan.spec.mode,
-        network: plan.spec.network,
-        guarantees: plan.spec.guarantees.clone(),
-        escalated: false,
-        denied_by_sandbox: None,
-        quarantined: Vec::new(),
-        exec_decisions: Vec::new(),
-        network_decisions: Vec::new(),
-    }
-}
-
-fn done(plan: &Plan, ok: bool, content: String, denied_by: Option<DeniedBy>) -> ToolResult {
-    let mut sandbox = facts(plan);
+fn done(env: &CallEnv<'_>, ok: bool, content: String, denied_by: Option<DeniedBy>) -> ToolResult {
+    let mut result = env.result(ok, content, denied_by);
     if denied_by == Some(DeniedBy::Sandbox) {
-        sandbox.denied_by_sandbox = Some(content.clone());
+        result.sandbox.denied_by_sandbox = Some(result.content.clone());
     }
-    ToolResult {
-        ok,
-        content,
-        exit_code: None,
-        timed_out: false,
-        denied_by,
-        sandbox,
-    }
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(
-    plan: &Plan,
-    tool: &str,
-    raw: &str,
-) -> Result<T, ToolResult> {
-    serde_json::from_str(raw).map_err(|e| {
-        done(
-            plan,
-            false,
-            format!("invalid arguments for `{tool}`: {e}"),
-            None,
-        )
-    })
+    result
 }
 
 /// Resolves a tool path: relative to the workspace, lexically normalised, then with symlinks
@@ -136,103 +100,8 @@ pub fn resolve(spec: &bridle_policy::SandboxSpec, raw: &str) -> PathBuf {
     bridle_sandbox::real_path::real_path(&joined)
 }
 
-/// The policy's decision on a write to `path`, at least `ask` when the profile has path rules
-/// and the file has more than one name: path rules match names, and a hard link is another
-/// name for the same file (`ln .env notes.txt`, then a write to `notes.txt`, would change
-/// `.env` past a rule on `.env*`).
-fn write_verdict(plan: &Plan, path: &Path) -> bridle_policy::Verdict {
-    use std::os::unix::fs::MetadataExt;
-    let mut verdict = plan.decide_write(path);
-    if plan.path_rules.is_empty() || verdict.decision == Decision::Deny {
-        return verdict;
-    }
-    let links = std::fs::symlink_metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map_or(1, |m| m.nlink());
-    if links > 1 {
-        let why = format!(
-            "`{}` has {links} hard links: path rules match names, and another name of this file may be one a rule covers",
-            path.display()
-        );
-        verdict.reason = if verdict.decision == Decision::Ask {
-            format!("{}; {why}", verdict.reason)
-        } else {
-            format!("write to `{}` needs approval: {why}", path.display())
-        };
-        verdict.decision = Decision::Ask;
-    }
-    verdict
-}
-
-/// Whether the worker must refuse a file with several names: only when the profile has path
-/// rules and nobody approved this write (then a link made after [`write_verdict`] looked is
-/// caught on the opened file).
-fn links_for(plan: &Plan, approved: bool) -> HardLinks {
-    if approved || plan.path_rules.is_empty() {
-        HardLinks::Allowed
-    } else {
-        HardLinks::Refused
-    }
-}
-
-/// An allowed write: what the worker checks on the opened file, and who allowed it (logged).
-struct Allowed {
-    links: HardLinks,
-    by: String,
-}
-
-/// Policy, then approval, for a write to `path`.
-fn allow_write(
-    ctx: &FsContext<'_>,
-    tool: &str,
-    raw_args: &str,
-    path: &Path,
-) -> Result<Allowed, ToolResult> {
-    let verdict = write_verdict(ctx.plan, path);
-    match verdict.decision {
-        Decision::Allow => Ok(Allowed {
-            links: links_for(ctx.plan, false),
-            by: verdict.reason,
-        }),
-        Decision::Deny => {
-            let by = if matches!(verdict.by, bridle_policy::DecidedBy::Rule { .. }) {
-                DeniedBy::Rule
-            } else {
-                DeniedBy::Policy
-            };
-            Err(done(
-                ctx.plan,
-                false,
-                format!("denied: {}", verdict.reason),
-                Some(by),
-            ))
-        }
-        Decision::Ask => {
-            let request = ApprovalRequest {
-                tool: tool.into(),
-                arguments: serde_json::from_str(raw_args).unwrap_or(serde_json::Value::Null),
-                reason: verdict.reason.clone(),
-                justification: None,
-                escalation: None,
-            };
-            match ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
-                None => Ok(Allowed {
-                    links: links_for(ctx.plan, true),
-                    by: format!("approved ({})", verdict.reason),
-                }),
-                Some(text) => Err(done(
-                    ctx.plan,
-                    false,
-                    format!("denied ({}): {text}", verdict.reason),
-                    Some(DeniedBy::Approval),
-                )),
-            }
-        }
-    }
-}
-
-fn sandbox_denied(plan: &Plan, err: &FsDenied) -> ToolResult {
+/// A failure of the file system, attributed.
+pub(crate) fn sandbox_denied(env: &CallEnv<'_>, err: &FsDenied) -> ToolResult {
     let by = match err {
         FsDenied::OutsideWritableRoots(_)
         | FsDenied::Masked(_)
@@ -242,183 +111,74 @@ fn sandbox_denied(plan: &Plan, err: &FsDenied) -> ToolResult {
         FsDenied::HardLinked { .. } => Some(DeniedBy::Policy),
         _ => None,
     };
-    done(plan, false, err.to_string(), by)
+    done(env, false, err.to_string(), by)
 }
 
-impl std::fmt::Debug for FsContext<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FsContext")
-            .field("fs", &self.fs)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Where an allowed write goes.
-enum Writer<'a> {
-    /// The session's confined worker.
-    Session(&'a ConfinedFs),
-    /// A worker confined by an approved wider (but still confined) mode.
-    Escalated(ConfinedFs),
-    /// Approved danger-full-access: a plain write.
-    Unconfined,
-}
-
-impl Writer<'_> {
-    fn write(&self, path: &Path, bytes: Vec<u8>, links: HardLinks) -> Result<(), FsDenied> {
-        match self {
-            Writer::Session(fs) => fs.write(path, bytes, links),
-            Writer::Escalated(fs) => fs.write(path, bytes, links),
-            Writer::Unconfined => write_unconfined(path, &bytes, links),
-        }
+/// What reading declares.
+fn reads() -> Declaration {
+    Declaration {
+        effects: vec![Effect::Confined(READS_ALLOWED.into())],
+        escalation: None,
+        uses_files: true,
     }
 }
 
-/// Decides a write, reports the decision (an allowed write whose decision cannot be recorded
-/// does not happen) and returns where it goes.
-fn writer_for<'a>(
-    ctx: &'a FsContext<'_>,
-    tool: &str,
-    raw_args: &str,
-    path: &Path,
-    escalation: Option<(SandboxMode, Option<&str>)>,
-) -> Result<(Writer<'a>, HardLinks), ToolResult> {
-    match decide_writer(ctx, tool, raw_args, path, escalation) {
-        Ok((writer, allowed)) => {
-            ctx.approvals
-                .decided(Decision::Allow, &allowed.by)
-                .map_err(|e| done(ctx.plan, false, not_recorded(&e), None))?;
-            Ok((writer, allowed.links))
-        }
-        Err(denied) => {
-            if denied.denied_by.is_some() {
-                let by = denied
-                    .content
-                    .strip_prefix("denied: ")
-                    .unwrap_or(&denied.content);
-                let _ = ctx.approvals.decided(Decision::Deny, by);
-            }
-            Err(denied)
-        }
+/// What writing `path` declares, with the wider mode asked for.
+pub(crate) fn writes(
+    path: PathBuf,
+    mode: Option<SandboxMode>,
+    justification: Option<&String>,
+) -> Declaration {
+    Declaration {
+        effects: vec![Effect::Write(path)],
+        escalation: mode.map(|mode| Escalation {
+            mode,
+            justification: justification.cloned(),
+        }),
+        uses_files: true,
     }
-}
-
-/// Decides a write (policy, rules, approvals; an escalation needs a person's approval and runs
-/// this one call under the wider mode) and returns where it goes.
-fn decide_writer<'a>(
-    ctx: &'a FsContext<'_>,
-    tool: &str,
-    raw_args: &str,
-    path: &Path,
-    escalation: Option<(SandboxMode, Option<&str>)>,
-) -> Result<(Writer<'a>, Allowed), ToolResult> {
-    let Some((wider, justification)) = escalation else {
-        let allowed = allow_write(ctx, tool, raw_args, path)?;
-        return Ok((Writer::Session(ctx.fs), allowed));
-    };
-    let invalid = |m: String| {
-        done(
-            ctx.plan,
-            false,
-            format!("invalid arguments for `{tool}`: {m}"),
-            None,
-        )
-    };
-    if wider <= ctx.plan.spec.mode {
-        return Err(invalid(format!(
-            "`sandbox_permissions` must be wider than the current mode `{}`",
-            ctx.plan.spec.mode
-        )));
-    }
-    let Some(justification) = justification.filter(|j| !j.trim().is_empty()) else {
-        return Err(invalid(
-            "`sandbox_permissions` needs a `justification`".into(),
-        ));
-    };
-    let Some(replan) = ctx.replan else {
-        return Err(invalid(
-            "escalation is not available in this session".into(),
-        ));
-    };
-    let wide = replan(wider).map_err(|e| {
-        done(
-            ctx.plan,
-            false,
-            format!("cannot plan the escalated sandbox: {e}"),
-            Some(DeniedBy::Sandbox),
-        )
-    })?;
-    let verdict = write_verdict(&wide, path);
-    if verdict.decision == Decision::Deny {
-        return Err(done(
-            ctx.plan,
-            false,
-            format!("denied even with `{wider}`: {}", verdict.reason),
-            Some(DeniedBy::Policy),
-        ));
-    }
-    let mut reason = format!(
-        "asks to write `{}` with sandbox mode `{wider}` instead of `{}`",
-        path.display(),
-        ctx.plan.spec.mode
-    );
-    if verdict.decision == Decision::Ask {
-        reason.push_str(&format!("; {}", verdict.reason));
-    }
-    let request = ApprovalRequest {
-        tool: tool.into(),
-        arguments: serde_json::from_str(raw_args).unwrap_or(serde_json::Value::Null),
-        reason: reason.clone(),
-        justification: Some(justification.to_owned()),
-        escalation: Some(wider),
-    };
-    if let Some(text) = ctx.approvals.ask(&request).denial(ctx.approvals.policy()) {
-        return Err(done(
-            ctx.plan,
-            false,
-            format!("denied ({reason}): {text}"),
-            Some(DeniedBy::Approval),
-        ));
-    }
-    // A person approved this write: whatever names the file has.
-    let allowed = Allowed {
-        links: HardLinks::Allowed,
-        by: "approved escalation of this one write".to_owned(),
-    };
-    if wider == SandboxMode::DangerFullAccess {
-        return Ok((Writer::Unconfined, allowed));
-    }
-    ConfinedFs::start(&wide.spec)
-        .map(|fs| (Writer::Escalated(fs), allowed))
-        .map_err(|e| {
-            done(
-                ctx.plan,
-                false,
-                format!("not run: sandbox unavailable: {e}"),
-                Some(DeniedBy::Sandbox),
-            )
-        })
 }
 
 /// How reads are decided: the mode allows them; the confined worker keeps masked paths out.
 const READS_ALLOWED: &str = "reads are allowed; masked paths stay hidden";
 
 /// `read_file`.
-pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
-    let args: ReadArgs = match parse(ctx.plan, "read_file", raw) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let path = resolve(&ctx.plan.spec, &args.path);
-    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
-        return done(ctx.plan, false, not_recorded(&e), None);
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFile;
+
+impl TypedTool for ReadFile {
+    type Args = ReadArgs;
+
+    fn name(&self) -> &str {
+        "read_file"
     }
-    let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES) {
+
+    fn description(&self) -> &str {
+        "Read a text file, with line numbers."
+    }
+
+    fn concurrency_safe(&self, _args: &ReadArgs) -> bool {
+        true
+    }
+
+    fn declare(&self, _args: &ReadArgs, _plan: &Plan) -> Result<Declaration, String> {
+        Ok(reads())
+    }
+
+    fn execute(&self, args: ReadArgs, env: &CallEnv<'_>) -> ToolResult {
+        read_file(env, args)
+    }
+}
+
+fn read_file(env: &CallEnv<'_>, args: ReadArgs) -> ToolResult {
+    let path = resolve(env.spec, &args.path);
+    let (bytes, size) = match env.fs.read(&path, MAX_FILE_BYTES) {
         Ok(r) => r,
-        Err(e) => return sandbox_denied(ctx.plan, &e),
+        Err(e) => return sandbox_denied(env, &e),
     };
     if bytes.iter().take(8192).any(|b| *b == 0) {
         return done(
-            ctx.plan,
+            env,
             true,
             format!(
                 "`{}` is a binary file ({size} bytes); not shown",
@@ -451,72 +211,94 @@ pub fn read_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             if u64::try_from(bytes.len()).unwrap_or(0) < size { format!(", first {MAX_FILE_BYTES} bytes of {size}") } else { String::new() }
         ));
     }
-    done(ctx.plan, true, out, None)
+    done(env, true, out, None)
 }
 
 /// `write_file`.
-pub fn write_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
-    let args: WriteArgs = match parse(ctx.plan, "write_file", raw) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let path = resolve(&ctx.plan.spec, &args.path);
-    let escalation = args
-        .sandbox_permissions
-        .map(|m| (m, args.justification.as_deref()));
-    let (writer, links) = match writer_for(ctx, "write_file", raw, &path, escalation) {
-        Ok(w) => w,
-        Err(denied) => return denied,
-    };
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFile;
+
+impl TypedTool for WriteFile {
+    type Args = WriteArgs;
+
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create or overwrite a file with the given content."
+    }
+
+    fn declare(&self, args: &WriteArgs, plan: &Plan) -> Result<Declaration, String> {
+        Ok(writes(
+            resolve(&plan.spec, &args.path),
+            args.sandbox_permissions,
+            args.justification.as_ref(),
+        ))
+    }
+
+    fn execute(&self, args: WriteArgs, env: &CallEnv<'_>) -> ToolResult {
+        write_file(env, args)
+    }
+}
+
+fn write_file(env: &CallEnv<'_>, args: WriteArgs) -> ToolResult {
+    let path = resolve(env.spec, &args.path);
     let len = args.content.len();
-    match writer.write(&path, args.content.into_bytes(), links) {
+    match env.fs.write(&path, args.content.into_bytes(), env.links) {
         Ok(()) => done(
-            ctx.plan,
+            env,
             true,
             format!("wrote {len} bytes to `{}`", path.display()),
             None,
         ),
-        Err(e) => sandbox_denied(ctx.plan, &e),
+        Err(e) => sandbox_denied(env, &e),
     }
 }
 
 /// `edit_file`: exact string replacement; the match must be unique unless `replace_all`.
-pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
-    let args: EditArgs = match parse(ctx.plan, "edit_file", raw) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    if args.old_string.is_empty() {
-        return done(
-            ctx.plan,
-            false,
-            "invalid arguments for `edit_file`: `old_string` is empty".into(),
-            None,
-        );
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EditFile;
+
+impl TypedTool for EditFile {
+    type Args = EditArgs;
+
+    fn name(&self) -> &str {
+        "edit_file"
     }
-    if args.old_string == args.new_string {
-        return done(
-            ctx.plan,
-            false,
-            "invalid arguments for `edit_file`: `old_string` and `new_string` are the same".into(),
-            None,
-        );
+
+    fn description(&self) -> &str {
+        "Replace an exact string in a file; it must occur once unless replace_all is set."
     }
-    let path = resolve(&ctx.plan.spec, &args.path);
-    let escalation = args
-        .sandbox_permissions
-        .map(|m| (m, args.justification.as_deref()));
-    let (writer, links) = match writer_for(ctx, "edit_file", raw, &path, escalation) {
-        Ok(w) => w,
-        Err(denied) => return denied,
-    };
-    let (bytes, size) = match ctx.fs.read(&path, MAX_FILE_BYTES + 1) {
+
+    fn declare(&self, args: &EditArgs, plan: &Plan) -> Result<Declaration, String> {
+        if args.old_string.is_empty() {
+            return Err("`old_string` is empty".into());
+        }
+        if args.old_string == args.new_string {
+            return Err("`old_string` and `new_string` are the same".into());
+        }
+        Ok(writes(
+            resolve(&plan.spec, &args.path),
+            args.sandbox_permissions,
+            args.justification.as_ref(),
+        ))
+    }
+
+    fn execute(&self, args: EditArgs, env: &CallEnv<'_>) -> ToolResult {
+        edit_file(env, args)
+    }
+}
+
+fn edit_file(env: &CallEnv<'_>, args: EditArgs) -> ToolResult {
+    let path = resolve(env.spec, &args.path);
+    let (bytes, size) = match env.fs.read(&path, MAX_FILE_BYTES + 1) {
         Ok(r) => r,
-        Err(e) => return sandbox_denied(ctx.plan, &e),
+        Err(e) => return sandbox_denied(env, &e),
     };
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) < size || bytes.len() > MAX_FILE_BYTES {
         return done(
-            ctx.plan,
+            env,
             false,
             format!(
                 "`{}` is larger than {MAX_FILE_BYTES} bytes; edit it with bash",
@@ -527,7 +309,7 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     }
     let Ok(text) = String::from_utf8(bytes) else {
         return done(
-            ctx.plan,
+            env,
             false,
             format!("`{}` is not UTF-8 text; edit it with bash", path.display()),
             None,
@@ -537,7 +319,7 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
     let updated = match (count, args.replace_all) {
         (0, _) => {
             return done(
-                ctx.plan,
+                env,
                 false,
                 format!("`old_string` was not found in `{}`", path.display()),
                 None,
@@ -546,7 +328,7 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
         (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
         (n, false) => {
             return done(
-                ctx.plan,
+                env,
                 false,
                 format!(
                     "`old_string` occurs {n} times in `{}`; add context to make it unique, or set `replace_all`",
@@ -556,28 +338,48 @@ pub fn edit_file(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             );
         }
     };
-    match writer.write(&path, updated.into_bytes(), links) {
+    match env.fs.write(&path, updated.into_bytes(), env.links) {
         Ok(()) => done(
-            ctx.plan,
+            env,
             true,
             format!("replaced {count} occurrence(s) in `{}`", path.display()),
             None,
         ),
-        Err(e) => sandbox_denied(ctx.plan, &e),
+        Err(e) => sandbox_denied(env, &e),
     }
 }
 
 /// `list_dir`.
-pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
-    let args: ListArgs = match parse(ctx.plan, "list_dir", raw) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let path = resolve(&ctx.plan.spec, &args.path);
-    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
-        return done(ctx.plan, false, not_recorded(&e), None);
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListDir;
+
+impl TypedTool for ListDir {
+    type Args = ListArgs;
+
+    fn name(&self) -> &str {
+        "list_dir"
     }
-    match ctx.fs.list_dir(&path) {
+
+    fn description(&self) -> &str {
+        "List a directory (directories end in /)."
+    }
+
+    fn concurrency_safe(&self, _args: &ListArgs) -> bool {
+        true
+    }
+
+    fn declare(&self, _args: &ListArgs, _plan: &Plan) -> Result<Declaration, String> {
+        Ok(reads())
+    }
+
+    fn execute(&self, args: ListArgs, env: &CallEnv<'_>) -> ToolResult {
+        list_dir(env, args)
+    }
+}
+
+fn list_dir(env: &CallEnv<'_>, args: ListArgs) -> ToolResult {
+    let path = resolve(env.spec, &args.path);
+    match env.fs.list_dir(&path) {
         Ok(entries) => {
             let mut out = String::new();
             for (name, is_dir) in &entries {
@@ -590,16 +392,19 @@ pub fn list_dir(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             if entries.is_empty() {
                 out.push_str("(empty directory)\n");
             }
-            done(ctx.plan, true, out, None)
+            done(env, true, out, None)
         }
-        Err(e) => sandbox_denied(ctx.plan, &e),
+        Err(e) => sandbox_denied(env, &e),
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `glob`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GlobArgs {
+pub struct GlobArgs {
+    /// The pattern, relative to path.
     pattern: String,
+    /// Where to search (default: the workspace).
     path: Option<String>,
 }
 
@@ -611,29 +416,50 @@ pub const GLOB_MAX_MATCHES: usize = 2_000;
 /// `glob {pattern, path?}`: paths below `path` (default: the workspace) matching the pattern
 /// (`*`, `?`, `**/`, `[...]`), relative to it. Symlinks are not followed, `.git` and masked
 /// directories are skipped.
-pub fn glob(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
-    let args: GlobArgs = match parse(ctx.plan, "glob", raw) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Glob;
+
+impl TypedTool for Glob {
+    type Args = GlobArgs;
+
+    fn name(&self) -> &str {
+        "glob"
+    }
+
+    fn description(&self) -> &str {
+        "Find paths matching a glob pattern (*, ?, **/, [...]) below a directory."
+    }
+
+    fn concurrency_safe(&self, _args: &GlobArgs) -> bool {
+        true
+    }
+
+    fn declare(&self, args: &GlobArgs, _plan: &Plan) -> Result<Declaration, String> {
+        bridle_policy::glob::Glob::new(&args.pattern).map_err(|e| e.to_string())?;
+        Ok(reads())
+    }
+
+    fn execute(&self, args: GlobArgs, env: &CallEnv<'_>) -> ToolResult {
+        glob(env, args)
+    }
+}
+
+fn glob(env: &CallEnv<'_>, args: GlobArgs) -> ToolResult {
     let pattern = match bridle_policy::glob::Glob::new(&args.pattern) {
         Ok(p) => p,
         Err(e) => {
             return done(
-                ctx.plan,
+                env,
                 false,
                 format!("invalid arguments for `glob`: {e}"),
                 None,
             );
         }
     };
-    let base = resolve(&ctx.plan.spec, args.path.as_deref().unwrap_or("."));
-    if let Err(e) = ctx.approvals.decided(Decision::Allow, READS_ALLOWED) {
-        return done(ctx.plan, false, not_recorded(&e), None);
-    }
-    let (entries, stopped) = match ctx.fs.walk(&base, GLOB_MAX_VISITED) {
+    let base = resolve(env.spec, args.path.as_deref().unwrap_or("."));
+    let (entries, stopped) = match env.fs.walk(&base, GLOB_MAX_VISITED) {
         Ok(r) => r,
-        Err(e) => return sandbox_denied(ctx.plan, &e),
+        Err(e) => return sandbox_denied(env, &e),
     };
     let mut out = String::new();
     let mut matches = 0;
@@ -664,5 +490,5 @@ pub fn glob(ctx: &FsContext<'_>, raw: &str) -> ToolResult {
             "[stopped after visiting {GLOB_MAX_VISITED} entries; search a smaller `path`]\n"
         ));
     }
-    done(ctx.plan, true, out, None)
+    done(env, true, out, None)
 }

@@ -5,9 +5,11 @@
 //! rules are decided in the policy crate ([`bridle_policy::Plan::decide_bash`]).
 //!
 //! Kept apart, so a remote implementation can replace the local one without touching the tools:
-//! the interface ([`approvals::Approvals`], [`run::Runner`]), the local implementation
-//! ([`run::SandboxRunner`], which launches through `bridle-sandbox`), and the model-facing tools
-//! ([`bash_tool`]).
+//! the interfaces ([`tool::Tool`], [`backend::FileSystem`], [`backend::Spawner`],
+//! [`approvals::Answerer`]), the local implementations ([`backend::LocalFs`],
+//! [`backend::LocalSpawner`], which launch through `bridle-sandbox`), the tool values
+//! ([`bash_tool`], [`fs_tools`], [`terminal`]) and the one pipeline every call goes through
+//! ([`pipeline::Pipeline`]: validate, rules, approval, guards, execute, record).
 //!
 //! What it must never do: run anything outside the sandbox launcher, or turn a denial back into
 //! an allow. `#![forbid(unsafe_code)]`: every syscall lives in `bridle-sandbox`.
@@ -16,17 +18,21 @@
 #![warn(missing_docs)]
 
 pub mod approvals;
+pub mod backend;
 pub mod bash_tool;
+pub mod editor;
 mod error;
 pub mod fs_tools;
 pub mod git_dirs;
 pub mod net;
 pub mod output;
+pub mod pipeline;
 pub mod printable;
 pub mod process;
 pub mod run;
 pub mod schemas;
 pub mod supervised;
 pub mod terminal;
+pub mod tool;
 
 pub use error::ExecError;

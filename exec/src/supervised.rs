@@ -3,9 +3,69 @@
 //! result; each exec an `ask` rule matched goes to the approvals seam, like a call's own
 //! question (headless: unavailable, so denied).
 
+use bridle_policy::Decision;
 use bridle_sandbox::{ExecObserver, ExecRecord};
+use serde::{Deserialize, Serialize};
 
 use crate::approvals::{ApprovalOutcome, ApprovalRequest, Approvals};
+
+/// What the exec supervisor decided about one exec, as plain data: the pipeline's note of it
+/// and the session log's `exec/decision` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecDecision {
+    /// The process, by its pid inside the sandbox.
+    pub pid: i32,
+    /// The file that runs (or would have).
+    pub program: String,
+    /// Its arguments.
+    pub argv: Vec<String>,
+    /// What the rules decided.
+    pub decision: Decision,
+    /// The rule that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The rule engine's reason.
+    pub reason: String,
+    /// `refused` (the exec failed with `EACCES`), `killed` (at the exec, before the program
+    /// ran) or `approved`.
+    pub outcome: String,
+    /// What the program is besides its own name (`git` for a renamed copy of git).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<String>,
+    /// The processes above it, nearest first (`PID COMMAND`), up to the call's command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestry: Vec<String>,
+    /// For an exec that was asked about: the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
+    pub message: String,
+}
+
+impl From<&ExecRecord> for ExecDecision {
+    fn from(record: &ExecRecord) -> ExecDecision {
+        ExecDecision {
+            pid: record.pid,
+            program: record.program.clone(),
+            argv: record.argv.clone(),
+            decision: record.decision,
+            rule: record.rule.clone(),
+            reason: record.reason.clone(),
+            outcome: serde_json::to_value(record.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            same_as: record.same_as.clone(),
+            ancestry: record
+                .ancestry
+                .iter()
+                .map(|a| format!("{} {}", a.pid, a.command))
+                .collect(),
+            answer: record.answer.clone(),
+            message: record.message(),
+        }
+    }
+}
 
 /// The observer of one tool call's command.
 pub struct CallExecs<'a> {

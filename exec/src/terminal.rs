@@ -7,11 +7,13 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use bridle_policy::SandboxSpec;
+use bridle_policy::{Plan, SandboxSpec};
 use bridle_sandbox::{Inspection, Outcome, Running, Sandbox, Spawned};
+
+use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -275,233 +277,167 @@ fn only_interrupts(input: &str) -> bool {
     !input.is_empty() && input.chars().all(|c| c == '\u{3}')
 }
 
-/// The rules' verdict on terminal input. Line editing (Ctrl-U, Ctrl-W, arrows and other escape
+/// What terminal input declares. Line editing (Ctrl-U, Ctrl-W, arrows and other escape
 /// sequences), completion (Tab) and carriage returns change what bash runs in ways the rule
 /// checker cannot follow, so input with control characters other than newline needs approval;
-/// otherwise `line` (the unsubmitted text before it, then the input) is checked like a `bash`
+/// otherwise `line` (the unsubmitted text before it, then the input) is decided like a `bash`
 /// command line.
-fn input_verdict(plan: &bridle_policy::Plan, input: &str, line: &str) -> bridle_policy::Verdict {
+fn input_effect(input: &str, line: &str) -> Effect {
     if only_interrupts(input) {
-        return bridle_policy::Verdict {
-            decision: bridle_policy::Decision::Allow,
-            by: bridle_policy::DecidedBy::Default,
-            reason: "Ctrl-C only interrupts".to_owned(),
-        };
+        return Effect::Confined("Ctrl-C only interrupts".to_owned());
     }
     if line.trim().is_empty() {
-        return bridle_policy::Verdict {
-            decision: bridle_policy::Decision::Allow,
-            by: bridle_policy::DecidedBy::Default,
-            reason: "empty input runs nothing".to_owned(),
-        };
+        return Effect::Confined("empty input runs nothing".to_owned());
     }
     if input.chars().any(|c| c.is_control() && c != '\n') {
-        return bridle_policy::Verdict {
-            decision: bridle_policy::Decision::Ask,
-            by: bridle_policy::DecidedBy::Default,
-            reason: "needs approval: the input contains control characters (line editing, \
-                     completion, carriage return) the rule checker cannot see through"
+        return Effect::Ask(
+            "needs approval: the input contains control characters (line editing, \
+             completion, carriage return) the rule checker cannot see through"
                 .to_owned(),
-        };
+        );
     }
-    plan.decide_bash(line)
+    Effect::Shell(line.to_owned())
 }
 
-#[derive(Debug, serde::Deserialize)]
+/// The arguments of `terminal`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TerminalArgs {
+pub struct TerminalArgs {
+    /// Text to type (end with a newline to run it).
     input: Option<String>,
+    /// How long to wait for output, in milliseconds.
     wait_ms: Option<u64>,
+    /// Close the shell and its whole process tree.
     #[serde(default)]
     close: bool,
 }
 
-/// The `terminal` tool for a one-call terminal (`bridle tool terminal`): starts the session's
-/// shell, feeds `input` (checked by the command rules like a `bash` command line), reads until
-/// the prompt returns, quiet, or `wait_ms` (default 2000), and closes it (the whole tree is gone
-/// when this returns).
-pub fn call_once(
-    plan: &bridle_policy::Plan,
-    approvals: &crate::approvals::Approvals<'_>,
-    launcher: PathBuf,
-    raw_arguments: &str,
-) -> crate::bash_tool::ToolResult {
-    let mut slot = None;
-    call(plan, approvals, launcher, &mut slot, raw_arguments, false)
+/// The `terminal` tool: the session's shell, started on first use. A call feeds `input`
+/// (decided by the command rules like a `bash` command line, together with what was typed
+/// before and not yet submitted) and reads until the prompt returns, quiet, or `wait_ms`
+/// (default 2000). With `persist`, the shell stays for the next call unless `close` is set;
+/// without it, the shell is closed before the call returns. Either way a closed shell's whole
+/// tree is gone when the call returns.
+#[derive(Debug, Default)]
+pub struct TerminalTool {
+    slot: Mutex<Option<Terminal>>,
+    persist: bool,
 }
 
-/// The `terminal` tool on the session's shell in `slot` (started on first use): feeds `input`
-/// (checked by the command rules like a `bash` command line) and reads until the prompt
-/// returns, quiet, or `wait_ms` (default 2000). With `persist`, the shell stays for the next
-/// call unless `close` is set; without it, the shell is closed before this returns. Either way
-/// a closed shell's whole tree is gone when this returns.
-pub fn call(
-    plan: &bridle_policy::Plan,
-    approvals: &crate::approvals::Approvals<'_>,
-    launcher: PathBuf,
-    slot: &mut Option<Terminal>,
-    raw_arguments: &str,
-    persist: bool,
-) -> crate::bash_tool::ToolResult {
-    call_with_network(
-        plan,
-        approvals,
-        launcher,
-        slot,
-        raw_arguments,
-        persist,
-        None,
-    )
+impl TerminalTool {
+    /// The tool; with `persist` its shell lives across calls until [`TerminalTool::close`].
+    pub fn new(persist: bool) -> TerminalTool {
+        TerminalTool {
+            slot: Mutex::new(None),
+            persist,
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Terminal>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Closes the persistent shell (its whole tree); returns why the sandbox stopped it, when
+    /// it did.
+    pub fn close(&self) -> Option<String> {
+        self.slot().take().and_then(Terminal::close)
+    }
 }
 
-/// [`call`] for a session with a network `proxy` (network `allow-list`): the connections the
-/// terminal made during the call are reported with its result.
-pub fn call_with_network(
-    plan: &bridle_policy::Plan,
-    approvals: &crate::approvals::Approvals<'_>,
-    launcher: PathBuf,
-    slot: &mut Option<Terminal>,
-    raw_arguments: &str,
-    persist: bool,
-    proxy: Option<&crate::net::NetProxy>,
-) -> crate::bash_tool::ToolResult {
-    use crate::bash_tool::{DeniedBy, SandboxFacts, ToolResult};
-    let spec = &plan.spec;
-    let result = |ok: bool, content: String, denied_by: Option<DeniedBy>| ToolResult {
-        ok,
-        content,
-        exit_code: None,
-        timed_out: false,
-        denied_by,
-        sandbox: SandboxFacts {
-            mode: spec.mode,
-            network: spec.network,
-            guarantees: spec.guarantees.clone(),
-            escalated: false,
-            denied_by_sandbox: None,
-            quarantined: Vec::new(),
-            exec_decisions: Vec::new(),
-            network_decisions: Vec::new(),
-        },
-    };
-    let args: TerminalArgs = match serde_json::from_str(raw_arguments) {
-        Ok(a) => a,
-        Err(e) => {
-            return result(
-                false,
-                format!("invalid arguments for `terminal`: {e}"),
-                None,
-            );
-        }
-    };
-    let mut allowed_by = "opening the session's terminal".to_owned();
-    // What bash will see: the text typed before and not yet submitted, then this input.
-    let carried = slot
-        .as_ref()
-        .map_or_else(String::new, |t| t.unsubmitted.clone());
-    if let Some(input) = &args.input {
-        let line = format!("{carried}{input}");
-        let verdict = input_verdict(plan, input, &line);
-        allowed_by.clone_from(&verdict.reason);
-        match verdict.decision {
-            bridle_policy::Decision::Deny if !line.trim().is_empty() => {
-                let _ = approvals.decided(bridle_policy::Decision::Deny, &verdict.reason);
-                return result(
-                    false,
-                    format!("denied: {}", verdict.reason),
-                    Some(DeniedBy::Rule),
-                );
-            }
-            bridle_policy::Decision::Ask => {
-                let request = crate::approvals::ApprovalRequest {
-                    tool: "terminal".into(),
-                    arguments: serde_json::from_str(raw_arguments)
-                        .unwrap_or(serde_json::Value::Null),
-                    reason: verdict.reason.clone(),
-                    justification: None,
-                    escalation: None,
-                };
-                let outcome = approvals.ask(&request);
-                if let Some(text) = outcome.denial(approvals.policy()) {
-                    let _ = approvals.decided(
-                        bridle_policy::Decision::Deny,
-                        &format!("approval {}", outcome.name()),
-                    );
-                    return result(
-                        false,
-                        format!("denied ({}): {text}", verdict.reason),
-                        Some(DeniedBy::Approval),
-                    );
-                }
-                allowed_by = format!("approved ({})", verdict.reason);
-            }
-            _ => {}
-        }
+impl TypedTool for TerminalTool {
+    type Args = TerminalArgs;
+
+    fn name(&self) -> &str {
+        "terminal"
     }
-    if let Err(e) = approvals.decided(bridle_policy::Decision::Allow, &allowed_by) {
-        return result(false, crate::approvals::not_recorded(&e), None);
+
+    fn description(&self) -> &str {
+        "The session's persistent shell in a pseudo-terminal: input is written to it and the output until the prompt returns (or wait_ms) comes back."
     }
-    let mut terminal = match slot.take() {
-        Some(t) => t,
-        None => match Terminal::start_with_network(spec, launcher, &spec.workspace, 40, 120, proxy)
-        {
-            Ok(t) => t,
-            Err(e) => return result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox)),
-        },
-    };
-    let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
-    let mut out = String::new();
-    let mut exec_decisions = Vec::new();
-    if let Some(input) = &args.input {
-        if let Err(e) = terminal.input(input) {
-            let _ = terminal.close();
-            return result(false, e, None);
-        }
-        terminal.unsubmitted = if only_interrupts(input) {
-            // Ctrl-C discards the line being edited.
-            String::new()
-        } else {
-            let line = format!("{carried}{input}");
-            line.rsplit('\n').next().unwrap_or("").to_owned()
+
+    fn declare(&self, args: &TerminalArgs, _plan: &Plan) -> Result<Declaration, String> {
+        let effect = match &args.input {
+            None => Effect::Confined("opening the session's terminal".to_owned()),
+            Some(input) => {
+                // What bash will see: the text typed before and not yet submitted, then this.
+                let carried = self
+                    .slot()
+                    .as_ref()
+                    .map_or_else(String::new, |t| t.unsubmitted.clone());
+                input_effect(input, &format!("{carried}{input}"))
+            }
         };
-        let mut execs = crate::supervised::CallExecs::new(approvals);
-        out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
-        out.push_str(&execs.note());
-        exec_decisions = execs.records;
+        Ok(Declaration {
+            effects: vec![effect],
+            escalation: None,
+            uses_files: false,
+        })
     }
-    let decisions = terminal.take_network_decisions();
-    for decision in &decisions {
-        if let Err(e) = approvals.network(decision) {
-            tracing::warn!("a network decision could not be recorded: {e}");
-        }
-    }
-    out.push_str(&crate::net::summary(&decisions));
-    let result = |ok, content, denied_by| {
-        let mut r = result(ok, content, denied_by);
-        r.sandbox.network_decisions.clone_from(&decisions);
-        r
-    };
-    if persist && !args.close {
-        *slot = Some(terminal);
-        let mut done = result(true, out, None);
-        done.sandbox.exec_decisions = exec_decisions;
-        return done;
-    }
-    let (stopped, inspection) = terminal.close_inspected();
-    out.push_str(&crate::bash_tool::inspection_note(&inspection));
-    let mut done = match stopped {
-        Some(why) => {
-            out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
-            result(false, out, Some(DeniedBy::Sandbox))
-        }
-        None => {
-            if persist {
-                out.push_str("[the terminal was closed; the next call starts a new one]");
+
+    fn execute(&self, args: TerminalArgs, env: &CallEnv<'_>) -> ToolResult {
+        let mut slot = self.slot();
+        let spec = env.spec;
+        let mut terminal = match slot.take() {
+            Some(t) => t,
+            None => match env.spawner.start_terminal(spec, &spec.workspace) {
+                Ok(t) => t,
+                Err(e) => {
+                    return env.result(false, format!("not run: {e}"), Some(DeniedBy::Sandbox));
+                }
+            },
+        };
+        let carried = std::mem::take(&mut terminal.unsubmitted);
+        let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
+        let mut out = String::new();
+        let mut exec_decisions = Vec::new();
+        if let Some(input) = &args.input {
+            if let Err(e) = terminal.input(input) {
+                let _ = terminal.close();
+                return env.result(false, e, None);
             }
-            result(true, out, None)
+            terminal.unsubmitted = if only_interrupts(input) {
+                // Ctrl-C discards the line being edited.
+                String::new()
+            } else {
+                let line = format!("{carried}{input}");
+                line.rsplit('\n').next().unwrap_or("").to_owned()
+            };
+            let mut execs = crate::supervised::CallExecs::new(env.approvals);
+            out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
+            out.push_str(&execs.note());
+            exec_decisions = execs.records;
+        } else {
+            terminal.unsubmitted = carried;
         }
-    };
-    done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);
-    done.sandbox.exec_decisions = exec_decisions;
-    done
+        let decisions = terminal.take_network_decisions();
+        out.push_str(&crate::net::summary(&decisions));
+        let result = |ok, content, denied_by| {
+            let mut r = env.result(ok, content, denied_by);
+            r.sandbox.network_decisions.clone_from(&decisions);
+            r.sandbox.exec_decisions.clone_from(&exec_decisions);
+            r
+        };
+        if self.persist && !args.close {
+            *slot = Some(terminal);
+            return result(true, out, None);
+        }
+        let (stopped, inspection) = terminal.close_inspected();
+        out.push_str(&crate::bash_tool::inspection_note(&inspection));
+        let mut done = match stopped {
+            Some(why) => {
+                out.push_str(&format!("\n[stopped by the sandbox: {why}]"));
+                result(false, out, Some(DeniedBy::Sandbox))
+            }
+            None => {
+                if self.persist {
+                    out.push_str("[the terminal was closed; the next call starts a new one]");
+                }
+                result(true, out, None)
+            }
+        };
+        done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);
+        done
+    }
 }

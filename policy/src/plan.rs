@@ -39,6 +39,12 @@ pub struct PlanContext {
     pub cache_root: Option<PathBuf>,
     /// The environment bridle was started with.
     pub host_env: BTreeMap<String, String>,
+    /// Paths found on disk that need the protection the profile gives `.git` (the other git
+    /// directories the repositories in writable roots use; see `bridle_exec::git_dirs`).
+    pub found: Vec<FoundPath>,
+    /// Paths masked in the session whatever its mode asks (`path`, what it is): bridle's own
+    /// session directory, say.
+    pub masks: Vec<(PathBuf, String)>,
 }
 
 /// Who or what decided a [`Verdict`].
@@ -119,7 +125,7 @@ pub struct Verdict {
 }
 
 /// A path found on disk that needs the protection the profile gives `.git` (see
-/// [`Plan::protect_found`]).
+/// [`PlanContext::found`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundPath {
     /// The path.
@@ -306,14 +312,20 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         cache_home,
         exec_rules: ExecRules::of(&policy.command_rules),
     };
-    Ok(Plan {
+    let mut plan = Plan {
         spec,
         approval: policy.approval.value,
         command_rules: policy.command_rules.clone(),
         path_rules: policy.path_rules.clone(),
         provenance,
         network_origin,
-    })
+    };
+    // The context's found paths and masks are part of the one plan: nothing patches it later.
+    plan.protect_found(ctx.found.clone());
+    for (path, what) in &ctx.masks {
+        plan.mask_found(path, what);
+    }
+    Ok(plan)
 }
 
 /// The cache home of `workspace-write`: the profile's cache paths (those inside a writable or
@@ -638,7 +650,7 @@ impl Plan {
     /// Masks `path` (for example bridle's own session directory) inside the sandbox, as if the
     /// profile listed it, recording `what` it is as its provenance. Returns whether it is
     /// masked: `danger-full-access` masks nothing.
-    pub fn mask_found(&mut self, path: &Path, what: &str) -> bool {
+    fn mask_found(&mut self, path: &Path, what: &str) -> bool {
         if self.spec.mode == SandboxMode::DangerFullAccess {
             return false;
         }
@@ -657,7 +669,7 @@ impl Plan {
 
     /// Protects paths found on disk in addition to the profile's, when they lie inside a
     /// content root; others are ignored. Only `workspace-write` has protected paths.
-    pub fn protect_found(&mut self, found: Vec<FoundPath>) {
+    fn protect_found(&mut self, found: Vec<FoundPath>) {
         if self.spec.mode != SandboxMode::WorkspaceWrite {
             return;
         }

@@ -87,6 +87,9 @@ pub enum FsDenied {
     /// The worker is gone.
     #[error("the confined file worker is not running")]
     WorkerGone,
+    /// The worker could not be confined, so it never started (the file tools refuse).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 fn io_denied(path: &Path, err: nix::errno::Errno) -> FsDenied {

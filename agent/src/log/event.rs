@@ -157,6 +157,23 @@ pub enum Event {
         /// Who or what asked for it (a threshold of the loop, a command).
         by: String,
     },
+    /// A live session received an input (a prompt, steering, a queued or injected message).
+    #[serde(rename = "input/received")]
+    InputReceived {
+        input_id: String,
+        /// `prompt`, `steer`, `queue` or `inject`.
+        kind: String,
+    },
+    /// The receipt: the request of this step included the input (as a `user/message` with
+    /// its id). `carried`: it arrived after the last step of an earlier turn.
+    #[serde(rename = "input/included")]
+    InputIncluded {
+        input_id: String,
+        turn: u64,
+        step: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        carried: bool,
+    },
 }
 
 impl Event {
@@ -186,6 +203,8 @@ impl Event {
             Self::PlanMode { .. } => "plan/mode",
             Self::PolicyEffective(_) => "policy/effective",
             Self::ContextCompacted { .. } => "context/compacted",
+            Self::InputReceived { .. } => "input/received",
+            Self::InputIncluded { .. } => "input/included",
         }
     }
 
@@ -220,37 +239,13 @@ pub const KNOWN_KINDS: &[&str] = &[
     "plan/mode",
     "policy/effective",
     "context/compacted",
+    "input/received",
+    "input/included",
 ];
 
-/// What the exec supervisor decided about one exec (`exec/decision`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecDecision {
-    /// The process, by its pid inside the sandbox.
-    pub pid: i32,
-    /// The file that runs (or would have).
-    pub program: String,
-    pub argv: Vec<String>,
-    /// What the rules decided.
-    pub decision: Decision,
-    /// The rule that decided.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    pub reason: String,
-    /// `refused` (the exec failed with `EACCES`), `killed` (at the exec, before the program
-    /// ran) or `approved`.
-    pub outcome: String,
-    /// What the program is besides its own name (`git` for a renamed copy of git).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub same_as: Vec<String>,
-    /// The processes above it, nearest first (`PID COMMAND`), up to the call's command.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ancestry: Vec<String>,
-    /// For an exec that was asked about: the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<String>,
-    /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
-    pub message: String,
-}
+/// What the exec supervisor decided about one exec (`exec/decision`): the tools' own note
+/// of it, kept as it is (agent knows the supervisor only through the tools).
+pub use bridle_exec::supervised::ExecDecision;
 
 /// A `net/decision` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -496,6 +491,16 @@ mod tests {
                 policy: ApprovalPolicy::Never,
             },
             Event::PlanMode { active: true },
+            Event::InputReceived {
+                input_id: "input-1".into(),
+                kind: "steer".into(),
+            },
+            Event::InputIncluded {
+                input_id: "input-1".into(),
+                turn: 0,
+                step: 1,
+                carried: false,
+            },
             Event::PolicyEffective(PolicySummary {
                 digest: "d".into(),
                 profile: "p".into(),

@@ -381,7 +381,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 s.summary = Some(summary.clone());
                 push_switch(&mut out, &mut turn, s);
             }
-            Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
+            Event::StepEnd { .. }
+            | Event::AssistantChunk { .. }
+            | Event::InputReceived { .. }
+            | Event::InputIncluded { .. } => {}
         }
     }
     if let Some(open) = turn.take() {

