@@ -45,6 +45,8 @@ fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
             .join(format!("bridle-bench-{}", std::process::id())),
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
 }

@@ -143,13 +143,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
     /// Start the session in plan mode.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plan_off")]
     pub plan: bool,
     /// One JSON object per line on stdout for each committed event a script needs, the final
     /// answer last (README "bridle run --json"); without it, one progress line per tool call
     /// on stderr (none with -q).
     #[arg(long)]
     pub json: bool,
+    /// Leave plan mode (of a resumed session) before the task; with the task `/plan off`,
+    /// only that.
+    #[arg(long)]
+    pub plan_off: bool,
     /// Continue session ID (its turn numbers continue).
     #[arg(long, value_name = "ID", conflicts_with = "fork")]
     pub resume: Option<String>,
@@ -344,6 +348,8 @@ pub enum ExplainCommand {
     },
     /// Explain a network connection to HOST or HOST:PORT (port 443 when omitted): the decision of
     /// the allow-list and the entry that decides (exit 0 allow, 1 deny, 3 ask).
+    // The text is the command's help, where `HOST[:PORT]` is the usual notation, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     Connect {
         /// The host, with an optional port: `crates.io`, `github.com:22`, `[::1]:8080`.
         #[arg(value_name = "HOST[:PORT]")]

@@ -14,8 +14,9 @@ pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 125;
 pub const EXIT_TIMEOUT: u8 = 124;
 
 fn say(line: &str) {
+    // One write: the command writes to the same stderr at the same time.
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "bridle: {line}");
+    let _ = err.write_all(format!("bridle: {line}\n").as_bytes());
 }
 
 /// Runs `bridle exec`; returns the exit status.
@@ -52,6 +53,8 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     if let Some(code) = refused_by_rules(&plan, &args.argv) {
         return Ok(code);
     }
+    let approvals =
+        bridle_exec::approvals::Approvals::new(plan.approval, crate::agent_host::answerer());
     let proxy = match crate::net_wiring::exec_proxy(&plan) {
         Ok(proxy) => proxy,
         Err(refusal) => {
@@ -137,7 +140,8 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             if attached.is_err() {
                 running.kill_tree();
             }
-            let finished = running.finish(timeout);
+            let mut execs = Reported(bridle_exec::supervised::CallExecs::new(&approvals));
+            let finished = running.finish_observed(timeout, &mut execs);
             for line in finished.inspection.messages() {
                 say(&line);
             }
@@ -170,6 +174,22 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// What `bridle exec` and `bridle shell` do with what the exec supervisor reports: one
+/// `bridle:` line on stderr for each denial; an exec an `ask` rule matched goes to the person
+/// at the terminal (with nobody to ask: denied).
+pub struct Reported<'a>(pub bridle_exec::supervised::CallExecs<'a>);
+
+impl bridle_sandbox::ExecObserver for Reported<'_> {
+    fn decided(&mut self, record: &bridle_sandbox::ExecRecord) {
+        say(&record.message());
+        self.0.decided(record);
+    }
+
+    fn approve(&mut self, record: &bridle_sandbox::ExecRecord) -> bool {
+        self.0.approve(record)
+    }
+}
+
 /// After a command failed with the network off: one line saying so, when the kernel saw it try
 /// to reach the network (see [`bridle_sandbox::net_watch`]).
 pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
@@ -190,7 +210,7 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
 /// command rules before any sandbox is prepared: `deny` refuses; `ask` asks the person at the
 /// terminal and refuses when nobody can be asked. Returns the exit status (126) when the
 /// command must not run, after one `bridle:` line naming the rule. What the command then runs
-/// is confined by the sandbox, not checked by these rules.
+/// is checked by the same rules at every exec (the sandbox's exec supervisor).
 pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Option<u8> {
     use bridle_exec::approvals::{ApprovalRequest, Approvals};
     const EXIT_REFUSED_BY_RULE: u8 = 126;
@@ -309,15 +329,35 @@ impl StdioPumps {
             .into_iter()
             .map(|(mut reader, is_stdout)| {
                 std::thread::spawn(move || {
-                    let _ = if is_stdout {
-                        std::io::copy(&mut reader, &mut std::io::stdout().lock())
+                    if is_stdout {
+                        pump(&mut reader, std::io::stdout);
                     } else {
-                        std::io::copy(&mut reader, &mut std::io::stderr().lock())
-                    };
+                        pump(&mut reader, std::io::stderr);
+                    }
                 })
             })
             .collect();
         RunningPumps { outputs }
+    }
+}
+
+/// Copies `reader` to the stream `out` gives until end of input, locking it for each chunk
+/// only: bridle's own lines (`say`) go between the command's, in the order they happened.
+fn pump<W: Write>(reader: &mut std::io::PipeReader, out: impl Fn() -> W) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut out = out();
+                if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 

@@ -139,6 +139,22 @@ fn run_turn(
     if args.plan {
         agent.enter_plan_mode()?;
     }
+    // `/plan off` as the task is the headless way to leave plan mode, like `--plan-off`.
+    let only_leave = args.task.trim() == "/plan off";
+    if args.plan_off || only_leave {
+        let changed = agent.leave_plan_mode()?;
+        say(if changed {
+            "plan mode is off"
+        } else {
+            "plan mode is already inactive"
+        });
+    }
+    if only_leave {
+        drop(agent);
+        drop(tools);
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        return Ok(0);
+    }
     let report = agent.run_turn(&args.task);
     drop(agent);
     if let Some(why) = tools.close_terminal() {

@@ -147,13 +147,13 @@ impl Facts {
         temp_dir: PathBuf,
         masks: &[(PathBuf, String)],
     ) -> Result<Plan, PolicyError> {
-        let mut plan = bridle_policy::plan(policy, &self.plan_context(temp_dir))?;
-        let found = bridle_exec::git_dirs::discover(&plan, &self.home);
-        plan.protect_found(found);
-        for (path, what) in masks {
-            plan.mask_found(path, what);
-        }
-        Ok(plan)
+        // Discovery needs the roots the policy gives this workspace: a first plan names them
+        // (and is dropped); the plan the session uses is made once, from the whole context.
+        let mut ctx = self.plan_context(temp_dir);
+        let roots = bridle_policy::plan(policy, &ctx)?;
+        ctx.found = bridle_exec::git_dirs::discover(&roots, &self.home);
+        ctx.masks = masks.to_vec();
+        bridle_policy::plan(policy, &ctx)
     }
 
     pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {
@@ -165,6 +165,8 @@ impl Facts {
             temp_dir,
             cache_root: Some(temp_base().join("cache")),
             host_env: self.host_env.clone(),
+            found: Vec::new(),
+            masks: Vec::new(),
         }
     }
 

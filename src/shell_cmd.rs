@@ -118,6 +118,11 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     // A closed terminal (SIGHUP) or SIGTERM ends the sandbox, then this process as usual.
     running.forward_termination();
     let mut net_watch = running.take_net_watch();
+    // What the exec supervisor denies is said on the screen as it happens. The shell has the
+    // terminal, so nobody can be asked: an exec an `ask` rule matches is denied.
+    if let Some(events) = running.take_exec_events() {
+        std::thread::spawn(move || events.run(&mut ShellExecs));
+    }
     // The wall-clock limit (`limits.wall_time`, `--timeout`) ends the whole session.
     let timed_out = Arc::new(AtomicBool::new(false));
     if let Some(limit) = wall_time {
@@ -205,4 +210,19 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);
     Ok(code)
+}
+
+/// The exec supervisor's reports during `bridle shell` (see where it is used).
+struct ShellExecs;
+
+impl bridle_sandbox::ExecObserver for ShellExecs {
+    fn decided(&mut self, record: &bridle_sandbox::ExecRecord) {
+        // The terminal is in raw mode: a line needs its carriage return.
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\nbridle: {}\r\n", record.message());
+    }
+
+    fn approve(&mut self, _record: &bridle_sandbox::ExecRecord) -> bool {
+        false
+    }
 }

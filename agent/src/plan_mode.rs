@@ -3,12 +3,11 @@
 //! else changes: no tool is added, removed or blocked, the sandbox and the approval policy are
 //! never read or written. The state is a fold of the session log (PM1, PM2).
 //!
-//! Built here: the fold, the section, entering at the start of a session (`bridle run --plan`,
-//! committed at once because no turn is open, PM6), and `exit_plan_mode`, which is always
-//! registered (PM14) and needs a person to approve the plan through the user-interaction seam
-//! (PM17, PM18). Headless runs have no such seam, so the call fails and plan mode stays active
-//! (PM21). Pending choices made while a turn runs, the notice of PM12 and the `/plan` command
-//! come with an interactive front end.
+//! Built here: the fold, the section, the pending choice (`set`/`get`, PM4-PM7) appended by
+//! the next accepted pre-step with the notice of PM12, `exit_plan_mode` (a tool value the plugin
+//! registers, PM14, PM17-PM21: the plan goes to the user-interaction seam, an approval is a
+//! silent pending exit), and `/plan` (PM22-PM25). Headless runs have no interaction channel:
+//! there `exit_plan_mode` fails and plan mode is left with `bridle run --plan-off`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +16,7 @@ use bridle_exec::approvals::PlanReview;
 use bridle_exec::tool::{CallEnv, Declaration, Effect, Tool, ToolResult, TypedTool};
 
 use crate::log::{Event, PromptSection};
+use crate::session::{Command, CommandCtx};
 
 /// The section's name and render order (PM13).
 pub const SECTION_NAME: &str = "plan:policy";
@@ -38,7 +38,9 @@ as markdown starting with a `# ` title; a person approves it before you change a
 #[derive(Debug, Default)]
 struct PlanState {
     active: AtomicBool,
-    pending: Mutex<Option<bool>>,
+    /// The pending value, and whether appending it tells the model (a user's choice, PM12; an
+    /// approved exit does not).
+    pending: Mutex<Option<(bool, bool)>>,
 }
 
 /// The plugin's configuration (PM16: exactly one key, a non-empty `section`) and its state.
@@ -72,6 +74,15 @@ impl PlanMode {
         })
     }
 
+    /// The section a request carries while the state is `active` (nothing while inactive).
+    pub fn section_when(&self, active: bool) -> Option<PromptSection> {
+        active.then(|| PromptSection {
+            name: SECTION_NAME.to_owned(),
+            order: SECTION_ORDER,
+            text: self.section.clone(),
+        })
+    }
+
     /// The plugin's tool, `exit_plan_mode`, registered whether or not plan mode is active
     /// (PM14).
     pub fn tool(&self) -> Arc<dyn Tool> {
@@ -85,19 +96,121 @@ impl PlanMode {
         self.state.active.store(active, Ordering::SeqCst);
     }
 
-    /// Records a choice to be appended by the next accepted pre-step.
-    pub fn set_pending(&self, active: Option<bool>) {
-        *lock(&self.state.pending) = active;
-    }
-
     /// The pending choice, if any (left in place).
     pub fn pending(&self) -> Option<bool> {
-        *lock(&self.state.pending)
+        lock(&self.state.pending).map(|(active, _)| active)
     }
 
-    /// Takes the pending choice, to append it.
-    pub fn take_pending(&self) -> Option<bool> {
+    /// Takes the pending choice, to append it: the value, and whether the model is told.
+    pub fn take_pending(&self) -> Option<(bool, bool)> {
         lock(&self.state.pending).take()
+    }
+
+    /// `set(session, active)` (PM4-PM6): `folded` is the logged state, `turn_open` whether a
+    /// turn runs. [`SetOutcome::Committed`] asks the caller to append the event now.
+    pub fn set(&self, active: bool, folded: bool, turn_open: bool) -> SetOutcome {
+        let mut pending = lock(&self.state.pending);
+        let target = pending.map_or(folded, |(p, _)| p);
+        if active == target {
+            return SetOutcome::Noop;
+        }
+        if pending.is_some() && active == folded {
+            *pending = None;
+            return SetOutcome::Cancelled;
+        }
+        if turn_open {
+            *pending = Some((active, true));
+            SetOutcome::Queued
+        } else {
+            *pending = None;
+            SetOutcome::Committed
+        }
+    }
+
+    /// `get(session)` (PM7): the logged state as last observed, and the pending value.
+    pub fn get(&self) -> (bool, Option<bool>) {
+        (self.state.active.load(Ordering::SeqCst), self.pending())
+    }
+
+    /// The `/plan` command of this plugin (PM22-PM25).
+    pub fn command(&self) -> Arc<dyn Command> {
+        Arc::new(PlanCommand { plan: self.clone() })
+    }
+}
+
+/// What `set` did (PM4-PM6, PM25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// Already the target state: nothing to do.
+    Noop,
+    /// Kept pending: applies from the next step.
+    Queued,
+    /// Reverted a pending choice: nothing will be appended.
+    Cancelled,
+    /// No turn open: the caller appends it now.
+    Committed,
+}
+
+/// How `/plan` is used.
+pub const PLAN_USAGE: &str = "usage: `/plan` enters plan mode; `/plan MESSAGE` enters it and sends MESSAGE; `/plan off` leaves it";
+
+/// `/plan`, `/plan MESSAGE`, `/plan off`.
+struct PlanCommand {
+    plan: PlanMode,
+}
+
+impl PlanCommand {
+    fn switch(&self, active: bool, ctx: &mut CommandCtx<'_, '_>) -> Result<String, String> {
+        let folded = match ctx.agent.as_deref() {
+            Some(agent) => fold_plan_mode(agent.log().events().iter().map(|(_, e)| e)),
+            None => self.plan.state.active.load(Ordering::SeqCst),
+        };
+        let state = if active { "on" } else { "off" };
+        match self.plan.set(active, folded, ctx.agent.is_none()) {
+            SetOutcome::Noop => Ok(format!(
+                "plan mode is already {}",
+                if active { "active" } else { "inactive" }
+            )),
+            SetOutcome::Queued => Ok(format!(
+                "queued: plan mode turns {state} from the next step"
+            )),
+            SetOutcome::Cancelled => {
+                Ok("cancelled: the pending switch will not be applied".to_owned())
+            }
+            SetOutcome::Committed => {
+                let agent = ctx
+                    .agent
+                    .as_deref_mut()
+                    .ok_or("no idle agent to commit to")?;
+                agent
+                    .commit(Event::PlanMode { active })
+                    .map_err(|e| format!("plan mode could not be switched: {e}"))?;
+                self.plan.observe(active);
+                Ok(format!("committed: plan mode is {state}"))
+            }
+        }
+    }
+}
+
+impl Command for PlanCommand {
+    fn name(&self) -> &str {
+        "plan"
+    }
+
+    fn run(&self, args: &str, ctx: &mut CommandCtx<'_, '_>) -> Result<String, String> {
+        match args {
+            "" => self.switch(true, ctx),
+            "off" => self.switch(false, ctx),
+            _ if args.starts_with('-') || args.starts_with("off ") || args == "on" => {
+                Err(format!("`/plan {args}`: {PLAN_USAGE}"))
+            }
+            message => {
+                let reply = self.switch(true, ctx)?;
+                // PM23: an ordinary, logged user message for the next step.
+                let id = (ctx.steer)(message).map_err(|e| e.to_string())?;
+                Ok(format!("{reply}; message sent as {id}"))
+            }
+        }
     }
 }
 
@@ -165,15 +278,15 @@ impl TypedTool for ExitPlanMode {
     }
 
     fn execute(&self, args: ExitArgs, env: &CallEnv<'_>) -> ToolResult {
-        let active =
-            self.state.active.load(Ordering::SeqCst) && *lock(&self.state.pending) != Some(false);
+        let active = self.state.active.load(Ordering::SeqCst)
+            && lock(&self.state.pending).is_none_or(|(p, _)| p);
         let plan = match check_exit(active, &args.plan) {
             Ok(plan) => plan,
             Err(e) => return env.result(false, e, None),
         };
         match env.answerer.review_plan(plan) {
             PlanReview::Approved => {
-                *lock(&self.state.pending) = Some(false);
+                *lock(&self.state.pending) = Some((false, false));
                 env.result(true, APPROVED.to_owned(), None)
             }
             PlanReview::KeepPlanning { feedback } => {
@@ -197,6 +310,17 @@ impl TypedTool for ExitPlanMode {
                 None,
             ),
         }
+    }
+}
+
+/// The notice of PM12, in our own words.
+pub fn notice(active: bool) -> &'static str {
+    if active {
+        "[bridle] The user switched this session into plan mode: from now on, explore and plan; \
+         present the plan with exit_plan_mode before changing anything."
+    } else {
+        "[bridle] The user switched this session back to the default mode: plan mode is off, \
+         and you may carry out changes."
     }
 }
 

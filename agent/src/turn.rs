@@ -3,9 +3,9 @@
 //! without tool calls, on max-tokens, on an error, or at the step limit. Everything is
 //! recorded in the session log before it is acted on.
 
+mod derived;
 mod stream;
 
-use std::collections::HashSet;
 use std::sync::Mutex;
 
 use crate::AgentError;
@@ -15,7 +15,6 @@ use crate::plan_mode::{self, PlanMode};
 
 use crate::session::{Feed, Inbox, Input, PreStep, StepVerdict, StepView};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
-use crate::transcript::{derive_messages, header_in_force};
 
 /// How a session's turns run.
 #[derive(Clone)]
@@ -93,6 +92,8 @@ pub struct Agent<'h> {
     route: String,
     tools: &'h dyn ToolHost,
     config: AgentConfig,
+    /// What was derived from the log so far (extended each step, never redone).
+    derived: derived::Derived,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -190,6 +191,7 @@ impl<'h> Agent<'h> {
             model: Some(model),
             tools,
             config,
+            derived: derived::Derived::default(),
         }
     }
 
@@ -207,6 +209,15 @@ impl<'h> Agent<'h> {
     /// once). Returns whether anything changed (PM4: switching to the state in force does
     /// nothing).
     pub fn enter_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(true)
+    }
+
+    /// Switches plan mode off before a turn (`bridle run --plan-off` on a resumed session).
+    pub fn leave_plan_mode(&mut self) -> Result<bool, AgentError> {
+        self.switch_plan_mode(false)
+    }
+
+    fn switch_plan_mode(&mut self, active: bool) -> Result<bool, AgentError> {
         if self.config.plan_mode.is_none() {
             return Err(AgentError::RecordEvent {
                 path: self.log.path().to_owned(),
@@ -214,13 +225,13 @@ impl<'h> Agent<'h> {
                 reason: "the plan-mode plugin is not loaded".to_owned(),
             });
         }
-        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) {
+        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) == active {
             return Ok(false);
         }
-        self.log.append(Event::PlanMode { active: true })?;
+        self.log.append(Event::PlanMode { active })?;
         self.durable()?;
         if let Some(plan) = &self.config.plan_mode {
-            plan.observe(true);
+            plan.observe(active);
         }
         Ok(true)
     }
@@ -503,19 +514,31 @@ impl<'h> Agent<'h> {
         let mut sections = self.config.sections.clone();
         // The plugin's tool is registered in both states, so the catalogue never changes (PM14).
         let tools = self.tools.schemas();
+        self.derived.update(&self.log);
         if let Some(plan) = &self.config.plan_mode {
-            let logged = plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e));
-            // A pending choice (an approved exit) is appended here, silently (PM19).
-            if let Some(active) = plan.take_pending()
+            let logged = self.derived.plan_active;
+            // A pending choice is appended at the pre-step of a step that goes ahead (PM8);
+            // a user's choice tells the model only when the last request header described the
+            // opposite state (PM12), an approved exit never does (PM19).
+            if let Some((active, notice)) = plan.take_pending()
                 && active != logged
             {
+                let described = self
+                    .derived
+                    .header
+                    .as_ref()
+                    .map(|h| h.sections.iter().any(|s| s.name == plan_mode::SECTION_NAME));
                 self.log.append(Event::PlanMode { active })?;
+                if notice && described == Some(!active) {
+                    self.log.append(Event::UserMessage {
+                        id: None,
+                        text: plan_mode::notice(active).to_owned(),
+                    })?;
+                }
+                self.derived.update(&self.log);
             }
-            let events = self.log.events().iter().map(|(_, e)| e);
-            plan.observe(plan_mode::fold_plan_mode(
-                self.log.events().iter().map(|(_, e)| e),
-            ));
-            sections.extend(plan.section(events));
+            plan.observe(self.derived.plan_active);
+            sections.extend(plan.section_when(self.derived.plan_active));
         }
         sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
@@ -523,35 +546,27 @@ impl<'h> Agent<'h> {
             tools,
             model: self.route.clone(),
         };
-        let events = self.log.events().iter().map(|(_, e)| e);
-        if header_in_force(events).as_ref() != Some(&header) {
+        if self.derived.header.as_ref() != Some(&header) {
             self.log.append(Event::RequestHeader(header))?;
+            self.derived.update(&self.log);
         }
-        let events: Vec<&Event> = self.log.events().iter().map(|(_, e)| e).collect();
-        let header = header_in_force(events.iter().copied()).unwrap_or(RequestHeader {
+        let header = self.derived.header.clone().unwrap_or(RequestHeader {
             sections: Vec::new(),
             tools: Vec::new(),
             model: String::new(),
         });
         Ok(ModelRequest {
             system: header.sections,
-            messages: derive_messages(events),
+            messages: self.derived.messages.clone(),
             tools: header.tools,
         })
     }
 
     /// Gives every call an id no other call of the session has (a model may repeat or omit
     /// them), and decides which may run concurrently.
-    fn name_calls(&self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
-        let mut seen: HashSet<String> = self
-            .log
-            .events()
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Event::ToolCall(call) => Some(call.call_id.clone()),
-                _ => None,
-            })
-            .collect();
+    fn name_calls(&mut self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
+        self.derived.update(&self.log);
+        let mut seen = self.derived.call_ids.clone();
         let next = self.log.next_seq();
         calls
             .into_iter()
@@ -649,6 +664,10 @@ impl<'h> Agent<'h> {
                         call_id: call.call_id.clone(),
                         decision,
                         by,
+                    },
+                    ToolNote::ExecDecided(exec) => Event::ExecDecision {
+                        call_id: call.call_id.clone(),
+                        exec,
                     },
                     ToolNote::Network(d) => Event::NetDecision(crate::log::NetDecision {
                         call_id: call.call_id.clone(),

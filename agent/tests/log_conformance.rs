@@ -247,7 +247,140 @@ conformance!(
     stored_bytes_that_differ_from_what_bridle_wrote_are_detected,
     a_new_session_appears_whole_or_not_at_all,
     a_lost_key_is_not_replaced_while_logs_need_it,
+    a_compaction_breaking_its_rules_fails_verification_naming_it,
+    a_compaction_is_never_appended_where_verification_would_refuse_it,
+    a_compacted_session_resumes_and_forks_with_its_window,
 );
+
+/// A compaction sealed with the key (as a buggy or newer writer would store it) that breaks a
+/// rule of `context/compacted` is refused by verification at its own event, saying which rule.
+fn a_compaction_breaking_its_rules_fails_verification_naming_it(backend: Backend) {
+    let f = Fixture::new(backend);
+    // The fourth case keeps events 0 to 4 (the header, then turn 0 up to the answer listing
+    // its call) and compacts while that call has no result.
+    let cases: [(usize, u64, &str, &str); 4] = [
+        (14, 99, "summary", "not between event 1 and itself"),
+        (14, 1, "  ", "empty summary"),
+        (14, 0, "summary", "not between event 1 and itself"),
+        (5, 1, "summary", "\"t0-c1\" has no result"),
+    ];
+    for (keep, before, summary, expected) in cases {
+        let id = f.session_with_turns(1);
+        let key = LogKey::load(f.dir.path()).unwrap();
+        f.tamper(&id, |records| {
+            assert_eq!(records.len(), 14);
+            records.truncate(keep);
+            let prev = bridle_agent::log::chain::from_hex(&records.last().unwrap().hash).unwrap();
+            records.push(Record::seal(
+                &key,
+                &prev,
+                keep as u64,
+                "2026-11-30T00:00:00.000Z".into(),
+                &Event::ContextCompacted {
+                    before,
+                    summary: summary.into(),
+                    by: "test".into(),
+                },
+            ));
+        });
+        let (seq, what) = f.problem(&id);
+        assert_eq!(seq, keep as u64, "{what}");
+        assert!(what.contains(expected), "{what}");
+        let err = f.dir.resume(&id).unwrap_err().to_string();
+        assert!(err.contains(expected), "{err}");
+    }
+}
+
+/// `SessionLog::compact` (and `append`) check the same rules before anything is written, and
+/// the boundary rule verification cannot check: `before` starts a turn or a step.
+fn a_compaction_is_never_appended_where_verification_would_refuse_it(backend: Backend) {
+    let f = Fixture::new(backend);
+    let mut log = f.dir.create(backend, &new_session()).unwrap();
+    for event in whole_turn(0) {
+        log.append(event).unwrap();
+    }
+    let next = log.next_seq();
+    let result_seq = log
+        .events()
+        .iter()
+        .find(|(_, e)| matches!(e, Event::ToolResult { .. }))
+        .unwrap()
+        .0;
+    let refused = |r: Result<u64, bridle_agent::AgentError>| r.unwrap_err().to_string();
+    let err = refused(log.compact(result_seq, "s", "test"));
+    assert!(err.contains("starts no turn or step"), "{err}");
+    let err = refused(log.compact(next + 1, "s", "test"));
+    assert!(err.contains("not between event 1 and itself"), "{err}");
+    let err = refused(log.compact(1, "", "test"));
+    assert!(err.contains("empty summary"), "{err}");
+    assert_eq!(log.next_seq(), next, "nothing was written");
+    // At a turn start, and at the end of everything so far: accepted.
+    let first = log.compact(1, "turn 0 ran a command", "test").unwrap();
+    assert_eq!(first, next);
+    // A second compaction must replace the first.
+    let err = refused(log.compact(1, "again", "test"));
+    assert!(err.contains("compaction at event"), "{err}");
+    let err = refused(log.append(Event::ContextCompacted {
+        before: 1,
+        summary: "again".into(),
+        by: "test".into(),
+    }));
+    assert!(err.contains("compaction at event"), "{err}");
+    log.compact(log.next_seq(), "everything", "test").unwrap();
+    // A call waiting for its result: refused.
+    log.append(Event::TurnStart { turn: 1 }).unwrap();
+    log.append(Event::StepStart { turn: 1, step: 0 }).unwrap();
+    log.append(Event::AssistantMessage {
+        text: String::new(),
+        tool_calls: vec![ToolCall {
+            call_id: "c9".into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        }],
+        reasoning: String::new(),
+        reply: None,
+    })
+    .unwrap();
+    let err = refused(log.compact(log.next_seq(), "mid-call", "test"));
+    assert!(err.contains("\"c9\" has no result"), "{err}");
+    let id = log.id().to_owned();
+    drop(log);
+    assert_eq!(f.dir.verify(&id).unwrap().problem, None);
+}
+
+/// A compacted session resumes with the same window, and a fork copies the compaction.
+fn a_compacted_session_resumes_and_forks_with_its_window(backend: Backend) {
+    let f = Fixture::new(backend);
+    let mut log = f.dir.create(backend, &new_session()).unwrap();
+    for turn in 0..2 {
+        for event in whole_turn(turn) {
+            log.append(event).unwrap();
+        }
+    }
+    let second_turn = log
+        .events()
+        .iter()
+        .find(|(_, e)| matches!(e, Event::TurnStart { turn: 1 }))
+        .unwrap()
+        .0;
+    let at = log
+        .compact(second_turn, "turn 0 fetched x", "test")
+        .unwrap();
+    let window: Vec<(u64, Event)> = log.request_window().events.to_vec();
+    assert_eq!(window[0].0, second_turn);
+    assert_eq!(log.request_window().summary, Some("turn 0 fetched x"));
+    let id = log.id().to_owned();
+    drop(log);
+    let (log, repairs) = f.dir.resume(&id).unwrap();
+    assert!(repairs.is_empty());
+    assert_eq!(log.latest_compaction(), Some(at));
+    assert_eq!(log.request_window().summary, Some("turn 0 fetched x"));
+    assert_eq!(log.request_window().events, window.as_slice());
+    drop(log);
+    let fork = f.dir.fork(&id, None, backend, &new_session()).unwrap();
+    assert_eq!(fork.latest_compaction(), Some(at));
+    assert_eq!(fork.request_window().events[0].0, second_turn);
+}
 
 fn head_path(f: &Fixture, id: &str) -> std::path::PathBuf {
     f.dir.path().join(format!("{id}.head"))
@@ -500,6 +633,26 @@ fn one_of_each_type() -> Vec<Event> {
             decision: Decision::Allow,
             by: "approved escalation".into(),
         },
+        Event::ExecDecision {
+            call_id: "c1".into(),
+            exec: bridle_agent::log::ExecDecision {
+                pid: 12,
+                program: "/usr/bin/git".into(),
+                argv: vec!["git".into(), "push".into(), "origin".into(), "main".into()],
+                decision: Decision::Deny,
+                rule: Some("deny-git-push".into()),
+                reason: "pushing is not allowed".into(),
+                outcome: "refused".into(),
+                same_as: vec![],
+                ancestry: vec![
+                    "11 sh -c git push origin main".into(),
+                    "1 bridle-init".into(),
+                ],
+                answer: None,
+                message: "rule deny-git-push denied exec of /usr/bin/git push origin main (pid 12)"
+                    .into(),
+            },
+        },
         Event::NetDecision(bridle_agent::log::NetDecision {
             call_id: "c1".into(),
             host: "crates.io".into(),
@@ -546,6 +699,11 @@ fn one_of_each_type() -> Vec<Event> {
             reason: TurnEndReason::Aborted,
             detail: Some("the turn was cancelled (signal SIGINT)".into()),
             cancelled_by: Some("signal SIGINT".into()),
+        },
+        Event::ContextCompacted {
+            before: 2,
+            summary: "The user asked to fetch x; the network was off.".into(),
+            by: "threshold".into(),
         },
     ]
 }

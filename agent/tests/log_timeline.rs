@@ -212,3 +212,44 @@ fn escalations_and_sandbox_denials_are_read_off_the_call() {
         Some("`/etc/x` is outside the writable roots")
     );
 }
+
+/// A compaction is shown where it happened, with what it replaced and its summary: outside a
+/// turn at the top level, inside one among the turn's switches.
+#[test]
+fn a_compaction_is_shown_with_its_summary_where_it_happened() {
+    let compacted = |before| Event::ContextCompacted {
+        before,
+        summary: "turn 0 listed the files".into(),
+        by: "threshold".into(),
+    };
+    let events = [
+        Event::TurnStart { turn: 0 },
+        Event::TurnEnd {
+            turn: 0,
+            reason: TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
+        },
+        compacted(2),
+        Event::TurnStart { turn: 1 },
+        Event::StepStart { turn: 1, step: 0 },
+        compacted(4),
+    ];
+    let view = view(&events);
+    let Entry::Switch(top) = &view.entries[1] else {
+        panic!("{view:?}")
+    };
+    assert_eq!((top.seq, top.what), (2, "context"));
+    assert_eq!(
+        top.to,
+        "compacted: events before 2 replaced by a summary (threshold)"
+    );
+    assert_eq!(top.summary.as_deref(), Some("turn 0 listed the files"));
+    let Entry::Turn(turn) = &view.entries[2] else {
+        panic!("{view:?}")
+    };
+    assert_eq!(turn.switches.len(), 1);
+    assert_eq!(turn.switches[0].seq, 5);
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["entries"][1]["summary"], "turn 0 listed the files");
+}

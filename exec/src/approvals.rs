@@ -225,6 +225,9 @@ pub enum PipelineNote {
         /// The rule, approval, policy or guard that decided.
         by: String,
     },
+    /// While the call's command ran, the exec supervisor denied an exec (or asked about one
+    /// and had its answer).
+    ExecDecided(crate::supervised::ExecDecision),
     /// The network proxy decided connections the call made (reported when the call's
     /// command has ended, with the bytes moved).
     Network(crate::net::NetDecision),
@@ -333,6 +336,12 @@ impl<'o> Approvals<'o> {
             decision,
             by: by.to_owned(),
         })
+    }
+
+    /// Reports what the exec supervisor decided while the call's command ran. An error means it
+    /// could not be recorded.
+    pub fn exec_decided(&self, record: &bridle_sandbox::ExecRecord) -> Result<(), String> {
+        self.note(PipelineNote::ExecDecided(record.into()))
     }
 
     /// Reports a network decision of the call's connections.

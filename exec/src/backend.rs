@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use bridle_policy::SandboxSpec;
+use bridle_sandbox::ExecObserver;
 use bridle_sandbox::confined_fs::{ConfinedFs, FsDenied, HardLinks};
 
 use crate::error::ExecError;
@@ -118,6 +119,17 @@ pub trait Spawner: Send + Sync {
     /// Runs one command to completion (or its timeout).
     fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError>;
 
+    /// Like [`Spawner::run`]; what the exec supervisor reports meanwhile (command rules at
+    /// every exec) goes to `observer`. The default knows no supervisor.
+    fn run_observed(
+        &self,
+        request: &RunRequest,
+        observer: &mut dyn ExecObserver,
+    ) -> Result<RunResult, ExecError> {
+        let _ = observer;
+        self.run(request)
+    }
+
     /// Starts the session's interactive shell confined by `spec`, in `cwd`.
     fn start_terminal(&self, spec: &SandboxSpec, cwd: &Path) -> Result<Terminal, String>;
 }
@@ -140,6 +152,14 @@ impl LocalSpawner {
 impl Spawner for LocalSpawner {
     fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError> {
         self.runner.run(request)
+    }
+
+    fn run_observed(
+        &self,
+        request: &RunRequest,
+        observer: &mut dyn ExecObserver,
+    ) -> Result<RunResult, ExecError> {
+        self.runner.run_observed(request, observer)
     }
 
     fn start_terminal(&self, spec: &SandboxSpec, cwd: &Path) -> Result<Terminal, String> {
@@ -231,6 +251,12 @@ impl FileSystem for RecordingFs {
     fn list_dir(&self, path: &Path) -> Result<Vec<(String, bool)>, FsDenied> {
         self.record(Recorded::ListDir(path.to_path_buf()));
         let files = lock(&self.files);
+        if files.contains_key(path) {
+            return Err(FsDenied::Io {
+                path: path.to_path_buf(),
+                message: "Not a directory".into(),
+            });
+        }
         Ok(files
             .keys()
             .filter_map(|p| p.strip_prefix(path).ok())

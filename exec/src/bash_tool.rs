@@ -117,7 +117,8 @@ impl TypedTool for Bash {
             output_cap: env.output_cap,
             spill_dir: spec.temp_dir.clone(),
         };
-        let result = match env.spawner.run(&request) {
+        let mut execs = crate::supervised::CallExecs::new(env.approvals);
+        let result = match env.spawner.run_observed(&request, &mut execs) {
             Ok(r) => r,
             Err(e) => return env.result(false, format!("running the command failed: {e}"), None),
         };
@@ -177,6 +178,8 @@ impl TypedTool for Bash {
                 spec.mode
             ));
         }
+        content.push_str(&execs.note());
+        sandbox.exec_decisions = execs.records;
         content.push_str(&inspection_note(&result.inspection));
         sandbox.quarantined = quarantine_notes(&result.inspection);
         result.stdout.remove_spill_unless_named(&content);
@@ -347,6 +350,7 @@ mod tests {
             temp_dir: "/var/tmp/t".into(),
             private_tmp: true,
             cache_home: None,
+            exec_rules: None,
         }
     }
 

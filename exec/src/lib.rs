@@ -20,6 +20,7 @@
 pub mod approvals;
 pub mod backend;
 pub mod bash_tool;
+pub mod editor;
 mod error;
 pub mod fs_tools;
 pub mod git_dirs;
@@ -30,6 +31,7 @@ pub mod printable;
 pub mod process;
 pub mod run;
 pub mod schemas;
+pub mod supervised;
 pub mod terminal;
 pub mod tool;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bridle_policy::SandboxSpec;
-use bridle_sandbox::{Inspection, Outcome, Refusal, Sandbox, Spawned};
+use bridle_sandbox::{ExecObserver, Inspection, Outcome, Refusal, Sandbox, Spawned};
 
 use crate::error::ExecError;
 use crate::output::{Captured, SpillBudget, SpillTarget, capture};
@@ -76,6 +76,17 @@ pub struct RunResult {
 pub trait Runner: Send + Sync {
     /// Runs `request` to completion (or its timeout).
     fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError>;
+
+    /// Like [`Runner::run`]; what the exec supervisor reports meanwhile (command rules at
+    /// every exec) goes to `observer`. The default knows no supervisor.
+    fn run_observed(
+        &self,
+        request: &RunRequest,
+        observer: &mut dyn ExecObserver,
+    ) -> Result<RunResult, ExecError> {
+        let _ = observer;
+        self.run(request)
+    }
 }
 
 /// Runs commands through bridle's sandbox launcher (the re-executed `bridle` binary), so any
@@ -116,6 +127,14 @@ static SPILL_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 impl Runner for SandboxRunner {
     fn run(&self, request: &RunRequest) -> Result<RunResult, ExecError> {
+        self.run_observed(request, &mut bridle_sandbox::supervisor::Unobserved)
+    }
+
+    fn run_observed(
+        &self,
+        request: &RunRequest,
+        observer: &mut dyn ExecObserver,
+    ) -> Result<RunResult, ExecError> {
         let shown = request.argv.join(" ");
         let refused = |r: Refusal| RunResult {
             status: RunStatus::Refused(r),
@@ -221,7 +240,7 @@ impl Runner for SandboxRunner {
                 });
             }
         }
-        let finished = running.finish(request.timeout);
+        let finished = running.finish_observed(request.timeout, observer);
         let status = match finished.outcome {
             Outcome::Exited(code) => RunStatus::Exited(code),
             Outcome::TimedOut => RunStatus::TimedOut,

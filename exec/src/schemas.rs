@@ -17,6 +17,7 @@ pub const TOOLS: &[&str] = &[
     "glob",
     "grep",
     "terminal",
+    "str_replace_editor",
 ];
 
 /// The shipped tool `name` (`terminal` with a shell that lives across calls when
@@ -32,6 +33,7 @@ pub fn tool(name: &str, persist_terminal: bool) -> Option<Arc<dyn Tool>> {
         "list_dir" => Arc::new(fs_tools::ListDir),
         "glob" => Arc::new(fs_tools::Glob),
         "terminal" => Arc::new(terminal::TerminalTool::new(persist_terminal)),
+        "str_replace_editor" => Arc::new(crate::editor::Editor::new()),
         _ => return None,
     })
 }

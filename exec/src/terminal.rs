@@ -149,8 +149,20 @@ impl Terminal {
     }
 
     /// Reads what the terminal prints until the prompt comes back, nothing arrives for `quiet`
-    /// after some output, or `wait` passes. The prompt marker is shown as `$ `.
+    /// after some output, or `wait` passes. The prompt marker is shown as `$ `. What the exec
+    /// supervisor reports meanwhile is logged; its questions are answered no.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
+        self.read_observed(wait, quiet, &mut bridle_sandbox::supervisor::Unobserved)
+    }
+
+    /// Like [`Terminal::read`]; what the exec supervisor reports meanwhile (command rules at
+    /// every exec of the shell's commands) goes to `observer`.
+    pub fn read_observed(
+        &mut self,
+        wait: Duration,
+        quiet: Duration,
+        observer: &mut dyn bridle_sandbox::ExecObserver,
+    ) -> String {
         let deadline = Instant::now() + wait;
         // Memory stays bounded whatever the program prints: the first and the last
         // `OUTPUT_CAP` bytes are kept, the middle is counted.
@@ -159,6 +171,9 @@ impl Terminal {
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
         loop {
+            if let Some(running) = &self.running {
+                running.pump_exec_events(observer, Duration::ZERO);
+            }
             let recent: Vec<u8> = if tail.is_empty() {
                 head.clone()
             } else {
@@ -172,9 +187,11 @@ impl Terminal {
             if now >= deadline || (seen && now.duration_since(last) >= quiet) {
                 break;
             }
+            // Short steps: a process the exec supervisor holds for a question waits for them.
             let step = deadline
                 .saturating_duration_since(now)
-                .min(if seen { quiet } else { wait });
+                .min(if seen { quiet } else { wait })
+                .min(Duration::from_millis(50));
             match self.output.recv_timeout(step) {
                 Ok(chunk) => {
                     let room = OUTPUT_CAP.saturating_sub(head.len());
@@ -191,6 +208,11 @@ impl Terminal {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
+        }
+        // A record is delivered before the process it is about goes on: whatever the output
+        // shows, its records are here by now.
+        if let Some(running) = &self.running {
+            running.pump_exec_events(observer, Duration::ZERO);
         }
         let mut text = String::from_utf8_lossy(&head).into_owned();
         if dropped > 0 {
@@ -369,6 +391,7 @@ impl TypedTool for TerminalTool {
         let carried = std::mem::take(&mut terminal.unsubmitted);
         let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
         let mut out = String::new();
+        let mut exec_decisions = Vec::new();
         if let Some(input) = &args.input {
             if let Err(e) = terminal.input(input) {
                 let _ = terminal.close();
@@ -381,7 +404,10 @@ impl TypedTool for TerminalTool {
                 let line = format!("{carried}{input}");
                 line.rsplit('\n').next().unwrap_or("").to_owned()
             };
-            out = terminal.read(wait, wait.min(Duration::from_millis(500)));
+            let mut execs = crate::supervised::CallExecs::new(env.approvals);
+            out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
+            out.push_str(&execs.note());
+            exec_decisions = execs.records;
         } else {
             terminal.unsubmitted = carried;
         }
@@ -390,6 +416,7 @@ impl TypedTool for TerminalTool {
         let result = |ok, content, denied_by| {
             let mut r = env.result(ok, content, denied_by);
             r.sandbox.network_decisions.clone_from(&decisions);
+            r.sandbox.exec_decisions.clone_from(&exec_decisions);
             r
         };
         if self.persist && !args.close {

@@ -14,7 +14,7 @@ use bridle_sandbox::confined_fs::HardLinks;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::approvals::Answerer;
+use crate::approvals::{Answerer, Approvals};
 use crate::backend::{FileSystem, Spawner};
 
 /// What one call will do, as its tool declares it; the pipeline decides on this alone.
@@ -88,6 +88,9 @@ pub struct SandboxFacts {
     /// moved aside when the run ended.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<QuarantineNote>,
+    /// What the exec supervisor denied (or asked about) while the command ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exec_decisions: Vec<bridle_sandbox::ExecRecord>,
     /// What the network proxy decided for the call's connections (network `allow-list`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network_decisions: Vec<crate::net::NetDecision>,
@@ -103,6 +106,7 @@ impl SandboxFacts {
             escalated,
             denied_by_sandbox: None,
             quarantined: Vec::new(),
+            exec_decisions: Vec::new(),
             network_decisions: Vec::new(),
         }
     }
@@ -175,6 +179,9 @@ pub struct CallEnv<'a> {
     pub output_cap: usize,
     /// The user-interaction seam (plan review), for tools that ask the person themselves.
     pub answerer: &'a dyn Answerer,
+    /// The call's approvals seam, observed: what the exec supervisor decides while the
+    /// call's command runs is reported there as it happens, and its questions asked there.
+    pub approvals: &'a Approvals<'a>,
 }
 
 impl std::fmt::Debug for CallEnv<'_> {

@@ -11,7 +11,9 @@ use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::raw::EnvInherit;
-use crate::rules::{CommandRule, Findings, PathRule, check_command, check_script};
+use crate::rules::{
+    CommandRule, ExecRules, Findings, PathRule, check_command, check_script, command_verdict,
+};
 use crate::shell::{self, Word};
 use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
 use crate::vocab::{
@@ -37,6 +39,12 @@ pub struct PlanContext {
     pub cache_root: Option<PathBuf>,
     /// The environment bridle was started with.
     pub host_env: BTreeMap<String, String>,
+    /// Paths found on disk that need the protection the profile gives `.git` (the other git
+    /// directories the repositories in writable roots use; see `bridle_exec::git_dirs`).
+    pub found: Vec<FoundPath>,
+    /// Paths masked in the session whatever its mode asks (`path`, what it is): bridle's own
+    /// session directory, say.
+    pub masks: Vec<(PathBuf, String)>,
 }
 
 /// Who or what decided a [`Verdict`].
@@ -117,7 +125,7 @@ pub struct Verdict {
 }
 
 /// A path found on disk that needs the protection the profile gives `.git` (see
-/// [`Plan::protect_found`]).
+/// [`PlanContext::found`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundPath {
     /// The path.
@@ -302,15 +310,22 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         temp_dir,
         private_tmp: mode != SandboxMode::DangerFullAccess,
         cache_home,
+        exec_rules: ExecRules::of(&policy.command_rules),
     };
-    Ok(Plan {
+    let mut plan = Plan {
         spec,
         approval: policy.approval.value,
         command_rules: policy.command_rules.clone(),
         path_rules: policy.path_rules.clone(),
         provenance,
         network_origin,
-    })
+    };
+    // The context's found paths and masks are part of the one plan: nothing patches it later.
+    plan.protect_found(ctx.found.clone());
+    for (path, what) in &ctx.masks {
+        plan.mask_found(path, what);
+    }
+    Ok(plan)
 }
 
 /// The cache home of `workspace-write`: the profile's cache paths (those inside a writable or
@@ -635,7 +650,7 @@ impl Plan {
     /// Masks `path` (for example bridle's own session directory) inside the sandbox, as if the
     /// profile listed it, recording `what` it is as its provenance. Returns whether it is
     /// masked: `danger-full-access` masks nothing.
-    pub fn mask_found(&mut self, path: &Path, what: &str) -> bool {
+    fn mask_found(&mut self, path: &Path, what: &str) -> bool {
         if self.spec.mode == SandboxMode::DangerFullAccess {
             return false;
         }
@@ -654,7 +669,7 @@ impl Plan {
 
     /// Protects paths found on disk in addition to the profile's, when they lie inside a
     /// content root; others are ignored. Only `workspace-write` has protected paths.
-    pub fn protect_found(&mut self, found: Vec<FoundPath>) {
+    fn protect_found(&mut self, found: Vec<FoundPath>) {
         if self.spec.mode != SandboxMode::WorkspaceWrite {
             return;
         }
@@ -846,46 +861,18 @@ impl Plan {
     }
 
     fn verdict(&self, findings: &Findings<'_>, whole: &str) -> Verdict {
-        let literal = findings.matched.as_ref();
-        let rule_says = |(rule, subject): &(&CommandRule, String)| {
-            rule_verdict(
-                &rule.id,
-                &rule.origin,
-                rule.decision,
-                rule.justification.as_deref(),
-                &format!("`{}`", shell::short(subject)),
-            )
-        };
-        match (literal, &findings.hidden) {
-            (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
-            (_, Some((rule, what, subject))) => Verdict {
-                decision: Decision::Ask,
-                reason: format!(
-                    "`{}` needs approval: the rules cannot see {what}, and rule `{}` ({}) could match what runs",
-                    shell::short(subject),
-                    rule.id,
-                    rule.origin
-                ),
-                by: DecidedBy::Hidden {
-                    what: what.clone(),
-                    rule: rule.id.clone(),
-                },
-            },
-            (Some(m), None) => rule_says(m),
-            (None, None) => Verdict {
-                decision: Decision::Allow,
-                by: DecidedBy::Default,
-                reason: format!(
-                    "`{}` allowed: no rule matched; it runs confined (mode {})",
-                    shell::short(whole),
-                    self.spec.mode
-                ),
-            },
-        }
+        command_verdict(
+            findings,
+            format!(
+                "`{}` allowed: no rule matched; it runs confined (mode {})",
+                shell::short(whole),
+                self.spec.mode
+            ),
+        )
     }
 }
 
-fn rule_verdict(
+pub(crate) fn rule_verdict(
     id: &str,
     origin: &Origin,
     decision: Decision,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::rules::ExecRules;
 use crate::vocab::{Guarantee, Network, SandboxMode, UnixSockets};
 
 /// Which seccomp filter the launcher installs. The filter contents live in the `sandbox` crate;
@@ -136,4 +137,8 @@ pub struct SandboxSpec {
     /// Writable cache directories, when the policy has them and the mode allows writes.
     #[serde(default)]
     pub cache_home: Option<CacheHomeSpec>,
+    /// The command rules the exec supervisor checks at every exec of every process in the
+    /// sandbox; `None` when the policy has none (then no supervisor runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_rules: Option<ExecRules>,
 }

@@ -580,13 +580,14 @@ fn found(path: impl Into<PathBuf>, what: &str, absent: bool) -> FoundPath {
 
 #[test]
 fn found_paths_are_protected_inside_content_roots_only() {
-    let mut plan = plan(&shipped("workspace-write"), &ctx()).unwrap();
+    let before = plan(&shipped("workspace-write"), &ctx()).unwrap();
     let module = Path::new(WORKSPACE).join(".git/modules/lib");
     assert_eq!(
-        plan.protected_git_names(Path::new(WORKSPACE)),
+        before.protected_git_names(Path::new(WORKSPACE)),
         paths(&["config", "hooks"])
     );
-    plan.protect_found(vec![
+    let mut context = ctx();
+    context.found = vec![
         found(module.join("config"), "git dir of submodule `lib`", false),
         found(module.join("commondir"), "git dir of submodule `lib`", true),
         found("/elsewhere/.git/config", "outside", false),
@@ -595,7 +596,8 @@ fn found_paths_are_protected_inside_content_roots_only() {
             "in the temp dir",
             false,
         ),
-    ]);
+    ];
+    let plan = plan(&shipped("workspace-write"), &context).unwrap();
     assert!(plan.spec.protected_paths.contains(&module.join("config")));
     assert_eq!(plan.spec.must_stay_absent, vec![module.join("commondir")]);
     assert!(
@@ -627,13 +629,15 @@ fn found_paths_are_protected_inside_content_roots_only() {
 #[test]
 fn found_paths_add_the_protect_guarantee_when_the_profile_had_none() {
     let text = "mode: workspace-write\nprotected_paths: { replace: [] }\n";
-    let mut plan = plan(&policy(text), &ctx()).unwrap();
-    assert!(!plan.spec.guarantees.contains(&Guarantee::FsProtect));
-    plan.protect_found(vec![found(
+    let before = plan(&policy(text), &ctx()).unwrap();
+    assert!(!before.spec.guarantees.contains(&Guarantee::FsProtect));
+    let mut context = ctx();
+    context.found = vec![found(
         Path::new(WORKSPACE).join("lib/.git"),
         "git file",
         false,
-    )]);
+    )];
+    let plan = plan(&policy(text), &context).unwrap();
     assert!(plan.spec.guarantees.contains(&Guarantee::FsProtect));
     let order: Vec<usize> = plan
         .spec
@@ -647,8 +651,8 @@ fn found_paths_add_the_protect_guarantee_when_the_profile_had_none() {
 /// danger-full-access writes everywhere, the workspace included, and protects nothing.
 #[test]
 fn danger_full_access_protects_nothing_found() {
-    let mut plan = plan(&shipped("danger-full-access"), &ctx()).unwrap();
-    plan.protect_found(vec![
+    let mut context = ctx();
+    context.found = vec![
         found(
             Path::new(WORKSPACE).join(".git/modules/lib/config"),
             "x",
@@ -659,7 +663,8 @@ fn danger_full_access_protects_nothing_found() {
             "x",
             true,
         ),
-    ]);
+    ];
+    let plan = plan(&shipped("danger-full-access"), &context).unwrap();
     assert!(plan.spec.protected_paths.is_empty());
     assert!(plan.spec.must_stay_absent.is_empty());
 }
@@ -667,10 +672,12 @@ fn danger_full_access_protects_nothing_found() {
 #[test]
 fn a_found_path_can_be_masked_except_without_confinement() {
     let unmasked = policy("extends: workspace-write\nmasked_paths: {replace: []}\n");
-    let mut confined = plan(&unmasked, &ctx()).unwrap();
-    assert!(!confined.spec.guarantees.contains(&Guarantee::FsMask));
+    let before = plan(&unmasked, &ctx()).unwrap();
+    assert!(!before.spec.guarantees.contains(&Guarantee::FsMask));
     let sessions = Path::new(STATE).join("sessions");
-    assert!(confined.mask_found(&sessions, "bridle's session directory"));
+    let mut context = ctx();
+    context.masks = vec![(sessions.clone(), "bridle's session directory".to_owned())];
+    let confined = plan(&unmasked, &context).unwrap();
     assert!(confined.spec.masked_paths.contains(&sessions));
     assert!(confined.spec.guarantees.contains(&Guarantee::FsMask));
     let verdict = confined.decide_write(&sessions.join("x.jsonl"));
@@ -680,8 +687,7 @@ fn a_found_path_can_be_masked_except_without_confinement() {
         "{}",
         verdict.reason
     );
-    let mut open = plan(&shipped("danger-full-access"), &ctx()).unwrap();
-    assert!(!open.mask_found(&sessions, "bridle's session directory"));
+    let open = plan(&shipped("danger-full-access"), &context).unwrap();
     assert!(open.spec.masked_paths.is_empty());
 }
 

@@ -379,6 +379,8 @@ mod tests {
             temp_dir: "/var/tmp/bridle-1000/s".into(),
             cache_root: None,
             host_env: Default::default(),
+            found: Vec::new(),
+            masks: Vec::new(),
         };
         bridle_policy::plan(&policy, &ctx).unwrap().spec
     }

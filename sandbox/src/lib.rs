@@ -33,14 +33,16 @@ pub mod probe;
 pub mod real_path;
 pub mod relay;
 pub mod seccomp;
+pub mod supervisor;
 mod sys;
 pub mod tty;
 
 pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
 pub use error::SandboxError;
 pub use launcher::{
-    Controller, ExecFailure, Finished, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal, Running,
-    Sandbox, Spawned, launcher_main,
+    Controller, ExecEvents, ExecFailure, Finished, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal,
+    Running, Sandbox, Spawned, launcher_main,
 };
 pub use mounts::{Inspection, Quarantined};
 pub use probe::{HostProbe, PINNED_LANDLOCK_ABI, probe};
+pub use supervisor::{ExecObserver, ExecOutcome, ExecRecord};

@@ -86,6 +86,16 @@
 //! Wayland clients, `syslog(3)`, and anything that binds a socket in `$TMPDIR` to talk to itself.
 //! IPC built on `socketpair` (stream or seqpacket) keeps working.
 //!
+//! # Exec supervision
+//!
+//! A sandbox whose spec has command rules gets its filter from [`compile_supervised`]: `execve`
+//! and `execveat` return `SECCOMP_RET_TRACE`, so the exec supervisor (their tracer, see
+//! `crate::supervisor`) decides every exec; without a tracer the kernel fails them with `ENOSYS`.
+//!
+//! | syscall | action | why |
+//! |---|---|---|
+//! | `execve`, `execveat` | `SECCOMP_RET_TRACE` (supervised sandboxes only) | command rules at every exec |
+//!
 //! # Architecture check
 //!
 //! `seccompiler` starts every program with a check of `seccomp_data.arch`: a syscall made with any
@@ -597,7 +607,49 @@ pub fn compile(
         | SeccompProfile::ConfinedAllowList => {}
     }
     let arch = running_arch().map_err(build_error)?;
-    build_program(&rules(profile, options), arch).map_err(build_error)
+    build_program(&rules(profile, options), arch, false).map_err(build_error)
+}
+
+/// The syscalls that start a program: under an exec supervisor, the filter returns
+/// `SECCOMP_RET_TRACE` for them (see [`compile_supervised`]).
+pub const EXEC_SYSCALLS: [(&str, i64); 2] = [sys!(SYS_execve), sys!(SYS_execveat)];
+
+/// Like [`compile`], for a sandbox with an exec supervisor (command rules): `execve` and
+/// `execveat` return `SECCOMP_RET_TRACE` (they are in no row of the table, so nothing else
+/// changes). The supervisor, their tracer, then sees every exec before the kernel reads its
+/// arguments; a process no tracer watches gets `ENOSYS` from the kernel instead, so an exec is
+/// never unsupervised.
+///
+/// # Errors
+///
+/// As [`compile`].
+pub fn compile_supervised(
+    profile: SeccompProfile,
+    options: SeccompOptions,
+) -> Result<BpfProgram, SandboxError> {
+    let name = profile_name(profile);
+    let build_error = |message: String| SandboxError::SeccompBuild {
+        profile: name.to_owned(),
+        message,
+    };
+    // The checks of `compile` (no filter for `none`, a supported architecture) first.
+    compile(profile, options)?;
+    let arch = running_arch().map_err(build_error)?;
+    build_program(&rules(profile, options), arch, true).map_err(build_error)
+}
+
+/// `SECCOMP_RET_TRACE` for the syscalls of [`EXEC_SYSCALLS`], placed right after the
+/// architecture check and the x32 guard.
+fn exec_trace() -> Vec<sock_filter> {
+    let [(_, execve), (_, execveat)] = EXEC_SYSCALLS;
+    let nr = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+    vec![
+        stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
+        jump(BPF_JMP_JEQ_K, nr(execve), 2, 0),
+        jump(BPF_JMP_JEQ_K, nr(execveat), 1, 0),
+        stmt(BPF_JMP_JA, 1),
+        ret(libc::SECCOMP_RET_TRACE),
+    ]
 }
 
 /// The architecture this process makes syscalls with.
@@ -614,7 +666,11 @@ fn running_arch() -> Result<TargetArch, String> {
 /// `seccompiler` compiles one action per filter, so the table is split by errno into one
 /// `SeccompFilter` per errno, each compiled separately; the bodies are then chained into one
 /// program in which the "allow" of one body falls through to the next body.
-fn build_program(table: &[DenyRule], arch: TargetArch) -> Result<BpfProgram, String> {
+fn build_program(
+    table: &[DenyRule],
+    arch: TargetArch,
+    trace_execs: bool,
+) -> Result<BpfProgram, String> {
     let mut groups: Vec<(i32, Vec<&DenyRule>)> = Vec::new();
     for rule in table {
         if let Some(other) = table
@@ -634,6 +690,9 @@ fn build_program(table: &[DenyRule], arch: TargetArch) -> Result<BpfProgram, Str
 
     let mut program = arch_check(arch)?;
     program.extend(abi_guard(arch));
+    if trace_execs {
+        program.extend(exec_trace());
+    }
     for (errno, rows) in groups {
         let body = compile_group(errno, &rows, arch)?;
         let prefix = body

@@ -743,7 +743,7 @@ fn compile_rejects_a_syscall_with_two_errnos() {
     let mut ptrace = table.first().expect("rows").clone();
     ptrace.errno = libc::ENOSYS;
     table.push(ptrace);
-    let error = build_program(&table, TargetArch::x86_64).expect_err("inconsistent table");
+    let error = build_program(&table, TargetArch::x86_64, false).expect_err("inconsistent table");
     assert!(
         error.contains("`ptrace` is denied with two errnos"),
         "{error}"

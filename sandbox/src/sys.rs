@@ -11,6 +11,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::libc;
 
+pub mod ptrace;
+
 /// Converts a raw syscall return into `io::Result`.
 fn check(ret: c_long) -> io::Result<c_long> {
     if ret < 0 {

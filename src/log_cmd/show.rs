@@ -119,6 +119,9 @@ fn write_switch(out: &mut impl Write, indent: &str, s: &Switch) -> std::io::Resu
     if let Some(policy) = &s.policy {
         write_policy(out, &format!("{indent}      "), policy)?;
     }
+    if let Some(summary) = &s.summary {
+        writeln!(out, "{indent}      summary: {}", brief(summary, 100))?;
+    }
     Ok(())
 }
 
@@ -288,6 +291,17 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
     }
     if let Some(what) = &call.denied_by_sandbox {
         writeln!(out, "{MORE}denied by the sandbox: {}", p(what))?;
+    }
+    // Decisions of the exec supervisor are printed whole, with the processes above.
+    for exec in &call.execs {
+        writeln!(out, "{MORE}exec: {}", p(&exec.message))?;
+        if !exec.ancestry.is_empty() {
+            writeln!(
+                out,
+                "{MORE}  started by: {}",
+                p(&exec.ancestry.join(" <- "))
+            )?;
+        }
     }
     for n in &call.network {
         writeln!(out, "{MORE}{}", network_line(n))?;

@@ -488,3 +488,46 @@ fn verify_of_a_session_being_appended_never_says_tampered() {
         );
     }
 }
+
+/// A compaction is shown where it happened, with what it replaced and the start of its
+/// summary, and the compacted session still verifies.
+#[test]
+fn show_says_where_the_context_was_compacted_and_with_what_summary() {
+    let env = Env::new();
+    let dir_path = env.home.join("sessions");
+    let dir = SessionDir::open(&dir_path).unwrap();
+    let mut log = dir.create(Backend::Jsonl, &new_session(&env)).unwrap();
+    log.append(Event::TurnStart { turn: 0 }).unwrap();
+    log.append(Event::UserMessage {
+        id: None,
+        text: "list the files".into(),
+    })
+    .unwrap();
+    log.append(Event::TurnEnd {
+        turn: 0,
+        reason: TurnEndReason::Completed,
+        detail: None,
+        cancelled_by: None,
+    })
+    .unwrap();
+    let at = log
+        .compact(
+            log.next_seq(),
+            "The user asked for the files; there are 3.",
+            "/compact",
+        )
+        .unwrap();
+    let id = log.id().to_owned();
+    drop(log);
+    let r = log_cmd(&env, &dir_path, &["show", &id]);
+    r.assert_code(0);
+    assert!(
+        r.stdout.contains(&format!(
+            "[{at}] context -> compacted: events before {at} replaced by a summary (/compact)\n      \
+             summary: The user asked for the files; there are 3.\n"
+        )),
+        "{}",
+        r.stdout
+    );
+    log_cmd(&env, &dir_path, &["verify", &id]).assert_code(0);
+}

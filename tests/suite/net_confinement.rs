@@ -346,6 +346,8 @@ fn a_proxy_that_stops_mid_run_fails_the_connections_and_never_opens_the_network(
         temp_dir: temp,
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();
     let proxy = bridle_exec::net::NetProxy::start(

@@ -316,6 +316,52 @@ fn plan_mode_adds_only_its_section_and_cannot_be_left_headless() {
     );
 }
 
+/// Headless, plan mode is left with `--plan-off` (or the task `/plan off`) on the resumed
+/// session; the switch is logged before the turn, and the next request has no plan section.
+#[test]
+fn plan_off_leaves_plan_mode_of_a_resumed_session() {
+    let e = ExecEnv::new();
+    let planned = agent(&e, "- text: planning\n", &["--plan"], "plan it");
+    planned.assert_code(0);
+    let id = session_id(&planned);
+    let only = agent(&e, "- text: unused\n", &["--resume", &id], "/plan off");
+    only.assert_code(0);
+    assert!(only.stderr.contains("plan mode is off"), "{}", only.stderr);
+    let again = agent(
+        &e,
+        "- text: done\n",
+        &["--resume", &id, "--plan-off"],
+        "do it",
+    );
+    again.assert_code(0);
+    assert!(
+        again.stderr.contains("already inactive"),
+        "{}",
+        again.stderr
+    );
+    let events = events(&e, &id);
+    let switches: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::PlanMode { .. }))
+        .collect();
+    assert_eq!(
+        switches,
+        vec![
+            &Event::PlanMode { active: true },
+            &Event::PlanMode { active: false }
+        ]
+    );
+    let last_header = events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::RequestHeader(h) => Some(h),
+            _ => None,
+        })
+        .unwrap();
+    assert!(last_header.sections.iter().all(|s| s.name != "plan:policy"));
+}
+
 #[test]
 fn a_session_dir_inside_the_workspace_is_refused() {
     let e = ExecEnv::new();

@@ -500,6 +500,8 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         temp_dir: temp,
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec
 }

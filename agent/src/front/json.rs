@@ -21,6 +21,8 @@
 //! | `approval_decided` | `call_id`, `answer` (approved/rejected/unavailable), `by` |
 //! | `tool_result` | `call_id`, `ok`, `content` |
 //! | `net_decision` | `call_id`, `host`, `port`, `decision`, `by` |
+//! | `exec_decision` | `call_id`, `pid`, `program`, `argv`, `decision`, `rule`?, `outcome`, `message` |
+//! | `context_compacted` | `before`, `by` |
 //! | `quarantine` | `call_id`, `path`, `reason`, `moved_to`? |
 //! | `input_received` | `input_id`, `kind` (prompt/steer/queue/inject) |
 //! | `input_included` | `input_id`, `turn`, `step`, `carried` (the receipt) |
@@ -131,6 +133,18 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
                 "decision": d.decision, "by": d.by,
             }),
         ),
+        Event::ExecDecision { call_id, exec } => {
+            let mut fields = json!({
+                "call_id": call_id, "pid": exec.pid, "program": exec.program,
+                "argv": exec.argv, "decision": exec.decision, "outcome": exec.outcome,
+                "message": exec.message,
+            });
+            insert_some(&mut fields, "rule", exec.rule.as_deref());
+            ("exec_decision", fields)
+        }
+        Event::ContextCompacted { before, by, .. } => {
+            ("context_compacted", json!({"before": before, "by": by}))
+        }
         Event::SandboxQuarantine {
             call_id,
             path,

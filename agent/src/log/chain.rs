@@ -168,12 +168,18 @@ pub fn to_hex(hash: &Hash) -> String {
 
 /// Parses lower-case hex written by [`to_hex`].
 pub fn from_hex(text: &str) -> Option<Hash> {
-    if text.len() != HASH_LEN * 2 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    let bytes = text.as_bytes();
+    if bytes.len() != HASH_LEN * 2 {
         return None;
     }
     let mut out = [0u8; HASH_LEN];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    for (byte, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
     }
     Some(out)
 }

@@ -10,8 +10,9 @@ use super::event::{Event, SessionHeader, TurnEndReason};
 use super::head;
 use super::progress::Progress;
 use super::record::{self, Record};
-use super::session::{SessionLog, Verified, verify_stored};
-use super::store::{Backend, LogStore, Stored, TornTail};
+use super::session::SessionLog;
+use super::store::{Backend, Flow, LogStore, TornTail};
+use super::verify::{Passed, Problem, Tip, Verifier};
 use crate::AgentError;
 
 /// What a new session is about (the header's other fields are filled in).
@@ -158,12 +159,11 @@ impl SessionDir {
             })?;
             match backend.create(&path, &records) {
                 Ok(store) => {
-                    let verified = Verified {
-                        events,
+                    let tip = Tip {
                         next_seq: last + 1,
                         last_hash: prev,
                     };
-                    return Ok(SessionLog::resume_from(id, store, key, lock, verified));
+                    return Ok(SessionLog::resume_from(id, store, key, lock, events, tip));
                 }
                 Err(e) => {
                     let _ = std::fs::remove_file(&head_path);
@@ -207,41 +207,65 @@ impl SessionDir {
         })
     }
 
-    /// Session `id`'s file, what it holds, and the verdict on it (read-only).
+    /// Reads session `id` (read-only) record by record, verifying as it goes, and hands each
+    /// record that passed to `keep`; nothing else is held. Returns the file, the verdict and
+    /// the trailing bytes that are not a complete event.
     ///
     /// The head is read before the log: a writer makes a batch durable in the log before it
     /// writes the head naming it, so a head read first never names an event that the log,
     /// read after it, lacks. A session `bridle run` is appending to right now therefore
     /// verifies (up to wherever the read of the log ended) instead of looking cut short.
-    fn load(&self, id: &str) -> Result<(PathBuf, Stored, Checked), AgentError> {
+    fn load(
+        &self,
+        id: &str,
+        records: bool,
+        keep: impl FnMut(Passed),
+    ) -> Result<(PathBuf, Checked, Option<TornTail>), AgentError> {
         let (backend, path) = self.locate(id)?;
         let mut store = backend.open_read_only(&path)?;
         let key = LogKey::load(&self.dir)?;
-        let head = head::read(&head::path_for(&path), &key, id);
-        let stored = store.read_all()?;
-        let verdict = verify_stored(&stored, &key, id, head);
-        Ok((path, stored, verdict))
+        let (verdict, torn) = scan_verified(store.as_mut(), &key, id, records, keep)?;
+        Ok((path, verdict, torn))
+    }
+
+    /// [`SessionDir::load`] keeping every event, which must verify.
+    fn load_events(&self, id: &str) -> Result<(Vec<TimedEvent>, Tip), AgentError> {
+        let mut events = Vec::new();
+        let (path, verdict, _) = self.load(id, false, |passed| {
+            if let Some(event) = passed.event {
+                events.push((passed.seq, passed.time, event));
+            }
+        })?;
+        let tip = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
+        Ok((events, tip))
     }
 
     /// Opens session `id` to continue it. The log must verify; trailing bytes that are not a
     /// complete event are set aside and a turn left open is closed as interrupted, both
     /// reported.
+    ///
+    /// One pass over the log: each record is parsed, hashed and checked once, and its event
+    /// kept for the loop (which derives its requests from them). A checkpoint of derived
+    /// state would not make this cheaper without trusting it over the chain: the records
+    /// before it would still have to be read and hashed to know the checkpoint describes them.
     pub fn resume(&self, id: &str) -> Result<(SessionLog, Vec<Repair>), AgentError> {
         let (backend, path) = self.locate(id)?;
         let lock = self.lock(id)?;
         let mut store: Box<dyn LogStore> = backend.open(&path)?;
-        let stored = store.read_all()?;
         let key = LogKey::load(&self.dir)?;
-        let head = head::read(&head::path_for(&path), &key, id);
-        let verified = verify_stored(&stored, &key, id, head).map_err(|(seq, what)| {
-            AgentError::VerifyLog {
-                path: path.clone(),
-                seq,
-                what,
+        let mut events = Vec::new();
+        let (verdict, torn) = scan_verified(store.as_mut(), &key, id, false, |passed| {
+            if let Some(event) = passed.event {
+                events.push((passed.seq, event));
             }
         })?;
+        let tip = verdict.map_err(|(seq, what)| AgentError::VerifyLog {
+            path: path.clone(),
+            seq,
+            what,
+        })?;
         let mut repairs = Vec::new();
-        if let Some(torn) = stored.torn
+        if let Some(torn) = torn
             && let Some(saved_to) = store.set_aside_torn_tail()?
         {
             repairs.push(Repair::TornTailSetAside {
@@ -249,7 +273,7 @@ impl SessionDir {
                 saved_to,
             });
         }
-        let mut log = SessionLog::resume_from(id.to_owned(), store, key, lock, verified);
+        let mut log = SessionLog::resume_from(id.to_owned(), store, key, lock, events, tip);
         let closing = log.progress().closing_events();
         if let Some(turn) = log.progress().open_turn {
             let synthetic = log.progress().open_calls.len();
@@ -272,9 +296,16 @@ impl SessionDir {
         backend: Backend,
         new: &NewSession,
     ) -> Result<SessionLog, AgentError> {
-        let (path, stored, verdict) = self.load(id)?;
-        let verified = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
-        let last = verified.next_seq.saturating_sub(1);
+        let mut prefix = Vec::new();
+        let (path, verdict, _) = self.load(id, false, |passed| {
+            if at.is_none_or(|at| passed.seq <= at)
+                && let Some(event) = passed.event
+            {
+                prefix.push((passed.seq, passed.time, event));
+            }
+        })?;
+        let tip = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
+        let last = tip.next_seq.saturating_sub(1);
         let at = at.unwrap_or(last);
         let refuse = |reason: String| AgentError::ForkSession {
             id: id.to_owned(),
@@ -285,30 +316,22 @@ impl SessionDir {
             return Err(refuse(format!("the session has events 0 to {last}")));
         }
         let mut progress = Progress::default();
-        let mut prefix = Vec::new();
-        for (seq, event) in verified.events.into_iter().take_while(|(s, _)| *s <= at) {
-            progress.observe(&event);
-            prefix.push((seq, event));
+        for (_, _, event) in &prefix {
+            progress.observe(event);
         }
         if let Some(turn) = progress.open_turn {
             return Err(refuse(format!(
                 "event {at} is inside turn {turn}; fork at an event outside a turn"
             )));
         }
-        if !matches!(prefix.first(), Some((_, Event::SessionHeader(_)))) {
+        if !matches!(prefix.first(), Some((_, _, Event::SessionHeader(_)))) {
             return Err(refuse("the session has no header".to_owned()));
         }
         // Copied events keep their original times; the marker is new.
         let mut copied: Vec<(Event, String)> = prefix
             .into_iter()
             .skip(1)
-            .map(|(seq, event)| {
-                let time = usize::try_from(seq)
-                    .ok()
-                    .and_then(|i| stored.records.get(i))
-                    .map_or_else(record::now_rfc3339, |r| r.time.clone());
-                (event, time)
-            })
+            .map(|(_, time, event)| (event, time))
             .collect();
         copied.push((
             Event::SessionForked {
@@ -320,49 +343,35 @@ impl SessionDir {
         self.create_with(backend, new, copied)
     }
 
-    /// Checks session `id` without changing it.
+    /// Checks session `id` without changing it, streaming: memory does not grow with the log.
     pub fn verify(&self, id: &str) -> Result<Verification, AgentError> {
-        let (_, stored, verdict) = self.load(id)?;
+        let (_, verdict, torn) = self.load(id, false, |_| {})?;
         Ok(match verdict {
-            Ok(v) => Verification {
-                intact: v.next_seq,
+            Ok(tip) => Verification {
+                intact: tip.next_seq,
                 problem: None,
-                torn: stored.torn,
+                torn,
             },
             Err((seq, what)) => Verification {
                 intact: seq,
                 problem: Some((seq, what)),
-                torn: stored.torn,
+                torn,
             },
         })
     }
 
-    /// Every record of session `id`, which must verify (read-only; for `show` and `export`).
+    /// Every record of session `id`, which must verify (read-only; for `export`).
     pub fn read(&self, id: &str) -> Result<Vec<Record>, AgentError> {
-        let (path, stored, verdict) = self.load(id)?;
+        let mut records = Vec::new();
+        let (path, verdict, _) = self.load(id, true, |passed| records.extend(passed.record))?;
         verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
-        Ok(stored.records)
+        Ok(records)
     }
 
     /// Every event of session `id` with its number and time, which must verify (read-only;
     /// read and parsed once, for `show`). Ignorable events of unknown types are left out.
     pub fn read_events(&self, id: &str) -> Result<Vec<(u64, String, Event)>, AgentError> {
-        let (path, stored, verdict) = self.load(id)?;
-        let verified = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
-        let mut times: Vec<Option<String>> =
-            stored.records.into_iter().map(|r| Some(r.time)).collect();
-        Ok(verified
-            .events
-            .into_iter()
-            .map(|(seq, event)| {
-                let time = usize::try_from(seq)
-                    .ok()
-                    .and_then(|i| times.get_mut(i))
-                    .and_then(Option::take)
-                    .unwrap_or_default();
-                (seq, time, event)
-            })
-            .collect())
+        self.load_events(id).map(|(events, _)| events)
     }
 
     /// The id and store of every session in the directory, by name alone (nothing is read).
@@ -411,13 +420,21 @@ impl SessionDir {
         Ok(tied.pop().map(|(_, id)| id))
     }
 
-    /// When session `id` says it was created (its header), if it can be read.
+    /// When session `id` says it was created (its header), if it can be read (only its
+    /// first record is).
     fn created(&self, id: &str) -> Option<String> {
-        let (_, stored, _) = self.load(id).ok()?;
-        match stored.records.first()?.event() {
-            Ok(Some(Event::SessionHeader(h))) => Some(h.created),
-            _ => None,
-        }
+        let (backend, path) = self.locate(id).ok()?;
+        let mut store = backend.open_read_only(&path).ok()?;
+        let mut created = None;
+        store
+            .scan(&mut |record, _| {
+                if let Ok(Some(Event::SessionHeader(h))) = record.into_event() {
+                    created = Some(h.created);
+                }
+                Flow::Break(())
+            })
+            .ok()?;
+        created
     }
 
     /// Every session in the directory, oldest first. A log that cannot be read is listed with
@@ -440,23 +457,26 @@ impl SessionDir {
             turns: 0,
             status: String::new(),
         };
-        let records = match self.read(&summary.id) {
-            Ok(records) => records,
-            Err(e) => {
-                summary.status = format!("unreadable: {e}");
-                return summary;
-            }
-        };
         let mut progress = Progress::default();
-        for record in &records {
-            match record.event() {
-                Ok(Some(Event::SessionHeader(h))) => {
-                    summary.created = h.created;
-                    summary.workspace = h.workspace;
-                }
-                Ok(Some(event)) => progress.observe(&event),
-                _ => {}
+        let mut header = None;
+        let loaded = self.load(&summary.id, false, |passed| match passed.event {
+            Some(Event::SessionHeader(h)) => header = Some(h),
+            Some(event) => progress.observe(&event),
+            None => {}
+        });
+        let verdict = match loaded {
+            Ok((path, verdict, _)) => {
+                verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })
             }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = verdict {
+            summary.status = format!("unreadable: {e}");
+            return summary;
+        }
+        if let Some(h) = header {
+            summary.created = h.created;
+            summary.workspace = h.workspace;
         }
         summary.turns = progress.last_turn.map_or(0, |t| t + 1);
         summary.status = match (progress.open_turn, progress.last_end) {
@@ -511,9 +531,41 @@ impl SessionDir {
     }
 }
 
-/// What verification concluded: the verified log, or the first bad event and why.
-type Checked = Result<Verified, (u64, String)>;
+/// An event with its number and time.
+type TimedEvent = (u64, String, Event);
 
+/// What verification concluded: where the verified log ends, or the first bad event and why.
+type Checked = Result<Tip, Problem>;
+
+/// Streams the records of `store` (the log of session `id`) through verification, reading the
+/// head record first, handing each record that passed to `keep` (with its stored form when
+/// `records`), and stopping at the first that did not.
+fn scan_verified(
+    store: &mut dyn LogStore,
+    key: &LogKey,
+    id: &str,
+    records: bool,
+    mut keep: impl FnMut(Passed),
+) -> Result<(Checked, Option<TornTail>), AgentError> {
+    let head = head::read(&head::path_for(store.path()), key, id);
+    let mut verifier = Verifier::new(key, id, head, records);
+    let mut failed = None;
+    let torn = store.scan(&mut |record, data| match verifier.check(record, data) {
+        Ok(passed) => {
+            keep(passed);
+            Flow::Continue(())
+        }
+        Err(problem) => {
+            failed = Some(problem);
+            Flow::Break(())
+        }
+    })?;
+    let verdict = match failed {
+        Some(problem) => Err(problem),
+        None => verifier.finish(),
+    };
+    Ok((verdict, torn))
+}
 /// Refuses a directory someone else could have put logs or a key into: it must be a real
 /// directory owned by this user and writable by nobody else.
 fn check_dir(dir: &Path) -> Result<(), AgentError> {

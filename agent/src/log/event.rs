@@ -109,6 +109,10 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         moved_to: Option<String>,
     },
+    /// While a tool call's command ran, the exec supervisor denied an exec of one of its
+    /// processes (or asked about one and had its answer).
+    #[serde(rename = "exec/decision")]
+    ExecDecision { call_id: String, exec: ExecDecision },
     /// The network proxy decided connections a call's command made (network `allow-list`):
     /// one event per host, port and decision, with the bytes moved, before the call's result.
     #[serde(rename = "net/decision")]
@@ -138,6 +142,21 @@ pub enum Event {
     /// changes), so a reviewer can see what confined the agent.
     #[serde(rename = "policy/effective")]
     PolicyEffective(PolicySummary),
+    /// The model's context was compacted: from here on, requests carry `summary` in place of
+    /// every event before `before`, then the events from `before` on (this one excepted).
+    /// Only the latest compaction counts; it covers the ones before it. Everything else that
+    /// derives from the log (plan mode, the request header, turn numbers) still folds over the
+    /// whole log, so a compaction changes what the model is sent and nothing else.
+    #[serde(rename = "context/compacted")]
+    ContextCompacted {
+        /// The first event requests still derive from (a `turn/start`, a `step/start`, or
+        /// this event itself, so no tool call is cut from its result).
+        before: u64,
+        /// What replaces the events before `before` in the model's messages.
+        summary: String,
+        /// Who or what asked for it (a threshold of the loop, a command).
+        by: String,
+    },
     /// A live session received an input (a prompt, steering, a queued or injected message).
     #[serde(rename = "input/received")]
     InputReceived {
@@ -175,6 +194,7 @@ impl Event {
             Self::ToolDecision { .. } => "tool/decision",
             Self::ToolResult { .. } => "tool/result",
             Self::SandboxQuarantine { .. } => "sandbox/quarantine",
+            Self::ExecDecision { .. } => "exec/decision",
             Self::NetDecision(_) => "net/decision",
             Self::ApprovalAsked { .. } => "approval/asked",
             Self::ApprovalDecided { .. } => "approval/decided",
@@ -182,6 +202,7 @@ impl Event {
             Self::ApprovalPolicy { .. } => "approval/policy",
             Self::PlanMode { .. } => "plan/mode",
             Self::PolicyEffective(_) => "policy/effective",
+            Self::ContextCompacted { .. } => "context/compacted",
             Self::InputReceived { .. } => "input/received",
             Self::InputIncluded { .. } => "input/included",
         }
@@ -209,6 +230,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "tool/decision",
     "tool/result",
     "sandbox/quarantine",
+    "exec/decision",
     "net/decision",
     "approval/asked",
     "approval/decided",
@@ -216,9 +238,14 @@ pub const KNOWN_KINDS: &[&str] = &[
     "approval/policy",
     "plan/mode",
     "policy/effective",
+    "context/compacted",
     "input/received",
     "input/included",
 ];
+
+/// What the exec supervisor decided about one exec (`exec/decision`): the tools' own note
+/// of it, kept as it is (agent knows the supervisor only through the tools).
+pub use bridle_exec::supervised::ExecDecision;
 
 /// A `net/decision` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -421,6 +448,22 @@ mod tests {
                 reason: "r".into(),
                 moved_to: None,
             },
+            Event::ExecDecision {
+                call_id: "c".into(),
+                exec: ExecDecision {
+                    pid: 7,
+                    program: "/usr/bin/git".into(),
+                    argv: vec!["git".into(), "push".into()],
+                    decision: Decision::Deny,
+                    rule: Some("deny-git-push".into()),
+                    reason: "r".into(),
+                    outcome: "refused".into(),
+                    same_as: vec![],
+                    ancestry: vec!["1 sh -c x".into()],
+                    answer: None,
+                    message: "rule deny-git-push denied exec of /usr/bin/git push (pid 7)".into(),
+                },
+            },
             Event::NetDecision(NetDecision {
                 call_id: "c".into(),
                 host: "crates.io".into(),
@@ -469,6 +512,11 @@ mod tests {
                 masked_paths: vec![],
                 rules: vec![],
             }),
+            Event::ContextCompacted {
+                before: 3,
+                summary: "s".into(),
+                by: "b".into(),
+            },
         ];
         assert_eq!(samples.len(), KNOWN_KINDS.len());
         for event in &samples {

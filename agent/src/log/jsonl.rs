@@ -1,11 +1,11 @@
 //! The JSONL backend: one record per line, appended with one `write` per batch and synced.
 
-use std::io::{Read, Seek, Write};
+use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::record::Record;
-use super::store::{LogStore, Stored, TornTail, publish, staging_name, sync_dir};
+use super::store::{Flow, LogStore, TornTail, publish, staging_name, sync_dir};
 use crate::AgentError;
 
 /// A session log as a JSON-lines file.
@@ -56,16 +56,24 @@ impl JsonlStore {
         })
     }
 
-    fn read_bytes(&mut self) -> Result<Vec<u8>, AgentError> {
-        let mut bytes = Vec::new();
-        self.file
-            .seek(std::io::SeekFrom::Start(0))
-            .and_then(|_| self.file.read_to_end(&mut bytes))
-            .map_err(|e| AgentError::ReadLog {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })?;
-        Ok(bytes)
+    /// Where the complete lines of the file end, and how long it is: the bytes after the last
+    /// newline, found by reading back from the end (never the whole log).
+    fn complete_len(&mut self) -> std::io::Result<(u64, u64)> {
+        let len = self.file.metadata()?.len();
+        let mut end = len;
+        let mut chunk = vec![0u8; 1 << 16];
+        while end > 0 {
+            let take = end.min(chunk.len() as u64);
+            let start = end - take;
+            let buf = &mut chunk[..usize::try_from(take).unwrap_or(0)];
+            self.file.seek(std::io::SeekFrom::Start(start))?;
+            self.file.read_exact(buf)?;
+            if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+                return Ok((start + i as u64 + 1, len));
+            }
+            end = start;
+        }
+        Ok((0, len))
     }
 }
 
@@ -77,11 +85,6 @@ fn lines(records: &[Record]) -> Vec<u8> {
         out.push(b'\n');
     }
     out
-}
-
-/// Where the complete lines of `bytes` end.
-fn complete_len(bytes: &[u8]) -> usize {
-    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
 }
 
 impl LogStore for JsonlStore {
@@ -99,41 +102,56 @@ impl LogStore for JsonlStore {
             })
     }
 
-    fn read_all(&mut self) -> Result<Stored, AgentError> {
-        let bytes = self.read_bytes()?;
-        let complete = complete_len(&bytes);
-        let mut records = Vec::new();
-        let mut noncanonical = Vec::new();
-        if complete > 0 {
-            // `bytes[..complete]` ends with a newline; every line before it is one record.
-            for (index, line) in (0u64..).zip(bytes[..complete - 1].split(|&b| b == b'\n')) {
-                let record: Record =
-                    serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
-                        path: self.path.clone(),
-                        line: index + 1,
-                        reason: e.to_string(),
-                    })?;
-                if record.stored_form() != line {
-                    noncanonical.push(index);
-                }
-                records.push(record);
+    fn scan(
+        &mut self,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+    ) -> Result<Option<TornTail>, AgentError> {
+        let read_error = |e: std::io::Error| AgentError::ReadLog {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        };
+        self.file
+            .seek(std::io::SeekFrom::Start(0))
+            .map_err(read_error)?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, &self.file);
+        let mut line = Vec::new();
+        let mut offset = 0u64;
+        let mut visiting = true;
+        for index in 0u64.. {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(read_error)?;
+            if n == 0 {
+                return Ok(None);
             }
+            if line.last() != Some(&b'\n') {
+                return Ok(Some(TornTail {
+                    offset,
+                    len: u64::try_from(n).unwrap_or(u64::MAX),
+                }));
+            }
+            offset += u64::try_from(n).unwrap_or(u64::MAX);
+            if !visiting {
+                continue;
+            }
+            let line = &line[..n - 1];
+            let record: Record =
+                serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
+                    path: self.path.clone(),
+                    line: index + 1,
+                    reason: e.to_string(),
+                })?;
+            let data = record.stored_data(line);
+            visiting = visit(record, data).is_continue();
         }
-        let torn = (complete < bytes.len()).then(|| TornTail {
-            offset: u64::try_from(complete).unwrap_or(u64::MAX),
-            len: u64::try_from(bytes.len() - complete).unwrap_or(u64::MAX),
-        });
-        Ok(Stored {
-            records,
-            noncanonical,
-            torn,
-        })
+        Ok(None)
     }
 
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError> {
-        let bytes = self.read_bytes()?;
-        let complete = complete_len(&bytes);
-        if complete == bytes.len() {
+        let (complete, len) = self.complete_len().map_err(|e| AgentError::ReadLog {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        if complete == len {
             return Ok(None);
         }
         let fail = |e: std::io::Error| AgentError::AppendLog {
@@ -147,13 +165,15 @@ impl LogStore for JsonlStore {
             .mode(0o600)
             .open(&aside)
             .map_err(fail)?;
-        out.write_all(&bytes[complete..])
-            .and_then(|()| out.sync_all())
+        self.file
+            .seek(std::io::SeekFrom::Start(complete))
+            .and_then(|_| std::io::copy(&mut (&self.file).take(len - complete), &mut out))
+            .and_then(|_| out.sync_all())
             .and_then(|()| sync_dir(self.path.parent().unwrap_or(Path::new("."))))
             .map_err(fail)?;
         // Only once the copy is durable under its own name is the log cut.
         self.file
-            .set_len(u64::try_from(complete).unwrap_or(u64::MAX))
+            .set_len(complete)
             .and_then(|()| self.file.sync_all())
             .map_err(fail)?;
         Ok(Some(aside))

@@ -17,6 +17,7 @@
 //!   the results of calls that were never dispatched under the calls they answer.
 
 pub mod chain;
+mod compaction;
 mod dir;
 mod event;
 mod head;
@@ -27,16 +28,18 @@ mod session;
 mod sqlite;
 mod store;
 mod timeline;
+mod verify;
 
+pub use compaction::Window;
 pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
+    Event, ExecDecision, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
     RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, now_rfc3339, rfc3339};
 pub use session::SessionLog;
-pub use store::{Backend, LogStore, Stored, TornTail};
+pub use store::{Backend, Flow, LogStore, Stored, TornTail};
 pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

@@ -48,28 +48,88 @@ impl Record {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Whether `line` is byte for byte what bridle stores for this record.
+    pub fn is_stored_form(&self, line: &[u8]) -> bool {
+        self.stored_data(line).is_some()
+    }
+
+    /// When `line` is byte for byte what bridle stores for this record: the bytes of its data
+    /// (which are also the data's canonical bytes, so the hash needs no second serialisation).
+    pub fn stored_data(&self, line: &[u8]) -> Option<Vec<u8>> {
+        // The stored form is the derived serialisation of the fields in declaration order:
+        // `{"seq":..,"time":..,"type":..,"data":..[,"ignorable":true],"hash":..}`.
+        let data = serde_json::to_vec(&self.data).ok()?;
+        let mut prefix = format!("{{\"seq\":{},\"time\":", self.seq).into_bytes();
+        serde_json::to_writer(&mut prefix, &self.time).ok()?;
+        prefix.extend_from_slice(b",\"type\":");
+        serde_json::to_writer(&mut prefix, &self.kind).ok()?;
+        prefix.extend_from_slice(b",\"data\":");
+        let mut suffix = Vec::with_capacity(96);
+        if self.ignorable {
+            suffix.extend_from_slice(b",\"ignorable\":true");
+        }
+        suffix.extend_from_slice(b",\"hash\":");
+        serde_json::to_writer(&mut suffix, &self.hash).ok()?;
+        suffix.push(b'}');
+        let whole = line.len() == prefix.len() + data.len() + suffix.len()
+            && line.starts_with(&prefix)
+            && line[prefix.len()..].starts_with(&data)
+            && line.ends_with(&suffix);
+        whole.then_some(data)
+    }
+
     /// The bytes the chain hashes: the record without its hash, as JSON with sorted keys.
     pub fn canonical_body(&self) -> Vec<u8> {
-        let mut body = serde_json::json!({
-            "seq": self.seq,
-            "time": self.time,
-            "type": self.kind,
-            "data": self.data,
-            "ignorable": self.ignorable,
-        });
-        // Keys sorted, so equal records give equal bytes however they were read, and whether
-        // or not a crate in the build turned on serde_json's `preserve_order` (the ACP SDK
-        // does); serialising a `Value` cannot fail.
-        body.sort_all_objects();
-        serde_json::to_vec(&body).unwrap_or_default()
+        // Serialising plain data cannot fail.
+        let data = serde_json::to_vec(&self.data).unwrap_or_default();
+        self.body_parts(&data).concat()
+    }
+
+    /// [`Record::canonical_body`] in pieces around `data` (the data's canonical bytes): the
+    /// envelope's keys in sorted order, then the data's own keys as stored: sorted when the
+    /// record was made (`split`), whether or not a crate in the build turned on serde_json's
+    /// `preserve_order` (the ACP SDK does), and kept in the line's order when read, so a line
+    /// whose keys were reordered no longer matches its hash.
+    fn body_parts<'a>(&'a self, data: &'a [u8]) -> [std::borrow::Cow<'a, [u8]>; 9] {
+        use std::borrow::Cow::{Borrowed, Owned};
+        let json = |text: &str| Owned(serde_json::to_vec(text).unwrap_or_default());
+        [
+            Borrowed(b"{\"data\":"),
+            Borrowed(data),
+            Borrowed(if self.ignorable {
+                b",\"ignorable\":true,\"seq\":"
+            } else {
+                b",\"ignorable\":false,\"seq\":"
+            }),
+            Owned(self.seq.to_string().into_bytes()),
+            Borrowed(b",\"time\":"),
+            json(&self.time),
+            Borrowed(b",\"type\":"),
+            json(&self.kind),
+            Borrowed(b"}"),
+        ]
     }
 
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
     pub fn check_link(&self, key: &LogKey, prev: &Hash) -> Result<Hash, String> {
+        let data = serde_json::to_vec(&self.data).unwrap_or_default();
+        self.check_link_with(key, prev, &data)
+    }
+
+    /// [`Record::check_link`] given the canonical bytes of the record's data.
+    pub(crate) fn check_link_with(
+        &self,
+        key: &LogKey,
+        prev: &Hash,
+        data: &[u8],
+    ) -> Result<Hash, String> {
         let stored = chain::from_hex(&self.hash)
             .ok_or_else(|| format!("hash {:?} is not 64 lower-case hex digits", self.hash))?;
-        let expected = key.link(prev, &self.canonical_body());
-        if stored == expected {
+        let parts = self.body_parts(data);
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.push(prev);
+        all.extend(parts.iter().map(AsRef::as_ref));
+        if stored == key.mac(&all) {
             Ok(stored)
         } else {
             Err(
@@ -82,6 +142,11 @@ impl Record {
 
     /// The typed event; `None` for an ignorable event of a type this version does not know.
     pub fn event(&self) -> Result<Option<Event>, String> {
+        self.clone().into_event()
+    }
+
+    /// [`Record::event`], consuming the record (its data is moved into the event, not copied).
+    pub fn into_event(self) -> Result<Option<Event>, String> {
         if !Event::is_known_kind(&self.kind) {
             return if self.ignorable {
                 Ok(None)
@@ -92,10 +157,13 @@ impl Record {
                 ))
             };
         }
-        let tagged = serde_json::json!({ "type": self.kind, "data": self.data });
-        serde_json::from_value(tagged)
+        let kind = self.kind.clone();
+        let mut tagged = serde_json::Map::new();
+        tagged.insert("type".to_owned(), serde_json::Value::String(self.kind));
+        tagged.insert("data".to_owned(), self.data);
+        serde_json::from_value(serde_json::Value::Object(tagged))
             .map(Some)
-            .map_err(|e| format!("{} data: {e}", self.kind))
+            .map_err(|e| format!("{kind} data: {e}"))
     }
 }
 
@@ -185,6 +253,48 @@ mod tests {
         back.check_link(&key, &prev).unwrap();
         assert_eq!(back.event().unwrap(), Some(event));
         assert!(back.check_link(&key, &key.genesis("other")).is_err());
+    }
+
+    /// The borrowed canonical body is byte for byte what the hash of every stored log was
+    /// computed over (a JSON object with sorted keys built from the record), and an event
+    /// taken out of a record by move equals one taken by copy.
+    #[test]
+    fn the_canonical_body_is_unchanged_and_events_move_out_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = LogKey::load_or_create(dir.path()).unwrap();
+        let event = Event::ToolResult {
+            call_id: "c\"1".into(),
+            ok: true,
+            content: "tab\t, quote \", é, \u{1b}, \u{2028}\n".into(),
+            sandbox: Some(serde_json::json!({"z": 1, "a": [true, null], "m": {"y": 2, "b": 3}})),
+        };
+        for ignorable in [false, true] {
+            let mut record = Record::seal(&key, &key.genesis("s"), 7, now_rfc3339(), &event);
+            record.ignorable = ignorable;
+            let mut old = serde_json::json!({
+                "seq": record.seq,
+                "time": record.time,
+                "type": record.kind,
+                "data": record.data,
+                "ignorable": record.ignorable,
+            });
+            // Sorted, as it was without serde_json's `preserve_order` (the ACP SDK turns it on).
+            old.sort_all_objects();
+            let old = serde_json::to_vec(&old).unwrap();
+            assert_eq!(record.canonical_body(), old);
+            assert!(record.is_stored_form(&serde_json::to_vec(&record).unwrap()));
+            assert_eq!(
+                record.event().unwrap(),
+                record.clone().into_event().unwrap()
+            );
+        }
+        let mut bad = Record::seal(&key, &key.genesis("s"), 1, now_rfc3339(), &event);
+        bad.data = serde_json::json!({"call_id": 3});
+        assert!(
+            bad.into_event()
+                .unwrap_err()
+                .starts_with("tool/result data: ")
+        );
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! that a barrier makes durable.
 
 use super::chain::{self, Hash, LogKey};
+use super::compaction::{self, Window};
 use super::event::Event;
-use super::head::{self, Head};
+use super::head;
 use super::progress::Progress;
 use super::record::{self, Record};
-use super::store::{LogStore, Stored};
+use super::store::LogStore;
+use super::verify::Tip;
 use crate::AgentError;
 
 /// Events buffered before a batch is written even without a barrier.
@@ -23,6 +25,8 @@ pub struct SessionLog {
     pending: Vec<Record>,
     events: Vec<(u64, Event)>,
     progress: Progress,
+    /// Where in `events` the latest `context/compacted` is.
+    compacted: Option<usize>,
     /// Set when a write failed: nothing more is appended (a gap would break the chain).
     failed: Option<String>,
     /// Told of every event as it is appended (the front ends' feed).
@@ -34,17 +38,22 @@ pub struct SessionLog {
 }
 
 impl SessionLog {
-    /// A log whose stored events (already verified) are `events`, ending with `last_hash`.
+    /// A log whose stored events (already verified) are `events`, ending at `tip`.
     pub(crate) fn resume_from(
         id: String,
         store: Box<dyn LogStore>,
         key: LogKey,
         lock: std::fs::File,
-        verified: Verified,
+        events: Vec<(u64, Event)>,
+        tip: Tip,
     ) -> Self {
         let mut progress = Progress::default();
-        for (_, event) in &verified.events {
+        let mut compacted = None;
+        for (i, (_, event)) in events.iter().enumerate() {
             progress.observe(event);
+            if matches!(event, Event::ContextCompacted { .. }) {
+                compacted = Some(i);
+            }
         }
         let head_path = head::path_for(store.path());
         Self {
@@ -52,11 +61,12 @@ impl SessionLog {
             id,
             store,
             key,
-            next_seq: verified.next_seq,
-            last_hash: verified.last_hash,
+            next_seq: tip.next_seq,
+            last_hash: tip.last_hash,
             pending: Vec::new(),
-            events: verified.events,
+            events,
             progress,
+            compacted,
             failed: None,
             watcher: None,
             _lock: lock,
@@ -81,6 +91,19 @@ impl SessionLog {
     /// Where the session stands in the turn/step lifecycle.
     pub fn progress(&self) -> &Progress {
         &self.progress
+    }
+
+    /// What the next request derives from: the latest compaction's summary and the events
+    /// from where it ends on (every event when there is none).
+    pub fn request_window(&self) -> Window<'_> {
+        compaction::window(&self.events, self.compacted)
+    }
+
+    /// The number of the latest `context/compacted` event.
+    pub fn latest_compaction(&self) -> Option<u64> {
+        self.compacted
+            .and_then(|i| self.events.get(i))
+            .map(|(seq, _)| *seq)
     }
 
     /// The sequence number the next event gets.
@@ -119,6 +142,20 @@ impl SessionLog {
             ));
         }
         let seq = self.next_seq;
+        if let Event::ContextCompacted {
+            before, summary, ..
+        } = &event
+        {
+            // Never written when verification would refuse it.
+            compaction::check(
+                seq,
+                *before,
+                summary,
+                self.latest_compaction(),
+                &self.progress,
+            )
+            .map_err(refuse)?;
+        }
         let record = Record::seal(&self.key, &self.last_hash, seq, time, &event);
         self.last_hash = chain::from_hex(&record.hash).unwrap_or(self.last_hash);
         self.next_seq += 1;
@@ -126,6 +163,9 @@ impl SessionLog {
         self.progress.observe(&event);
         if let Some(Watcher(watch)) = &mut self.watcher {
             watch(seq, &event);
+        }
+        if matches!(event, Event::ContextCompacted { .. }) {
+            self.compacted = Some(self.events.len());
         }
         self.events.push((seq, event));
         if self.pending.len() >= MAX_BATCH {
@@ -192,112 +232,4 @@ impl std::fmt::Debug for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Watcher")
     }
-}
-
-/// A log's events after verification.
-#[derive(Debug)]
-pub(crate) struct Verified {
-    pub events: Vec<(u64, Event)>,
-    pub next_seq: u64,
-    pub last_hash: Hash,
-}
-
-/// Checks what a backend holds as the log of session `id`: numbered from 0 without gaps,
-/// stored exactly as bridle writes it, every hash linking to the one before under `key`, event
-/// 0 the header of `id`, every event readable, and nothing cut from the end that `head` (the
-/// head record, or why it cannot be trusted) says was written. The error is the first bad
-/// event and what is wrong with it.
-pub(crate) fn verify_stored(
-    stored: &Stored,
-    key: &LogKey,
-    id: &str,
-    head: Result<Option<Head>, String>,
-) -> Result<Verified, (u64, String)> {
-    let records = &stored.records;
-    let mut prev = key.genesis(id);
-    let mut events = Vec::with_capacity(records.len());
-    let mut hashes = Vec::with_capacity(records.len());
-    for (expected, record) in (0u64..).zip(records) {
-        if record.seq != expected {
-            return Err((
-                expected,
-                format!(
-                    "expected event {expected}, found event {} (events removed, inserted or \
-                     reordered)",
-                    record.seq
-                ),
-            ));
-        }
-        if stored.noncanonical.contains(&expected) {
-            return Err((
-                expected,
-                "its stored bytes are not what bridle wrote for it (edited outside bridle)"
-                    .to_owned(),
-            ));
-        }
-        prev = record.check_link(key, &prev).map_err(|e| (expected, e))?;
-        hashes.push(prev);
-        let event = record.event().map_err(|e| (expected, e))?;
-        match (&event, expected) {
-            (Some(Event::SessionHeader(header)), 0) if header.id != id => {
-                return Err((
-                    0,
-                    format!("the header names session {:?}, not {id:?}", header.id),
-                ));
-            }
-            (Some(Event::SessionHeader(_)), 0) => {}
-            (_, 0) => {
-                return Err((
-                    0,
-                    format!("event 0 is {:?}, not session/header", record.kind),
-                ));
-            }
-            (Some(Event::SessionHeader(_)), _) => {
-                return Err((expected, "a second session/header".to_owned()));
-            }
-            _ => {}
-        }
-        if let Some(event) = event {
-            events.push((expected, event));
-        }
-    }
-    let count = u64::try_from(records.len()).unwrap_or(u64::MAX);
-    if records.is_empty() {
-        return Err((0, "the log is empty: no session/header".to_owned()));
-    }
-    match head {
-        Err(why) => return Err((count, format!("its head record cannot be trusted: {why}"))),
-        Ok(None) => {
-            return Err((
-                count,
-                "its head record is missing, so events cut from the end cannot be ruled out"
-                    .to_owned(),
-            ));
-        }
-        Ok(Some(head)) => match usize::try_from(head.seq).ok().and_then(|i| hashes.get(i)) {
-            None => {
-                return Err((
-                    count,
-                    format!(
-                        "the log ends at event {} but its head record says event {} was \
-                         written: events were cut from the end",
-                        count - 1,
-                        head.seq
-                    ),
-                ));
-            }
-            Some(hash) if *hash != head.hash => {
-                return Err((
-                    head.seq,
-                    "it does not match the head record (a different history)".to_owned(),
-                ));
-            }
-            Some(_) => {}
-        },
-    }
-    Ok(Verified {
-        events,
-        next_seq: count,
-        last_hash: prev,
-    })
 }

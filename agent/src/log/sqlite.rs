@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::record::Record;
-use super::store::{LogStore, Stored, publish, staging_name};
+use super::store::{Flow, LogStore, TornTail, publish, staging_name};
 use crate::AgentError;
 
 /// Written in the `meta` table; a database without it is not a bridle log.
@@ -187,7 +187,10 @@ impl LogStore for SqliteStore {
         tx.commit().map_err(fail)
     }
 
-    fn read_all(&mut self) -> Result<Stored, AgentError> {
+    fn scan(
+        &mut self,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+    ) -> Result<Option<TornTail>, AgentError> {
         let path = self.path.clone();
         let fail = |row: u64, e: rusqlite::Error| AgentError::ReadLog {
             path: path.clone(),
@@ -197,27 +200,22 @@ impl LogStore for SqliteStore {
             .conn
             .prepare("SELECT seq, time, type, data, ignorable, hash FROM events ORDER BY seq")
             .map_err(|e| fail(0, e))?;
-        let rows = query
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, bool>(4)?,
-                    row.get::<_, String>(5)?,
-                ))
-            })
-            .map_err(|e| fail(0, e))?;
-        let mut records = Vec::new();
-        let mut noncanonical = Vec::new();
-        for (index, row) in (0u64..).zip(rows) {
-            let (seq, time, kind, data_text, ignorable, hash) = row.map_err(|e| fail(index, e))?;
+        // Rows are stepped through one at a time: nothing but the current one is held.
+        let mut rows = query.query([]).map_err(|e| fail(0, e))?;
+        for index in 0u64.. {
+            let Some(row) = rows.next().map_err(|e| fail(index, e))? else {
+                break;
+            };
+            let get_text = |i| row.get::<_, String>(i).map_err(|e| fail(index, e));
+            let seq = row.get::<_, i64>(0).map_err(|e| fail(index, e))?;
+            let (time, kind, hash) = (get_text(1)?, get_text(2)?, get_text(5)?);
+            let ignorable = row.get::<_, bool>(4).map_err(|e| fail(index, e))?;
             let seq = u64::try_from(seq).map_err(|_| AgentError::ParseEvent {
                 path: path.clone(),
                 seq: index,
                 reason: format!("the event in row {index} has the negative number {seq}"),
             })?;
+            let data_text = get_text(3)?;
             let data: serde_json::Value =
                 serde_json::from_str(&data_text).map_err(|e| AgentError::ParseEvent {
                     path: path.clone(),
@@ -225,24 +223,24 @@ impl LogStore for SqliteStore {
                     reason: format!("data is not JSON: {e}"),
                 })?;
             // Compared as text: the value was parsed from it, so only a respelling differs.
-            if serde_json::to_string(&data).ok().as_deref() != Some(data_text.as_str()) {
-                noncanonical.push(index);
-            }
-            records.push(Record {
+            let canonical = serde_json::to_string(&data)
+                .ok()
+                .filter(|text| *text == data_text)
+                .map(String::into_bytes);
+            let record = Record {
                 seq,
                 time,
                 kind,
                 data,
                 ignorable,
                 hash,
-            });
+            };
+            if visit(record, canonical).is_break() {
+                break;
+            }
         }
         // SQLite commits whole transactions: a crash leaves no partial record.
-        Ok(Stored {
-            records,
-            noncanonical,
-            torn: None,
-        })
+        Ok(None)
     }
 
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError> {

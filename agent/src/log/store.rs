@@ -14,14 +14,44 @@ pub trait LogStore: std::fmt::Debug + Send {
     /// Appends `records` (the next ones, in order) and makes them durable before returning.
     fn append(&mut self, records: &[Record]) -> Result<(), AgentError>;
 
+    /// Reads the records in order, one at a time, handing each to `visit` with, when it is
+    /// stored byte for byte as bridle writes it, the bytes of its data (its canonical data, so
+    /// hashing needs no second serialisation); nothing is kept, so memory does not grow with
+    /// the log. When `visit` breaks, no further record is parsed or handed over (the rest is
+    /// only read far enough to find a torn tail). Returns the trailing bytes after the last
+    /// complete record that are not a record.
+    fn scan(
+        &mut self,
+        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+    ) -> Result<Option<TornTail>, AgentError>;
+
     /// Every record, in order; which of them are not stored byte for byte as bridle writes
-    /// them; and trailing bytes that are not a complete record.
-    fn read_all(&mut self) -> Result<Stored, AgentError>;
+    /// them; and trailing bytes that are not a complete record (all held in memory: for small
+    /// logs and tests; verification, resume and fork use [`LogStore::scan`]).
+    fn read_all(&mut self) -> Result<Stored, AgentError> {
+        let mut records = Vec::new();
+        let mut noncanonical = Vec::new();
+        let torn = self.scan(&mut |record, data| {
+            if data.is_none() {
+                noncanonical.push(u64::try_from(records.len()).unwrap_or(u64::MAX));
+            }
+            records.push(record);
+            Flow::Continue(())
+        })?;
+        Ok(Stored {
+            records,
+            noncanonical,
+            torn,
+        })
+    }
 
     /// Moves trailing bytes that are not a complete record out of the log into a file beside
     /// it (never deleting them) and returns where they went; `None` when there were none.
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError>;
 }
+
+/// Whether [`LogStore::scan`] goes on to the next record.
+pub type Flow = std::ops::ControlFlow<()>;
 
 /// What a backend holds.
 #[derive(Debug, Clone, PartialEq)]

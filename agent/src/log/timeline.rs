@@ -103,6 +103,10 @@ pub struct Call {
     /// What bridle moved aside when the call's command ended (`sandbox/quarantine`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<Quarantine>,
+    /// What the exec supervisor denied (or asked about) while the call's command ran
+    /// (`exec/decision`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<crate::log::ExecDecision>,
     /// What the network proxy decided for the call's connections.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<super::event::NetDecision>,
@@ -140,12 +144,16 @@ pub struct Switch {
     pub seq: u64,
     pub time: String,
     /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
-    /// from here on) or `policy` (the effective policy, by digest).
+    /// from here on), `policy` (the effective policy, by digest) or `context` (a compaction).
     pub what: &'static str,
     pub to: String,
     /// For `policy`: what it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicySummary>,
+    /// For `context` (a compaction): the summary requests carry from here on in place of the
+    /// events before the one `to` names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// Builds the timeline of `events` (`(seq, time, event)`, in order).
@@ -170,6 +178,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             what,
             to,
             policy: None,
+            summary: None,
         };
         match event {
             Event::SessionHeader(header) => out.session = Some(header.clone()),
@@ -332,6 +341,10 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 }),
                 None => out.entries.push(unattached),
             },
+            Event::ExecDecision { call_id, exec } => match open.find(&mut turn, call_id) {
+                Some(call) => call.execs.push(exec.clone()),
+                None => out.entries.push(unattached),
+            },
             Event::RequestHeader(header) => {
                 if model.as_deref() != Some(header.model.as_str()) {
                     model = Some(header.model.clone());
@@ -354,6 +367,18 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             Event::PolicyEffective(summary) => {
                 let mut s = switch("policy", format!("sha256:{}", summary.digest));
                 s.policy = Some(summary.clone());
+                push_switch(&mut out, &mut turn, s);
+            }
+            Event::ContextCompacted {
+                before,
+                summary,
+                by,
+            } => {
+                let mut s = switch(
+                    "context",
+                    format!("compacted: events before {before} replaced by a summary ({by})"),
+                );
+                s.summary = Some(summary.clone());
                 push_switch(&mut out, &mut turn, s);
             }
             Event::StepEnd { .. }
@@ -398,6 +423,7 @@ impl Call {
             denied_by_sandbox: None,
             refused_by: None,
             quarantined: Vec::new(),
+            execs: Vec::new(),
             network: Vec::new(),
         }
     }

@@ -269,3 +269,79 @@ fn a_listener_that_panics_fails_its_step_not_the_process() {
         })
     ));
 }
+
+/// PM4-PM6, PM8, PM12, PM22, PM24, PM25: `/plan` commits at once with no turn open; during a
+/// turn it is kept pending (a revert cancels it) and appended by the next step's pre-step,
+/// with the notice only because the last request header described the opposite state.
+#[test]
+fn plan_commands_commit_when_idle_and_stay_pending_during_a_turn() {
+    let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
+    let config = SessionConfig {
+        agent: AgentConfig {
+            plan_mode: Some(plan.clone()),
+            ..AgentConfig::default()
+        },
+        commands: vec![plan.command()],
+        ..SessionConfig::default()
+    };
+    let f = fixture(WAIT_THEN_DONE, config);
+    let mut reports = f.session.reports().unwrap();
+    assert_eq!(
+        f.session.command("/plan").unwrap(),
+        "committed: plan mode is on"
+    );
+    assert_eq!(
+        f.session.command("/plan").unwrap(),
+        "plan mode is already active"
+    );
+    let usage = f.session.command("/plan --now").unwrap_err().to_string();
+    assert!(usage.contains("usage: `/plan`"), "{usage}");
+    f.session.prompt("go").unwrap();
+    f.started.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        f.session
+            .command("/plan off")
+            .unwrap()
+            .starts_with("queued")
+    );
+    assert!(f.session.command("/plan").unwrap().starts_with("cancelled"));
+    assert_eq!(plan.get(), (true, None));
+    assert!(
+        f.session
+            .command("/plan off")
+            .unwrap()
+            .starts_with("queued")
+    );
+    f.release.send(()).unwrap();
+    reports.blocking_recv().unwrap();
+    let log = f.session.close().unwrap();
+    let events = events(&log);
+    let switches: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::PlanMode { .. }))
+        .collect();
+    assert_eq!(
+        switches,
+        vec![
+            &Event::PlanMode { active: true },
+            &Event::PlanMode { active: false }
+        ]
+    );
+    let off = events
+        .iter()
+        .position(|e| *e == Event::PlanMode { active: false })
+        .unwrap();
+    let step1 = events
+        .iter()
+        .position(|e| *e == Event::StepStart { turn: 0, step: 1 })
+        .unwrap();
+    assert!(
+        off > step1,
+        "appended by the pre-step of step 1: {events:#?}"
+    );
+    let notices = events
+        .iter()
+        .filter(|e| matches!(e, Event::UserMessage { text, .. } if *text == crate::plan_mode::notice(false)))
+        .count();
+    assert_eq!(notices, 1, "{events:#?}");
+}

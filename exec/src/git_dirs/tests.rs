@@ -57,6 +57,8 @@ impl Repo {
             temp_dir: "/var/tmp/bridle-1000/s".into(),
             cache_root: None,
             host_env: Default::default(),
+            found: Vec::new(),
+            masks: Vec::new(),
         };
         plan(&policy, &ctx).unwrap()
     }

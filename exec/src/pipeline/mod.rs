@@ -225,6 +225,7 @@ impl Pipeline {
             links: allowed.links,
             output_cap: self.output_cap,
             answerer: self.approvals.answerer(),
+            approvals: &approvals,
         };
         let result = (prepared.execute)(&env);
         // Post-process: what the proxy decided for the call's connections, before its result.

@@ -35,6 +35,8 @@ fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
         temp_dir: root.join("tmp"),
         cache_root: None,
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+        found: Vec::new(),
+        masks: Vec::new(),
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
 }
@@ -321,6 +323,7 @@ fn every_schema_matches_what_its_argument_type_accepts_and_rejects() {
             },
             Some("integer") => serde_json::json!(1),
             Some("boolean") => serde_json::json!(false),
+            Some("array") => serde_json::json!([1, 2]),
             other => panic!("no sample for {other:?}: {schema}"),
         }
     };
@@ -380,4 +383,60 @@ fn every_schema_matches_what_its_argument_type_accepts_and_rejects() {
             tool.name()
         );
     }
+}
+
+#[test]
+fn str_replace_editor_views_creates_replaces_inserts_and_undoes_through_the_pipeline() {
+    let s = setup("workspace-write");
+    let call = |args: serde_json::Value| s.pipeline.call("str_replace_editor", &args.to_string());
+    let created = call(
+        serde_json::json!({"command": "create", "path": "a.txt", "file_text": "one\ntwo\nthree\n"}),
+    );
+    assert!(created.ok, "{created:?}");
+    let viewed =
+        call(serde_json::json!({"command": "view", "path": "a.txt", "view_range": [2, -1]}));
+    assert_eq!(viewed.content, "     2\ttwo\n     3\tthree\n", "{viewed:?}");
+    let twice =
+        call(serde_json::json!({"command": "create", "path": "b.txt", "file_text": "x x\n"}));
+    assert!(twice.ok);
+    let ambiguous = call(
+        serde_json::json!({"command": "str_replace", "path": "b.txt", "old_str": "x", "new_str": "y"}),
+    );
+    assert!(
+        !ambiguous.ok && ambiguous.content.contains("2 times"),
+        "{ambiguous:?}"
+    );
+    let replaced = call(
+        serde_json::json!({"command": "str_replace", "path": "a.txt", "old_str": "two", "new_str": "2"}),
+    );
+    assert!(replaced.ok, "{replaced:?}");
+    let inserted = call(
+        serde_json::json!({"command": "insert", "path": "a.txt", "insert_line": 1, "new_str": "one and a half"}),
+    );
+    assert!(inserted.ok, "{inserted:?}");
+    let file = s.workspace.join("a.txt");
+    assert_eq!(
+        s.fs.content(&file).unwrap(),
+        b"one\none and a half\n2\nthree\n"
+    );
+    let undone = call(serde_json::json!({"command": "undo_edit", "path": "a.txt"}));
+    assert!(undone.ok, "{undone:?}");
+    assert_eq!(s.fs.content(&file).unwrap(), b"one\n2\nthree\n");
+    let listed = call(serde_json::json!({"command": "view", "path": "."}));
+    assert!(
+        listed.content.contains("a.txt") && listed.content.contains("b.txt"),
+        "{listed:?}"
+    );
+    // The same policy and guard as the other file tools.
+    let outside = call(serde_json::json!({"command": "create", "path": "/etc/x", "file_text": ""}));
+    assert_eq!(outside.denied_by, Some(DeniedBy::Policy), "{outside:?}");
+    let hook = call(
+        serde_json::json!({"command": "create", "path": ".git/hooks/post-checkout", "file_text": ""}),
+    );
+    assert!(
+        matches!(hook.denied_by, Some(DeniedBy::Policy | DeniedBy::Guard)),
+        "{hook:?}"
+    );
+    let missing = call(serde_json::json!({"command": "insert", "path": "a.txt", "new_str": "x"}));
+    assert!(missing.content.contains("insert_line"), "{missing:?}");
 }

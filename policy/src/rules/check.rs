@@ -1,6 +1,7 @@
 //! Evaluating command rules on what a command line or script runs: every view of every
 //! simple command, nested scripts included, strictest decision wins.
 
+use crate::plan::{DecidedBy, Verdict, rule_verdict};
 use crate::shell::{self, Hidden, Script, Stdin, Word};
 use crate::vocab::Decision;
 
@@ -54,7 +55,7 @@ fn fit<'w>(rule: &CommandRule, view: &'w [Word]) -> Fit<'w> {
 }
 
 impl<'r> Findings<'r> {
-    fn see(&mut self, rules: &'r [CommandRule], view: &[Word], subject: &str) {
+    pub(super) fn see(&mut self, rules: &'r [CommandRule], view: &[Word], subject: &str) {
         for rule in rules {
             match fit(rule, view) {
                 Fit::No => {}
@@ -105,7 +106,23 @@ pub(crate) fn check_command<'r>(
     depth: usize,
     findings: &mut Findings<'r>,
 ) {
-    let explorer = Explorer::of(words.to_vec(), stdin);
+    check_explored(
+        rules,
+        &Explorer::of(words.to_vec(), stdin),
+        subject,
+        depth,
+        findings,
+    );
+}
+
+/// Checks the views of one simple command, and the scripts it runs.
+pub(super) fn check_explored<'r>(
+    rules: &'r [CommandRule],
+    explorer: &Explorer,
+    subject: &str,
+    depth: usize,
+    findings: &mut Findings<'r>,
+) {
     for view in &explorer.views {
         findings.see(rules, view, subject);
     }
@@ -145,5 +162,41 @@ pub(crate) fn check_script<'r>(
             depth,
             findings,
         );
+    }
+}
+
+/// The verdict for what `findings` found; `allowed` is the reason when nothing matched.
+pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdict {
+    let literal = findings.matched.as_ref();
+    let rule_says = |(rule, subject): &(&CommandRule, String)| {
+        rule_verdict(
+            &rule.id,
+            &rule.origin,
+            rule.decision,
+            rule.justification.as_deref(),
+            &format!("`{}`", shell::short(subject)),
+        )
+    };
+    match (literal, &findings.hidden) {
+        (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
+        (_, Some((rule, what, subject))) => Verdict {
+            decision: Decision::Ask,
+            reason: format!(
+                "`{}` needs approval: the rules cannot see {what}, and rule `{}` ({}) could match what runs",
+                shell::short(subject),
+                rule.id,
+                rule.origin
+            ),
+            by: DecidedBy::Hidden {
+                what: what.clone(),
+                rule: rule.id.clone(),
+            },
+        },
+        (Some(m), None) => rule_says(m),
+        (None, None) => Verdict {
+            decision: Decision::Allow,
+            by: DecidedBy::Default,
+            reason: allowed,
+        },
     }
 }

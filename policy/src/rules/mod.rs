@@ -7,18 +7,19 @@
 //! rule is `ask` or `deny`. The strictest decision wins.
 
 mod check;
+mod exec;
 mod programs;
 mod scripts;
 mod views;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::glob::Glob;
 use crate::origin::Origin;
 use crate::vocab::Decision;
 
 /// A command-prefix rule: matches an argv whose first tokens match `prefix`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandRule {
     /// Unique id, cited in decisions.
     pub id: String,
@@ -91,7 +92,9 @@ impl PathRule {
 }
 
 pub use check::MAX_NESTING;
-pub(crate) use check::{Findings, check_command, check_script};
+pub(crate) use check::{Findings, check_command, check_script, command_verdict};
+pub use exec::{ExecFacts, ExecRules};
+pub use programs::{GIT_WITH_VALUE, LOADER_WITH_VALUE};
 
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)

@@ -4,6 +4,29 @@
 
 use crate::shell::Word;
 
+/// git's global options that take a value (the next word, or glued with `=`).
+pub const GIT_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--super-prefix",
+    "--config-env",
+    "--attr-source",
+];
+
+/// The dynamic loader's options (run as a program) that take a value.
+pub const LOADER_WITH_VALUE: &[&str] = &[
+    "--library-path",
+    "--preload",
+    "--argv0",
+    "--audit",
+    "--inhibit-rpath",
+    "--glibc-hwcaps-prepend",
+    "--glibc-hwcaps-mask",
+];
+
 /// How a program runs other commands, or hides what it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Role {
@@ -132,18 +155,23 @@ const fn interpreter(
 /// - `xargs` (options; the lines it reads are hidden arguments appended, or in place of the
 ///   `-I`/`-i` string, where a `sh -c` script around them is still parsed)
 /// - `find` (`-exec`, `-execdir`, `-ok`, `-okdir` ... `;` or `+`; `{}` is hidden, likewise)
+/// - the dynamic loader run as a program (`ld.so`, `ld-linux-x86-64.so.2`, ...: `--library-path`,
+///   `--preload`, `--argv0`, `--audit` and the other valued options, then the program it loads;
+///   `--list`, `--verify`, `--help`, `--version` run nothing)
 ///
 /// Shells and interpreters:
 /// - `sh`, `bash`, `dash`, `zsh`, `ksh`, `mksh`, `ash`, `fish`: `-c SCRIPT` (also in a cluster
 ///   such as `-ec`, `-lc`) is parsed as a script, recursively (bounded depth); so is a here
 ///   document or here string it reads when its text is literal (a quoted delimiter, or nothing
 ///   to expand); a script read from a pipe, a `<` redirection or an expanding here document is
-///   hidden; a script file runs like any program
+///   hidden; a script file runs like any program, and is also a view itself (`sh deploy.sh
+///   prod` is seen as `deploy.sh prod` too, which is how a `#!` script reaches the kernel)
 /// - `su` (`-c SCRIPT`, `--command SCRIPT`)
 /// - `python`, `pypy` (`-m MODULE ARGS` runs like the program MODULE: `python -m twine
 ///   upload`), `perl`, `ruby`, `node`, `nodejs`, `php`, `lua`, `Rscript`, `tclsh`: a program
 ///   read from a pipe, here document, here string or redirection is hidden; `-c`/`-e` code
-///   and program files run like any program
+///   and program files run like any program (a program file is also a view itself, like a
+///   shell's script file)
 ///
 /// Programs with global options before their subcommand (the subcommand comes right after the
 /// program name in the view):
@@ -152,7 +180,9 @@ const fn interpreter(
 ///   `-p`, `--paginate`, `--bare`, `--exec-path[=PATH]`, `--no-replace-objects`,
 ///   `--*-pathspecs`, `--no-optional-locks`, `--no-advice`, ... (any flag). `-c
 ///   alias.NAME=VALUE` given on the same command line is expanded: a `!` alias is parsed as the
-///   shell command it runs. Aliases from git config files are not read.
+///   shell command it runs. In a command line, aliases from git config files are not read;
+///   the exec supervisor reads them (see [`crate::rules::ExecFacts::git_aliases`]). `git-SUB`
+///   (git's dashed form, the name of the links in its exec path) is seen as `git SUB`.
 /// - `cargo`: `+TOOLCHAIN`, `--color`, `--config`, `-C`, `-Z` (with a value), flags
 /// - `npm` (`--prefix`, `-C`, `--registry`, `-w`/`--workspace`, `--userconfig`, ...), `pnpm`
 ///   (`-C`/`--dir`, `-F`/`--filter`, ...), `yarn` (`--cwd`, ...; `yarn workspace NAME CMD`):
@@ -165,9 +195,10 @@ const fn interpreter(
 ///   something else)
 /// - `trap ACTION SIGNAL...`: a literal action is parsed as a script; otherwise hidden
 ///
-/// Not looked through: `npx` and `pnpm dlx`, remote commands (`ssh host CMD`, `docker run`),
-/// `parallel`, and programs that run configured commands (`make`, git hooks, `core.pager`,
-/// aliases in git config files). The kernel sandbox confines whatever they run.
+/// Not looked through in a command line: `npx` and `pnpm dlx`, remote commands (`ssh host CMD`,
+/// `docker run`), `parallel`, and programs that run configured commands (`make`, git hooks,
+/// `core.pager`, aliases in git config files). The exec supervisor checks every program they
+/// start, and the kernel sandbox confines whatever they run.
 pub(super) const PROGRAMS: &[Program] = &[
     Program {
         names: &["env"],
@@ -349,6 +380,25 @@ pub(super) const PROGRAMS: &[Program] = &[
         role: Role::Xargs,
     },
     role(&["find"], Role::Find),
+    wrapper(
+        &[
+            "ld.so",
+            "ld-linux-x86-64.so.2",
+            "ld-linux-aarch64.so.1",
+            "ld-linux.so.2",
+            "ld64.so.1",
+            "ld64.so.2",
+        ],
+        LOADER_WITH_VALUE,
+        &[
+            "--list",
+            "--verify",
+            "--help",
+            "--version",
+            "--list-tunables",
+            "--list-diagnostics",
+        ],
+    ),
     Program {
         names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"],
         with_value: &["-o", "+o", "-O", "+O", "--rcfile", "--init-file"],
@@ -375,16 +425,7 @@ pub(super) const PROGRAMS: &[Program] = &[
     interpreter(&["tclsh"], &[], &[]),
     Program {
         names: &["git"],
-        with_value: &[
-            "-C",
-            "-c",
-            "--git-dir",
-            "--work-tree",
-            "--namespace",
-            "--super-prefix",
-            "--config-env",
-            "--attr-source",
-        ],
+        with_value: GIT_WITH_VALUE,
         special: &[],
         role: Role::Subcommands {
             aliases: true,

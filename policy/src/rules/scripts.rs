@@ -4,7 +4,7 @@
 use crate::shell::{Hidden, Stdin, Word};
 
 use super::programs::{Arity, Program};
-use super::views::Explorer;
+use super::views::{Explorer, command_name};
 
 impl Explorer {
     pub(super) fn shell(
@@ -13,6 +13,7 @@ impl Explorer {
         program: &Program,
         rest: &[Word],
         stdin: Option<&Stdin>,
+        depth: usize,
     ) {
         let mut i = 0;
         let mut command_mode = false;
@@ -74,6 +75,14 @@ impl Explorer {
                 Some(script) => self.scripts.push(script.clone()),
                 None => self.hidden(format!("the script `{name}` reads from {}", stdin.from)),
             }
+        } else if !stdin_mode
+            && let Some(script) = rest.get(i..)
+            && script.first().and_then(command_name).is_some()
+        {
+            // A script file: the rules also see it as the program (`sh deploy.sh` is
+            // `deploy.sh`, and so is what the kernel runs for a `#!/bin/sh` script). A file
+            // named by a hidden word runs like any program: it is not a hidden command.
+            self.explore(script.to_vec(), stdin, depth + 1);
         }
     }
 
@@ -131,7 +140,12 @@ impl Explorer {
                         1
                     };
                 }
-                Some(Word::Literal(_)) => break false,
+                // A program file: the rules also see it as the program (`python3 tool.py`
+                // is `tool.py`, and so is what the kernel runs for a `#!` script).
+                Some(Word::Literal(_)) => {
+                    self.explore(rest[i..].to_vec(), stdin, depth + 1);
+                    break false;
+                }
             }
         };
         if reads_stdin && let Some(stdin) = stdin {

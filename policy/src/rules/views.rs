@@ -19,6 +19,10 @@ pub(super) struct Explorer {
     pub views: Vec<Vec<Word>>,
     /// Script text run by `sh -c`, `eval`, `trap`, `su -c`, a `!` git alias.
     pub scripts: Vec<String>,
+    /// git aliases defined outside the command line (`name`, `body`): what the config files
+    /// git reads define, as the exec supervisor found them. Every definition of a name is a
+    /// candidate (the strictest decision wins), so git's precedence needs no modelling.
+    pub config_aliases: Vec<(String, String)>,
 }
 
 /// Whether `word` is `NAME=VALUE` (for a hidden word: starts with `NAME=`).
@@ -67,7 +71,20 @@ fn quote(s: &str) -> String {
 impl Explorer {
     /// The views of `words` (a simple command) whose standard input is `stdin`.
     pub fn of(words: Vec<Word>, stdin: Option<&Stdin>) -> Explorer {
-        let mut ex = Explorer::default();
+        Explorer::with_aliases(words, stdin, Vec::new())
+    }
+
+    /// Like [`Explorer::of`], with git aliases from config files (see
+    /// [`Explorer::config_aliases`]).
+    pub fn with_aliases(
+        words: Vec<Word>,
+        stdin: Option<&Stdin>,
+        config_aliases: Vec<(String, String)>,
+    ) -> Explorer {
+        let mut ex = Explorer {
+            config_aliases,
+            ..Explorer::default()
+        };
         ex.explore(words, stdin, 0);
         ex
     }
@@ -92,6 +109,13 @@ impl Explorer {
             return;
         };
         let Some(program) = lookup(&name) else {
+            // `git-push ...` is `git push ...` (git's dashed form, also what the hard links in
+            // git's exec path are named).
+            if let Some(sub) = name.strip_prefix("git-").filter(|s| !s.is_empty()) {
+                let mut again = vec![Word::literal("git"), Word::literal(sub)];
+                again.extend(words[1..].iter().cloned());
+                self.explore(again, stdin, depth + 1);
+            }
             return;
         };
         let rest = &words[1..];
@@ -103,7 +127,7 @@ impl Explorer {
             Role::Env => self.env(program, rest, stdin, depth),
             Role::Xargs => self.xargs(program, rest, stdin, depth),
             Role::Find => self.find(rest, stdin, depth),
-            Role::Shell => self.shell(&name, program, rest, stdin),
+            Role::Shell => self.shell(&name, program, rest, stdin, depth),
             Role::Su => self.su(rest),
             Role::Interpreter { modules } => {
                 self.interpreter(&name, program, modules, rest, stdin, depth);
@@ -456,9 +480,34 @@ impl Explorer {
         let Some(Word::Literal(sub)) = view.get(1) else {
             return;
         };
-        let Some((_, body)) = definitions.iter().rev().find(|(n, _)| n == sub) else {
-            return;
-        };
+        // The last `-c` definition on the line, and every one from config files.
+        let mut bodies: Vec<String> = definitions
+            .iter()
+            .rev()
+            .find(|(n, _)| n == sub)
+            .map(|(_, body)| body.clone())
+            .into_iter()
+            .collect();
+        bodies.extend(
+            self.config_aliases
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(sub))
+                .map(|(_, body)| body.clone()),
+        );
+        for body in bodies {
+            self.expand_git_alias(sub, &body, view, stdin, depth);
+        }
+    }
+
+    /// What `git SUB ARGS...` runs when `SUB` is an alias for `body`.
+    fn expand_git_alias(
+        &mut self,
+        sub: &str,
+        body: &str,
+        view: &[Word],
+        stdin: Option<&Stdin>,
+        depth: usize,
+    ) {
         let args = &view[2..];
         if let Some(command) = body.strip_prefix('!') {
             let mut script = command.to_owned();

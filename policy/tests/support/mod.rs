@@ -42,6 +42,8 @@ pub fn ctx() -> PlanContext {
         temp_dir: PathBuf::from(TEMP),
         cache_root: Some(PathBuf::from("/var/tmp/bridle-1000/cache")),
         host_env,
+        found: Vec::new(),
+        masks: Vec::new(),
     }
 }
 

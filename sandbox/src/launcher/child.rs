@@ -32,7 +32,10 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
-use super::protocol::{CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, StatusLine};
+use super::protocol::{
+    CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
+};
+use crate::supervisor::Supervisor;
 use crate::{landlock_rules, mounts, privileges, relay, seccomp, sys};
 
 /// A setup failure: which guarantee, and why.
@@ -76,25 +79,49 @@ pub fn launcher_main() -> ! {
 
 /// Entry point of a launcher forked (not re-executed) from a single-threaded bridle process:
 /// the same code path as [`launcher_main`] after the config has been read. `status` becomes
-/// the status pipe at [`STATUS_FD`]. Never returns.
-pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> ! {
-    use std::os::fd::AsRawFd;
-    if status.as_raw_fd() != STATUS_FD {
-        if sys::dup2_raw(status.as_raw_fd(), STATUS_FD).is_err() {
-            sys::exit_now(125);
+/// the status pipe at [`STATUS_FD`], `relay` the relay channel at [`RELAY_FD`], and
+/// `supervisor_channel` the exec supervisor's at [`SUPERVISOR_FD`]. Never returns.
+pub(crate) fn run_forked(
+    config: LaunchConfig,
+    status: std::os::fd::OwnedFd,
+    relay: Option<std::os::fd::OwnedFd>,
+    supervisor_channel: Option<std::os::fd::OwnedFd>,
+) -> ! {
+    // Out of the way first, so that moving one to its number cannot clobber another.
+    let high = |fd: &std::os::fd::OwnedFd| {
+        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(64))
+            .unwrap_or_else(|_| sys::exit_now(125))
+    };
+    let status_high = high(&status);
+    let relay_high = relay.as_ref().map(high);
+    let channel_high = supervisor_channel.as_ref().map(high);
+    drop(status);
+    drop(relay);
+    drop(supervisor_channel);
+    for (fd, target) in [
+        (Some(status_high), STATUS_FD),
+        (relay_high, RELAY_FD),
+        (channel_high, SUPERVISOR_FD),
+    ] {
+        if let Some(fd) = fd {
+            if sys::dup2_raw(fd, target).is_err() {
+                sys::exit_now(125);
+            }
+            sys::close_raw_fd(fd);
         }
-        drop(status);
-    } else {
-        std::mem::forget(status);
     }
     let _ = sys::set_cloexec(STATUS_FD);
     // Everything else the parent had open stays with the parent: a pipe end held here would
     // keep its reader from ever seeing end-of-file.
     sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
-    // The relay channel, when the parent put one at RELAY_FD, stays (see `crate::relay`).
-    let _ = sys::close_fds_from(u32::try_from(RELAY_FD + 1).unwrap_or(6));
+    // The relay channel and the supervisor's, when there are, stay (see `crate::relay` and
+    // `take_supervisor`).
+    let _ = sys::close_fds_from(u32::try_from(SUPERVISOR_FD + 1).unwrap_or(7));
     if config.spec.network != bridle_policy::Network::AllowList {
         sys::close_raw_fd(RELAY_FD);
+    }
+    if config.supervisor.is_none() {
+        sys::close_raw_fd(SUPERVISOR_FD);
     }
     // Never unwind into the parent's stack frames (their destructors belong to the parent, e.g.
     // placeholder cleanup): a panic here ends this process at once.
@@ -110,6 +137,20 @@ pub(crate) fn run_forked(config: LaunchConfig, status: std::os::fd::OwnedFd) -> 
         }
     };
     sys::exit_now(code)
+}
+
+/// The exec supervisor of this launch, with its channel to bridle, when the spec has command
+/// rules.
+fn take_supervisor(config: &LaunchConfig) -> Result<Option<Supervisor>, Fail> {
+    let Some(supervisor) = config.supervisor.clone() else {
+        return Ok(None);
+    };
+    let _ = sys::set_cloexec(SUPERVISOR_FD);
+    let channel = sys::take_raw_fd(SUPERVISOR_FD).map_err(|e| Fail {
+        guarantee: None,
+        cause: format!("the launcher has no channel for the exec supervisor: {e}"),
+    })?;
+    Ok(Some(Supervisor::new(supervisor, Some(channel))))
 }
 
 fn read_config() -> Result<LaunchConfig, Fail> {
@@ -184,13 +225,17 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
             netns_isolates: m.net_ns,
             deny_unix_sockets: m.seccomp_deny_unix,
         };
-        Some(
+        // Under command rules every exec stops for the supervisor.
+        let compiled = if config.supervisor.is_some() {
+            seccomp::compile_supervised(config.spec.seccomp, options)
+        } else {
             seccomp::compile(config.spec.seccomp, options)
-                .map_err(|e| fail(Guarantee::Priv, e.to_string()))?,
-        )
+        };
+        Some(compiled.map_err(|e| fail(Guarantee::Priv, e.to_string()))?)
     } else {
         None
     };
+    let mut supervisor = take_supervisor(&config)?;
 
     if m.user_ns {
         nix::sched::unshare(CloneFlags::CLONE_NEWUSER)
@@ -247,7 +292,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
         {
             ForkResult::Child => {
                 drop(alive_write);
-                let code = match init(&config, program.as_ref(), alive_read) {
+                let code = match init(&config, program.as_ref(), alive_read, supervisor.as_mut()) {
                     Ok(code) => code,
                     Err(f) => refused(f),
                 };
@@ -256,8 +301,10 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
             }
             ForkResult::Parent { child } => {
                 drop(alive_read);
+                // Init supervises; its channel is init's alone.
+                drop(supervisor);
                 sys::close_raw_fd(STATUS_FD);
-                let code = supervise(child, false);
+                let code = supervise(child, false, None);
                 drop(alive_write);
                 sys::exit_now(code)
             }
@@ -265,9 +312,9 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     }
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| fail(Guarantee::Tree, format!("becoming a child subreaper: {e}")))?;
-    let child = fork_command(&config, program.as_ref())?;
+    let child = fork_command(&config, program.as_ref(), supervisor.as_mut())?;
     sys::close_raw_fd(STATUS_FD);
-    let code = supervise(child, true);
+    let code = supervise(child, true, supervisor.as_mut());
     sys::exit_now(code)
 }
 
@@ -307,6 +354,7 @@ fn init(
     config: &LaunchConfig,
     program: Option<&seccompiler::BpfProgram>,
     launcher_alive: std::os::fd::OwnedFd,
+    mut supervisor: Option<&mut Supervisor>,
 ) -> Result<i32, Fail> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| fail(Guarantee::Tree, format!("init parent-death signal: {e}")))?;
@@ -326,7 +374,7 @@ fn init(
     }
     drop(launcher_alive);
     mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
-    let child = fork_command(config, program)?;
+    let child = fork_command(config, program, supervisor.as_deref_mut())?;
     sys::close_raw_fd(STATUS_FD);
     if config.mechanisms.mount_view {
         mounts::watch_protected(
@@ -334,14 +382,21 @@ fn init(
             config.mounts.must_stay_absent.clone(),
         );
     }
-    Ok(supervise(child, false))
+    Ok(supervise(child, false, supervisor))
 }
 
 /// Waits for `command`; on SIGTERM/SIGHUP kills the tree; on SIGUSR1 asks the command to
 /// terminate (SIGTERM), passing the request down through init. Returns the exit code to pass up:
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
-/// remaining descendant before returning.
-fn supervise(command: Pid, subreaper: bool) -> i32 {
+/// remaining descendant before returning. With an exec `supervisor`, every process of the tree
+/// is traced and each of its stops is handed to it.
+fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervisor>) -> i32 {
+    // Traced tasks include threads, which only `__WALL` reports.
+    let flags = if supervisor.is_some() {
+        WaitPidFlag::WNOHANG | WaitPidFlag::__WALL
+    } else {
+        WaitPidFlag::WNOHANG
+    };
     let mut waited = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -355,12 +410,27 @@ fn supervise(command: Pid, subreaper: bool) -> i32 {
     loop {
         // Reap everything that has exited; remember the command's status.
         loop {
-            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            let status = waitpid(None::<Pid>, Some(flags));
+            if let (Some(s), Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) =
+                (supervisor.as_deref_mut(), &status)
+            {
+                s.forget(*pid);
+            }
+            match status {
                 Ok(WaitStatus::Exited(pid, code)) if pid == command => result = Some(code),
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
                     result = Some(128 + sig as i32)
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(
+                    stopped @ (WaitStatus::Stopped(..)
+                    | WaitStatus::PtraceEvent(..)
+                    | WaitStatus::PtraceSyscall(_)),
+                ) => {
+                    if let Some(s) = supervisor.as_deref_mut() {
+                        s.on_stop(stopped);
+                    }
+                }
                 Ok(_) => {}
             }
         }
@@ -467,18 +537,50 @@ fn direct_children() -> Vec<Pid> {
 fn fork_command(
     config: &LaunchConfig,
     program: Option<&seccompiler::BpfProgram>,
+    supervisor: Option<&mut Supervisor>,
 ) -> Result<Pid, Fail> {
+    // Under an exec supervisor the command waits until it is traced: nothing it does, its
+    // first exec included, happens untraced.
+    let gate = match supervisor {
+        Some(_) => Some(
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| fail(Guarantee::Proc, format!("creating the trace gate: {e}")))?,
+        ),
+        None => None,
+    };
     match sys::fork_single_threaded()
         .map_err(|e| fail(Guarantee::Tree, format!("forking the command: {e}")))?
     {
         ForkResult::Child => {
+            if let Some((read, write)) = gate {
+                drop(write);
+                let mut byte = [0u8; 1];
+                if !matches!(nix::unistd::read(&read, &mut byte), Ok(1)) {
+                    // The supervisor could not trace us and said so itself.
+                    sys::exit_now(125);
+                }
+            }
             let f = match command_stage(config, program) {
                 Ok(never) => match never {},
                 Err(f) => f,
             };
             sys::exit_now(refused(f))
         }
-        ForkResult::Parent { child } => Ok(child),
+        ForkResult::Parent { child } => {
+            if let (Some(supervisor), Some((read, write))) = (supervisor, gate) {
+                drop(read);
+                if let Err(cause) = supervisor.attach(child, &config.argv) {
+                    let _ = kill(child, Signal::SIGKILL);
+                    let _ = waitpid(child, None);
+                    return Err(Fail {
+                        guarantee: None,
+                        cause,
+                    });
+                }
+                let _ = nix::unistd::write(&write, b"g");
+            }
+            Ok(child)
+        }
     }
 }
 

@@ -21,7 +21,9 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Pid, getegid, geteuid, getpid};
 
 pub use child::launcher_main;
-use protocol::{CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, StatusLine};
+use protocol::{
+    CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
+};
 
 use crate::assess::{Assessment, assess};
 use crate::mounts::{self, Inspection, Inspector, MountPlan, Placeholders};
@@ -80,6 +82,9 @@ pub struct Sandbox {
     /// Held while the sandbox lives: this run writes the workspace's cache home.
     _cache_lease: mounts::cache::CacheLease,
     launcher: PathBuf,
+    /// The exec supervisor of every launch, when the spec has command rules (the programs the
+    /// rules name resolved once, here).
+    supervisor: Option<crate::supervisor::SupervisorConfig>,
 }
 
 impl Sandbox {
@@ -117,8 +122,10 @@ impl Sandbox {
             })?;
             (empty_mount_plan(&spec), Placeholders::default())
         };
+        let supervisor = crate::supervisor::SupervisorConfig::for_spec(&spec);
         Ok(Sandbox {
             _cache_lease: cache_lease,
+            supervisor,
             spec,
             assessment,
             verified: probe.verified,
@@ -197,6 +204,7 @@ impl Sandbox {
             gid: getegid().as_raw(),
             cgroup_procs: None,
             notes: Vec::new(),
+            supervisor: self.supervisor.clone(),
         };
         Launch {
             command,
@@ -356,10 +364,21 @@ impl Launch {
         }
         // Started before the command can change anything.
         let inspector = self.inspector();
+        let channel = match &self.config.supervisor {
+            Some(_) => Some(
+                std::os::unix::net::UnixStream::pair()
+                    .map(|(ours, theirs)| (OwnedFd::from(ours), OwnedFd::from(theirs)))
+                    .map_err(|e| {
+                        refusal(None, format!("creating the exec supervisor's channel: {e}"))
+                    })?,
+            ),
+            None => None,
+        };
+        let (ours, theirs) = channel.unzip();
         let spawned = if self.in_process {
-            self.fork_launcher()
+            self.fork_launcher(theirs)
         } else {
-            self.exec_launcher()
+            self.exec_launcher(theirs)
         };
         let (pid, status_read, io) = match spawned {
             Ok(spawned) => spawned,
@@ -370,6 +389,14 @@ impl Launch {
                 return Err(refused);
             }
         };
+        let (events_tx, events) = mpsc::channel();
+        // After the fork: the forked launcher must be made by a single-threaded process.
+        let reader = ours.map(|socket| {
+            let tx = events_tx.clone();
+            std::thread::spawn(move || {
+                crate::supervisor::record::read_channel(socket, |m| tx.send(Wake::Exec(m)).is_ok());
+            })
+        });
         let mut running = Running {
             pid,
             ready: None,
@@ -378,6 +405,9 @@ impl Launch {
             must_stay_absent: self.config.mounts.must_stay_absent.clone(),
             net_watch: None,
             inspector: inspector.map(Box::new),
+            events: Some(events),
+            events_tx,
+            reader,
         };
         let ended = match read_status(status_read) {
             Ok(ready) => {
@@ -420,7 +450,10 @@ impl Launch {
     }
 
     /// Re-executes the bridle binary as the launcher; the config goes over a pipe.
-    fn exec_launcher(&mut self) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
+    fn exec_launcher(
+        &mut self,
+        supervisor_channel: Option<OwnedFd>,
+    ) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
         let (config_read, config_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the config pipe: {e}")))?;
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
@@ -429,13 +462,19 @@ impl Launch {
             (config_read.as_raw_fd(), CONFIG_FD),
             (status_write.as_raw_fd(), STATUS_FD),
         ];
-        match &self.relay {
-            Some(relay) => sys::set_child_fds(
-                &mut self.command,
-                [pipes[0], pipes[1], (relay.as_raw_fd(), RELAY_FD)],
-                self.controlling_tty,
-            ),
-            None => sys::set_child_fds(&mut self.command, pipes, self.controlling_tty),
+        let relay = self.relay.as_ref().map(|r| (r.as_raw_fd(), RELAY_FD));
+        let channel = supervisor_channel
+            .as_ref()
+            .map(|c| (c.as_raw_fd(), SUPERVISOR_FD));
+        let tty = self.controlling_tty;
+        match (relay, channel) {
+            (Some(r), Some(c)) => {
+                sys::set_child_fds(&mut self.command, [pipes[0], pipes[1], r, c], tty);
+            }
+            (Some(one), None) | (None, Some(one)) => {
+                sys::set_child_fds(&mut self.command, [pipes[0], pipes[1], one], tty);
+            }
+            (None, None) => sys::set_child_fds(&mut self.command, pipes, tty),
         }
         let [stdin, stdout, stderr] = std::mem::take(&mut self.stdio);
         if let Some(fd) = stdin {
@@ -458,6 +497,7 @@ impl Launch {
         })?;
         drop(config_read);
         drop(status_write);
+        drop(supervisor_channel);
         // The launcher is waited for by pid (see `Running::wait`), not through `Child`.
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
         let io = ChildIo {
@@ -475,7 +515,10 @@ impl Launch {
     }
 
     /// Forks the launcher from this (single-threaded) process.
-    fn fork_launcher(&mut self) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
+    fn fork_launcher(
+        &mut self,
+        supervisor_channel: Option<OwnedFd>,
+    ) -> Result<(Pid, OwnedFd, ChildIo), Refusal> {
         let (status_read, status_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
             .map_err(|e| refusal(None, format!("creating the status pipe: {e}")))?;
         match sys::fork_single_threaded() {
@@ -490,14 +533,11 @@ impl Launch {
                     }
                 }
                 self.stdio = [None, None, None];
-                if let Some(relay) = &self.relay
-                    && sys::dup2_raw(relay.as_raw_fd(), RELAY_FD).is_err()
-                {
-                    sys::exit_now(125);
-                }
-                child::run_forked(self.config.clone(), status_write)
+                let relay = self.relay.take();
+                child::run_forked(self.config.clone(), status_write, relay, supervisor_channel)
             }
             Ok(nix::unistd::ForkResult::Parent { child }) => {
+                drop(supervisor_channel);
                 Ok((child, status_read, ChildIo::default()))
             }
             Err(e) => Err(refusal(None, format!("forking the launcher: {e}"))),
@@ -564,6 +604,39 @@ pub struct Running {
     net_watch: Option<crate::net_watch::NetWatch>,
     /// Run when the run is over (see [`mounts::inspect`]).
     inspector: Option<Box<Inspector>>,
+    /// What the exec supervisor reports, and (in [`Running::finish_observed`]) the launcher's
+    /// end.
+    events: Option<mpsc::Receiver<Wake>>,
+    events_tx: mpsc::Sender<Wake>,
+    /// Reads the exec supervisor's channel, when the spec has command rules.
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a run's exec supervisor reports, taken out of the run for a thread of its own (see
+/// [`Running::take_exec_events`]).
+#[derive(Debug)]
+pub struct ExecEvents {
+    events: mpsc::Receiver<Wake>,
+}
+
+impl ExecEvents {
+    /// Hands every report to `observer` until the run is over and its supervisor gone.
+    pub fn run(self, observer: &mut dyn crate::supervisor::ExecObserver) {
+        while let Ok(wake) = self.events.recv() {
+            if let Wake::Exec(message) = wake {
+                crate::supervisor::record::observe(message, observer);
+            }
+        }
+    }
+}
+
+/// What the thread waiting for a run wakes up for.
+#[derive(Debug)]
+enum Wake {
+    /// The launcher was reaped.
+    Exited(nix::Result<WaitStatus>),
+    /// The exec supervisor reported something.
+    Exec(crate::supervisor::record::FromSupervisor),
 }
 
 /// How a run ended, and what bridle found in the writable roots afterwards.
@@ -638,6 +711,36 @@ impl Running {
         let _ = sys::forward_termination(self.pid.as_raw());
     }
 
+    /// Hands what the exec supervisor reported to `observer` (denials; questions, which it
+    /// answers), waiting up to `wait` for the first report. For callers that keep a run going
+    /// between their own steps (the terminal); [`Running::finish_observed`] does this until the
+    /// run ends.
+    pub fn pump_exec_events(
+        &self,
+        observer: &mut dyn crate::supervisor::ExecObserver,
+        wait: Duration,
+    ) {
+        let Some(events) = &self.events else { return };
+        let mut next = events.recv_timeout(wait);
+        while let Ok(wake) = next {
+            match wake {
+                Wake::Exec(message) => crate::supervisor::record::observe(message, observer),
+                // Not sent before `finish_observed` starts its waiter.
+                Wake::Exited(_) => {}
+            }
+            next = events
+                .try_recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Timeout);
+        }
+    }
+
+    /// Takes what the exec supervisor reports out of this run, for a thread that handles it
+    /// while this one does something else until the run ends (then [`Running::finish`] waits
+    /// for the launcher only). `None` when taken already.
+    pub fn take_exec_events(&mut self) -> Option<ExecEvents> {
+        self.events.take().map(|events| ExecEvents { events })
+    }
+
     /// Like [`Running::finish`], for callers that do not report the inspection themselves: its
     /// findings go to the log as warnings.
     pub fn wait(self, timeout: Option<Duration>) -> Outcome {
@@ -654,14 +757,35 @@ impl Running {
     /// command left in repositories that would run code on the host has been moved aside
     /// ([`Finished::inspection`] says what).
     pub fn finish(self, timeout: Option<Duration>) -> Finished {
+        self.finish_observed(timeout, &mut crate::supervisor::Unobserved)
+    }
+
+    /// Like [`Running::finish`]; meanwhile, what the exec supervisor reports goes to
+    /// `observer` (on this thread): each denial, and each `ask`, which waits for its answer.
+    pub fn finish_observed(
+        self,
+        timeout: Option<Duration>,
+        observer: &mut dyn crate::supervisor::ExecObserver,
+    ) -> Finished {
         let Running {
             pid,
             pids_group,
             must_stay_absent,
             inspector,
+            events,
+            events_tx,
+            reader,
             ..
         } = self;
-        let (tx, rx) = mpsc::channel();
+        // With the reports taken elsewhere, the launcher's end comes on a channel of its own.
+        let (tx, rx, reader) = match events {
+            Some(rx) => (events_tx, rx, reader),
+            None => {
+                drop(events_tx);
+                let (tx, rx) = mpsc::channel();
+                (tx, rx, None)
+            }
+        };
         let waiter = std::thread::spawn(move || {
             // Once the launcher is dead but before it is reaped (its pid cannot be reused
             // yet), signals to this process stop being passed on to that pid.
@@ -676,20 +800,57 @@ impl Running {
                     other => break other,
                 }
             };
-            let _ = tx.send(status);
+            let _ = tx.send(Wake::Exited(status));
         });
-        let outcome = match timeout {
-            None => rx.recv().ok().map(exit_outcome),
-            Some(limit) => match rx.recv_timeout(limit) {
-                Ok(status) => Some(exit_outcome(status)),
-                Err(_) => {
-                    let _ = kill(pid, Signal::SIGTERM);
-                    let _ = rx.recv();
-                    Some(Outcome::TimedOut)
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut timed_out = false;
+        let status = loop {
+            let wake = match deadline {
+                Some(d) if !timed_out => {
+                    rx.recv_timeout(d.saturating_duration_since(std::time::Instant::now()))
                 }
-            },
+                _ => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            match wake {
+                Ok(Wake::Exited(status)) => break Some(status),
+                // Once the tree is being killed nobody is asked any more.
+                Ok(Wake::Exec(crate::supervisor::record::FromSupervisor::Ask(..))) if timed_out => {
+                }
+                Ok(Wake::Exec(message)) => crate::supervisor::record::observe(message, observer),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    timed_out = true;
+                    let _ = kill(pid, Signal::SIGTERM);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        let outcome = match (status, timed_out) {
+            (_, true) => Some(Outcome::TimedOut),
+            (Some(status), false) => Some(exit_outcome(status)),
+            (None, false) => None,
         };
         let _ = waiter.join();
+        // The channel closes once the sandbox is gone: what it still reported is passed on;
+        // a question about a process that no longer exists is answered no.
+        if let Some(reader) = reader {
+            loop {
+                match rx.recv_timeout(Duration::from_millis(10)) {
+                    Ok(Wake::Exec(crate::supervisor::record::FromSupervisor::Ask(..))) => {}
+                    Ok(Wake::Exec(message)) => {
+                        crate::supervisor::record::observe(message, observer);
+                    }
+                    Ok(Wake::Exited(_)) => {}
+                    Err(_) if reader.is_finished() => break,
+                    Err(_) => {}
+                }
+            }
+            let _ = reader.join();
+            while let Ok(Wake::Exec(message)) = rx.try_recv() {
+                if let crate::supervisor::record::FromSupervisor::Decided(..) = message {
+                    crate::supervisor::record::observe(message, observer);
+                }
+            }
+        }
         drop(pids_group);
         let moved = mounts::sweep_planted(&must_stay_absent);
         let inspection = inspector.map(|i| i.finish()).unwrap_or_default();

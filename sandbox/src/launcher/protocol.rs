@@ -9,6 +9,9 @@
 //! - `fail\t<G-code>\t<cause>`: the sandbox could not be established; the command never ran;
 //! - `exec-failed\t<exit code>\t<cause>`: confined, but the command itself could not be exec'd.
 //!
+//! When the spec has command rules, the launcher also gets the exec supervisor's channel (fd
+//! 5, see [`crate::supervisor::record`]).
+//!
 //! The parent never infers a launcher failure from the command's exit status or stderr.
 
 use std::path::PathBuf;
@@ -26,6 +29,9 @@ pub const STATUS_FD: i32 = 4;
 /// The launcher's fd for the relay channel to bridle's proxy (network `allow-list` only; see
 /// [`crate::relay`]).
 pub const RELAY_FD: i32 = 5;
+/// The launcher's fd for the exec supervisor's channel to bridle (a stream socket), when the
+/// spec has command rules; init keeps it, the command never has it.
+pub const SUPERVISOR_FD: i32 = 6;
 
 /// Everything the launcher needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,6 +58,10 @@ pub struct LaunchConfig {
     /// left read-only, say); reported with `ready`.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The exec supervisor, when the spec has command rules (its channel is at
+    /// [`SUPERVISOR_FD`]).
+    #[serde(default)]
+    pub supervisor: Option<crate::supervisor::SupervisorConfig>,
 }
 
 /// What was enforced, reported with `ready`.

@@ -74,7 +74,7 @@ impl ConfigLock {
     /// - the filesystem has no `flock` (runs could not share it);
     /// - another program's lock file is there and stays: git on the host is kept out by that
     ///   file just as by ours (git waits for no lock; it fails). A fresh one is waited for, up to
-    ///   [`FOREIGN_LOCK_WAIT`], since a git process holds it for milliseconds; one older than
+    ///   `FOREIGN_LOCK_WAIT`, since a git process holds it for milliseconds; one older than
     ///   that is stale and left alone (never removed: it may hold a crashed git's half-written
     ///   config). Not refusing here matters: the command can create such a file in a git dir it
     ///   makes, and must not be able to lock every later run out.

@@ -33,7 +33,7 @@ pub const PLACEHOLDER_MARKER: &str = ".bridle-placeholder";
 pub struct Placeholders {
     created: Vec<PathBuf>,
     held: Vec<HeldDir>,
-    /// Repository config locks (see [`super::git_lock`]), released when the run ends.
+    /// Repository config locks (see `super::git_lock`), released when the run ends.
     locks: Vec<ConfigLock>,
     /// Opened on first use.
     registry: Option<Registry>,
@@ -99,7 +99,7 @@ impl Placeholders {
         std::mem::take(&mut self.absent_at_end)
     }
 
-    /// The config lock files this run holds (see [`super::git_lock`]).
+    /// The config lock files this run holds (see `super::git_lock`).
     pub fn held_locks(&self) -> Vec<&Path> {
         self.locks.iter().map(ConfigLock::path).collect()
     }

@@ -39,7 +39,7 @@ fn mount_points(mountinfo: &[u8]) -> std::collections::HashSet<PathBuf> {
 /// the file, which detaches a bind in every other mount namespace), the path is no longer
 /// read-only inside, so the whole sandbox is stopped at once and the user told to check it.
 ///
-/// Paths that must stay absent are checked every [`ABSENT_CHECK_MS`] milliseconds for the whole
+/// Paths that must stay absent are checked every `ABSENT_CHECK_MS` milliseconds for the whole
 /// run, so a planted one is moved aside within that time. (inotify on their directories would
 /// wake this thread sooner, but for every file git creates in `.git`: measured, it cost more
 /// than the polling, 2 to 3% of a `git status` loop, and releasing an instance with watches

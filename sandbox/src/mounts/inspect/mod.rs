@@ -23,7 +23,7 @@
 //!
 //! Bounds: at most [`MAX_DIRS`] directories, [`MAX_DEPTH`] levels and [`MAX_WALK`] of time per
 //! run. Past a bound the inspection is incomplete: the report names the first directory left
-//! out, and the run's record stays (see [`pending`]), so the next run looks again at everything
+//! out, and the run's record stays (see `pending`), so the next run looks again at everything
 //! changed since this one started.
 
 mod git_dir;

@@ -1,0 +1,132 @@
+//! What the exec supervisor of a tool call's command reports, on the bridle side: each
+//! denial goes to the session log (through the approvals seam's observer) and into the tool
+//! result; each exec an `ask` rule matched goes to the approvals seam, like a call's own
+//! question (headless: unavailable, so denied).
+
+use bridle_policy::Decision;
+use bridle_sandbox::{ExecObserver, ExecRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::approvals::{ApprovalOutcome, ApprovalRequest, Approvals};
+
+/// What the exec supervisor decided about one exec, as plain data: the pipeline's note of it
+/// and the session log's `exec/decision` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecDecision {
+    /// The process, by its pid inside the sandbox.
+    pub pid: i32,
+    /// The file that runs (or would have).
+    pub program: String,
+    /// Its arguments.
+    pub argv: Vec<String>,
+    /// What the rules decided.
+    pub decision: Decision,
+    /// The rule that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The rule engine's reason.
+    pub reason: String,
+    /// `refused` (the exec failed with `EACCES`), `killed` (at the exec, before the program
+    /// ran) or `approved`.
+    pub outcome: String,
+    /// What the program is besides its own name (`git` for a renamed copy of git).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<String>,
+    /// The processes above it, nearest first (`PID COMMAND`), up to the call's command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestry: Vec<String>,
+    /// For an exec that was asked about: the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
+    pub message: String,
+}
+
+impl From<&ExecRecord> for ExecDecision {
+    fn from(record: &ExecRecord) -> ExecDecision {
+        ExecDecision {
+            pid: record.pid,
+            program: record.program.clone(),
+            argv: record.argv.clone(),
+            decision: record.decision,
+            rule: record.rule.clone(),
+            reason: record.reason.clone(),
+            outcome: serde_json::to_value(record.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            same_as: record.same_as.clone(),
+            ancestry: record
+                .ancestry
+                .iter()
+                .map(|a| format!("{} {}", a.pid, a.command))
+                .collect(),
+            answer: record.answer.clone(),
+            message: record.message(),
+        }
+    }
+}
+
+/// The observer of one tool call's command.
+pub struct CallExecs<'a> {
+    approvals: &'a Approvals<'a>,
+    /// What was reported, in order.
+    pub records: Vec<ExecRecord>,
+}
+
+impl std::fmt::Debug for CallExecs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallExecs")
+            .field("records", &self.records.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> CallExecs<'a> {
+    /// Reports to `approvals` (and its observer).
+    pub fn new(approvals: &'a Approvals<'a>) -> CallExecs<'a> {
+        CallExecs {
+            approvals,
+            records: Vec::new(),
+        }
+    }
+
+    /// The lines the tool result adds for what was reported (empty when nothing was).
+    pub fn note(&self) -> String {
+        result_note(&self.records)
+    }
+}
+
+/// One `[bridle: ...]` line per record, each on its own line.
+pub fn result_note(records: &[ExecRecord]) -> String {
+    records
+        .iter()
+        .map(|r| format!("\n[bridle: {}]", r.message()))
+        .collect()
+}
+
+impl ExecObserver for CallExecs<'_> {
+    fn decided(&mut self, record: &ExecRecord) {
+        // The process was already stopped or killed: a record the log cannot keep still
+        // reaches the model.
+        if let Err(e) = self.approvals.exec_decided(record) {
+            tracing::warn!("the session log could not record an exec decision: {e}");
+        }
+        self.records.push(record.clone());
+    }
+
+    fn approve(&mut self, record: &ExecRecord) -> bool {
+        let request = ApprovalRequest {
+            tool: "exec".into(),
+            arguments: serde_json::json!({
+                "program": record.program,
+                "argv": record.argv,
+                "pid": record.pid,
+            }),
+            reason: record.reason.clone(),
+            justification: None,
+            escalation: None,
+        };
+        self.approvals.ask(&request) == ApprovalOutcome::AllowedOnce
+    }
+}

@@ -1,0 +1,263 @@
+//! Command rules as the exec supervisor applies them: to the argv and the program of one
+//! `execve` the kernel is about to run (or has just loaded), rather than to command-line text.
+//!
+//! The differences from [`crate::Plan::decide_exec`]:
+//! - the program may be known by what it is, not only by its name: a renamed copy or a hard
+//!   link of git is `git` ([`ExecFacts::same_as`]);
+//! - git aliases come from the config files git reads too ([`ExecFacts::git_aliases`]);
+//! - what the rules cannot see in the arguments (a variable in a `sh -c` script, the lines
+//!   `xargs` reads) is no reason to ask: whatever it makes run is an exec of its own, decided
+//!   when it happens. Only [`ExecFacts::opaque`], something the supervisor itself cannot
+//!   see, asks.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{DecidedBy, Verdict};
+use crate::shell::{self, Word};
+use crate::vocab::Decision;
+
+use super::check::{Findings, check_explored, command_verdict};
+use super::views::Explorer;
+use super::{CommandRule, basename};
+
+/// The command rules a sandbox enforces at every exec (carried in the
+/// [`crate::SandboxSpec`]; `None` there when the policy has no command rule).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRules {
+    /// The rules, in the order the policy lists them.
+    pub rules: Vec<CommandRule>,
+}
+
+/// What the supervisor knows about one exec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecFacts {
+    /// The arguments the new program gets (`argv[0]` first).
+    pub argv: Vec<String>,
+    /// Names from [`ExecRules::program_names`] that the executed file is, when its own name is
+    /// another: `["git"]` for a renamed copy or a hard link of git.
+    pub same_as: Vec<String>,
+    /// git aliases (`name`, `body`) defined in the config git reads for this command: the
+    /// repository's, the global and system files, their includes, and the environment's
+    /// `GIT_CONFIG_*`. Every definition is a candidate; the strictest decision wins.
+    pub git_aliases: Vec<(String, String)>,
+    /// What the supervisor cannot see of what this exec runs, as a noun phrase ("the program
+    /// the dynamic loader `ld.so` loads"): asks when an `ask` or `deny` rule could match.
+    pub opaque: Option<String>,
+}
+
+impl ExecRules {
+    /// The rules of a policy, or `None` when it has no command rule (then no supervisor runs).
+    pub fn of(rules: &[CommandRule]) -> Option<ExecRules> {
+        (!rules.is_empty()).then(|| ExecRules {
+            rules: rules.to_vec(),
+        })
+    }
+
+    /// Every program name a rule starts with (`git`, `curl`, `sudo`, ...): the programs the
+    /// supervisor recognises by identity.
+    pub fn program_names(&self) -> BTreeSet<String> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.prefix.first())
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a rule starts with `git`, so git's aliases are worth reading at its exec.
+    pub fn names_git(&self) -> bool {
+        self.rules.iter().any(|r| {
+            r.prefix
+                .first()
+                .is_some_and(|f| f.iter().any(|n| n == "git"))
+        })
+    }
+
+    /// Decides one exec. The strictest rule matching any view of the argv (as written, as the
+    /// program it is by identity, through wrappers, shells' scripts, programs' global options
+    /// and git aliases) decides; with no match the exec is allowed.
+    pub fn decide(&self, exec: &ExecFacts) -> Verdict {
+        let Some(first) = exec.argv.first() else {
+            return Verdict {
+                decision: Decision::Deny,
+                by: DecidedBy::Default,
+                reason: "an exec with an empty argument list denied".into(),
+            };
+        };
+        let shown = exec.argv.join(" ");
+        let words: Vec<Word> = exec.argv.iter().cloned().map(Word::Literal).collect();
+        let mut starts = vec![words.clone()];
+        for name in &exec.same_as {
+            if basename(first) != name {
+                let mut renamed = vec![Word::literal(name)];
+                renamed.extend(words[1..].iter().cloned());
+                starts.push(renamed);
+            }
+        }
+        let mut findings = Findings::default();
+        for start in starts {
+            let explorer = Explorer::with_aliases(start, None, exec.git_aliases.clone());
+            check_explored(&self.rules, &explorer, &shown, 0, &mut findings);
+        }
+        // Whatever a hidden part makes run is an exec of its own, decided when it happens.
+        findings.hidden = None;
+        if let Some(what) = &exec.opaque {
+            findings.see(&self.rules, &[Word::hidden(what.clone(), true)], &shown);
+        }
+        command_verdict(
+            &findings,
+            format!(
+                "exec of `{}` allowed: no rule matched",
+                shell::short(&shown)
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::origin::Origin;
+
+    fn rules() -> ExecRules {
+        let rule = |id: &str, prefix: &[&[&str]], decision| CommandRule {
+            id: id.into(),
+            prefix: prefix
+                .iter()
+                .map(|alts| alts.iter().map(|s| s.to_string()).collect())
+                .collect(),
+            decision,
+            justification: None,
+            origin: Origin::Builtin,
+        };
+        ExecRules {
+            rules: vec![
+                rule(
+                    "deny-git-push",
+                    &[&["git"], &["push", "send-pack"]],
+                    Decision::Deny,
+                ),
+                rule("deny-curl", &[&["curl", "wget"]], Decision::Deny),
+                rule("ask-npm-publish", &[&["npm"], &["publish"]], Decision::Ask),
+            ],
+        }
+    }
+
+    fn facts(argv: &str) -> ExecFacts {
+        ExecFacts {
+            argv: super::super::split_words(argv).unwrap(),
+            ..ExecFacts::default()
+        }
+    }
+
+    fn rule_of(v: &Verdict) -> Option<&str> {
+        match &v.by {
+            DecidedBy::Rule { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_renamed_copy_of_git_is_git() {
+        let r = rules();
+        let mut exec = facts("/tmp/x push origin main");
+        assert_eq!(r.decide(&exec).decision, Decision::Allow);
+        exec.same_as = vec!["git".into()];
+        let v = r.decide(&exec);
+        assert_eq!(
+            (v.decision, rule_of(&v)),
+            (Decision::Deny, Some("deny-git-push"))
+        );
+    }
+
+    #[test]
+    fn the_dashed_form_of_git_is_git() {
+        let r = rules();
+        for argv in [
+            "/usr/lib/git-core/git-send-pack /remote.git main",
+            "git-push origin",
+        ] {
+            assert_eq!(r.decide(&facts(argv)).decision, Decision::Deny, "{argv}");
+        }
+        assert_eq!(
+            r.decide(&facts("git-receive-pack /r.git")).decision,
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn aliases_from_config_are_expanded_and_the_strictest_wins() {
+        let r = rules();
+        let mut exec = facts("git -C repo p origin");
+        assert_eq!(r.decide(&exec).decision, Decision::Allow);
+        exec.git_aliases = vec![("p".into(), "status".into())];
+        assert_eq!(r.decide(&exec).decision, Decision::Allow);
+        exec.git_aliases.push(("P".into(), "push --force".into()));
+        assert_eq!(r.decide(&exec).decision, Decision::Deny);
+        exec.git_aliases = vec![("p".into(), "!git push \"$@\"".into())];
+        assert_eq!(r.decide(&exec).decision, Decision::Deny);
+    }
+
+    #[test]
+    fn hidden_parts_of_a_script_do_not_ask_at_exec() {
+        let r = rules();
+        let v = r.decide(&facts("sh -c 'x=git; $x push'"));
+        assert_eq!(v.decision, Decision::Allow, "{v:?}");
+        // A literal command inside still counts: the shell would run it.
+        let v = r.decide(&facts("sh -c 'echo; git push'"));
+        assert_eq!(v.decision, Decision::Deny);
+    }
+
+    #[test]
+    fn what_the_supervisor_cannot_see_asks_when_a_rule_could_match() {
+        let r = rules();
+        let mut exec = facts("/lib64/ld-linux-x86-64.so.2 /tmp/x push");
+        exec.opaque = Some("the program the dynamic loader loads".into());
+        let v = r.decide(&exec);
+        assert_eq!(v.decision, Decision::Ask);
+        assert!(matches!(v.by, DecidedBy::Hidden { .. }), "{v:?}");
+        // Through the loader, a program named on its command line is still seen.
+        let v = r.decide(&facts(
+            "/lib64/ld-linux-x86-64.so.2 --argv0 x /usr/bin/git push",
+        ));
+        assert_eq!(v.decision, Decision::Deny);
+        assert_eq!(
+            r.decide(&facts("/lib64/ld-linux-x86-64.so.2 --list /usr/bin/git"))
+                .decision,
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn a_script_file_is_matched_as_the_script_too() {
+        let r = rules();
+        let v = r.decide(&facts("/bin/sh ./curl https://example.com"));
+        assert_eq!(rule_of(&v), Some("deny-curl"));
+        let v = r.decide(&facts("/usr/bin/python3 -u ./wget x"));
+        assert_eq!(rule_of(&v), Some("deny-curl"));
+        assert_eq!(
+            r.decide(&facts("/bin/sh ./build.sh all")).decision,
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn program_names_are_the_first_tokens_of_the_rules() {
+        let names: Vec<String> = rules().program_names().into_iter().collect();
+        assert_eq!(names, ["curl", "git", "npm", "wget"]);
+        assert!(rules().names_git());
+        assert_eq!(ExecRules::of(&[]), None);
+    }
+
+    #[test]
+    fn an_empty_argv_is_denied() {
+        assert_eq!(
+            rules().decide(&ExecFacts::default()).decision,
+            Decision::Deny
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! Program identity: which of the programs the rules name a file is, whatever it is called.
+//!
+//! When a session starts, every name a rule starts with (`git`, `curl`, ...) is looked up in
+//! every directory of the command's `PATH` and the usual system and git exec-path
+//! directories; each file found (symlinks followed) is a [`KnownProgram`] with its device,
+//! inode and size. At an exec, the executed file is the program if it is the same file (a hard
+//! link, a symlink, the same path) or, for a file of the same size, if its SHA-256 equals the
+//! program's (a copy). Digests are computed only on a size match and cached per file
+//! (device, inode, size, change time), so an ordinary exec costs one `fstat`.
+//!
+//! The dynamic loader is known the same way (as [`LOADER`]): a program run through it
+//! (`ld.so /tmp/x push`) is a file the loader opens after the exec, which the supervisor
+//! cannot pin, so its exec asks when a rule could match it.
+//!
+//! Not recognised: a modified copy (a byte changed, bytes appended), or another program doing
+//! the same thing (a re-implementation of git's protocol): that is the network policy's job.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The name a known dynamic loader has in the identity table.
+pub const LOADER: &str = "ld.so";
+
+/// Where the dynamic loaders of the supported architectures live.
+const LOADER_PATHS: &[&str] = &[
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "/usr/lib64/ld-linux-x86-64.so.2",
+    "/lib/ld-linux-aarch64.so.1",
+    "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+    "/usr/lib/ld-linux-aarch64.so.1",
+    "/lib/ld-musl-x86_64.so.1",
+    "/lib/ld-musl-aarch64.so.1",
+];
+
+/// Searched besides the command's `PATH`: system directories and git's exec paths.
+const EXTRA_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/lib/git-core",
+    "/usr/libexec/git-core",
+    "/usr/local/libexec/git-core",
+];
+
+/// A program a rule names, found when the session started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownProgram {
+    /// The name the rules use (`git`), or [`LOADER`].
+    pub name: String,
+    /// The file (symlinks resolved).
+    pub path: PathBuf,
+    /// Device of the file.
+    pub dev: u64,
+    /// Inode of the file.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Finds the files the rules' program `names` are, through `path_var` (a `PATH` value) and the
+/// usual directories, and the dynamic loaders. Files that cannot be read are left out.
+pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
+    let mut dirs: Vec<PathBuf> = path_var
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
+    let mut found: Vec<KnownProgram> = Vec::new();
+    let mut add = |name: &str, candidate: &Path| {
+        let Ok(path) = std::fs::canonicalize(candidate) else {
+            return;
+        };
+        let Ok(meta) = std::fs::metadata(&path) else {
+            return;
+        };
+        if !meta.is_file() || meta.mode() & 0o111 == 0 {
+            return;
+        }
+        let known = KnownProgram {
+            name: name.to_owned(),
+            path,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+        };
+        if !found
+            .iter()
+            .any(|k| k.name == known.name && k.dev == known.dev && k.ino == known.ino)
+        {
+            found.push(known);
+        }
+    };
+    for name in names {
+        if name.is_empty() || name.contains('/') {
+            continue;
+        }
+        for dir in &dirs {
+            add(name, &dir.join(name));
+        }
+    }
+    for loader in LOADER_PATHS {
+        add(LOADER, Path::new(loader));
+    }
+    found
+}
+
+/// A file's identity for the digest cache: a change to the file changes its ctime.
+type FileKey = (u64, u64, u64, i64, i64);
+
+/// The names an executed file is, computed at exec time (see the module docs).
+#[derive(Debug)]
+pub struct Identity {
+    known: Vec<KnownProgram>,
+    /// Digests of known programs, by index, computed on first need.
+    known_digests: HashMap<usize, Option<[u8; 32]>>,
+    /// Digests of other files, by [`FileKey`].
+    digests: HashMap<FileKey, Option<[u8; 32]>>,
+}
+
+/// Files larger than this are never digested (no rule program is this large).
+const MAX_DIGEST_SIZE: u64 = 512 << 20;
+
+impl Identity {
+    /// The identity table of a session.
+    pub fn new(known: Vec<KnownProgram>) -> Identity {
+        Identity {
+            known,
+            known_digests: HashMap::new(),
+            digests: HashMap::new(),
+        }
+    }
+
+    /// The known names of the file open as `file` (opened from `/proc/PID/exe` or the path an
+    /// exec names): every program it is, by inode or, for a file of a known size, by content.
+    pub fn names_of(&mut self, file: &std::fs::File) -> Vec<String> {
+        let Ok(meta) = file.metadata() else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = self
+            .known
+            .iter()
+            .filter(|k| k.dev == meta.dev() && k.ino == meta.ino())
+            .map(|k| k.name.clone())
+            .collect();
+        let same_size: Vec<usize> = (0..self.known.len())
+            .filter(|&i| {
+                let k = &self.known[i];
+                k.size == meta.size() && !names.contains(&k.name)
+            })
+            .collect();
+        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
+            return names;
+        }
+        let key = (
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        );
+        let digest = *self
+            .digests
+            .entry(key)
+            .or_insert_with(|| digest_reader(file).ok());
+        let Some(digest) = digest else {
+            return names;
+        };
+        for i in same_size {
+            let known = self
+                .known_digests
+                .entry(i)
+                .or_insert_with(|| {
+                    std::fs::File::open(&self.known[i].path)
+                        .and_then(|f| digest_reader(&f))
+                        .ok()
+                })
+                .as_ref()
+                .copied();
+            if known == Some(digest) && !names.contains(&self.known[i].name) {
+                names.push(self.known[i].name.clone());
+            }
+        }
+        names
+    }
+
+    /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that
+    /// name is the program itself, not a renamed copy).
+    pub fn is_known_as(&self, names: &[String], argv0_basename: &str) -> bool {
+        names.iter().any(|n| n == argv0_basename)
+            || self.known.iter().any(|k| {
+                names.contains(&k.name)
+                    && k.path.file_name().and_then(|f| f.to_str()) == Some(argv0_basename)
+            })
+    }
+}
+
+fn digest_reader(mut file: &std::fs::File) -> std::io::Result<[u8; 32]> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(0))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh_names() -> Vec<String> {
+        vec!["sh".to_owned()]
+    }
+
+    #[test]
+    fn a_hard_link_and_a_copy_are_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
+        let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
+        let copy = dir.path().join("renamed");
+        std::fs::copy(&sh.path, &copy).unwrap();
+        let mut identity = Identity::new(known.clone());
+        let names = identity.names_of(&std::fs::File::open(&copy).unwrap());
+        assert!(names.contains(&"sh".to_owned()), "{names:?}");
+        let same = identity.names_of(&std::fs::File::open(&sh.path).unwrap());
+        assert!(same.contains(&"sh".to_owned()), "{same:?}");
+        // One byte more is another program.
+        let mut bytes = std::fs::read(&copy).unwrap();
+        bytes.push(0);
+        let changed = dir.path().join("changed");
+        std::fs::write(&changed, bytes).unwrap();
+        assert!(
+            identity
+                .names_of(&std::fs::File::open(&changed).unwrap())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_same_name_is_not_a_rename() {
+        let known = resolve(&sh_names(), Some("/bin"));
+        let identity = Identity::new(known);
+        assert!(identity.is_known_as(&sh_names(), "sh"));
+        assert!(!identity.is_known_as(&sh_names(), "x"));
+    }
+}

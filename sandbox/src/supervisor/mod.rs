@@ -1,0 +1,736 @@
+//! The exec supervisor: command rules decided at every `execve`/`execveat` of every process in
+//! a sandbox, on the argv and the program that actually run.
+//!
+//! It runs when the spec has command rules ([`bridle_policy::SandboxSpec::exec_rules`]), in the
+//! process that forks the command: the sandbox's init (PID 1 of its PID namespace), or the
+//! launcher where there is no PID namespace. That process is bridle's own code, outside the
+//! command's seccomp filter and Landlock domain, and an ancestor of every process of the
+//! sandbox.
+//!
+//! # How
+//!
+//! - The command is attached with `PTRACE_SEIZE` before it applies its confinement, with
+//!   `PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE` (every process and thread it makes is
+//!   traced from its first instruction), `TRACEEXEC`, `TRACESECCOMP` and `EXITKILL`.
+//! - The command's seccomp filter returns `SECCOMP_RET_TRACE` for `execve` and `execveat`
+//!   ([`crate::seccomp::compile_supervised`]). At that stop, before the kernel reads the
+//!   arguments, the supervisor reads them from the caller's memory and decides: a denial skips
+//!   the call with `EACCES` (x86_64: the syscall number is set to -1 and the return value to
+//!   `-EACCES`; elsewhere the process is killed), so the caller sees an ordinary failed exec.
+//! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
+//!   runs one instruction, the supervisor decides again on what is now final: the argv and
+//!   environment from `/proc/PID/cmdline` and `environ` (the new image's memory) and the
+//!   executed file from `/proc/PID/exe`. A denial then kills the process (SIGKILL) before its
+//!   first instruction.
+//! - `ask` holds the process in its stop while bridle asks (the approvals seam, through the
+//!   channel of [`record`]); with nobody to ask, or no channel, the answer is no.
+//!
+//! # Why a race cannot change what runs
+//!
+//! The check at the seccomp stop reads memory the caller shares with other threads (and, for
+//! `vfork`/`posix_spawn`, with its parent): another thread can rewrite argv after that read
+//! and before the kernel copies it. So that check only decides denials early; it never allows
+//! anything by itself. What is allowed to run is decided at `PTRACE_EVENT_EXEC`, when:
+//!
+//! - the exec has replaced the memory of the process (a fresh `mm` that no other task shares:
+//!   `de_thread` has killed every other thread of the thread group, and a `vfork` parent got
+//!   its own memory back), so nobody but the stopped process itself can write its argv, and it
+//!   does not run until the supervisor lets it;
+//! - no other process can write it either: ptrace, `process_vm_writev` and `pidfd_getfd` are
+//!   denied by the command's seccomp filter, and `/proc/PID/mem` cannot be opened for writing
+//!   under Landlock (no write right below `/proc`, and without Landlock the mount view has
+//!   `/proc` of the sandbox only, and other processes of the sandbox lack the ptrace access a
+//!   write needs: the tracer is the supervisor);
+//! - the executed file is the one open as the process's `/proc/PID/exe`, not a path that could
+//!   be swapped, and it cannot be written while it runs (`ETXTBSY`).
+//!
+//! A decision at the exec event that differs from the one at the seccomp stop kills the
+//! process: a racing rewrite can only ever end in a dead process, never an allowed one. (A
+//! descriptor to `/proc/PID/mem` opened before the exec refers to the old memory, and one's own
+//! `/proc/self/mem` does not open for writing under Landlock either.) The same argument, for
+//! users, is in `SECURITY.md` ("Command rules at every exec").
+//!
+//! # Failing closed
+//!
+//! - Without a tracer, `SECCOMP_RET_TRACE` fails the call with `ENOSYS`: a process that is not
+//!   traced (one made with `CLONE_UNTRACED`) can exec nothing. If the supervisor dies, the
+//!   sandbox dies with it (init is PID 1 of the namespace; `EXITKILL` kills every tracee
+//!   otherwise) — and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
+//! - An exec whose argv, environment or program the supervisor cannot read at the exec event
+//!   is killed.
+//! - A process a supervisor attached cannot be traced by anything else: debuggers and
+//!   `strace` inside fail (`ptrace` is denied by seccomp: `EPERM`, "Operation not
+//!   permitted").
+//!
+//! # Limits
+//!
+//! What runs without an exec is not seen: a shell's builtins, and a program that implements
+//! what a rule names itself (a script speaking git's protocol, a modified copy of git) or
+//! loads another program's code without exec. The network policy is the boundary for those.
+//! Under `danger-full-access` (no seccomp filter, no PID namespace) the supervisor runs from
+//! the launcher and checks each exec at the exec event only (a denied process is killed, not
+//! refused); with no filter, a process started with `CLONE_UNTRACED` escapes it, so there it
+//! is a best effort, not a guarantee.
+
+mod git;
+pub mod identity;
+pub mod record;
+mod tracee;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use bridle_policy::rules::{ExecFacts, ExecRules};
+use bridle_policy::{DecidedBy, Decision, SandboxSpec, Verdict};
+use nix::sys::ptrace::{self, Event, Options};
+use nix::sys::signal::Signal;
+use nix::sys::wait::WaitStatus;
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+pub use identity::{KnownProgram, LOADER};
+pub use record::{ExecAncestor, ExecObserver, ExecOutcome, ExecRecord, Unobserved};
+
+use crate::sys;
+use record::{Answer, ToBridle};
+use tracee::ExecRead;
+
+/// What the launcher needs to supervise (part of its config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisorConfig {
+    /// The rules.
+    pub rules: ExecRules,
+    /// The programs the rules name, resolved when the session started.
+    pub programs: Vec<KnownProgram>,
+}
+
+impl SupervisorConfig {
+    /// The supervisor of `spec`, when it has command rules; resolves the programs they name
+    /// now (call it once per session).
+    pub fn for_spec(spec: &SandboxSpec) -> Option<SupervisorConfig> {
+        let rules = spec.exec_rules.clone()?;
+        let names: Vec<String> = rules.program_names().into_iter().collect();
+        let programs = identity::resolve(&names, spec.env.get("PATH").map(String::as_str));
+        Some(SupervisorConfig { rules, programs })
+    }
+}
+
+/// The ptrace options of every traced process.
+pub(crate) fn trace_options() -> Options {
+    Options::PTRACE_O_TRACESECCOMP
+        | Options::PTRACE_O_TRACEEXEC
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_EXITKILL
+}
+
+/// `text` shortened for a message (one line, at most 300 characters).
+pub(crate) fn short(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match line.char_indices().nth(300) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line,
+    }
+}
+
+/// What the supervisor remembers of a traced process.
+#[derive(Debug, Clone, Default)]
+struct Proc {
+    parent: Option<i32>,
+    /// Its last exec (or its parent's, until it execs).
+    command: String,
+    /// An argv a person approved at the seccomp stop: the exec event of the same argv does
+    /// not ask again.
+    approved: Option<Vec<String>>,
+}
+
+/// Which check is deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// At the seccomp stop: the caller's memory, advisory.
+    Before,
+    /// At the exec event: final.
+    After,
+}
+
+/// The exec supervisor of one sandbox (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Supervisor {
+    rules: ExecRules,
+    names_git: bool,
+    identity: identity::Identity,
+    procs: HashMap<i32, Proc>,
+    channel: Option<Channel>,
+    /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
+    /// every directory, which is one denial to report, not one per directory.
+    last_refused: Option<(i32, Vec<String>)>,
+}
+
+/// The socket to bridle (see [`record`]).
+#[derive(Debug)]
+struct Channel {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: u64,
+}
+
+impl Supervisor {
+    /// A supervisor for `config`, reporting on `channel` (the socket to bridle).
+    pub fn new(config: SupervisorConfig, channel: Option<OwnedFd>) -> Supervisor {
+        let channel = channel.and_then(|fd| {
+            let stream = UnixStream::from(fd);
+            let reader = stream.try_clone().ok()?;
+            Some(Channel {
+                writer: stream,
+                reader: BufReader::new(reader),
+                next_id: 0,
+            })
+        });
+        Supervisor {
+            names_git: config.rules.names_git(),
+            rules: config.rules,
+            identity: identity::Identity::new(config.programs),
+            procs: HashMap::new(),
+            channel,
+            last_refused: None,
+        }
+    }
+
+    /// Traces `command`, which must not run anything until this returned (it waits on a pipe
+    /// its parent writes after).
+    pub fn attach(&mut self, command: Pid, argv: &[String]) -> Result<(), String> {
+        ptrace::seize(command, trace_options()).map_err(|e| {
+            format!(
+                "command rules need the exec supervisor, which could not trace the command (ptrace: {e})"
+            )
+        })?;
+        self.procs.insert(
+            command.as_raw(),
+            Proc {
+                command: short(&argv.join(" ")),
+                ..Proc::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// A traced task exited or was reaped.
+    pub fn forget(&mut self, pid: Pid) {
+        self.procs.remove(&pid.as_raw());
+    }
+
+    /// Handles one stop of a traced task and lets it go on (or kills it).
+    pub fn on_stop(&mut self, status: WaitStatus) {
+        match status {
+            WaitStatus::PtraceEvent(pid, _, event)
+                if event == Event::PTRACE_EVENT_SECCOMP as i32 =>
+            {
+                self.before_exec(pid);
+            }
+            WaitStatus::PtraceEvent(pid, _, event) if event == Event::PTRACE_EVENT_EXEC as i32 => {
+                self.after_exec(pid);
+            }
+            WaitStatus::PtraceEvent(pid, _, event)
+                if event == Event::PTRACE_EVENT_FORK as i32
+                    || event == Event::PTRACE_EVENT_VFORK as i32
+                    || event == Event::PTRACE_EVENT_CLONE as i32 =>
+            {
+                if let Ok(child) = ptrace::getevent(pid).map(|c| i32::try_from(c).unwrap_or(0)) {
+                    let command = self
+                        .procs
+                        .get(&pid.as_raw())
+                        .map(|p| p.command.clone())
+                        .unwrap_or_default();
+                    let entry = self.procs.entry(child).or_default();
+                    entry.parent = Some(pid.as_raw());
+                    entry.command = command;
+                }
+                resume(pid, None);
+            }
+            WaitStatus::PtraceEvent(pid, signal, event)
+                if event == Event::PTRACE_EVENT_STOP as i32 =>
+            {
+                // A group-stop (job control): stay stopped but keep reporting; anything else
+                // (a new task's first stop) goes on.
+                let stopping = matches!(
+                    signal,
+                    Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+                );
+                if !(stopping && sys::ptrace::listen(pid).is_ok()) {
+                    resume(pid, None);
+                }
+            }
+            WaitStatus::PtraceEvent(pid, _, _) | WaitStatus::PtraceSyscall(pid) => {
+                resume(pid, None);
+            }
+            // A signal on its way to a tracee: deliver it.
+            WaitStatus::Stopped(pid, signal) => resume(pid, Some(signal)),
+            WaitStatus::Exited(..)
+            | WaitStatus::Signaled(..)
+            | WaitStatus::Continued(_)
+            | WaitStatus::StillAlive => {}
+        }
+    }
+
+    /// The seccomp stop at `execve`/`execveat` entry.
+    fn before_exec(&mut self, pid: Pid) {
+        let Ok((nr, args)) = sys::ptrace::seccomp_stop(pid) else {
+            resume(pid, None);
+            return;
+        };
+        let execveat = i64::try_from(nr).ok() == Some(nix::libc::SYS_execveat);
+        // What cannot be read here is decided at the exec event, if the exec happens.
+        let Ok(read) = tracee::before_exec(pid, execveat, args) else {
+            resume(pid, None);
+            return;
+        };
+        // A file that cannot be opened is not run either (the kernel fails the exec), or
+        // is decided at the exec event.
+        let Ok(file) = open_program(&read.path) else {
+            resume(pid, None);
+            return;
+        };
+        let facts = self.facts(pid, &read, &file, Stage::Before);
+        let verdict = self.decide(&read, &facts);
+        let again = (pid.as_raw(), read.argv.clone());
+        let approved = match verdict.decision {
+            Decision::Allow => {
+                resume(pid, None);
+                return;
+            }
+            // A shell searching `PATH` tries the same exec in every directory: decided once.
+            _ if self.last_refused.as_ref() == Some(&again) => false,
+            Decision::Deny => {
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                record.outcome = refusal_outcome(pid);
+                self.report(record);
+                false
+            }
+            Decision::Ask => {
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                let yes = self.ask(&mut record);
+                record.outcome = if yes {
+                    ExecOutcome::Approved
+                } else {
+                    refusal_outcome(pid)
+                };
+                self.report(record);
+                yes
+            }
+        };
+        if approved {
+            if let Some(p) = self.procs.get_mut(&pid.as_raw()) {
+                p.approved = Some(read.argv);
+            }
+            resume(pid, None);
+        } else {
+            self.last_refused = Some(again);
+            refuse(pid);
+        }
+    }
+
+    /// The exec event: the new program is loaded and has not run.
+    fn after_exec(&mut self, pid: Pid) {
+        // The exec may have come from another thread, whose id the process now has.
+        let former = ptrace::getevent(pid)
+            .ok()
+            .and_then(|t| i32::try_from(t).ok())
+            .unwrap_or(pid.as_raw());
+        let mut proc = self.procs.remove(&former).unwrap_or_default();
+        if former != pid.as_raw()
+            && let Some(leader) = self.procs.remove(&pid.as_raw())
+        {
+            proc.parent = proc.parent.or(leader.parent);
+        }
+        let approved = proc.approved.take();
+        let (read, file) = match tracee::after_exec(pid) {
+            Ok(read) => read,
+            Err(tracee::Unreadable(why)) => {
+                self.procs.insert(pid.as_raw(), proc);
+                let verdict = Verdict {
+                    decision: Decision::Deny,
+                    by: DecidedBy::Default,
+                    reason: format!("the exec supervisor could not read what runs: {why}"),
+                };
+                let read = ExecRead::default();
+                let mut record = self.record(pid, &read, &ExecFacts::default(), &verdict);
+                record.outcome = ExecOutcome::Killed;
+                self.report(record);
+                kill(pid);
+                return;
+            }
+        };
+        proc.command = short(&read.argv.join(" "));
+        self.procs.insert(pid.as_raw(), proc);
+        let facts = self.facts(pid, &read, &file, Stage::After);
+        let verdict = self.decide(&read, &facts);
+        let allowed = match verdict.decision {
+            Decision::Allow => true,
+            Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
+            Decision::Ask => {
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                let yes = self.ask(&mut record);
+                record.outcome = if yes {
+                    ExecOutcome::Approved
+                } else {
+                    ExecOutcome::Killed
+                };
+                self.report(record);
+                yes
+            }
+            Decision::Deny => {
+                let mut record = self.record(pid, &read, &facts, &verdict);
+                record.outcome = ExecOutcome::Killed;
+                self.report(record);
+                false
+            }
+        };
+        // Reported first, so that what the exec's failure makes others print comes after.
+        if allowed {
+            resume(pid, None);
+        } else {
+            kill(pid);
+        }
+    }
+
+    /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
+    /// program it names, as what that file is now (it could change before the loader opens
+    /// it, which is why the exec also asks as opaque): the stricter verdict wins.
+    fn decide(&mut self, read: &ExecRead, facts: &ExecFacts) -> Verdict {
+        let verdict = self.rules.decide(facts);
+        if facts.opaque.is_none() {
+            return verdict;
+        }
+        let Some(argv) = loaded_program(&read.argv) else {
+            return verdict;
+        };
+        let path = read.cwd.join(&argv[0]);
+        let Ok(file) = open_program(&path) else {
+            return verdict;
+        };
+        let names = self.identity.names_of(&file);
+        let loaded = ExecFacts {
+            argv,
+            same_as: names.into_iter().filter(|n| n != LOADER).collect(),
+            ..ExecFacts::default()
+        };
+        let other = self.rules.decide(&loaded);
+        if other.decision > verdict.decision {
+            other
+        } else {
+            verdict
+        }
+    }
+
+    /// What the rules need to know about `read`, whose file is open as `file`.
+    fn facts(
+        &mut self,
+        pid: Pid,
+        read: &ExecRead,
+        file: &std::fs::File,
+        stage: Stage,
+    ) -> ExecFacts {
+        let argv0 = read
+            .argv
+            .first()
+            .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
+            .unwrap_or_default();
+        let names = self.identity.names_of(file);
+        // Called by one of its own names, a program is what that name says (a multi-call
+        // program decides by its name); under another name it is each program it is.
+        let mut same_as = if self.identity.is_known_as(&names, &argv0) {
+            Vec::new()
+        } else {
+            names.clone()
+        };
+        let mut facts = ExecFacts {
+            argv: read.argv.clone(),
+            same_as: Vec::new(),
+            git_aliases: Vec::new(),
+            opaque: None,
+        };
+        let env = || match stage {
+            Stage::Before => tracee::env_before_exec(pid, read.envp),
+            Stage::After => tracee::env_after_exec(pid),
+        };
+        if names.iter().any(|n| n == LOADER) {
+            facts.opaque = loader_runs(read, &env);
+        }
+        let is_git =
+            argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
+        if self.names_git && is_git {
+            // Unreadable: the aliases of the command line itself are still expanded.
+            if let Ok(env) = env() {
+                facts.git_aliases = git::aliases(&read.argv, &env, &read.cwd);
+            }
+        }
+        same_as.retain(|n| n != LOADER);
+        facts.same_as = same_as;
+        facts
+    }
+
+    /// The record of a decision (its outcome is set by the caller).
+    fn record(
+        &self,
+        pid: Pid,
+        read: &ExecRead,
+        facts: &ExecFacts,
+        verdict: &Verdict,
+    ) -> ExecRecord {
+        let rule = match &verdict.by {
+            DecidedBy::Rule { id, .. } => Some(id.clone()),
+            DecidedBy::Hidden { rule, .. } => Some(rule.clone()),
+            _ => None,
+        };
+        ExecRecord {
+            pid: pid.as_raw(),
+            program: read.path.display().to_string(),
+            argv: read.argv.clone(),
+            decision: verdict.decision,
+            rule,
+            reason: verdict.reason.clone(),
+            same_as: facts.same_as.clone(),
+            ancestry: self.ancestry(pid.as_raw()),
+            outcome: ExecOutcome::Refused,
+            answer: None,
+        }
+    }
+
+    /// The traced parent of `pid`: from its fork event, or, when the new process's own stops
+    /// were reported before its parent's fork event (waitpid gives no order between tasks),
+    /// from `/proc/PID/status`.
+    fn parent_of(&self, pid: i32) -> Option<i32> {
+        self.procs.get(&pid).and_then(|p| p.parent).or_else(|| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            self.procs.contains_key(&ppid).then_some(ppid)
+        })
+    }
+
+    /// The parents of `pid`, nearest first.
+    fn ancestry(&self, pid: i32) -> Vec<ExecAncestor> {
+        let mut out = Vec::new();
+        let mut at = self.parent_of(pid);
+        while let Some(parent) = at {
+            if out.len() >= 64 || out.iter().any(|a: &ExecAncestor| a.pid == parent) {
+                break;
+            }
+            let proc = self.procs.get(&parent);
+            out.push(ExecAncestor {
+                pid: parent,
+                command: proc.map(|p| p.command.clone()).unwrap_or_default(),
+            });
+            at = self.parent_of(parent);
+        }
+        out
+    }
+
+    /// Sends `record` to bridle and waits until bridle has it (so that it is reported before
+    /// anything the decision makes the process, or its parent, print), or, with no channel,
+    /// writes it on this process's stderr (the command's).
+    fn report(&mut self, record: ExecRecord) {
+        let Some(channel) = &mut self.channel else {
+            let line = format!("bridle: {}\n", record.message());
+            let _ = sys::write_all_raw(2, line.as_bytes());
+            return;
+        };
+        if channel
+            .exchange(|id| ToBridle::Decided { id, record })
+            .is_none()
+        {
+            self.channel = None;
+        }
+    }
+
+    /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,
+    /// a channel that closes, or a request to stop the sandbox: no.
+    fn ask(&mut self, record: &mut ExecRecord) -> bool {
+        let Some(channel) = &mut self.channel else {
+            record.answer = Some("unavailable: nobody can be asked".into());
+            return false;
+        };
+        let question = record.clone();
+        match channel.exchange(|id| ToBridle::Ask {
+            id,
+            record: question,
+        }) {
+            Some(yes) => {
+                record.answer = Some(if yes { "approved" } else { "not approved" }.into());
+                yes
+            }
+            None => {
+                record.answer = Some(if sys::ptrace::termination_pending() {
+                    "cancelled: the sandbox is being stopped".into()
+                } else {
+                    "unavailable: bridle does not answer".into()
+                });
+                false
+            }
+        }
+    }
+}
+
+impl Channel {
+    /// Sends the message `make` builds with a fresh id and waits for bridle's answer to it:
+    /// `Some(approve)`; `None` when the channel is gone or the sandbox is being stopped.
+    fn exchange(&mut self, make: impl FnOnce(u64) -> ToBridle) -> Option<bool> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut text = serde_json::to_string(&make(id)).unwrap_or_default();
+        text.push('\n');
+        self.writer.write_all(text.as_bytes()).ok()?;
+        loop {
+            if sys::ptrace::termination_pending() {
+                return None;
+            }
+            if self.reader.buffer().is_empty() {
+                let fd = self.reader.get_ref().as_fd();
+                let mut poll = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(100u16)) {
+                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) => {}
+                    Err(_) => return None,
+                }
+            }
+            let mut line = String::new();
+            match self.reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {
+                    if let Ok(answer) = serde_json::from_str::<Answer>(&line)
+                        && answer.id == id
+                    {
+                        return Some(answer.approve);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Opens the program an exec names, for its identity (never blocking on a FIFO).
+fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// The dynamic loader run as a program loads a file it opens after the exec, which the
+/// supervisor cannot pin: what it runs is opaque, unless it runs nothing (`--list`, `--verify`
+/// and the like, or `LD_TRACE_LOADED_OBJECTS`, as `ldd` does).
+fn loader_runs(
+    read: &ExecRead,
+    env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
+) -> Option<String> {
+    const RUNS_NOTHING: &[&str] = &[
+        "--list",
+        "--verify",
+        "--help",
+        "--version",
+        "--list-tunables",
+        "--list-diagnostics",
+    ];
+    let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));
+    if options.clone().any(|a| RUNS_NOTHING.contains(&a.as_str())) {
+        return None;
+    }
+    if read.argv.len() < 2 {
+        return None;
+    }
+    if env().is_ok_and(|e| {
+        e.get("LD_TRACE_LOADED_OBJECTS")
+            .is_some_and(|v| !v.is_empty())
+    }) {
+        return None;
+    }
+    Some(format!(
+        "the program the dynamic loader `{}` loads (a file it opens after the exec)",
+        read.path.display()
+    ))
+}
+
+/// The argv of the program the dynamic loader, run as `argv`, loads: its first operand and
+/// what follows (`--argv0 NAME` does not change which file it is).
+fn loaded_program(argv: &[String]) -> Option<Vec<String>> {
+    const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        if !word.starts_with("--") {
+            break;
+        }
+        i += if WITH_VALUE.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    argv.get(i..)
+        .filter(|rest| !rest.is_empty())
+        .map(<[String]>::to_vec)
+}
+
+/// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
+fn resume(pid: Pid, signal: Option<Signal>) {
+    let _ = ptrace::cont(pid, signal);
+}
+
+/// Kills a stopped tracee before it runs another instruction.
+fn kill(pid: Pid) {
+    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+}
+
+/// Prepares the exec a tracee is stopped at to fail with `EACCES` (see [`refuse`]); what
+/// refusing it will amount to.
+fn refusal_outcome(pid: Pid) -> ExecOutcome {
+    if skip_with_eacces(pid) {
+        ExecOutcome::Refused
+    } else {
+        ExecOutcome::Killed
+    }
+}
+
+/// Fails the exec a tracee is stopped at with `EACCES` (setting that up again is harmless);
+/// kills it where that cannot be done.
+fn refuse(pid: Pid) {
+    if !(skip_with_eacces(pid) && ptrace::cont(pid, None).is_ok()) {
+        kill(pid);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn skip_with_eacces(pid: Pid) -> bool {
+    let Ok(mut regs) = ptrace::getregs(pid) else {
+        return false;
+    };
+    // Syscall number -1: the kernel skips the call and returns what `rax` holds.
+    regs.orig_rax = u64::MAX;
+    regs.rax = (-i64::from(nix::libc::EACCES)).cast_unsigned();
+    ptrace::setregs(pid, regs).is_ok()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn skip_with_eacces(_pid: Pid) -> bool {
+    false
+}

@@ -1,0 +1,303 @@
+//! What the exec supervisor tells bridle, and how: one JSON line per message on a stream
+//! socket (a socketpair bridle makes for each launch; the launcher has it at
+//! [`crate::launcher::protocol::SUPERVISOR_FD`], the command never does).
+//!
+//! - supervisor → bridle: `{"decided": {"id": N, "record": RECORD}}` for every exec it denied,
+//!   and every exec it asked about once answered; `{"ask": {"id": N, "record": RECORD}}` for an
+//!   `ask` rule;
+//! - bridle → supervisor: `{"id": N, "approve": BOOL}` for each, once it has the message (for
+//!   a decision) or the answer (for a question). The process stays stopped until then, so a
+//!   record always reaches bridle before anything the decision makes run or print.
+//!
+//! A supervisor whose channel is gone (bridle closed it, or died) gets no answer: every
+//! question is then answered "no".
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+
+use bridle_policy::Decision;
+use serde::{Deserialize, Serialize};
+
+/// What the supervisor did with one exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecOutcome {
+    /// Stopped before the kernel ran it: the caller's `execve` failed with `EACCES`.
+    Refused,
+    /// Found at the exec itself (the new program loaded, not one instruction run): the process
+    /// was killed (SIGKILL). This is what a program sees whose exec was decided differently
+    /// once its arguments were final (another thread rewrote them during the call), and every
+    /// denial where the call cannot be stopped before (no seccomp filter: danger-full-access).
+    Killed,
+    /// A person approved it (an `ask` rule); it ran.
+    Approved,
+}
+
+/// One process above the one that exec'd, as the supervisor saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecAncestor {
+    /// Its pid inside the sandbox.
+    pub pid: i32,
+    /// The command it runs (its last exec), shortened.
+    pub command: String,
+}
+
+/// One decision the supervisor enforced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRecord {
+    /// The pid of the process inside the sandbox (its PID namespace).
+    pub pid: i32,
+    /// The file that runs (or would have): the path the exec named, resolved, before the
+    /// exec; the executed file (`/proc/PID/exe`) at it.
+    pub program: String,
+    /// The arguments.
+    pub argv: Vec<String>,
+    /// The rules' decision.
+    pub decision: Decision,
+    /// The rule that decided, or that a part the supervisor could not see could match.
+    pub rule: Option<String>,
+    /// The rule engine's reason.
+    pub reason: String,
+    /// What the program is besides its own name (`git` for a renamed copy of git).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<String>,
+    /// Its parent first, up to the sandbox's command.
+    #[serde(default)]
+    pub ancestry: Vec<ExecAncestor>,
+    /// What happened.
+    pub outcome: ExecOutcome,
+    /// For an `ask`: who answered and how, when known (`rejected`, `unavailable`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl ExecRecord {
+    /// One line for a person: `rule deny-git-push denied exec of /usr/bin/git push origin
+    /// main (pid 7)`, and what happened when that is more than a refused exec.
+    pub fn message(&self) -> String {
+        let args: Vec<&str> = self.argv.iter().skip(1).map(String::as_str).collect();
+        let mut what = crate::supervisor::short(&if args.is_empty() {
+            self.program.clone()
+        } else {
+            format!("{} {}", self.program, args.join(" "))
+        });
+        if let Some(name) = self.same_as.first() {
+            what.push_str(&format!(" (it is {name})"));
+        }
+        let rule = self.rule.as_deref().unwrap_or("the policy");
+        let head = match (self.decision, self.outcome) {
+            (_, ExecOutcome::Approved) => {
+                format!(
+                    "exec of {what} (pid {}) approved ({})",
+                    self.pid, self.reason
+                )
+            }
+            (Decision::Ask, _) => format!(
+                "rule {rule} needs approval for exec of {what} (pid {}): {}; denied",
+                self.pid,
+                self.answer.as_deref().unwrap_or("not approved")
+            ),
+            _ => format!("rule {rule} denied exec of {what} (pid {})", self.pid),
+        };
+        match self.outcome {
+            ExecOutcome::Killed => {
+                format!("{head}; the process was killed at the exec, before it ran")
+            }
+            ExecOutcome::Refused | ExecOutcome::Approved => head,
+        }
+    }
+}
+
+/// A message from the supervisor. bridle answers each with an [`Answer`] of the same id: a
+/// decision once it is delivered (the supervisor waits for that before the process goes on),
+/// a question with the person's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ToBridle {
+    Decided { id: u64, record: ExecRecord },
+    Ask { id: u64, record: ExecRecord },
+}
+
+/// bridle's answer to a message (for a decision, `approve` is false and means nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Answer {
+    pub id: u64,
+    pub approve: bool,
+}
+
+/// Receives what the exec supervisor of a run reports (see [`crate::Running::finish_observed`]).
+pub trait ExecObserver {
+    /// An exec was denied (or asked about and answered): tell the person, record it.
+    fn decided(&mut self, record: &ExecRecord);
+
+    /// Whether `record` (an exec an `ask` rule matched, held stopped meanwhile) may run. The
+    /// answer is recorded through [`ExecObserver::decided`] afterwards.
+    fn approve(&mut self, record: &ExecRecord) -> bool;
+}
+
+/// The observer of runs nobody watches: decisions go to the log (`tracing`), questions are
+/// answered "no" (nobody can be asked).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unobserved;
+
+impl ExecObserver for Unobserved {
+    fn decided(&mut self, record: &ExecRecord) {
+        tracing::warn!("{}", record.message());
+    }
+
+    fn approve(&mut self, _record: &ExecRecord) -> bool {
+        false
+    }
+}
+
+/// What the reader thread hands to the thread that waits for the run.
+#[derive(Debug)]
+pub(crate) enum FromSupervisor {
+    /// Signalled (or dropped) once the observer has it.
+    Decided(ExecRecord, mpsc::Sender<bool>),
+    /// Reply on the sender; dropping it answers "no".
+    Ask(ExecRecord, mpsc::Sender<bool>),
+}
+
+/// How long a decision's report may hold the process it is about while nobody observes.
+const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads the supervisor's messages from `socket` until it closes, passing each to `deliver`
+/// (which returns false once nobody listens any more). Questions wait for their answer; one
+/// that gets none (the waiting side is gone) is answered "no".
+pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> bool) {
+    let stream = UnixStream::from(socket);
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<ToBridle>(&line) else {
+            tracing::warn!("malformed message from the exec supervisor: {line}");
+            continue;
+        };
+        let answer = match message {
+            ToBridle::Decided { id, record } => {
+                // The process goes on once the observer has printed and recorded the decision,
+                // so that the line comes before what the failed exec makes anyone print; a
+                // side that does not observe now (a terminal between calls) holds it at most
+                // DELIVERY_WAIT.
+                let (tx, rx) = mpsc::channel();
+                if deliver(FromSupervisor::Decided(record, tx)) {
+                    let _ = rx.recv_timeout(DELIVERY_WAIT);
+                }
+                Answer { id, approve: false }
+            }
+            ToBridle::Ask { id, record } => {
+                let (tx, rx) = mpsc::channel();
+                let approve = deliver(FromSupervisor::Ask(record, tx)) && rx.recv() == Ok(true);
+                Answer { id, approve }
+            }
+        };
+        let mut text = serde_json::to_string(&answer).unwrap_or_default();
+        text.push('\n');
+        if writer.write_all(text.as_bytes()).is_err() {
+            break;
+        }
+    }
+}
+
+/// Hands one message to `observer`; a question is answered on its sender.
+pub(crate) fn observe(message: FromSupervisor, observer: &mut dyn ExecObserver) {
+    match message {
+        FromSupervisor::Decided(record, delivered) => {
+            observer.decided(&record);
+            let _ = delivered.send(true);
+        }
+        FromSupervisor::Ask(record, reply) => {
+            let _ = reply.send(observer.approve(&record));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(decision: Decision, outcome: ExecOutcome) -> ExecRecord {
+        ExecRecord {
+            pid: 7,
+            program: "/usr/bin/git".into(),
+            argv: vec!["git".into(), "push".into(), "origin".into(), "main".into()],
+            decision,
+            rule: Some("deny-git-push".into()),
+            reason: "r".into(),
+            same_as: Vec::new(),
+            ancestry: Vec::new(),
+            outcome,
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn messages_name_the_rule_the_program_and_the_pid() {
+        assert_eq!(
+            record(Decision::Deny, ExecOutcome::Refused).message(),
+            "rule deny-git-push denied exec of /usr/bin/git push origin main (pid 7)"
+        );
+        let mut renamed = record(Decision::Deny, ExecOutcome::Killed);
+        renamed.program = "/tmp/x".into();
+        renamed.same_as = vec!["git".into()];
+        let text = renamed.message();
+        assert!(
+            text.starts_with("rule deny-git-push denied exec of /tmp/x push origin main (it is git) (pid 7); the process was killed"),
+            "{text}"
+        );
+        let mut asked = record(Decision::Ask, ExecOutcome::Refused);
+        asked.answer = Some("unavailable".into());
+        assert!(
+            asked.message().contains("needs approval"),
+            "{}",
+            asked.message()
+        );
+    }
+
+    #[test]
+    fn messages_round_trip_on_the_wire() {
+        let m = ToBridle::Ask {
+            id: 3,
+            record: record(Decision::Ask, ExecOutcome::Refused),
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<ToBridle>(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn a_question_nobody_answers_is_a_no() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut ours_w = ours.try_clone().unwrap();
+        let reader = std::thread::spawn(move || {
+            read_channel(OwnedFd::from(theirs), |message| {
+                // The waiting side is gone: the reply sender is dropped unanswered.
+                drop(message);
+                true
+            });
+        });
+        let ask = ToBridle::Ask {
+            id: 9,
+            record: record(Decision::Ask, ExecOutcome::Refused),
+        };
+        let mut line = serde_json::to_string(&ask).unwrap();
+        line.push('\n');
+        ours_w.write_all(line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        BufReader::new(&ours).read_line(&mut answer).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Answer>(&answer).unwrap(),
+            Answer {
+                id: 9,
+                approve: false
+            }
+        );
+        drop(ours_w);
+        drop(ours);
+        reader.join().unwrap();
+    }
+}

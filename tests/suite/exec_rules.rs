@@ -1,0 +1,419 @@
+//! Command rules at every exec (the exec supervisor): every way of getting `git push` past a
+//! command-line check, tried under `ci-locked` through `bridle exec`, the `bash` tool, the
+//! persistent terminal across calls, and a process tree five levels deep started by a script
+//! file — each is denied, attributed to `deny-git-push`, and the push does not happen (a bare
+//! repository in the workspace is the remote).
+
+use std::path::Path;
+
+use bridle_agent::log::Event;
+use serde_json::Value;
+
+use super::run_cli::{agent, events, session_id};
+use super::support::{ExecEnv, Run, path_str, run, run_bounded};
+
+/// `git ARGS` on the host, in `dir`, which must succeed.
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A workspace with `repo/` (one commit, its `origin` the bare `remote.git` beside it).
+pub(super) fn with_remote() -> ExecEnv {
+    let e = ExecEnv::new();
+    git(&e.workspace, &["init", "-q", "--bare", "remote.git"]);
+    git(&e.workspace, &["init", "-q", "-b", "main", "repo"]);
+    let repo = e.workspace.join("repo");
+    std::fs::write(repo.join("README"), "hello\n").unwrap();
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    git(&repo, &["remote", "add", "origin", "../remote.git"]);
+    e
+}
+
+/// Whether anything was pushed to `remote.git`.
+#[track_caller]
+pub(super) fn assert_nothing_pushed(e: &ExecEnv, what: &str) {
+    let refs = git(&e.workspace.join("remote.git"), &["for-each-ref"]);
+    assert!(refs.trim().is_empty(), "{what}: the push happened: {refs}");
+}
+
+/// Ways to push that a check of the command line alone would not stop, as lines of a bash
+/// script run in `repo/`.
+pub(super) const EVASIONS: &[(&str, &str)] = &[
+    ("sh -c", "sh -c 'git push origin HEAD:main'"),
+    (
+        "script -qc",
+        "script -qc 'git push origin HEAD:main' /dev/null",
+    ),
+    ("brace expansion", "{git,push,origin,HEAD:main}"),
+    ("IFS", "git${IFS}push origin HEAD:main"),
+    ("alias in -c", "git -c alias.p=push p origin HEAD:main"),
+    (
+        "! alias in -c",
+        "git -c alias.x='!git push origin HEAD:main' x",
+    ),
+    ("env -S", "env -S 'git push origin HEAD:main'"),
+    ("flock", "flock ../lock git push origin HEAD:main"),
+    (
+        "awk system",
+        "awk 'BEGIN{system(\"git push origin HEAD:main\")}'",
+    ),
+    (
+        "hash -p",
+        "hash -p \"$(command -v git)\" p; p push origin HEAD:main",
+    ),
+    ("trap EXIT", "trap 'git push origin HEAD:main' EXIT"),
+    (
+        "expand_aliases",
+        "shopt -s expand_aliases\nalias p='git push'\np origin HEAD:main",
+    ),
+    (
+        "alias in a config file",
+        "export GIT_CONFIG_GLOBAL=../gitconfig\ngit config --global alias.pp push\ngit pp origin HEAD:main",
+    ),
+    (
+        "alias in a new repository's config",
+        "cd ..; git init -q fresh; cd fresh; git remote add origin ../remote.git\n\
+         git -c user.name=t -c user.email=t@e commit -q --allow-empty -m x\n\
+         git config alias.up 'push origin HEAD:main'\ngit up",
+    ),
+];
+
+/// Writes `body` as an executable bash script in the workspace and returns its name.
+pub(super) fn script(e: &ExecEnv, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = e.write(
+        name,
+        format!("#!/bin/bash\ncd repo || exit 99\n{body}\necho end\n"),
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("./{name}")
+}
+
+#[track_caller]
+fn assert_attributed(text: &str, what: &str) {
+    assert!(
+        text.contains("rule deny-git-push denied exec of") && text.contains("(pid "),
+        "{what}: no `bridle: rule deny-git-push denied exec of ... (pid N)` in\n{text}"
+    );
+}
+
+#[test]
+fn bridle_exec_denies_every_evasion_at_the_exec_and_names_the_rule() {
+    let e = with_remote();
+    for (i, (what, line)) in EVASIONS.iter().enumerate() {
+        let name = script(&e, &format!("evasion-{i}.sh"), line);
+        let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
+        assert_attributed(&r.stderr, what);
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.starts_with("bridle: rule deny-git-push")),
+            "{what}: {}",
+            r.stderr
+        );
+        assert_nothing_pushed(&e, what);
+    }
+}
+
+#[test]
+fn bridle_exec_refuses_a_denied_exec_with_eacces_so_the_caller_goes_on() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "eacces.sh",
+        "git push origin HEAD:main 2>err; echo \"status=$?\"; cat err",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
+    r.assert_ok();
+    // bash reports a refused exec as 126 with the errno's text.
+    assert_eq!(r.value("status"), "126", "{}", r.stderr);
+    assert!(r.stdout.contains("Permission denied"), "{}", r.stdout);
+    assert!(r.stdout.contains("end"), "{}", r.stdout);
+    assert_nothing_pushed(&e, "eacces");
+}
+
+/// `bridle tool bash ARGS` under ci-locked, in the workspace.
+fn bash_tool(e: &ExecEnv, command: &str) -> (Run, Value) {
+    let mut cmd = e.bridle();
+    cmd.args(["--profile", "ci-locked", "tool", "bash"])
+        .arg(serde_json::json!({ "command": command }).to_string())
+        .stdin(std::process::Stdio::null());
+    let r = run(&mut cmd);
+    let v: Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|err| panic!("not JSON ({err}):\n{}\n{}", r.stdout, r.stderr));
+    (r, v)
+}
+
+#[test]
+fn the_bash_tool_denies_every_evasion_and_attributes_it() {
+    let e = with_remote();
+    for (i, (what, line)) in EVASIONS.iter().enumerate() {
+        // Typed as the command itself: the command-line rules or the supervisor stop it.
+        let (_, v) = bash_tool(&e, &format!("cd repo && {line}"));
+        let content = v["content"].as_str().unwrap();
+        assert!(content.contains("rule"), "{what}: {v}");
+        assert_nothing_pushed(&e, what);
+        // In a script file the command line shows nothing: the supervisor stops it.
+        let name = script(&e, &format!("tool-{i}.sh"), line);
+        let (_, v) = bash_tool(&e, &name);
+        let content = v["content"].as_str().unwrap();
+        assert!(
+            content.contains("[bridle: rule deny-git-push denied exec of"),
+            "{what}: {v}"
+        );
+        let decisions = v["sandbox"]["exec_decisions"].as_array().unwrap();
+        assert!(
+            decisions
+                .iter()
+                .any(|d| d["rule"] == "deny-git-push" && d["decision"] == "deny"),
+            "{what}: {v}"
+        );
+        assert_nothing_pushed(&e, what);
+    }
+}
+
+#[test]
+fn a_tree_five_levels_deep_started_by_a_script_file_is_supervised_with_its_ancestry() {
+    let e = with_remote();
+    // Each level starts the next with a different program.
+    let levels = [
+        ("l1.sh", "bash ./l2.sh"),
+        ("l2.sh", "sh ./l3.sh"),
+        ("l3.sh", "env bash ./l4.sh"),
+        (
+            "l4.sh",
+            "python3 -c 'import subprocess; subprocess.run([\"sh\", \"./l5.sh\"])'",
+        ),
+        ("l5.sh", "git push origin HEAD:main; echo pushed=$?"),
+    ];
+    for (name, body) in levels {
+        e.write(&format!("repo/{name}"), format!("{body}\n"));
+    }
+    let top = script(&e, "deep.sh", "bash ./l1.sh");
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&top]));
+    assert_attributed(&r.stderr, "deep tree");
+    assert_eq!(r.value("pushed"), "126", "{}", r.stderr);
+    assert_nothing_pushed(&e, "deep tree");
+    let (_, v) = bash_tool(&e, &top);
+    let decision = v["sandbox"]["exec_decisions"]
+        .as_array()
+        .and_then(|d| d.first())
+        .unwrap_or_else(|| panic!("no exec decision: {v}"))
+        .clone();
+    let ancestry: Vec<String> = decision["ancestry"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["command"].as_str().unwrap().to_owned())
+        .collect();
+    // l5.sh's shell, python, l4.sh, l3.sh (env then bash), l2.sh, l1.sh, deep.sh, the tool's bash.
+    assert!(ancestry.len() >= 7, "{ancestry:?}");
+    for level in ["l5.sh", "l4.sh", "l3.sh", "l2.sh", "l1.sh", "deep.sh"] {
+        assert!(
+            ancestry.iter().any(|c| c.contains(level)),
+            "{level} missing from {ancestry:?}"
+        );
+    }
+    assert_nothing_pushed(&e, "deep tree, bash tool");
+}
+
+#[test]
+fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
+    let e = with_remote();
+    // One evasion split over two calls each: `hash -p` in one call and its use in the next;
+    // a line continued with a backslash; an alias (the command-line rules deny the definition,
+    // so the next call runs no alias); a script written in one call and run in the next.
+    let script = r#"
+- tool_calls:
+    - name: terminal
+      arguments: {input: "cd repo && hash -p \"$(command -v git)\" p\n", wait_ms: 3000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "p push origin HEAD:main; echo hash=$?\n", wait_ms: 5000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "gi\\\n", wait_ms: 1000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "t push origin HEAD:main; echo cont=$?\n", wait_ms: 5000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "alias q='git push'\n", wait_ms: 1000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "q origin HEAD:main; echo alias=$?\n", wait_ms: 5000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "echo 'git push origin HEAD:main' > ../later.sh\n", wait_ms: 2000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "bash ../later.sh; echo later=$?\n", wait_ms: 5000}
+- text: done
+"#;
+    let r = agent(&e, script, &["--profile", "ci-locked"], "push somehow");
+    r.assert_code(0);
+    let id = session_id(&r);
+    let events = events(&e, &id);
+    let execs: Vec<_> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ExecDecision { call_id, exec } => Some((call_id.clone(), exec.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(execs.len() >= 2, "{execs:?}");
+    for (_, exec) in &execs {
+        assert_eq!(exec.rule.as_deref(), Some("deny-git-push"), "{exec:?}");
+        assert_eq!(exec.outcome, "refused", "{exec:?}");
+        assert!(!exec.ancestry.is_empty(), "{exec:?}");
+    }
+    // `hash -p` makes `p` the git binary: it is git by identity.
+    assert!(
+        execs
+            .iter()
+            .any(|(_, x)| x.argv.first().map(String::as_str) == Some("p") && x.same_as == ["git"]),
+        "{execs:?}"
+    );
+    let results: Vec<String> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    let supervised = |r: &str| r.contains("[bridle: rule deny-git-push denied exec of");
+    assert!(supervised(&results[1]), "{results:?}");
+    // The continued line: its first half does not parse as bash, which the command-line rules
+    // refuse; either way nothing pushed.
+    assert!(
+        results[2].contains("denied") || supervised(&results[3]),
+        "{results:?}"
+    );
+    assert!(results[4].contains("denied"), "{results:?}");
+    assert!(supervised(&results[7]), "{results:?}");
+    assert_nothing_pushed(&e, "terminal");
+    // `log show` prints each decision with the processes above it.
+    let mut cmd = e.bridle();
+    cmd.args(["log", "show", &id, "--session-dir"])
+        .arg(e.home.join("sessions"));
+    let shown = run_bounded(&mut cmd);
+    shown.assert_ok();
+    assert!(
+        shown
+            .stdout
+            .contains("exec: rule deny-git-push denied exec of"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("started by: "), "{}", shown.stdout);
+}
+
+#[test]
+fn bridle_run_records_exec_decisions_with_the_call_that_caused_them() {
+    let e = with_remote();
+    let name = script(&e, "via-run.sh", "git push origin HEAD:main");
+    let script = format!(
+        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"{name}\"}}\n- text: done\n"
+    );
+    let r = agent(&e, &script, &["--profile", "ci-locked"], "push");
+    r.assert_code(0);
+    let events = events(&e, &session_id(&r));
+    let call_id = events
+        .iter()
+        .find_map(|ev| match ev {
+            Event::ToolCall(call) => Some(call.call_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let exec = events
+        .iter()
+        .find_map(|ev| match ev {
+            Event::ExecDecision { call_id: c, exec } if *c == call_id => Some(exec.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no exec/decision for {call_id}: {events:?}"));
+    assert!(exec.program.ends_with("/git"), "{exec:?}");
+    assert_eq!(exec.argv, ["git", "push", "origin", "HEAD:main"]);
+    assert!(
+        exec.message
+            .starts_with("rule deny-git-push denied exec of ")
+            && exec.message.contains(" push origin HEAD:main (pid "),
+        "{exec:?}"
+    );
+    assert!(
+        exec.ancestry.iter().any(|a| a.contains("via-run.sh")),
+        "{exec:?}"
+    );
+    assert_nothing_pushed(&e, "bridle run");
+    // Decisions are recorded before the result of the call that caused them.
+    let at = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap();
+    assert!(
+        at(&|ev| matches!(ev, Event::ExecDecision { .. }))
+            < at(&|ev| matches!(ev, Event::ToolResult { .. }))
+    );
+    let _ = path_str(&e.workspace);
+}
+
+#[test]
+fn bridle_exec_names_the_rule_in_one_line_before_the_failure_it_causes() {
+    let e = with_remote();
+    let name = script(&e, "plain-push.sh", "git push origin main");
+    // A file for stderr: bridle pumps the command's output into it, between its own lines.
+    let err_path = e.workspace.join("stderr.txt");
+    let err_file = std::fs::File::create(&err_path).unwrap();
+    let mut cmd = e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]);
+    let status = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err_file)
+        .status()
+        .expect("run bridle exec");
+    assert!(status.success(), "{status:?}");
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let prefix = format!(
+        "bridle: rule deny-git-push denied exec of {} push origin main (pid ",
+        git.trim()
+    );
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line starting `{prefix}` in\n{stderr}"));
+    let pid = lines[at][prefix.len()..].strip_suffix(')').unwrap_or("");
+    assert!(
+        !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+        "{}",
+        lines[at]
+    );
+    let failed = lines
+        .iter()
+        .position(|l| l.contains("Permission denied"))
+        .unwrap_or_else(|| panic!("the shell did not report the failed exec:\n{stderr}"));
+    assert!(
+        at < failed,
+        "the attribution came after the failure:\n{stderr}"
+    );
+    assert_nothing_pushed(&e, "plain push");
+}

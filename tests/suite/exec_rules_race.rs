@@ -1,0 +1,243 @@
+//! The exec supervisor against races and disguises: a thread rewriting argv while its
+//! process execs (10,000 attempts, and `posix_spawn` from a process whose other thread
+//! rewrites), and git under other names (a copy, a hard link, a symlink, a copy in the
+//! private `/tmp`).
+
+use super::exec_rules::{assert_nothing_pushed, script, with_remote};
+use super::support::{ExecEnv, is_root, run_bounded, run_within};
+
+/// Forks `attempts` children; in each, one thread flips `word` between `neutral` and
+/// `harmful` (one atomic store each) while the main thread execs `echo WORD` (mode `thread`) or
+/// `posix_spawn`s it (mode `spawn`: the child shares the memory that thread writes). Each
+/// echo prints what it was given; a status line per attempt says how it ended.
+const RACER: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+/* Eight bytes with the NUL: each flip is one atomic store, never a torn word. */
+static union { char text[8]; unsigned long long bits; } word = { "neutral" };
+
+static void *flip(void *unused) {
+    (void)unused;
+    union { char text[8]; unsigned long long bits; } harmful = { "harmful" }, neutral = { "neutral" };
+    for (;;) {
+        __atomic_store_n(&word.bits, harmful.bits, __ATOMIC_RELAXED);
+        __atomic_store_n(&word.bits, neutral.bits, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) return 2;
+    int attempts = atoi(argv[1]);
+    int spawn = strcmp(argv[2], "spawn") == 0;
+    const char *echo = argv[3];
+    int refused = 0, killed = 0, ran = 0;
+    for (int i = 0; i < attempts; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) return 3;
+        if (pid == 0) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, flip, NULL) != 0) _exit(4);
+            char *args[] = {"echo", word.text, NULL};
+            if (spawn) {
+                pid_t child;
+                if (posix_spawn(&child, echo, NULL, NULL, args, environ) != 0) _exit(126);
+                int status;
+                if (waitpid(child, &status, 0) < 0) _exit(5);
+                _exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+            }
+            execve(echo, args, environ);
+            _exit(126);
+        }
+        int status;
+        if (waitpid(pid, &status, 0) < 0) return 6;
+        int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        if (code == 0) ran++;
+        else if (code == 126) refused++;
+        else if (code == 137) killed++;
+        else { printf("unexpected=%d\n", code); }
+    }
+    printf("ran=%d\nrefused=%d\nkilled=%d\n", ran, refused, killed);
+    return 0;
+}
+"#;
+
+/// Builds the racer into the workspace with the C compiler cargo links with.
+fn build_racer(e: &ExecEnv) {
+    let source = e.write("racer.c", RACER);
+    let out = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(e.workspace.join("racer"))
+        .arg(&source)
+        .output()
+        .expect("run cc (the C compiler is needed to build the racer)");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A profile that denies `echo harmful`.
+fn forbidding(e: &ExecEnv) -> String {
+    e.profile(
+        "forbid.yaml",
+        "extends: workspace-write\nrules:\n  commands:\n    - id: deny-harmful\n      prefix: [echo, harmful]\n      decision: deny\n      examples: [\"echo harmful\"]\n      counter_examples: [\"echo neutral\"]\n",
+    )
+}
+
+fn race(e: &ExecEnv, profile: &str, attempts: u32, mode: &str) -> super::support::Run {
+    let r = run_within(
+        &mut e.exec_cmd(
+            &["--profile", profile],
+            &[],
+            &["./racer", &attempts.to_string(), mode, "/bin/echo"],
+        ),
+        std::time::Duration::from_secs(900),
+    );
+    r.assert_ok();
+    r
+}
+
+#[test]
+fn a_thread_rewriting_argv_during_exec_never_gets_a_denied_exec_to_run() {
+    let e = ExecEnv::new();
+    build_racer(&e);
+    let profile = forbidding(&e);
+    let attempts = 10_000;
+    let r = race(&e, &profile, attempts, "thread");
+    let count = |key: &str| r.value(key).parse::<u32>().unwrap();
+    let forbidden_ran = r.stdout.lines().filter(|l| *l == "harmful").count();
+    assert_eq!(forbidden_ran, 0, "a denied exec ran:\n{}", r.stdout);
+    assert!(!r.stdout.contains("unexpected="), "{}", r.stdout);
+    assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
+    // Both checks did their part: refusals at the call, and kills where the argv changed
+    // between the call and the exec (the race actually happened).
+    assert!(count("refused") > 0, "{}", r.stdout);
+    assert!(
+        count("killed") > 0,
+        "the race never happened:\n{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .contains("rule deny-harmful denied exec of /bin/echo harmful")
+            || r.stderr
+                .contains("rule deny-harmful denied exec of /usr/bin/echo harmful"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the_final_argv() {
+    let e = ExecEnv::new();
+    build_racer(&e);
+    let profile = forbidding(&e);
+    let attempts = 1_000;
+    let r = race(&e, &profile, attempts, "spawn");
+    let forbidden_ran = r.stdout.lines().filter(|l| *l == "harmful").count();
+    assert_eq!(forbidden_ran, 0, "a denied exec ran:\n{}", r.stdout);
+    let count = |key: &str| r.value(key).parse::<u32>().unwrap();
+    assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
+}
+
+#[test]
+fn git_under_another_name_is_still_git() {
+    let e = with_remote();
+    // Made on the host: a hard link of the real git needs to own it (protected_hardlinks) or
+    // be root; otherwise a hard link of a copy.
+    let real = ["/usr/local/bin/git", "/usr/bin/git"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("git is installed");
+    let linked = e.workspace.join("hardlinked-tool");
+    if !(is_root() && std::fs::hard_link(real, &linked).is_ok()) {
+        let copy = e.workspace.join(".copy-of-git");
+        std::fs::copy(real, &copy).unwrap();
+        std::fs::hard_link(&copy, &linked).unwrap();
+    }
+    let cases = [
+        (
+            "a copy",
+            "cp \"$(command -v git)\" ../tool; ../tool push origin HEAD:main",
+        ),
+        (
+            "a copy in the private /tmp",
+            "cp \"$(command -v git)\" /tmp/t; /tmp/t push origin HEAD:main",
+        ),
+        (
+            "a symlink",
+            "ln -s \"$(command -v git)\" ../sym; ../sym push origin HEAD:main",
+        ),
+        ("a hard link", "../hardlinked-tool push origin HEAD:main"),
+        (
+            "the dynamic loader",
+            "ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" \"$(command -v git)\" push origin HEAD:main",
+        ),
+        (
+            "a renamed copy through the dynamic loader",
+            "cp \"$(command -v git)\" ../other; ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" ../other push origin HEAD:main",
+        ),
+        (
+            "git's dashed form",
+            "cp \"$(command -v git)\" ../git-send-pack; ../git-send-pack ../remote.git main",
+        ),
+    ];
+    for (i, (what, line)) in cases.iter().enumerate() {
+        let name = script(&e, &format!("renamed-{i}.sh"), line);
+        let r = run_within(
+            &mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]),
+            std::time::Duration::from_secs(120),
+        );
+        assert!(
+            r.stderr.contains("bridle: rule deny-git-push"),
+            "{what}: not denied by the rule:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_nothing_pushed(&e, what);
+    }
+}
+
+#[test]
+fn no_process_of_a_supervised_sandbox_can_open_another_process_memory_for_writing() {
+    // What the decision at the exec event rests on: nothing but the stopped process itself
+    // can write its new memory. Outside a sandbox a parent may (the control); inside, its
+    // child's `/proc/PID/mem` and its own do not open for writing.
+    let probe = r#"
+import subprocess
+p = subprocess.Popen(["sleep", "30"])
+for name, path in (("child", f"/proc/{p.pid}/mem"), ("self", "/proc/self/mem")):
+    try:
+        open(path, "r+b")
+        print(f"{name}=opened")
+    except OSError as e:
+        print(f"{name}={e.strerror}")
+p.kill()
+"#;
+    let host = std::process::Command::new("python3")
+        .args(["-c", probe])
+        .output()
+        .expect("run python3");
+    assert!(
+        String::from_utf8_lossy(&host.stdout).contains("child=opened"),
+        "the control: {}",
+        String::from_utf8_lossy(&host.stderr)
+    );
+    let e = ExecEnv::new();
+    let r =
+        run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["python3", "-c", probe]));
+    r.assert_ok();
+    assert_eq!(r.value("child"), "Permission denied", "{}", r.stderr);
+    assert_eq!(r.value("self"), "Permission denied", "{}", r.stderr);
+}

@@ -1,0 +1,411 @@
+//! The exec supervisor and ordinary work: what must keep working under `ci-locked` (git,
+//! make, cargo, pytest), `ask` at an exec (a person answers; nobody: denied), no supervisor
+//! without command rules, debuggers inside, `danger-full-access`, and failing closed (an
+//! untraced process execs nothing; a supervisor that dies takes its sandbox with it).
+
+use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
+use super::support::{ExecEnv, bridle_in_pty, run_bounded, run_within};
+
+#[track_caller]
+fn assert_no_exec_denied(r: &super::support::Run, what: &str) {
+    assert!(
+        !r.stderr.contains("denied exec of") && !r.stderr.contains("needs approval for exec"),
+        "{what}: the supervisor denied something:\n{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn git_status_commit_and_log_keep_working_under_ci_locked() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "work.sh",
+        "set -e\necho change >> README\ngit status --short\ngit -c user.name=t -c user.email=t@e commit -qam change\ngit log --oneline | wc -l",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
+    r.assert_ok();
+    assert_no_exec_denied(&r, "git");
+    assert!(r.stdout.contains(" M README"), "{}", r.stdout);
+    assert!(r.stdout.contains("2\nend"), "{}", r.stdout);
+    assert_eq!(
+        git(&e.workspace.join("repo"), &["log", "-1", "--format=%s"]).trim(),
+        "change"
+    );
+}
+
+#[test]
+fn make_with_a_c_compiler_keeps_working_under_ci_locked() {
+    let e = ExecEnv::new();
+    e.write(
+        "hello.c",
+        "#include <stdio.h>\nint main(void){puts(\"built\");return 0;}\n",
+    );
+    e.write(
+        "Makefile",
+        "hello: hello.c\n\tcc -o hello hello.c\n\t./hello\n",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["make"]));
+    r.assert_ok();
+    assert_no_exec_denied(&r, "make");
+    assert!(r.stdout.contains("built"), "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn python_m_pytest_keeps_working_under_ci_locked() {
+    let e = ExecEnv::new();
+    e.write(
+        "test_sample.py",
+        "import subprocess\n\ndef test_runs_a_subprocess():\n    assert subprocess.run(['true']).returncode == 0\n",
+    );
+    let r = run_bounded(&mut e.exec_cmd(
+        &["--profile", "ci-locked"],
+        &[],
+        &[
+            "/usr/bin/python3",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+    ));
+    assert_no_exec_denied(&r, "pytest");
+    r.assert_ok();
+    assert!(r.stdout.contains("1 passed"), "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn cargo_build_offline_keeps_working_under_ci_locked() {
+    // The toolchain that builds these tests; rustup's proxies need a HOME this test replaces.
+    let cargo = std::path::PathBuf::from(env!("CARGO"));
+    let rustc = cargo.with_file_name("rustc");
+    if nix::unistd::access(&rustc, nix::unistd::AccessFlags::X_OK).is_err() {
+        eprintln!(
+            "cargo_build_offline_keeps_working_under_ci_locked: not run: the toolchain at `{}` is not readable by uid {} (it is run as root)",
+            rustc.display(),
+            nix::unistd::geteuid()
+        );
+        return;
+    }
+    let e = ExecEnv::new();
+    e.write(
+        "Cargo.toml",
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    e.write(
+        "src/main.rs",
+        "fn main() { println!(\"built by cargo\"); }\n",
+    );
+    e.write(
+        ".cargo/config.toml",
+        format!("[build]\nrustc = \"{}\"\n", rustc.display()),
+    );
+    let r = run_within(
+        &mut e.exec_cmd(
+            &["--profile", "ci-locked"],
+            &[],
+            &[cargo.to_str().unwrap(), "run", "--offline", "-q"],
+        ),
+        std::time::Duration::from_secs(300),
+    );
+    assert_no_exec_denied(&r, "cargo");
+    r.assert_ok();
+    assert!(
+        r.stdout.contains("built by cargo"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn an_ask_rule_at_an_exec_holds_the_process_until_a_person_answers() {
+    for (answer, pushed) in [("y", true), ("n", false)] {
+        let e = with_remote();
+        let name = script(&e, "ask.sh", "git push -q origin HEAD:main; echo pushed=$?");
+        // workstation asks before `git push`; a person at the terminal answers.
+        let r = bridle_in_pty(
+            &["--profile", "workstation", "exec", "--", &name],
+            &e.home,
+            &e.workspace,
+            Some(answer),
+            None,
+        );
+        assert!(
+            r.stdout.contains("approval needed for tool `exec`"),
+            "{answer}: {}",
+            r.stdout
+        );
+        let refs = git(&e.workspace.join("remote.git"), &["for-each-ref"]);
+        assert_eq!(!refs.trim().is_empty(), pushed, "{answer}: {}", r.stdout);
+        if pushed {
+            assert!(r.stdout.contains("pushed=0"), "{}", r.stdout);
+            assert!(r.stdout.contains("approved"), "{}", r.stdout);
+        } else {
+            assert!(r.stdout.contains("pushed=126"), "{}", r.stdout);
+            assert!(
+                r.stdout
+                    .contains("rule ask-git-push needs approval for exec of"),
+                "{}",
+                r.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn an_ask_rule_at_an_exec_is_denied_when_nobody_can_be_asked() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "headless.sh",
+        "git push origin HEAD:main; echo pushed=$?",
+    );
+    let mut cmd = e.bridle();
+    cmd.args(["--profile", "workstation", "tool", "bash"])
+        .arg(serde_json::json!({ "command": name }).to_string());
+    let r = run_bounded(&mut cmd);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let content = v["content"].as_str().unwrap();
+    assert!(content.contains("pushed=126"), "{v}");
+    assert!(
+        content.contains("[bridle: rule ask-git-push needs approval for exec of"),
+        "{v}"
+    );
+    let decision = &v["sandbox"]["exec_decisions"][0];
+    assert_eq!(decision["decision"], "ask", "{v}");
+    assert_eq!(decision["outcome"], "refused", "{v}");
+    assert_nothing_pushed(&e, "headless ask");
+}
+
+#[test]
+fn only_a_sandbox_with_command_rules_is_traced() {
+    let e = ExecEnv::new();
+    let tracer = |profile: &str| {
+        let r = e.sh_with(
+            &["--profile", profile],
+            &[],
+            "awk '/^TracerPid/ { print \"tracer=\" $2 }' /proc/self/status",
+        );
+        r.assert_ok();
+        r.value("tracer").to_owned()
+    };
+    // The shipped read-only and workspace-write profiles have no command rule: no supervisor.
+    assert_eq!(tracer("workspace-write"), "0");
+    assert_eq!(tracer("read-only"), "0");
+    // ci-locked has: the sandbox's init traces every process.
+    assert_eq!(tracer("ci-locked"), "1");
+}
+
+#[test]
+fn debuggers_inside_a_supervised_sandbox_fail_saying_why() {
+    let e = ExecEnv::new();
+    let r = e.sh_with(
+        &["--profile", "ci-locked"],
+        &[],
+        "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); r = libc.ptrace(0, 0, 0, 0); print(\"traceme=%d errno=%s\" % (r, os.strerror(ctypes.get_errno())))'",
+    );
+    r.assert_ok();
+    assert!(
+        r.stdout
+            .contains("traceme=-1 errno=Operation not permitted"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn a_process_the_supervisor_does_not_trace_can_exec_nothing() {
+    let e = ExecEnv::new();
+    // clone(CLONE_UNTRACED): the child escapes the tracer's fork events. Its exec must fail.
+    let source = e.write(
+        "untraced.c",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    long pid = syscall(SYS_clone, CLONE_UNTRACED | SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0) {
+        char *argv[] = {"true", NULL};
+        execv("/bin/true", argv);
+        printf("exec=%s\n", strerror(errno));
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    waitpid((pid_t)pid, &status, 0);
+    return 0;
+}
+"#,
+    );
+    let out = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(e.workspace.join("untraced"))
+        .arg(&source)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["./untraced"]));
+    r.assert_ok();
+    assert_eq!(r.value("exec"), "Function not implemented", "{}", r.stderr);
+    // Without command rules there is no supervisor and no such failure.
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "workspace-write"], &[], &["./untraced"]));
+    r.assert_ok();
+    assert!(!r.stdout.contains("exec="), "{}", r.stdout);
+}
+
+#[test]
+fn danger_full_access_is_supervised_at_the_exec_from_the_launcher() {
+    let e = with_remote();
+    let name = script(&e, "dfa.sh", "git push origin HEAD:main; echo pushed=$?");
+    let r = run_bounded(&mut e.exec_cmd(
+        &["--profile", "ci-locked"],
+        &["--mode", "danger-full-access"],
+        &[&name],
+    ));
+    r.assert_ok();
+    assert_eq!(r.value("pushed"), "137", "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rule deny-git-push denied exec of")
+            && r.stderr.contains("killed at the exec, before it ran"),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_pushed(&e, "danger-full-access");
+}
+
+/// Live processes whose `argv[0]` is `name`.
+fn processes_named(name: &str) -> Vec<i32> {
+    super::support::processes_with(name)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(name.as_bytes()))
+        })
+        .collect()
+}
+
+/// A field of `/proc/PID/status` (empty when the process is gone).
+fn status_field(pid: i32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The host pid of the tracer of `pid` (`TracerPid` in its status), 0 for none.
+fn tracer_of(pid: i32) -> i32 {
+    status_field(pid, "TracerPid").parse().unwrap_or(0)
+}
+
+/// `pid` runs without a tracer and is not on its way out (a zombie, or `SIGKILL` pending).
+fn runs_untraced(pid: i32) -> bool {
+    let dying = |field: &str| {
+        u64::from_str_radix(&status_field(pid, field), 16).is_ok_and(|mask| mask & (1 << 8) != 0)
+    };
+    // A process the kernel is already tearing down (PF_EXITING, 0x4 in the flags of
+    // /proc/PID/stat) has dequeued its SIGKILL and lost its tracer, but runs nothing more.
+    let exiting = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after = stat.rsplit_once(')')?.1.to_owned();
+            after.split_whitespace().nth(6)?.parse::<u64>().ok()
+        })
+        .is_none_or(|flags| flags & 0x4 != 0);
+    let state = status_field(pid, "State");
+    !exiting
+        && !state.is_empty()
+        && !state.starts_with('Z')
+        && !state.starts_with('X')
+        && tracer_of(pid) == 0
+        && !dying("SigPnd")
+        && !dying("ShdPnd")
+}
+
+#[test]
+fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
+    use super::support::{assert_no_survivor, token, wait_until};
+    use std::time::Duration;
+    // With a PID namespace the supervisor is its init; under danger-full-access the launcher.
+    for mode in [&[][..], &["--mode", "danger-full-access"][..]] {
+        let e = ExecEnv::new();
+        let marker = token("supervised");
+        // A loop that execs a program every 20 ms: left running without its supervisor, it would
+        // exec unsupervised (or, under the filter, fail with ENOSYS and say so).
+        let inner = "while :; do /bin/true || echo exec-failed; sleep 0.02; done";
+        let mut child = e
+            .exec_cmd(
+                &["--profile", "ci-locked"],
+                mode,
+                &["bash", "-c", &format!("exec -a {marker} bash -c '{inner}'")],
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn bridle exec");
+        let mut supervisor = 0;
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                supervisor = processes_named(&marker)
+                    .first()
+                    .map_or(0, |p| tracer_of(*p));
+                supervisor != 0
+            }),
+            "{mode:?}: the supervised loop never showed up"
+        );
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(supervisor),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill the supervisor");
+        // The loop is gone at once, never seen running untraced, and bridle ends.
+        let mut untraced = Vec::new();
+        let gone = wait_until(Duration::from_secs(5), || {
+            let left = processes_named(&marker);
+            // Seen untraced twice, 50 ms apart: a process being killed is caught between
+            // losing its tracer and exiting for less than that; one that escaped runs on.
+            let first: Vec<i32> = left.iter().copied().filter(|p| runs_untraced(*p)).collect();
+            if !first.is_empty() {
+                std::thread::sleep(Duration::from_millis(50));
+                untraced.extend(first.into_iter().filter(|p| runs_untraced(*p)));
+            }
+            left.is_empty()
+        });
+        let ended = wait_until(Duration::from_secs(20), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !ended {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("wait for bridle");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_no_survivor(&marker, "the sandbox of a dead supervisor");
+        assert!(gone, "{mode:?}: the loop outlived its supervisor");
+        assert!(
+            untraced.is_empty(),
+            "{mode:?}: processes ran on untraced after their supervisor died: {untraced:?}"
+        );
+        assert!(ended, "{mode:?}: bridle did not end with its sandbox");
+        assert!(!out.status.success(), "{mode:?}: {:?}", out.status);
+        assert!(
+            !stdout.contains("exec-failed"),
+            "{mode:?}: the loop ran on without its supervisor:\n{stdout}"
+        );
+    }
+}
