@@ -54,8 +54,9 @@ pub struct SessionSetup<'f> {
 }
 
 impl LocalTools {
-    /// The pipeline for `setup`, asking `answerer` when an approval is needed.
-    pub fn new(setup: SessionSetup<'_>, answerer: Box<dyn Answerer>) -> Result<Self> {
+    /// The pipeline for `setup`, asking `answerer` when an approval is needed (a command's
+    /// and the network allow-list's).
+    pub fn new(setup: SessionSetup<'_>, answerer: Arc<dyn Answerer>) -> Result<Self> {
         let SessionSetup {
             facts,
             global,
@@ -72,7 +73,7 @@ impl LocalTools {
         if plan.spec.network == bridle_policy::Network::AllowList {
             match bridle_exec::net::NetProxy::start(
                 &plan,
-                Arc::from(self::answerer()),
+                Arc::clone(&answerer),
                 bridle_exec::net::ProxyConfig::default(),
             ) {
                 Ok(proxy) => runner = runner.with_proxy(Arc::new(proxy)),
@@ -109,7 +110,7 @@ impl LocalTools {
         let pipeline = Pipeline::new(
             plan.clone(),
             registry,
-            Approvals::new(plan.approval, answerer),
+            Approvals::new(plan.approval, Box::new(Shared(answerer))),
             Box::new(LocalFs::new(&plan.spec)),
             Box::new(LocalSpawner::new(launcher, runner)),
         )
@@ -121,6 +122,54 @@ impl LocalTools {
     /// when it did.
     pub fn close_terminal(&self) -> Option<String> {
         self.terminal.close()
+    }
+}
+
+/// One answerer shared by the approvals seam and the network proxy.
+struct Shared(Arc<dyn Answerer>);
+
+impl Answerer for Shared {
+    fn answer(
+        &self,
+        request: &bridle_exec::approvals::ApprovalRequest,
+    ) -> bridle_exec::approvals::ApprovalOutcome {
+        self.0.answer(request)
+    }
+
+    fn review_plan(&self, plan: &str) -> bridle_exec::approvals::PlanReview {
+        self.0.review_plan(plan)
+    }
+
+    fn who(&self) -> &'static str {
+        self.0.who()
+    }
+}
+
+/// The session's tools are its pipeline's.
+impl bridle_agent::tools::ToolHost for LocalTools {
+    fn schemas(&self) -> Vec<serde_json::Value> {
+        self.pipeline.schemas()
+    }
+
+    fn concurrency_safe(&self, name: &str, arguments: &str) -> bool {
+        self.pipeline.concurrency_safe(name, arguments)
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        note: &mut bridle_agent::tools::Notes<'_>,
+    ) -> bridle_agent::tools::ToolOutcome {
+        bridle_agent::tools::ToolHost::call(&self.pipeline, name, arguments, note)
+    }
+
+    fn add_tool(&self, owner: &str, tool: Arc<dyn bridle_exec::tool::Tool>) -> Result<(), String> {
+        bridle_agent::tools::ToolHost::add_tool(&self.pipeline, owner, tool)
+    }
+
+    fn unload(&self, owner: &str) {
+        bridle_agent::tools::ToolHost::unload(&self.pipeline, owner);
     }
 }
 

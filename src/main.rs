@@ -10,6 +10,7 @@ mod policy_cmd;
 mod probe_cmd;
 mod run_cmd;
 mod session_facts;
+mod session_wiring;
 mod shell_cmd;
 mod style;
 mod tool_cmd;

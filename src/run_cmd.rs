@@ -1,34 +1,19 @@
 //! `bridle run [OPTIONS] TASK`: the agent, headless, on one task until the turn ends. Every
 //! tool call goes through the same pipeline as `bridle tool`, and the session log records what
-//! was asked, what decided each call and what came back.
+//! was asked, what decided each call and what came back. The session is the live one every
+//! front end drives ([`crate::session_wiring`]): one prompt, its turn's report, then closed.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use bridle_agent::front::json;
-use bridle_agent::log::{
-    Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
-    TurnEndReason,
-};
-use bridle_agent::model::Model;
-use bridle_agent::model::openai::OpenAiModel;
-use bridle_agent::model::script::ScriptModel;
-use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
-use bridle_agent::{Agent, AgentConfig};
-use bridle_policy::Plan;
+use bridle_agent::log::{SessionLog, TurnEndReason};
 
-use crate::agent_host::{LocalTools, SessionSetup, answerer};
 use crate::cli::{GlobalArgs, RunArgs};
-use crate::session_facts::Facts;
+use crate::session_wiring::{self, Asking, Hooks, Open, Request, say};
 use bridle_exec::printable::printable;
-
-fn say(line: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "bridle: {}", printable(line));
-}
 
 /// Runs `bridle run`; returns the exit status. Ctrl-C, SIGTERM and SIGHUP cancel the turn:
 /// running tools' trees are killed, a model answer being streamed is abandoned, calls not
@@ -78,44 +63,22 @@ fn run_turn(
     args: &RunArgs,
     deadline: Option<(std::time::Instant, std::time::Duration)>,
 ) -> Result<u8> {
-    let model = model(&args.model)?;
-    let backend: Backend = args.store.parse().map_err(anyhow::Error::msg)?;
-    let facts = Facts::gather(global)?;
-    let overrides = args.confine.overrides();
-    let policy = facts.load_policy(global, overrides.clone())?;
-    facts.report_env(&policy);
-    let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
-    let preview = facts.plan(&policy, temp_dir.clone(), &[])?;
-    let dir = session_dir(args.session_dir.as_deref(), &preview, &temp_dir)?;
-    let real_dir = std::fs::canonicalize(dir.path())?;
-    // The agent's commands and file tools must not read the logs or the key that seals them,
-    // in this plan or any escalation of it.
-    let masks = vec![(real_dir, SESSION_DIR.to_owned())];
-    let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
-    let summary = policy_summary(&plan, &temp_dir, &global.profile)?;
-    let new = NewSession {
-        workspace: plan.spec.workspace.display().to_string(),
-        profile: global.profile.clone(),
-        policy_digest: summary.digest.clone(),
+    let open = match (&args.resume, &args.fork) {
+        (Some(id), _) => Open::Resume(id.clone()),
+        (None, Some(spec)) => Open::Fork(spec.clone()),
+        (None, None) => Open::New,
     };
-    let mut log = open_log(&dir, args, backend, &new)?;
-    watch_events(&mut log, args.json, global.quiet);
-    log_policy(&mut log, &summary)?;
-    say(&format!("session {}", log.id()));
-    let session_id = log.id().to_owned();
-    let sections = vec![base_section(&plan)];
-    let tools = LocalTools::new(
-        SessionSetup {
-            facts: &facts,
-            global,
-            overrides,
-            plan,
-            temp_dir: temp_dir.clone(),
-            masks,
-            persist_terminal: true,
-        },
-        answerer(),
-    )?;
+    let mut prepared = session_wiring::prepare(Request {
+        global: global.clone(),
+        model: args.model.clone(),
+        store: args.store.clone(),
+        session_dir: args.session_dir.clone(),
+        open,
+        overrides: args.confine.overrides(),
+        asking: Asking::Terminal,
+        persist_terminal: true,
+    })?;
+    watch_events(&mut prepared.log, args.json, global.quiet);
     let timed_out = move || deadline.is_some_and(|(at, _)| std::time::Instant::now() >= at);
     let cancelled_by = move || {
         bridle_sandbox::launcher::termination_signal()
@@ -129,40 +92,43 @@ fn run_turn(
                 })
             })
     };
-    let config = AgentConfig {
-        sections,
-        plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
+    let live = prepared.start(Hooks {
         cancel: Some(Arc::new(cancelled_by)),
-        ..AgentConfig::default()
+        on_cancel: Some(Arc::new(bridle_sandbox::launcher::terminate_children)),
+    })?;
+    let session_id = live.id.clone();
+    let mut reports = live
+        .session
+        .reports()
+        .ok_or_else(|| anyhow::anyhow!("the session's reports were taken"))?;
+    let switch = |text: &str| -> Result<String> {
+        let reply = live.session.command(text)?;
+        Ok(reply
+            .strip_prefix("committed: ")
+            .unwrap_or(&reply)
+            .to_owned())
     };
-    let mut agent = Agent::new(log, model, &tools.pipeline, config);
     if args.plan {
-        agent.enter_plan_mode()?;
+        switch("/plan")?;
     }
     // `/plan off` as the task is the headless way to leave plan mode, like `--plan-off`.
     let only_leave = args.task.trim() == "/plan off";
     if args.plan_off || only_leave {
-        let changed = agent.leave_plan_mode()?;
-        say(if changed {
-            "plan mode is off"
-        } else {
-            "plan mode is already inactive"
-        });
+        say(&switch("/plan off")?);
     }
     if only_leave {
-        drop(agent);
-        drop(tools);
-        let _ = std::fs::remove_dir_all(&temp_dir);
+        live.stop()?;
         return Ok(0);
     }
-    let report = agent.run_turn(&args.task);
-    drop(agent);
-    if let Some(why) = tools.close_terminal() {
-        say(&why);
-    }
-    drop(tools);
-    let _ = std::fs::remove_dir_all(&temp_dir);
-    let report = report?;
+    live.session.prompt(&args.task)?;
+    let report = reports.blocking_recv();
+    let closed = live.stop();
+    let Some(report) = report else {
+        // The session thread ended without a report: its error says why.
+        closed?;
+        anyhow::bail!("the session ended before the turn did");
+    };
+    closed?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let line = json::final_line(&session_id, report.turn, report.reason, &report.answer);
@@ -226,287 +192,4 @@ fn watch_events(log: &mut SessionLog, json: bool, quiet: bool) {
 fn print_json_line(line: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-}
-
-/// The model a `--model` route names.
-fn model(route: &str) -> Result<Box<dyn Model>> {
-    if let Some(file) = route.strip_prefix("script:") {
-        anyhow::ensure!(
-            !file.is_empty(),
-            "model {route:?}: the script file is missing"
-        );
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading the model script `{file}`"))?;
-        let responses = ScriptModel::parse(file, &text).map_err(anyhow::Error::msg)?;
-        return Ok(Box::new(ScriptModel::new(route, responses)));
-    }
-    let model =
-        OpenAiModel::from_route(route, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
-    Ok(Box::new(model))
-}
-
-/// What the session directory is called where it is masked.
-const SESSION_DIR: &str = "bridle's session directory";
-
-/// How the session's private temp directory (a new one every run) is written in the policy
-/// digest and summary, so the same policy has the same digest on every run.
-const TEMP_DIR: &str = "<session temp dir>";
-
-/// `text` with the temp directory `temp` (a path, or a path inside it) written [`TEMP_DIR`].
-fn without_temp_dir(text: &str, temp: &str) -> String {
-    match text.strip_prefix(temp) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{TEMP_DIR}{rest}"),
-        _ => text.to_owned(),
-    }
-}
-
-/// `value` with every string naming the temp directory rewritten by [`without_temp_dir`].
-fn stable(value: serde_json::Value, temp: &str) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::String(s) => Value::String(without_temp_dir(&s, temp)),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| stable(v, temp)).collect()),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (without_temp_dir(&k, temp), stable(v, temp)))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
-/// The effective policy of `plan` as logged: what a reviewer needs to see, and the digest of
-/// all of it (spec, approval policy, rules), the same on every run of the same policy.
-fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicySummary> {
-    let temp = temp_dir.display().to_string();
-    let everything = serde_json::json!({
-        "spec": plan.spec,
-        "approval": plan.approval,
-        "command_rules": plan.command_rules,
-        "path_rules": plan.path_rules,
-    });
-    // Sorted keys: the digest must not depend on serde_json's map order (the ACP SDK turns
-    // on `preserve_order` in this build).
-    let mut everything = stable(everything, &temp);
-    everything.sort_all_objects();
-    let digest = bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&everything)?);
-    let paths = |paths: &[PathBuf]| -> Vec<String> {
-        paths
-            .iter()
-            .map(|p| without_temp_dir(&p.display().to_string(), &temp))
-            .collect()
-    };
-    let spec = &plan.spec;
-    let rules = plan
-        .command_rules
-        .iter()
-        .map(|r| (r.id.clone(), "command", r.decision))
-        .chain(
-            plan.path_rules
-                .iter()
-                .map(|r| (r.id.clone(), "path", r.decision)),
-        )
-        .map(|(id, applies_to, decision)| PolicyRule {
-            id,
-            applies_to: applies_to.to_owned(),
-            decision,
-        })
-        .collect();
-    Ok(PolicySummary {
-        digest,
-        profile: profile.to_owned(),
-        mode: spec.mode,
-        approval: plan.approval,
-        network: spec.network,
-        writable_roots: paths(&spec.writable_roots),
-        protected_paths: paths(&spec.protected_paths),
-        masked_paths: paths(&spec.masked_paths),
-        rules,
-    })
-}
-
-/// Logs the effective policy when it is not the one in force in the log (a new session, or
-/// one resumed or forked under another policy); a change also logs the new sandbox mode and
-/// approval policy, and says so.
-fn log_policy(log: &mut SessionLog, summary: &PolicySummary) -> Result<()> {
-    let mut header_digest = None;
-    let mut logged = None;
-    for (_, event) in log.events() {
-        match event {
-            Event::SessionHeader(h) => header_digest = Some(h.policy_digest.clone()),
-            Event::PolicyEffective(p) => logged = Some(p.digest.clone()),
-            _ => {}
-        }
-    }
-    let in_force = logged.clone().or(header_digest);
-    if in_force.as_deref() != Some(summary.digest.as_str()) {
-        // The policy changed since the session last ran: the log says so before the turn.
-        say(&format!(
-            "session {}: the policy differs from the one it last ran under (profile `{}`)",
-            log.id(),
-            summary.profile
-        ));
-        log.append(Event::SandboxMode { mode: summary.mode })?;
-        log.append(Event::ApprovalPolicy {
-            policy: summary.approval,
-        })?;
-    }
-    if logged.as_deref() != Some(summary.digest.as_str()) {
-        log.append(Event::PolicyEffective(summary.clone()))?;
-    }
-    log.barrier()?;
-    Ok(())
-}
-
-/// The session directory: `--session-dir` or the default, never inside the workspace or a
-/// writable root, nor containing one (checked before anything is created, on the real path).
-fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
-    let dir: PathBuf = match requested {
-        Some(d) => std::path::absolute(d)?,
-        None => crate::session_facts::default_session_dir()?,
-    };
-    if dir
-        .components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        bail!(
-            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
-            dir.display()
-        );
-    }
-    let real = real_path(&dir);
-    let forbidden = std::iter::once(&plan.spec.workspace).chain(
-        plan.spec
-            .writable_roots
-            .iter()
-            .filter(|r| r.as_path() != temp_dir),
-    );
-    for root in forbidden {
-        if real.starts_with(root) {
-            bail!(
-                "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
-                 it could rewrite its own log",
-                real.display(),
-                root.display()
-            );
-        }
-    }
-    // The session directory is masked in the sandbox: one that holds the workspace or a
-    // writable root would hide the agent's work from it, and puts the log beside what the
-    // agent writes.
-    let held = std::iter::once(&plan.spec.workspace).chain(plan.spec.writable_roots.iter());
-    for root in held {
-        if root.starts_with(&real) {
-            bail!(
-                "refusing session dir `{}`: it contains `{}`, which the agent can write (the \
-                 session directory is hidden from the agent, and its log must lie outside \
-                 what the agent writes); choose a directory outside it",
-                real.display(),
-                root.display()
-            );
-        }
-    }
-    Ok(SessionDir::open(&dir)?)
-}
-
-/// `path` with its existing part resolved (symlinks followed) and the rest appended.
-fn real_path(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_owned());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
-    for name in rest.iter().rev() {
-        real.push(name);
-    }
-    real
-}
-
-/// A new session, or the one `--resume` or `--fork` names.
-fn open_log(
-    dir: &SessionDir,
-    args: &RunArgs,
-    backend: Backend,
-    new: &NewSession,
-) -> Result<SessionLog> {
-    if let Some(id) = &args.resume {
-        let (log, repairs) = dir.resume(id)?;
-        for repair in repairs {
-            say(&format!("session {id}: {repair}"));
-        }
-        let Some((_, Event::SessionHeader(header))) = log.events().first().cloned() else {
-            bail!("session {id} has no header");
-        };
-        if header.workspace != new.workspace {
-            bail!(
-                "session {id} belongs to the workspace `{}`; resume it from there, or branch \
-                 it into this workspace with --fork",
-                header.workspace
-            );
-        }
-        return Ok(log);
-    }
-    if let Some(spec) = &args.fork {
-        let (id, at) = match spec.split_once('@') {
-            Some((id, seq)) => {
-                let seq = seq
-                    .parse::<u64>()
-                    .with_context(|| format!("--fork {spec:?}: `{seq}` is not an event number"))?;
-                (id, Some(seq))
-            }
-            None => (spec.as_str(), None),
-        };
-        return Ok(dir.fork(id, at, backend, new)?);
-    }
-    Ok(dir.create(backend, new)?)
-}
-
-/// What the model is told about where it works and what confines it.
-fn base_section(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    let mut section = base_section_text(plan);
-    if let Some(list) = &spec.allow_list {
-        let hosts: Vec<&str> = list
-            .allow
-            .iter()
-            .take(30)
-            .map(|e| e.entry.as_str())
-            .collect();
-        section.text.push_str(&format!(
-            " The network is an allow-list: commands reach only these hosts, through a proxy the \
-             HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables name (there is no DNS inside; a client \
-             must use the proxy): {}.",
-            if hosts.is_empty() {
-                "none".to_owned()
-            } else {
-                hosts.join(", ")
-            }
-        ));
-    }
-    section
-}
-
-fn base_section_text(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    PromptSection {
-        name: "bridle:environment".to_owned(),
-        order: 10,
-        text: format!(
-            "You are a coding agent working in the workspace `{}`. Every command and file tool \
-             runs in a sandbox the kernel enforces: sandbox mode `{}`, network `{}`, approval \
-             policy `{}`. A denial is final: do not retry a denied call unchanged; explain what \
-             you could not do instead. Relative paths are relative to the workspace.",
-            spec.workspace.display(),
-            spec.mode,
-            spec.network,
-            plan.approval
-        ),
-    }
 }

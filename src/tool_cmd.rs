@@ -62,7 +62,7 @@ pub fn run(
             masks: Vec::new(),
             persist_terminal: false,
         },
-        answerer(),
+        std::sync::Arc::from(answerer()),
     )?;
     let file_tool = !matches!(name, "bash" | "grep" | "terminal");
     if file_tool && let Some(why) = tools.pipeline.fs().unavailable() {

@@ -1,0 +1,626 @@
+//! The setup every front end (`bridle run`, `chat`, `acp`) shares: profile → plan, the session
+//! directory, the log (new, resumed or forked), the effective policy logged, the model, the
+//! answerer, the tools, the prompt sections, and a live [`Session`] started on all of it.
+//!
+//! Two phases, so a front end can watch the log before the session's thread owns it:
+//! [`prepare`] opens the log and logs the policy; [`Prepared::start`] builds what the session
+//! runs with ([`parts`]: the one place the registry, sections, commands and listeners come
+//! from the profile) and starts it. [`Live::stop`] gives the log back, so a front end can
+//! start the same session again under another policy ([`Live::restart`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use bridle_agent::AgentConfig;
+use bridle_agent::log::{
+    Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
+};
+use bridle_agent::model::Model;
+use bridle_agent::model::openai::OpenAiModel;
+use bridle_agent::model::script::ScriptModel;
+use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
+use bridle_agent::session::{ChannelAnswerer, Command, Questions, Session, SessionConfig};
+use bridle_exec::approvals::Answerer;
+use bridle_exec::printable::printable;
+use bridle_policy::{Overrides, Plan};
+
+use crate::agent_host::{LocalTools, SessionSetup};
+use crate::cli::GlobalArgs;
+use crate::session_facts::Facts;
+
+/// Writes a diagnostic line on stderr (never stdout: it may be a protocol channel).
+pub fn say(line: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "bridle: {}", printable(line));
+}
+
+/// Which log the session runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Open {
+    New,
+    /// `--resume ID`.
+    Resume(String),
+    /// `--fork ID[@SEQ]`.
+    Fork(String),
+}
+
+/// Who answers approvals and plan reviews.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// The person at the terminal when there is one, else nobody (`bridle run`).
+    Terminal,
+    /// The front end, through a [`ChannelAnswerer`] and its [`Questions`].
+    FrontEnd,
+}
+
+/// What a front end asks for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub global: GlobalArgs,
+    /// `--model`.
+    pub model: String,
+    /// `--store`.
+    pub store: String,
+    /// `--session-dir`.
+    pub session_dir: Option<PathBuf>,
+    pub open: Open,
+    /// The command line's overrides (`--mode`, `--network`, ...).
+    pub overrides: Overrides,
+    pub asking: Asking,
+    /// The terminal persists across the session's calls.
+    pub persist_terminal: bool,
+}
+
+/// A session whose log is open and whose policy is logged, not started yet.
+pub struct Prepared {
+    pub request: Request,
+    facts: Facts,
+    pub plan: Plan,
+    /// The effective policy as logged.
+    pub summary: PolicySummary,
+    temp_dir: PathBuf,
+    masks: Vec<(PathBuf, String)>,
+    /// The log: install a watcher on it before [`Prepared::start`].
+    pub log: SessionLog,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("session", &self.log.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Plans the request's policy, opens its log and logs the policy when it is not the one in
+/// force there. Says `session <ID>` on stderr.
+pub fn prepare(request: Request) -> Result<Prepared> {
+    let backend: Backend = request.store.parse().map_err(anyhow::Error::msg)?;
+    let facts = Facts::gather(&request.global)?;
+    let policy = facts.load_policy(&request.global, request.overrides.clone())?;
+    facts.report_env(&policy);
+    let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
+    let preview = facts.plan(&policy, temp_dir.clone(), &[]);
+    let preview = match preview {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp_dir);
+            return Err(e.into());
+        }
+    };
+    let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?;
+    let real_dir = std::fs::canonicalize(dir.path())?;
+    // The agent's commands and file tools must not read the logs or the key that seals them,
+    // in this plan or any escalation of it.
+    let masks = vec![(real_dir, SESSION_DIR.to_owned())];
+    let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
+    let summary = policy_summary(&plan, &temp_dir, &request.global.profile)?;
+    let new = NewSession {
+        workspace: plan.spec.workspace.display().to_string(),
+        profile: request.global.profile.clone(),
+        policy_digest: summary.digest.clone(),
+    };
+    let mut log = open_log(&dir, &request.open, backend, &new)?;
+    log_policy(&mut log, &summary)?;
+    say(&format!("session {}", log.id()));
+    Ok(Prepared {
+        request,
+        facts,
+        plan,
+        summary,
+        temp_dir,
+        masks,
+        log,
+    })
+}
+
+/// What a front end adds to the session it starts.
+#[derive(Default)]
+pub struct Hooks {
+    /// Asked often whether the turn is cancelled from outside (a signal, a deadline).
+    pub cancel: Option<Arc<dyn Fn() -> Option<String> + Send + Sync>>,
+    /// Called by [`Session::cancel`].
+    pub on_cancel: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// A live session and what it owns.
+pub struct Live {
+    pub session: Session,
+    pub id: String,
+    /// The questions for the front end ([`Asking::FrontEnd`]).
+    pub questions: Option<Questions>,
+    tools: Arc<LocalTools>,
+    /// What [`Live::restart`] needs.
+    rest: Rest,
+}
+
+struct Rest {
+    request: Request,
+    facts: Facts,
+    temp_dir: PathBuf,
+    masks: Vec<(PathBuf, String)>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("session", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a session runs with, built from the profile's plan: its tools (the pipeline), its
+/// prompt sections, its slash commands and the agent's plugins. Plugins a profile loads are
+/// added here.
+pub struct Parts {
+    pub tools: LocalTools,
+    pub sections: Vec<PromptSection>,
+    pub commands: Vec<Arc<dyn Command>>,
+    pub plan_mode: PlanMode,
+}
+
+/// The session's parts for `plan`, asking `answerer`.
+fn parts(prepared: &PreparedRef<'_>, answerer: Arc<dyn Answerer>) -> Result<Parts> {
+    let plan_mode = PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?;
+    let tools = LocalTools::new(
+        SessionSetup {
+            facts: prepared.facts,
+            global: &prepared.request.global,
+            overrides: prepared.request.overrides.clone(),
+            plan: prepared.plan.clone(),
+            temp_dir: prepared.temp_dir.to_owned(),
+            masks: prepared.masks.to_vec(),
+            persist_terminal: prepared.request.persist_terminal,
+        },
+        answerer,
+    )?;
+    Ok(Parts {
+        tools,
+        sections: vec![base_section(prepared.plan)],
+        commands: vec![plan_mode.command()],
+        plan_mode,
+    })
+}
+
+/// The borrowed view [`parts`] builds from (a [`Prepared`], or a stopped [`Live`] re-planned).
+struct PreparedRef<'p> {
+    request: &'p Request,
+    facts: &'p Facts,
+    plan: &'p Plan,
+    temp_dir: &'p Path,
+    masks: &'p [(PathBuf, String)],
+}
+
+impl Prepared {
+    /// Starts the session: its thread owns the log, the model and the tools.
+    pub fn start(self, hooks: Hooks) -> Result<Live> {
+        let model = model(&self.request.model)?;
+        let (answerer, questions): (Arc<dyn Answerer>, _) = match self.request.asking {
+            Asking::Terminal => (Arc::from(crate::agent_host::answerer()), None),
+            Asking::FrontEnd => {
+                let (a, q) = ChannelAnswerer::new();
+                (Arc::new(a.clone()) as Arc<dyn Answerer>, Some((a, q)))
+            }
+        };
+        let view = PreparedRef {
+            request: &self.request,
+            facts: &self.facts,
+            plan: &self.plan,
+            temp_dir: &self.temp_dir,
+            masks: &self.masks,
+        };
+        let parts = parts(&view, answerer)?;
+        let tools = Arc::new(parts.tools);
+        let (channel, questions) = match questions {
+            Some((a, q)) => (Some(a), Some(q)),
+            None => (None, None),
+        };
+        let config = SessionConfig {
+            agent: AgentConfig {
+                sections: parts.sections,
+                plan_mode: Some(parts.plan_mode),
+                cancel: hooks.cancel,
+                ..AgentConfig::default()
+            },
+            commands: parts.commands,
+            on_cancel: hooks.on_cancel,
+            answerer: channel,
+        };
+        let id = self.log.id().to_owned();
+        let host: Arc<dyn bridle_agent::tools::ToolHost + Send> = tools.clone();
+        let session = Session::start(self.log, model, host, config);
+        Ok(Live {
+            session,
+            id,
+            questions,
+            tools,
+            rest: Rest {
+                request: self.request,
+                facts: self.facts,
+                temp_dir: self.temp_dir,
+                masks: self.masks,
+            },
+        })
+    }
+}
+
+/// A new plan for a live session (a front end's policy change), not applied yet.
+#[derive(Debug)]
+pub struct Replanned {
+    overrides: Overrides,
+    pub plan: Plan,
+    pub summary: PolicySummary,
+}
+
+impl Live {
+    /// Plans the session anew with `overrides`; nothing changes until [`Live::restart`].
+    pub fn replan(&self, overrides: Overrides) -> Result<Replanned> {
+        let rest = &self.rest;
+        let policy = rest
+            .facts
+            .load_policy(&rest.request.global, overrides.clone())?;
+        let plan = rest
+            .facts
+            .plan(&policy, rest.temp_dir.clone(), &rest.masks)?;
+        let summary = policy_summary(&plan, &rest.temp_dir, &rest.request.global.profile)?;
+        Ok(Replanned {
+            overrides,
+            plan,
+            summary,
+        })
+    }
+
+    /// Stops the session (once its turn is done) and prepares it again under `replanned`,
+    /// the policy change logged.
+    pub fn restart(self, replanned: Replanned) -> Result<Prepared> {
+        let Rest {
+            mut request,
+            facts,
+            temp_dir,
+            masks,
+        } = Rest {
+            request: self.rest.request.clone(),
+            facts: self.rest.facts.clone(),
+            temp_dir: self.rest.temp_dir.clone(),
+            masks: self.rest.masks.clone(),
+        };
+        let mut log = self.stop_keeping_temp()?;
+        request.overrides = replanned.overrides;
+        request.open = Open::Resume(log.id().to_owned());
+        log_policy(&mut log, &replanned.summary)?;
+        Ok(Prepared {
+            request,
+            facts,
+            plan: replanned.plan,
+            summary: replanned.summary,
+            temp_dir,
+            masks,
+            log,
+        })
+    }
+
+    /// Closes the session (the running turn and queued inputs finish first), closes its
+    /// terminal, removes its temp directory, and gives the log back.
+    pub fn stop(self) -> Result<SessionLog> {
+        let temp_dir = self.rest.temp_dir.clone();
+        let log = self.stop_keeping_temp();
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        log
+    }
+
+    fn stop_keeping_temp(self) -> Result<SessionLog> {
+        let Live { session, tools, .. } = self;
+        let log = session.close().map_err(anyhow::Error::msg);
+        if let Some(why) = tools.close_terminal() {
+            say(&why);
+        }
+        log
+    }
+}
+
+/// The model a `--model` route names.
+pub fn model(route: &str) -> Result<Box<dyn Model>> {
+    if let Some(file) = route.strip_prefix("script:") {
+        anyhow::ensure!(
+            !file.is_empty(),
+            "model {route:?}: the script file is missing"
+        );
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the model script `{file}`"))?;
+        let responses = ScriptModel::parse(file, &text).map_err(anyhow::Error::msg)?;
+        return Ok(Box::new(ScriptModel::new(route, responses)));
+    }
+    let model =
+        OpenAiModel::from_route(route, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    Ok(Box::new(model))
+}
+
+/// What the session directory is called where it is masked.
+const SESSION_DIR: &str = "bridle's session directory";
+
+/// How the session's private temp directory (a new one every run) is written in the policy
+/// digest and summary, so the same policy has the same digest on every run.
+const TEMP_DIR: &str = "<session temp dir>";
+
+/// `text` with the temp directory `temp` (a path, or a path inside it) written [`TEMP_DIR`].
+fn without_temp_dir(text: &str, temp: &str) -> String {
+    match text.strip_prefix(temp) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{TEMP_DIR}{rest}"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `value` with every string naming the temp directory rewritten by [`without_temp_dir`].
+fn stable(value: serde_json::Value, temp: &str) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(without_temp_dir(&s, temp)),
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| stable(v, temp)).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (without_temp_dir(&k, temp), stable(v, temp)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The effective policy of `plan` as logged: what a reviewer needs to see, and the digest of
+/// all of it (spec, approval policy, rules), the same on every run of the same policy.
+fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicySummary> {
+    let temp = temp_dir.display().to_string();
+    let everything = serde_json::json!({
+        "spec": plan.spec,
+        "approval": plan.approval,
+        "command_rules": plan.command_rules,
+        "path_rules": plan.path_rules,
+    });
+    // Sorted keys: the digest must not depend on serde_json's map order (the ACP SDK turns
+    // on `preserve_order` in this build).
+    let mut everything = stable(everything, &temp);
+    everything.sort_all_objects();
+    let digest = bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&everything)?);
+    let paths = |paths: &[PathBuf]| -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| without_temp_dir(&p.display().to_string(), &temp))
+            .collect()
+    };
+    let spec = &plan.spec;
+    let rules = plan
+        .command_rules
+        .iter()
+        .map(|r| (r.id.clone(), "command", r.decision))
+        .chain(
+            plan.path_rules
+                .iter()
+                .map(|r| (r.id.clone(), "path", r.decision)),
+        )
+        .map(|(id, applies_to, decision)| PolicyRule {
+            id,
+            applies_to: applies_to.to_owned(),
+            decision,
+        })
+        .collect();
+    Ok(PolicySummary {
+        digest,
+        profile: profile.to_owned(),
+        mode: spec.mode,
+        approval: plan.approval,
+        network: spec.network,
+        writable_roots: paths(&spec.writable_roots),
+        protected_paths: paths(&spec.protected_paths),
+        masked_paths: paths(&spec.masked_paths),
+        rules,
+    })
+}
+
+/// Logs the effective policy when it is not the one in force in the log (a new session, or
+/// one resumed or forked under another policy); a change also logs the new sandbox mode and
+/// approval policy, and says so.
+fn log_policy(log: &mut SessionLog, summary: &PolicySummary) -> Result<()> {
+    let mut header_digest = None;
+    let mut logged = None;
+    for (_, event) in log.events() {
+        match event {
+            Event::SessionHeader(h) => header_digest = Some(h.policy_digest.clone()),
+            Event::PolicyEffective(p) => logged = Some(p.digest.clone()),
+            _ => {}
+        }
+    }
+    let in_force = logged.clone().or(header_digest);
+    if in_force.as_deref() != Some(summary.digest.as_str()) {
+        // The policy changed since the session last ran: the log says so before the turn.
+        say(&format!(
+            "session {}: the policy differs from the one it last ran under (profile `{}`)",
+            log.id(),
+            summary.profile
+        ));
+        log.append(Event::SandboxMode { mode: summary.mode })?;
+        log.append(Event::ApprovalPolicy {
+            policy: summary.approval,
+        })?;
+    }
+    if logged.as_deref() != Some(summary.digest.as_str()) {
+        log.append(Event::PolicyEffective(summary.clone()))?;
+    }
+    log.barrier()?;
+    Ok(())
+}
+
+/// The session directory: `--session-dir` or the default, never inside the workspace or a
+/// writable root, nor containing one (checked before anything is created, on the real path).
+fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
+    let dir: PathBuf = match requested {
+        Some(d) => std::path::absolute(d)?,
+        None => crate::session_facts::default_session_dir()?,
+    };
+    if dir
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        bail!(
+            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
+            dir.display()
+        );
+    }
+    let real = real_path(&dir);
+    let forbidden = std::iter::once(&plan.spec.workspace).chain(
+        plan.spec
+            .writable_roots
+            .iter()
+            .filter(|r| r.as_path() != temp_dir),
+    );
+    for root in forbidden {
+        if real.starts_with(root) {
+            bail!(
+                "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
+                 it could rewrite its own log",
+                real.display(),
+                root.display()
+            );
+        }
+    }
+    // The session directory is masked in the sandbox: one that holds the workspace or a
+    // writable root would hide the agent's work from it, and puts the log beside what the
+    // agent writes.
+    let held = std::iter::once(&plan.spec.workspace).chain(plan.spec.writable_roots.iter());
+    for root in held {
+        if root.starts_with(&real) {
+            bail!(
+                "refusing session dir `{}`: it contains `{}`, which the agent can write (the \
+                 session directory is hidden from the agent, and its log must lie outside \
+                 what the agent writes); choose a directory outside it",
+                real.display(),
+                root.display()
+            );
+        }
+    }
+    Ok(SessionDir::open(&dir)?)
+}
+
+/// `path` with its existing part resolved (symlinks followed) and the rest appended.
+fn real_path(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for name in rest.iter().rev() {
+        real.push(name);
+    }
+    real
+}
+
+/// A new session, or the one `--resume` or `--fork` names.
+fn open_log(
+    dir: &SessionDir,
+    open: &Open,
+    backend: Backend,
+    new: &NewSession,
+) -> Result<SessionLog> {
+    match open {
+        Open::Resume(id) => {
+            let (log, repairs) = dir.resume(id)?;
+            for repair in repairs {
+                say(&format!("session {id}: {repair}"));
+            }
+            let Some((_, Event::SessionHeader(header))) = log.events().first().cloned() else {
+                bail!("session {id} has no header");
+            };
+            if header.workspace != new.workspace {
+                bail!(
+                    "session {id} belongs to the workspace `{}`; resume it from there, or \
+                     branch it into this workspace with --fork",
+                    header.workspace
+                );
+            }
+            Ok(log)
+        }
+        Open::Fork(spec) => {
+            let (id, at) = match spec.split_once('@') {
+                Some((id, seq)) => {
+                    let seq = seq.parse::<u64>().with_context(|| {
+                        format!("--fork {spec:?}: `{seq}` is not an event number")
+                    })?;
+                    (id, Some(seq))
+                }
+                None => (spec.as_str(), None),
+            };
+            Ok(dir.fork(id, at, backend, new)?)
+        }
+        Open::New => Ok(dir.create(backend, new)?),
+    }
+}
+
+/// What the model is told about where it works and what confines it.
+fn base_section(plan: &Plan) -> PromptSection {
+    let spec = &plan.spec;
+    let mut section = base_section_text(plan);
+    if let Some(list) = &spec.allow_list {
+        let hosts: Vec<&str> = list
+            .allow
+            .iter()
+            .take(30)
+            .map(|e| e.entry.as_str())
+            .collect();
+        section.text.push_str(&format!(
+            " The network is an allow-list: commands reach only these hosts, through a proxy the \
+             HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables name (there is no DNS inside; a client \
+             must use the proxy): {}.",
+            if hosts.is_empty() {
+                "none".to_owned()
+            } else {
+                hosts.join(", ")
+            }
+        ));
+    }
+    section
+}
+
+fn base_section_text(plan: &Plan) -> PromptSection {
+    let spec = &plan.spec;
+    PromptSection {
+        name: "bridle:environment".to_owned(),
+        order: 10,
+        text: format!(
+            "You are a coding agent working in the workspace `{}`. Every command and file tool \
+             runs in a sandbox the kernel enforces: sandbox mode `{}`, network `{}`, approval \
+             policy `{}`. A denial is final: do not retry a denied call unchanged; explain what \
+             you could not do instead. Relative paths are relative to the workspace.",
+            spec.workspace.display(),
+            spec.mode,
+            spec.network,
+            plan.approval
+        ),
+    }
+}
