@@ -88,6 +88,14 @@ pub enum Command {
     /// Exit 0 only when the turn completed; 1 otherwise, with the reason on stderr. The session
     /// id is printed on stderr (`bridle: session ID`) before the first model request.
     Run(RunArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,
+    /// Emacs).
+    ///
+    /// Newline-delimited JSON-RPC 2.0, protocol version 1. Each `session/new` opens a session
+    /// whose workspace is the client's `cwd`, planned from --profile; every tool runs in the
+    /// sandbox, never through the client's fs/terminal. stdout carries the protocol only;
+    /// diagnostics go to stderr. Exits 0 when the client closes stdin.
+    Acp(AcpArgs),
     /// List, show, verify and export session logs.
     #[command(subcommand)]
     Log(LogCommand),
@@ -115,6 +123,7 @@ impl Command {
             | Command::Exec(_)
             | Command::Shell(_)
             | Command::Run(_)
+            | Command::Acp(_)
             | Command::Completions { .. }
             | Command::Man => false,
         }
@@ -163,6 +172,21 @@ pub struct RunArgs {
     /// The task.
     #[arg(value_name = "TASK")]
     pub task: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
+    /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
+    #[arg(long, value_name = "SPEC")]
+    pub model: String,
+    /// The session log store.
+    #[arg(long, value_name = "jsonl|sqlite", default_value = "jsonl", value_parser = ["jsonl", "sqlite"])]
+    pub store: String,
+    /// Where session logs live (default `$XDG_STATE_HOME/bridle/sessions`); refused when it
+    /// lies inside a writable root.
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
 }
 
 /// Where session logs live, for every `bridle log` subcommand.

@@ -1,5 +1,6 @@
 //! The `bridle` command-line interface: parses flags, wires the crates, prints.
 
+mod acp_cmd;
 mod agent_host;
 mod chat;
 mod cli;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Command::Policy(cmd) => policy_cmd::run(&cli.global, cmd),
         Command::Log(cmd) => log_cmd::run(&cli.global, cmd),
         Command::Run(args) => run_cmd::run(&cli.global, args),
+        Command::Acp(args) => acp_cmd::run(&cli.global, args),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
         Command::Shell(args) => shell_cmd::run(&cli.global, args),

@@ -76,6 +76,7 @@ fn run_turn(
         open,
         overrides: args.confine.overrides(),
         asking: Asking::Terminal,
+        approval: None,
         persist_terminal: true,
     })?;
     watch_events(&mut prepared.log, args.json, global.quiet);

@@ -23,7 +23,7 @@ use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
 use bridle_agent::session::{ChannelAnswerer, Command, Questions, Session, SessionConfig};
 use bridle_exec::approvals::Answerer;
 use bridle_exec::printable::printable;
-use bridle_policy::{Overrides, Plan};
+use bridle_policy::{ApprovalPolicy, Overrides, Plan};
 
 use crate::agent_host::{LocalTools, SessionSetup};
 use crate::cli::GlobalArgs;
@@ -69,6 +69,9 @@ pub struct Request {
     /// The command line's overrides (`--mode`, `--network`, ...).
     pub overrides: Overrides,
     pub asking: Asking,
+    /// The approval policy, when a front end chose one (no wider than the profile's: the
+    /// front end checks).
+    pub approval: Option<ApprovalPolicy>,
     /// The terminal persists across the session's calls.
     pub persist_terminal: bool,
 }
@@ -115,7 +118,10 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.
     let masks = vec![(real_dir, SESSION_DIR.to_owned())];
-    let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
+    let mut plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
+    if let Some(approval) = request.approval {
+        plan.approval = approval;
+    }
     let summary = policy_summary(&plan, &temp_dir, &request.global.profile)?;
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
@@ -270,23 +276,32 @@ impl Prepared {
 #[derive(Debug)]
 pub struct Replanned {
     overrides: Overrides,
+    approval: Option<ApprovalPolicy>,
     pub plan: Plan,
     pub summary: PolicySummary,
 }
 
 impl Live {
     /// Plans the session anew with `overrides`; nothing changes until [`Live::restart`].
-    pub fn replan(&self, overrides: Overrides) -> Result<Replanned> {
+    pub fn replan(
+        &self,
+        overrides: Overrides,
+        approval: Option<ApprovalPolicy>,
+    ) -> Result<Replanned> {
         let rest = &self.rest;
         let policy = rest
             .facts
             .load_policy(&rest.request.global, overrides.clone())?;
-        let plan = rest
+        let mut plan = rest
             .facts
             .plan(&policy, rest.temp_dir.clone(), &rest.masks)?;
+        if let Some(approval) = approval {
+            plan.approval = approval;
+        }
         let summary = policy_summary(&plan, &rest.temp_dir, &rest.request.global.profile)?;
         Ok(Replanned {
             overrides,
+            approval,
             plan,
             summary,
         })
@@ -308,6 +323,7 @@ impl Live {
         };
         let mut log = self.stop_keeping_temp()?;
         request.overrides = replanned.overrides;
+        request.approval = replanned.approval;
         request.open = Open::Resume(log.id().to_owned());
         log_policy(&mut log, &replanned.summary)?;
         Ok(Prepared {
@@ -319,6 +335,11 @@ impl Live {
             masks,
             log,
         })
+    }
+
+    /// What the session was started with.
+    pub fn request(&self) -> &Request {
+        &self.rest.request
     }
 
     /// Closes the session (the running turn and queued inputs finish first), closes its

@@ -1,0 +1,701 @@
+//! `bridle acp`: the Agent Client Protocol over stdin/stdout (`shared/spec/acp.md`), served
+//! with the official SDK. Each ACP session is a live bridle session
+//! ([`crate::session_wiring`]); what the client sees of it is
+//! [`bridle_agent::front::acp`]'s mapping of the session's log events, sent as they are sealed
+//! into the log (so text streams chunk by chunk).
+//!
+//! - A `session/prompt` while a turn runs steers that turn (it joins the next step); both
+//!   prompts are answered when that turn ends.
+//! - Approvals and plan reviews are `session/request_permission`s; a cancelled request or an
+//!   error is a denial.
+//! - The client's `fs/*` and `terminal/*` are never used: they would run outside the sandbox.
+//! - stdout is the protocol channel: diagnostics and tracing go to stderr, and the tools'
+//!   stdio are pipes or `/dev/null`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, SessionConfigOptionValue, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Client, Error, Stdio};
+use anyhow::Result;
+use bridle_agent::TurnReport;
+use bridle_agent::front::acp::{self, AcpUpdates, Answer, Ceiling, ConfigChoice, Current};
+use bridle_agent::front::call_summary;
+use bridle_agent::log::Event;
+use bridle_agent::session::{Question, Questions, SessionError};
+use bridle_exec::approvals::{ApprovalOutcome, PlanReview};
+use bridle_policy::Overrides;
+
+use crate::cli::{AcpArgs, GlobalArgs};
+use crate::session_wiring::{self, Asking, Hooks, Live, Open, Prepared, Request, say};
+
+/// Runs `bridle acp` until the client closes stdin; then every session's running turn is
+/// cancelled and its log closed.
+pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let agent = Arc::new(AcpAgent {
+        global: global.clone(),
+        model: args.model.clone(),
+        store: args.store.clone(),
+        session_dir: args.session_dir.clone(),
+        sessions: Mutex::default(),
+    });
+    let served = runtime.block_on(serve(Arc::clone(&agent)));
+    // The client is gone: nothing more can be answered. Cancel what runs, close every log.
+    let sessions: Vec<Arc<Entry>> = lock(&agent.sessions).drain().map(|(_, e)| e).collect();
+    for entry in &sessions {
+        if let Some(live) = lock(&entry.live).as_ref() {
+            live.session.cancel();
+        }
+    }
+    for entry in sessions {
+        if let Some(live) = lock(&entry.live).take()
+            && let Err(e) = live.stop()
+        {
+            say(&format!("session {}: {e:#}", entry.id));
+        }
+    }
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            say(&format!("the ACP connection failed: {e}"));
+            Ok(1)
+        }
+    }
+}
+
+/// The agent: what every session is planned from, and the live sessions by id.
+struct AcpAgent {
+    global: GlobalArgs,
+    model: String,
+    store: String,
+    session_dir: Option<PathBuf>,
+    sessions: Mutex<HashMap<String, Arc<Entry>>>,
+}
+
+/// One live ACP session.
+struct Entry {
+    id: String,
+    /// `None` only while the session restarts under a new policy.
+    live: Mutex<Option<Live>>,
+    /// The prompts waiting for the running turn to end, by ticket.
+    waiters: Mutex<Vec<(u64, Responder<PromptResponse>)>>,
+    next_ticket: AtomicU64,
+    /// Set by `session/cancel`: the turn's prompts answer `cancelled`.
+    cancelled: AtomicBool,
+    /// The profile's own policy: config options never go wider.
+    ceiling: Ceiling,
+    current: Mutex<Current>,
+    /// The latest call announced per tool name (what an approval question is about).
+    calls: Arc<Mutex<HashMap<String, String>>>,
+    out: tokio::sync::mpsc::UnboundedSender<Out>,
+}
+
+/// What a session's forwarding task sends, in order.
+enum Out {
+    Update(SessionUpdate),
+    Ended(TurnReport),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn invalid(message: impl std::fmt::Display) -> Error {
+    Error::invalid_params().data(message.to_string())
+}
+
+fn internal(message: impl std::fmt::Display) -> Error {
+    Error::internal_error().data(message.to_string())
+}
+
+fn not_found(id: &str) -> Error {
+    agent_client_protocol::v1::schema::Error::session_not_found(id.to_owned()).into()
+}
+
+async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
+    let new_agent = Arc::clone(&agent);
+    let load_agent = Arc::clone(&agent);
+    let prompt_agent = Arc::clone(&agent);
+    let cancel_agent = Arc::clone(&agent);
+    let mode_agent = Arc::clone(&agent);
+    let config_agent = Arc::clone(&agent);
+    agent_client_protocol::Agent
+        .v1()
+        .name("bridle")
+        .on_receive_request(
+            async move |_: InitializeRequest,
+                        responder: Responder<InitializeResponse>,
+                        _: ConnectionTo<Client>| {
+                responder.respond(
+                    InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
+                        .agent_capabilities(
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .prompt_capabilities(PromptCapabilities::new()),
+                        )
+                        .agent_info(Implementation::new("bridle", env!("CARGO_PKG_VERSION"))),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let agent = Arc::clone(&new_agent);
+                let opened = tokio::task::spawn_blocking(move || {
+                    agent.open(
+                        &request.cwd,
+                        &request.additional_directories,
+                        !request.mcp_servers.is_empty(),
+                        Open::New,
+                    )
+                })
+                .await;
+                let (entry, opened) = match opened {
+                    Ok(Ok(o)) => o,
+                    Ok(Err(e)) => return responder.respond_with_error(e),
+                    Err(e) => return responder.respond_with_error(internal(e)),
+                };
+                let response = NewSessionResponse::new(entry.id.clone())
+                    .modes(acp::modes(opened.plan_active))
+                    .config_options(config_options(&entry));
+                responder.respond(response)?;
+                start_tasks(&cx, &entry, opened)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest,
+                        responder: Responder<LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let agent = Arc::clone(&load_agent);
+                let id = request.session_id.0.to_string();
+                if lock(&agent.sessions).contains_key(&id) {
+                    return responder.respond_with_error(invalid(format!(
+                        "session {id} is already open on this connection"
+                    )));
+                }
+                let opened = tokio::task::spawn_blocking(move || {
+                    agent.open(
+                        &request.cwd,
+                        &request.additional_directories,
+                        !request.mcp_servers.is_empty(),
+                        Open::Resume(id),
+                    )
+                })
+                .await;
+                let (entry, opened) = match opened {
+                    Ok(Ok(o)) => o,
+                    Ok(Err(e)) => return responder.respond_with_error(e),
+                    Err(e) => return responder.respond_with_error(internal(e)),
+                };
+                for update in &opened.replay {
+                    cx.send_notification(SessionNotification::new(
+                        entry.id.clone(),
+                        update.clone(),
+                    ))?;
+                }
+                let response = LoadSessionResponse::new()
+                    .modes(acp::modes(opened.plan_active))
+                    .config_options(config_options(&entry));
+                responder.respond(response)?;
+                start_tasks(&cx, &entry, opened)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest,
+                        responder: Responder<PromptResponse>,
+                        _: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
+                let Some(entry) = prompt_agent.entry(&id) else {
+                    return responder.respond_with_error(not_found(&id));
+                };
+                let text = match prompt_text(&request.prompt) {
+                    Ok(t) => t,
+                    Err(e) => return responder.respond_with_error(invalid(e)),
+                };
+                entry.prompt(&text, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
+                if let Some(entry) = cancel_agent.entry(&cancel.session_id.0) {
+                    entry.cancelled.store(true, Ordering::SeqCst);
+                    if let Some(live) = lock(&entry.live).as_ref() {
+                        live.session.cancel();
+                    }
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest,
+                        responder: Responder<SetSessionModeResponse>,
+                        _: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
+                let Some(entry) = mode_agent.entry(&id) else {
+                    return responder.respond_with_error(not_found(&id));
+                };
+                let plan = match acp::parse_mode(&request.mode_id.0) {
+                    Ok(p) => p,
+                    Err(e) => return responder.respond_with_error(invalid(e)),
+                };
+                let command = if plan { "/plan" } else { "/plan off" };
+                let done = tokio::task::spawn_blocking(move || {
+                    let live = lock(&entry.live);
+                    let live = live.as_ref().ok_or(SessionError::Closed)?;
+                    live.session.command(command)
+                })
+                .await;
+                match done {
+                    Ok(Ok(reply)) => {
+                        say(&format!("session {id}: {reply}"));
+                        responder.respond(SetSessionModeResponse::new())
+                    }
+                    Ok(Err(e)) => responder.respond_with_error(invalid(e)),
+                    Err(e) => responder.respond_with_error(internal(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
+                let Some(entry) = config_agent.entry(&id) else {
+                    return responder.respond_with_error(not_found(&id));
+                };
+                let value = match &request.value {
+                    SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
+                    other => {
+                        return responder.respond_with_error(invalid(format!(
+                            "config option `{}`: {other:?} is not one of its values",
+                            request.config_id.0
+                        )));
+                    }
+                };
+                let choice = match acp::config_choice(&entry.ceiling, &request.config_id.0, &value)
+                {
+                    Ok(c) => c,
+                    Err(e) => return responder.respond_with_error(invalid(e)),
+                };
+                let worker = Arc::clone(&entry);
+                let changed = tokio::task::spawn_blocking(move || worker.choose(choice)).await;
+                match changed {
+                    Ok(Ok(questions)) => {
+                        responder
+                            .respond(SetSessionConfigOptionResponse::new(config_options(&entry)))?;
+                        if let Some(questions) = questions {
+                            spawn_questions(&cx, &entry, questions)?;
+                        }
+                        Ok(())
+                    }
+                    Ok(Err(e)) => responder.respond_with_error(e),
+                    Err(e) => responder.respond_with_error(internal(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_to(Stdio::new())
+        .await
+}
+
+/// What opening a session gives the tasks that serve it.
+struct Opened {
+    plan_active: bool,
+    /// `session/load`: the history, as updates.
+    replay: Vec<SessionUpdate>,
+    out: tokio::sync::mpsc::UnboundedReceiver<Out>,
+    questions: Option<Questions>,
+}
+
+impl AcpAgent {
+    fn entry(&self, id: &str) -> Option<Arc<Entry>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Opens a session in the workspace `cwd` (new, or the one `open` resumes) and starts it.
+    fn open(
+        &self,
+        cwd: &Path,
+        additional: &[PathBuf],
+        mcp: bool,
+        open: Open,
+    ) -> Result<(Arc<Entry>, Opened), Error> {
+        if mcp {
+            return Err(invalid(
+                "mcpServers: bridle does not support MCP servers yet; connect the session \
+                 without them",
+            ));
+        }
+        if !cwd.is_absolute() {
+            return Err(invalid(format!(
+                "cwd `{}`: it must be an absolute path",
+                cwd.display()
+            )));
+        }
+        let mut global = self.global.clone();
+        global.workspace = Some(cwd.to_owned());
+        let loading = matches!(open, Open::Resume(_));
+        let mut prepared = session_wiring::prepare(Request {
+            global,
+            model: self.model.clone(),
+            store: self.store.clone(),
+            session_dir: self.session_dir.clone(),
+            open,
+            overrides: Overrides::default(),
+            asking: Asking::FrontEnd,
+            approval: None,
+            persist_terminal: true,
+        })
+        .map_err(|e| invalid(format!("{e:#}")))?;
+        readable_only(&prepared, additional)?;
+        let ceiling = Ceiling::of(&prepared.summary);
+        let current = Current {
+            mode: prepared.summary.mode,
+            network: prepared.summary.network,
+            approval: prepared.summary.approval,
+        };
+        let events = prepared.log.events();
+        let replay = if loading {
+            acp::replay(events.iter().map(|(_, e)| e))
+        } else {
+            Vec::new()
+        };
+        let plan_active = bridle_agent::plan_mode::fold_plan_mode(events.iter().map(|(_, e)| e));
+        let (out, out_rx) = tokio::sync::mpsc::unbounded_channel();
+        let calls = Arc::new(Mutex::new(HashMap::new()));
+        watch(&mut prepared, ceiling, out.clone(), Arc::clone(&calls));
+        let id = prepared.log.id().to_owned();
+        let (live, questions) = start(prepared, &out).map_err(|e| internal(format!("{e:#}")))?;
+        let entry = Arc::new(Entry {
+            id: id.clone(),
+            live: Mutex::new(Some(live)),
+            waiters: Mutex::default(),
+            next_ticket: AtomicU64::new(0),
+            cancelled: AtomicBool::new(false),
+            ceiling,
+            current: Mutex::new(current),
+            calls,
+            out,
+        });
+        lock(&self.sessions).insert(id, Arc::clone(&entry));
+        Ok((
+            entry,
+            Opened {
+                plan_active,
+                replay,
+                out: out_rx,
+                questions,
+            },
+        ))
+    }
+}
+
+/// `additionalDirectories` are readable roots only: each must exist and be readable under
+/// the profile; none is ever made writable.
+fn readable_only(prepared: &Prepared, dirs: &[PathBuf]) -> Result<(), Error> {
+    let spec = &prepared.plan.spec;
+    for dir in dirs {
+        let real = std::fs::canonicalize(dir)
+            .map_err(|e| invalid(format!("additionalDirectories `{}`: {e}", dir.display())))?;
+        let readable = spec.readable_roots.iter().any(|r| real.starts_with(r))
+            && !spec.masked_paths.iter().any(|m| real.starts_with(m));
+        if !readable {
+            return Err(invalid(format!(
+                "additionalDirectories `{}`: the profile `{}` does not make it readable \
+                 (they are readable roots only, never writable)",
+                dir.display(),
+                prepared.summary.profile
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Folds every event sealed into the log into updates for the client, in order; also
+/// remembers the latest call of each tool (approvals name it).
+fn watch(
+    prepared: &mut Prepared,
+    ceiling: Ceiling,
+    out: tokio::sync::mpsc::UnboundedSender<Out>,
+    calls: Arc<Mutex<HashMap<String, String>>>,
+) {
+    let mut fold = AcpUpdates::live().with_ceiling(ceiling);
+    for (_, event) in prepared.log.events() {
+        fold.observe(event);
+    }
+    prepared.log.watch(move |_, event| {
+        if let Event::ToolCall(call) = event {
+            lock(&calls).insert(call.name.clone(), call.call_id.clone());
+        }
+        for update in fold.updates(event) {
+            let _ = out.send(Out::Update(update));
+        }
+    });
+}
+
+/// Starts `prepared`; its turn reports join the updates' channel after the turn's events.
+fn start(
+    prepared: Prepared,
+    out: &tokio::sync::mpsc::UnboundedSender<Out>,
+) -> Result<(Live, Option<Questions>)> {
+    let mut live = prepared.start(Hooks {
+        cancel: None,
+        on_cancel: Some(Arc::new(bridle_sandbox::launcher::terminate_children)),
+    })?;
+    if let Some(mut reports) = live.session.reports() {
+        let out = out.clone();
+        std::thread::Builder::new()
+            .name("bridle-acp-reports".into())
+            .spawn(move || {
+                while let Some(report) = reports.blocking_recv() {
+                    let _ = out.send(Out::Ended(report));
+                }
+            })?;
+    }
+    let questions = live.questions.take();
+    Ok((live, questions))
+}
+
+impl Entry {
+    /// Opens a turn with `text`, or steers the running one; `responder` answers when the
+    /// turn ends.
+    fn prompt(&self, text: &str, responder: Responder<PromptResponse>) -> Result<(), Error> {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::SeqCst);
+        lock(&self.waiters).push((ticket, responder));
+        let submitted = {
+            let live = lock(&self.live);
+            match live.as_ref() {
+                None => Err(SessionError::Closed),
+                Some(live) => {
+                    if !live.session.is_running() {
+                        self.cancelled.store(false, Ordering::SeqCst);
+                    }
+                    match live.session.prompt(text) {
+                        Err(SessionError::Busy { .. }) => live.session.steer(text),
+                        other => other,
+                    }
+                }
+            }
+        };
+        if let Err(e) = submitted {
+            let mut waiters = lock(&self.waiters);
+            if let Some(i) = waiters.iter().position(|(t, _)| *t == ticket) {
+                let (_, responder) = waiters.remove(i);
+                drop(waiters);
+                return responder.respond_with_error(invalid(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a config option: the session (idle) restarts on the same log under the new
+    /// policy, which the log records. Returns the new session's questions.
+    fn choose(&self, choice: ConfigChoice) -> Result<Option<Questions>, Error> {
+        let mut slot = lock(&self.live);
+        let live = slot
+            .take()
+            .ok_or_else(|| internal("the session is closed"))?;
+        if live.session.is_running() {
+            *slot = Some(live);
+            return Err(invalid(
+                "a turn is running: change the session's configuration when it has ended",
+            ));
+        }
+        let mut overrides = live.request().overrides.clone();
+        let mut approval = live.request().approval;
+        let mut current = *lock(&self.current);
+        match choice {
+            ConfigChoice::Mode(m) => {
+                overrides.mode = Some(m);
+                current.mode = m;
+            }
+            ConfigChoice::Network(n) => {
+                overrides.network = Some(n);
+                current.network = n;
+            }
+            ConfigChoice::Approval(a) => {
+                approval = Some(a);
+                current.approval = a;
+            }
+        }
+        let replanned = match live.replan(overrides, approval) {
+            Ok(r) => r,
+            Err(e) => {
+                *slot = Some(live);
+                return Err(invalid(format!("{e:#}")));
+            }
+        };
+        let prepared = live
+            .restart(replanned)
+            .map_err(|e| internal(format!("{e:#}")))?;
+        let (live, questions) =
+            start(prepared, &self.out).map_err(|e| internal(format!("{e:#}")))?;
+        *slot = Some(live);
+        *lock(&self.current) = current;
+        Ok(questions)
+    }
+}
+
+fn config_options(entry: &Entry) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
+    acp::config_options(&entry.ceiling, *lock(&entry.current))
+}
+
+/// The prompt's text: its text blocks, and resource links as `[name](uri)`.
+fn prompt_text(blocks: &[ContentBlock]) -> Result<String, String> {
+    let mut text = String::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => text.push_str(&t.text),
+            ContentBlock::ResourceLink(link) => {
+                text.push_str(&format!("[{}]({})", link.name, link.uri));
+            }
+            _ => {
+                return Err(
+                    "prompt: only text and resource links are supported (see the agent's \
+                     promptCapabilities)"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// Starts the tasks that serve a session: its updates and turn ends, and its questions.
+fn start_tasks(cx: &ConnectionTo<Client>, entry: &Arc<Entry>, opened: Opened) -> Result<(), Error> {
+    cx.send_notification(SessionNotification::new(
+        entry.id.clone(),
+        acp::available_commands(),
+    ))?;
+    let Opened { out, questions, .. } = opened;
+    spawn_updates(cx, entry, out)?;
+    if let Some(questions) = questions {
+        spawn_questions(cx, entry, questions)?;
+    }
+    Ok(())
+}
+
+/// Sends the session's updates in order; at a turn's end, answers the prompts waiting on it.
+fn spawn_updates(
+    cx: &ConnectionTo<Client>,
+    entry: &Arc<Entry>,
+    mut out: tokio::sync::mpsc::UnboundedReceiver<Out>,
+) -> Result<(), Error> {
+    let cx2 = cx.clone();
+    let entry = Arc::clone(entry);
+    cx.spawn(async move {
+        while let Some(item) = out.recv().await {
+            match item {
+                Out::Update(update) => {
+                    cx2.send_notification(SessionNotification::new(entry.id.clone(), update))?;
+                }
+                Out::Ended(report) => {
+                    let cancelled = entry.cancelled.swap(false, Ordering::SeqCst);
+                    let answer =
+                        acp::stop_reason(report.reason, report.error.as_deref(), cancelled);
+                    let waiters: Vec<_> = lock(&entry.waiters).drain(..).collect();
+                    for (_, responder) in waiters {
+                        match &answer {
+                            Ok(reason) => responder.respond(PromptResponse::new(*reason))?,
+                            Err(e) => responder.respond_with_error(internal(e))?,
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Asks the client every approval and plan review of the session.
+fn spawn_questions(
+    cx: &ConnectionTo<Client>,
+    entry: &Arc<Entry>,
+    mut questions: Questions,
+) -> Result<(), Error> {
+    let cx2 = cx.clone();
+    let entry = Arc::clone(entry);
+    cx.spawn(async move {
+        while let Some(question) = questions.recv().await {
+            let cx3 = cx2.clone();
+            let entry = Arc::clone(&entry);
+            cx2.spawn(async move {
+                ask(&cx3, &entry, question).await;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })
+}
+
+/// One question, asked through `session/request_permission`.
+async fn ask(cx: &ConnectionTo<Client>, entry: &Entry, question: Question) {
+    let call_of = |tool: &str| lock(&entry.calls).get(tool).cloned().unwrap_or_default();
+    match question {
+        Question::Approval { request, reply } => {
+            let arguments = request.arguments.to_string();
+            let title = call_summary(&request.tool, &arguments, 80);
+            let mut text = request.reason.clone();
+            if let Some(mode) = request.escalation {
+                text.push_str(&format!(" (asks for sandbox mode `{mode}`)"));
+            }
+            if let Some(why) = &request.justification {
+                text.push_str(&format!("\nThe model says: {why}"));
+            }
+            let asked = acp::permission_request(
+                &entry.id,
+                acp::Question::Approval,
+                &call_of(&request.tool),
+                &title,
+                &text,
+            );
+            let outcome = cx.send_request(asked).block_task().await.map(|r| r.outcome);
+            let cancelled = matches!(outcome, Ok(RequestPermissionOutcome::Cancelled));
+            let answer = match acp::answer_of(acp::Question::Approval, outcome) {
+                _ if cancelled => ApprovalOutcome::Cancelled,
+                Answer::Yes => ApprovalOutcome::AllowedOnce,
+                Answer::No => ApprovalOutcome::Rejected,
+            };
+            reply.send(answer);
+        }
+        Question::PlanReview { plan, reply } => {
+            let asked = acp::permission_request(
+                &entry.id,
+                acp::Question::PlanReview,
+                &call_of("exit_plan_mode"),
+                "Review the plan",
+                &plan,
+            );
+            let outcome = cx.send_request(asked).block_task().await.map(|r| r.outcome);
+            let cancelled = matches!(outcome, Ok(RequestPermissionOutcome::Cancelled));
+            let answer = match acp::answer_of(acp::Question::PlanReview, outcome) {
+                _ if cancelled => PlanReview::Dismissed,
+                Answer::Yes => PlanReview::Approved,
+                Answer::No => PlanReview::KeepPlanning { feedback: None },
+            };
+            reply.send(answer);
+        }
+    }
+}
