@@ -1,3 +1,6 @@
+mod acp_cli;
+mod acp_protocol;
+mod acp_support;
 mod cli_flags;
 mod exec_defaults;
 mod exec_fs;
