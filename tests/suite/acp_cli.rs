@@ -341,3 +341,97 @@ fn plan_mode_from_set_mode_and_a_plan_approved_through_the_review() {
     let results = results(&events);
     assert!(results[0].0, "{results:?}");
 }
+
+/// The three config options never go wider than the profile; a narrower choice is logged as
+/// a policy change and enforced from the next turn.
+#[test]
+fn config_options_narrow_within_the_profile_and_each_change_is_logged() {
+    use agent_client_protocol::v1::schema::{
+        SessionConfigKind, SessionConfigOptionValue, SessionConfigValueId,
+        SetSessionConfigOptionRequest,
+    };
+    let e = ExecEnv::new();
+    let script = r#"
+- tool_calls:
+    - name: write_file
+      arguments: {path: w.txt, content: x}
+- text: "tried"
+"#;
+    let record = Record::default();
+    let choose = |session: &agent_client_protocol::v1::schema::SessionId, id: &str, v: &str| {
+        SetSessionConfigOptionRequest::new(
+            session.clone(),
+            id.to_owned(),
+            SessionConfigOptionValue::ValueId {
+                value: SessionConfigValueId::new(v.to_owned()),
+            },
+        )
+    };
+    let (id, offered, wider, narrowed) = converse(
+        agent(&e, None, script, &record),
+        &record,
+        vec![],
+        async |cx| {
+            let opened = new_session(&cx, &e).await?;
+            let session = opened.session_id;
+            let wider = cx
+                .send_request(choose(&session, "sandbox", "danger-full-access"))
+                .block_task()
+                .await;
+            let narrowed = cx
+                .send_request(choose(&session, "sandbox", "read-only"))
+                .block_task()
+                .await?;
+            cx.send_request(prompt(&session, "write"))
+                .block_task()
+                .await?;
+            Ok((session, opened.config_options.unwrap(), wider, narrowed))
+        },
+    );
+    let values = |options: &[agent_client_protocol::v1::schema::SessionConfigOption],
+                  id: &str|
+     -> (String, Vec<String>) {
+        let option = options.iter().find(|o| o.id.0.as_ref() == id).unwrap();
+        match &option.kind {
+            SessionConfigKind::Select(s) => {
+                let all = serde_json::to_value(&s.options).unwrap();
+                let names = all
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o["value"].as_str().unwrap().to_owned())
+                    .collect();
+                (s.current_value.0.to_string(), names)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let ids: Vec<&str> = offered.iter().map(|o| o.id.0.as_ref()).collect();
+    assert_eq!(ids, ["sandbox", "network", "approval"]);
+    assert_eq!(
+        values(&offered, "sandbox"),
+        (
+            "workspace-write".to_owned(),
+            vec!["read-only".to_owned(), "workspace-write".to_owned()]
+        )
+    );
+    let refused = wider.expect_err("wider than the profile");
+    assert!(
+        format!("{refused:?}").contains("wider than the profile"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        values(&narrowed.config_options, "sandbox").0,
+        "read-only".to_owned()
+    );
+    assert!(!e.workspace.join("w.txt").exists(), "read-only wrote");
+    let events = events(&e, &id.0);
+    assert!(events.contains(&Event::SandboxMode {
+        mode: bridle_policy::SandboxMode::ReadOnly
+    }));
+    let policies = events
+        .iter()
+        .filter(|ev| matches!(ev, Event::PolicyEffective(_)))
+        .count();
+    assert_eq!(policies, 2, "the profile's, then the narrowed one");
+}
