@@ -107,7 +107,7 @@ struct Entry {
 
 /// What a session's forwarding task sends, in order.
 enum Out {
-    Update(SessionUpdate),
+    Update(Box<SessionUpdate>),
     Ended(TurnReport),
 }
 
@@ -450,7 +450,7 @@ fn watch(
             lock(&calls).insert(call.name.clone(), call.call_id.clone());
         }
         for update in fold.updates(event) {
-            let _ = out.send(Out::Update(update));
+            let _ = out.send(Out::Update(Box::new(update)));
         }
     });
 }
@@ -609,7 +609,7 @@ fn spawn_updates(
         while let Some(item) = out.recv().await {
             match item {
                 Out::Update(update) => {
-                    cx2.send_notification(SessionNotification::new(entry.id.clone(), update))?;
+                    cx2.send_notification(SessionNotification::new(entry.id.clone(), *update))?;
                 }
                 Out::Ended(report) => {
                     let cancelled = entry.cancelled.swap(false, Ordering::SeqCst);
