@@ -3,9 +3,9 @@
 //! answerer, the tools, the prompt sections, and a live [`Session`] started on all of it.
 //!
 //! Two phases, so a front end can watch the log before the session's thread owns it:
-//! [`prepare`] opens the log and logs the policy; [`Prepared::start`] builds what the session
-//! runs with ([`parts`]: the one place the registry, sections, commands and listeners come
-//! from the profile) and starts it. [`Live::stop`] gives the log back, so a front end can
+//! [`prepare`] opens the log; [`Prepared::start`] logs the policy when it is not the one in
+//! force there, builds what the session runs with ([`parts`]: the one place the registry,
+//! sections, commands and listeners come from the profile) and starts it. [`Live::stop`] gives the log back, so a front end can
 //! start the same session again under another policy ([`Live::restart`]).
 
 use std::path::{Path, PathBuf};
@@ -97,8 +97,7 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// Plans the request's policy, opens its log and logs the policy when it is not the one in
-/// force there. Says `session <ID>` on stderr.
+/// Plans the request's policy and opens its log. Says `session <ID>` on stderr.
 pub fn prepare(request: Request) -> Result<Prepared> {
     let backend: Backend = request.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(&request.global)?;
@@ -128,8 +127,7 @@ pub fn prepare(request: Request) -> Result<Prepared> {
         profile: request.global.profile.clone(),
         policy_digest: summary.digest.clone(),
     };
-    let mut log = open_log(&dir, &request.open, backend, &new)?;
-    log_policy(&mut log, &summary)?;
+    let log = open_log(&dir, &request.open, backend, &new)?;
     say(&format!("session {}", log.id()));
     Ok(Prepared {
         request,
@@ -221,7 +219,9 @@ struct PreparedRef<'p> {
 
 impl Prepared {
     /// Starts the session: its thread owns the log, the model and the tools.
-    pub fn start(self, hooks: Hooks) -> Result<Live> {
+    pub fn start(mut self, hooks: Hooks) -> Result<Live> {
+        // Logged here, not in `prepare`: a front end's watcher sees the policy events too.
+        log_policy(&mut self.log, &self.summary)?;
         let model = model(&self.request.model)?;
         let (answerer, questions): (Arc<dyn Answerer>, _) = match self.request.asking {
             Asking::Terminal => (Arc::from(crate::agent_host::answerer()), None),
@@ -307,8 +307,8 @@ impl Live {
         })
     }
 
-    /// Stops the session (once its turn is done) and prepares it again under `replanned`,
-    /// the policy change logged.
+    /// Stops the session (once its turn is done) and prepares it again under `replanned`;
+    /// [`Prepared::start`] logs the policy change.
     pub fn restart(self, replanned: Replanned) -> Result<Prepared> {
         let Rest {
             mut request,
@@ -321,11 +321,10 @@ impl Live {
             temp_dir: self.rest.temp_dir.clone(),
             masks: self.rest.masks.clone(),
         };
-        let mut log = self.stop_keeping_temp()?;
+        let log = self.stop_keeping_temp()?;
         request.overrides = replanned.overrides;
         request.approval = replanned.approval;
         request.open = Open::Resume(log.id().to_owned());
-        log_policy(&mut log, &replanned.summary)?;
         Ok(Prepared {
             request,
             facts,
