@@ -435,3 +435,58 @@ fn config_options_narrow_within_the_profile_and_each_change_is_logged() {
         .count();
     assert_eq!(policies, 2, "the profile's, then the narrowed one");
 }
+
+/// A prompt sent while a turn runs steers it: it joins the turn's next step (logged as
+/// steering, in the next request), and both prompts answer when that turn ends.
+#[test]
+fn a_prompt_during_a_turn_steers_it_and_both_answer_at_its_end() {
+    let e = ExecEnv::new();
+    let script = r#"
+- tool_calls:
+    - name: bash
+      arguments: {command: "sleep 2"}
+- text: "Done, with your note."
+"#;
+    let record = Record::default();
+    let watched = record.clone();
+    let (id, first, second) = converse(
+        agent(&e, None, script, &record),
+        &record,
+        vec![],
+        async |cx| {
+            let session = new_session(&cx, &e).await?.session_id;
+            let opening = cx.send_request(prompt(&session, "start"));
+            // Once the call runs, the client sends another prompt.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !watched.updates().iter().any(|u| {
+                matches!(u, SessionUpdate::ToolCallUpdate(t)
+                    if t.fields.status == Some(ToolCallStatus::InProgress))
+            }) {
+                assert!(std::time::Instant::now() < deadline, "the call never ran");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let steering = cx.send_request(prompt(&session, "also mind the tests"));
+            let second = steering.block_task().await?.stop_reason;
+            let first = opening.block_task().await?.stop_reason;
+            Ok((session, first, second))
+        },
+    );
+    assert_eq!((first, second), (StopReason::EndTurn, StopReason::EndTurn));
+    let events = events(&e, &id.0);
+    assert!(
+        events
+            .iter()
+            .any(|ev| matches!(ev, Event::InputReceived { kind, .. } if kind == "steer")),
+        "{events:#?}"
+    );
+    let turns = events
+        .iter()
+        .filter(|ev| matches!(ev, Event::TurnStart { .. }))
+        .count();
+    assert_eq!(turns, 1, "the steering joined the running turn");
+    assert!(
+        events.iter().any(
+            |ev| matches!(ev, Event::UserMessage { text, .. } if text == "also mind the tests")
+        )
+    );
+}
