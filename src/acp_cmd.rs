@@ -48,9 +48,9 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         .build()?;
     let agent = Arc::new(AcpAgent {
         global: global.clone(),
-        model: args.model.clone(),
-        store: args.store.clone(),
-        session_dir: args.session_dir.clone(),
+        model: args.session.model.clone(),
+        store: args.session.store.clone(),
+        session_dir: args.session.session_dir.clone(),
         sessions: Mutex::default(),
     });
     let served = runtime.block_on(serve(Arc::clone(&agent)));
@@ -157,20 +157,16 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let agent = Arc::clone(&new_agent);
-                let opened = tokio::task::spawn_blocking(move || {
-                    agent.open(
-                        &request.cwd,
-                        &request.additional_directories,
-                        !request.mcp_servers.is_empty(),
-                        Open::New,
-                    )
-                })
-                .await;
-                let (entry, opened) = match opened {
-                    Ok(Ok(o)) => o,
-                    Ok(Err(e)) => return responder.respond_with_error(e),
-                    Err(e) => return responder.respond_with_error(internal(e)),
+                let opened = open_blocking(
+                    &new_agent,
+                    request.cwd,
+                    request.additional_directories,
+                    !request.mcp_servers.is_empty(),
+                    Open::New,
+                );
+                let (entry, opened) = match opened.await {
+                    Ok(o) => o,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 let response = NewSessionResponse::new(entry.id.clone())
                     .modes(acp::modes(opened.plan_active))
@@ -191,19 +187,16 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
                         "session {id} is already open on this connection"
                     )));
                 }
-                let opened = tokio::task::spawn_blocking(move || {
-                    agent.open(
-                        &request.cwd,
-                        &request.additional_directories,
-                        !request.mcp_servers.is_empty(),
-                        Open::Resume(id),
-                    )
-                })
-                .await;
-                let (entry, opened) = match opened {
-                    Ok(Ok(o)) => o,
-                    Ok(Err(e)) => return responder.respond_with_error(e),
-                    Err(e) => return responder.respond_with_error(internal(e)),
+                let opened = open_blocking(
+                    &agent,
+                    request.cwd,
+                    request.additional_directories,
+                    !request.mcp_servers.is_empty(),
+                    Open::Resume(id),
+                );
+                let (entry, opened) = match opened.await {
+                    Ok(o) => o,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 for update in &opened.replay {
                     cx.send_notification(SessionNotification::new(
@@ -318,6 +311,20 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
         )
         .connect_to(Stdio::new())
         .await
+}
+
+/// [`AcpAgent::open`] off the runtime's threads (it plans, opens the log, starts a thread).
+async fn open_blocking(
+    agent: &Arc<AcpAgent>,
+    cwd: PathBuf,
+    additional: Vec<PathBuf>,
+    mcp: bool,
+    open: Open,
+) -> Result<(Arc<Entry>, Opened), Error> {
+    let agent = Arc::clone(agent);
+    tokio::task::spawn_blocking(move || agent.open(&cwd, &additional, mcp, open))
+        .await
+        .map_err(internal)?
 }
 
 /// What opening a session gives the tasks that serve it.
