@@ -118,6 +118,16 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
 /// A file's identity for the digest cache: a change to the file changes its ctime.
 type FileKey = (u64, u64, u64, i64, i64);
 
+fn file_key(meta: &std::fs::Metadata) -> FileKey {
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
 /// The names an executed file is, computed at exec time (see the module docs).
 #[derive(Debug)]
 pub struct Identity {
@@ -141,40 +151,76 @@ impl Identity {
         }
     }
 
-    /// The known names of the file open as `file` (opened from `/proc/PID/exe` or the path an
-    /// exec names): every program it is, by inode or, for a file of a known size, by content.
-    pub fn names_of(&mut self, file: &std::fs::File) -> Vec<String> {
+    /// The known names of the file `meta` describes (`stat` of `/proc/PID/exe` or of the path
+    /// an exec names): every program it is, by inode or, for a file of a known size, by
+    /// content. `open` opens it, and is called only when its digest is needed and not cached;
+    /// the digest is then of the file opened, and so are the names.
+    pub fn names_of(
+        &mut self,
+        meta: &std::fs::Metadata,
+        open: impl FnOnce() -> std::io::Result<std::fs::File>,
+    ) -> Vec<String> {
+        let (mut names, same_size) = self.by_inode(meta);
+        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
+            return names;
+        }
+        let digest = match self.digests.get(&file_key(meta)) {
+            Some(digest) => *digest,
+            None => {
+                let Ok(file) = open() else {
+                    return names;
+                };
+                return self.names_of_file(&file);
+            }
+        };
+        self.add_copies(digest, same_size, &mut names);
+        names
+    }
+
+    /// The known names of the file open as `file` (see [`Identity::names_of`]).
+    pub fn names_of_file(&mut self, file: &std::fs::File) -> Vec<String> {
         let Ok(meta) = file.metadata() else {
             return Vec::new();
         };
-        let mut names: Vec<String> = self
+        let (mut names, same_size) = self.by_inode(&meta);
+        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
+            return names;
+        }
+        let digest = *self
+            .digests
+            .entry(file_key(&meta))
+            .or_insert_with(|| digest_reader(file).ok());
+        self.add_copies(digest, same_size, &mut names);
+        names
+    }
+
+    /// The names of the known programs that are the file `meta` describes (same device and
+    /// inode), and the indices of the other known programs of its size (it may be a copy).
+    fn by_inode(&self, meta: &std::fs::Metadata) -> (Vec<String>, Vec<usize>) {
+        let names: Vec<String> = self
             .known
             .iter()
             .filter(|k| k.dev == meta.dev() && k.ino == meta.ino())
             .map(|k| k.name.clone())
             .collect();
-        let same_size: Vec<usize> = (0..self.known.len())
+        let same_size = (0..self.known.len())
             .filter(|&i| {
                 let k = &self.known[i];
                 k.size == meta.size() && !names.contains(&k.name)
             })
             .collect();
-        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
-            return names;
-        }
-        let key = (
-            meta.dev(),
-            meta.ino(),
-            meta.size(),
-            meta.ctime(),
-            meta.ctime_nsec(),
-        );
-        let digest = *self
-            .digests
-            .entry(key)
-            .or_insert_with(|| digest_reader(file).ok());
+        (names, same_size)
+    }
+
+    /// Adds to `names` each known program of `same_size` whose content has `digest`.
+    fn add_copies(
+        &mut self,
+        digest: Option<[u8; 32]>,
+        same_size: Vec<usize>,
+        names: &mut Vec<String>,
+    ) {
         let Some(digest) = digest else {
-            return names;
+            return;
         };
         for i in same_size {
             let known = self
@@ -191,7 +237,6 @@ impl Identity {
                 names.push(self.known[i].name.clone());
             }
         }
-        names
     }
 
     /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that
@@ -236,9 +281,9 @@ mod tests {
         let copy = dir.path().join("renamed");
         std::fs::copy(&sh.path, &copy).unwrap();
         let mut identity = Identity::new(known.clone());
-        let names = identity.names_of(&std::fs::File::open(&copy).unwrap());
+        let names = identity.names_of_file(&std::fs::File::open(&copy).unwrap());
         assert!(names.contains(&"sh".to_owned()), "{names:?}");
-        let same = identity.names_of(&std::fs::File::open(&sh.path).unwrap());
+        let same = identity.names_of_file(&std::fs::File::open(&sh.path).unwrap());
         assert!(same.contains(&"sh".to_owned()), "{same:?}");
         // One byte more is another program.
         let mut bytes = std::fs::read(&copy).unwrap();
@@ -247,7 +292,7 @@ mod tests {
         std::fs::write(&changed, bytes).unwrap();
         assert!(
             identity
-                .names_of(&std::fs::File::open(&changed).unwrap())
+                .names_of_file(&std::fs::File::open(&changed).unwrap())
                 .is_empty()
         );
     }
