@@ -76,8 +76,16 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
         .map(PathBuf::from)
         .collect();
     dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
+    // Each directory once (`PATH` names some of the usual ones again).
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
     let mut found: Vec<KnownProgram> = Vec::new();
     let mut add = |name: &str, candidate: &Path| {
+        // One `stat` for the usual miss; the path is resolved only for a file that is there
+        // (resolving costs a `readlink` per component).
+        if std::fs::metadata(candidate).is_err() {
+            return;
+        }
         let Ok(path) = std::fs::canonicalize(candidate) else {
             return;
         };
@@ -117,6 +125,24 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
 
 /// A file's identity for the digest cache: a change to the file changes its ctime.
 type FileKey = (u64, u64, u64, i64, i64);
+
+/// How long ago a file must have changed last for its digest to be cached: more than the
+/// granularity of file timestamps, so that any change after the digest gives another ctime.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the file `meta` describes last changed more than [`SETTLED`] ago. A file changed
+/// more recently could be changed again within the same timestamp tick, keeping its
+/// [`FileKey`] with another content: its digest is computed again at every exec instead.
+fn settled(meta: &std::fs::Metadata) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let changed = std::time::Duration::new(
+        u64::try_from(meta.ctime()).unwrap_or(u64::MAX),
+        u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+    );
+    now.checked_sub(changed).is_some_and(|ago| ago > SETTLED)
+}
 
 fn file_key(meta: &std::fs::Metadata) -> FileKey {
     (
@@ -186,10 +212,17 @@ impl Identity {
         if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
             return names;
         }
-        let digest = *self
-            .digests
-            .entry(file_key(&meta))
-            .or_insert_with(|| digest_reader(file).ok());
+        let key = file_key(&meta);
+        let digest = match self.digests.get(&key) {
+            Some(digest) => *digest,
+            None => {
+                let digest = digest_reader(file).ok();
+                if settled(&meta) {
+                    self.digests.insert(key, digest);
+                }
+                digest
+            }
+        };
         self.add_copies(digest, same_size, &mut names);
         names
     }
@@ -294,6 +327,46 @@ mod tests {
             identity
                 .names_of_file(&std::fs::File::open(&changed).unwrap())
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
+        let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
+        let content = std::fs::read(&sh.path).unwrap();
+        let file = dir.path().join("tool");
+        let mut identity = Identity::new(known.clone());
+        let names = |identity: &mut Identity| {
+            let meta = std::fs::metadata(&file).unwrap();
+            identity.names_of(&meta, || std::fs::File::open(&file))
+        };
+        // Of the program's size, another content: not the program (its digest was computed).
+        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
+        assert_eq!(names(&mut identity), Vec::<String>::new());
+        // The same file (same inode and size) rewritten at once with the program's content,
+        // as fast as its timestamps could not tell: the program.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &content))
+            .unwrap();
+        assert_eq!(names(&mut identity), sh_names());
+        // And back.
+        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
+        assert_eq!(names(&mut identity), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_settled_file_keeps_its_digest_and_a_fresh_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(!settled(&std::fs::metadata(&file).unwrap()));
+        assert!(
+            settled(&std::fs::metadata("/").unwrap())
+                || settled(&std::fs::metadata("/bin/sh").unwrap())
         );
     }
 
