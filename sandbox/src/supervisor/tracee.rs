@@ -291,7 +291,7 @@ fn read_vector(
     if addr == 0 {
         return Ok(Vec::new());
     }
-    if addr % 8 != 0 {
+    if !addr.is_multiple_of(8) {
         return Err(Unreadable("a pointer vector that is not aligned".into()));
     }
     let mut pointers = Vec::new();
@@ -350,7 +350,7 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
     let mut budget = MAX_ARG_BYTES;
     // The path and the start of argv in one read (a null argv is empty: nothing to read).
     let mut regions = vec![region(path_at, FIRST_READ)];
-    if argv_at != 0 && argv_at % 8 == 0 {
+    if argv_at != 0 && argv_at.is_multiple_of(8) {
         regions.push(first_region(argv_at));
     }
     let mut first = read_regions(pid, &regions)?.into_iter();
@@ -469,7 +469,9 @@ mod tests {
         let args: Vec<Vec<u8>> = (0..1300)
             .map(|i| {
                 let len = [0, 1, 7, 255, 256, 257, 4095, 4097, 9000][i % 9];
-                let mut s: Vec<u8> = (0..len).map(|j| b'a' + ((i + j) % 26) as u8).collect();
+                let mut s: Vec<u8> = (0..len)
+                    .map(|j| b"abcdefghijklmnopqrstuvwxyz"[(i + j) % 26])
+                    .collect();
                 s.push(0);
                 s
             })
