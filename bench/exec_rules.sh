@@ -11,7 +11,7 @@
 #          execs), built clean inside `bridle exec`, without rules and with.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
 # no supervisor (nothing is traced). The load average is recorded at the start and the end.
-# Writes bench/results/exec_rules.json.
+# The order of the variants rotates from round to round. Writes bench/results/exec_rules.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-10}"
@@ -149,21 +149,27 @@ for k, (b, p) in spawners.items():  # warm-up
 for k, (b, p) in insiders.items():
     inside(p, "./execloop", "200", build=b)
     inside(p, "sh", "-c", build, build=b)
-for _ in range(rounds):
-    for _ in range(runs):
-        for k, (b, p) in spawners.items():
+def rotated(d, by):
+    """The items of `d`, starting at the one `by` places on (each round starts with another)."""
+    items = list(d.items())
+    by %= len(items)
+    return items[by:] + items[:by]
+
+for n in range(rounds):
+    for i in range(runs):
+        for k, (b, p) in rotated(spawners, n * runs + i):
             cpu, start = children_cpu(), time.monotonic()
             inside(p, "true", build=b)
             spawn_wall[k].append((time.monotonic() - start) * 1000)
             spawn_cpu[k].append((children_cpu() - cpu) * 1000)
-    for k, (b, p) in insiders.items():
+    for k, (b, p) in rotated(insiders, n):
         median, tenth, init_us, child_us, self_us = map(float, inside(p, "./execloop", "2000", build=b).split())
         per_exec[k].append(median)
         p10[k].append(tenth)
         init_cpu[k].append(init_us)
         child_cpu[k].append(child_us)
         loop_cpu[k].append(self_us)
-    for k, (b, p) in insiders.items():
+    for k, (b, p) in rotated(insiders, n + 1):
         cpu, start = children_cpu(), time.monotonic()
         inside(p, "sh", "-c", build, build=b)
         make[k].append(time.monotonic() - start)

@@ -151,15 +151,20 @@ fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the
     assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
 }
 
+/// The host's git.
+fn host_git() -> &'static str {
+    ["/usr/local/bin/git", "/usr/bin/git"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("git is installed")
+}
+
 #[test]
 fn git_under_another_name_is_still_git() {
     let e = with_remote();
     // Made on the host: a hard link of the real git needs to own it (protected_hardlinks) or
     // be root; otherwise a hard link of a copy.
-    let real = ["/usr/local/bin/git", "/usr/bin/git"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("git is installed");
+    let real = host_git();
     let linked = e.workspace.join("hardlinked-tool");
     if !(is_root() && std::fs::hard_link(real, &linked).is_ok()) {
         let copy = e.workspace.join(".copy-of-git");
@@ -215,10 +220,7 @@ fn a_file_replaced_by_a_copy_of_git_after_its_first_exec_is_git() {
     // change to the file must not leave it known as something else.
     use std::os::unix::fs::PermissionsExt;
     let e = with_remote();
-    let real = ["/usr/local/bin/git", "/usr/bin/git"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("git is installed");
+    let real = host_git();
     let size = usize::try_from(std::fs::metadata(real).unwrap().len()).unwrap();
     // A script exactly as large as git (padded with a comment), so that its digest is taken.
     let head = b"#!/bin/sh\necho first-ran\nexit 0\n#";
