@@ -6,7 +6,8 @@
 //! inode and size. At an exec, the executed file is the program if it is the same file (a hard
 //! link, a symlink, the same path) or, for a file of the same size, if its SHA-256 equals the
 //! program's (a copy). Digests are computed only on a size match and cached per file
-//! (device, inode, size, change time), so an ordinary exec costs one `fstat`.
+//! (device, inode, size, change time) once the file has not changed for 2 s (a rewrite within
+//! one timestamp tick keeps the change time), so an ordinary exec costs one `stat`.
 //!
 //! The dynamic loader is known the same way (as [`LOADER`]): a program run through it
 //! (`ld.so /tmp/x push`) is a file the loader opens after the exec, which the supervisor
