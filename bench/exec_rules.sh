@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
-# The exec supervisor's cost (issue 9), every comparison side by side in one run:
+# The exec supervisor's cost (issue 9), every comparison side by side in one run, in interleaved
+# rounds (each round runs every variant once, so a change of load hits all of them alike):
 #   spawn: `bridle exec -- true` with no command rules, with command rules (ci-locked), and, when
-#          BRIDLE_BASE names another build of bridle (main's), that build with no rules
-#          (hyperfine medians);
+#          BRIDLE_BASE names another build of bridle (main's), that build with no rules and with
+#          rules; wall time and CPU time (user + system of bridle and everything it ran);
 #   per exec: inside one sandbox, a C program times fork + exec + wait of /bin/true 2000 times
-#          (median per exec), without rules and with, interleaved rounds;
+#          (median per exec), and the CPU time of the sandbox's init (the supervisor) and of the
+#          children meanwhile, without rules and with;
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
-#          execs), built clean inside `bridle exec`, without rules and with, interleaved rounds.
+#          execs), built clean inside `bridle exec`, without rules and with.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
-# no supervisor (nothing is traced). Writes bench/results/exec_rules.json.
+# no supervisor (nothing is traced). The load average is recorded at the start and the end.
+# The order of the variants rotates from round to round. Writes bench/results/exec_rules.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS="${RUNS:-30}"
+RUNS="${RUNS:-10}"
 ROUNDS="${ROUNDS:-7}"
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need hyperfine; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null
-fi
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 cargo build --release --quiet -p bridle
 BRIDLE="${CARGO_TARGET_DIR:-$PWD/target}/release/bridle"
 out="$PWD/bench/results/exec_rules.json"
@@ -37,12 +36,14 @@ rules:
 EOF
 
 # fork + exec + wait of /bin/true, N times; prints the median and the 10th percentile in
-# microseconds, and the CPU time the sandbox's init (the supervisor, when there is one) spent
+# microseconds, the CPU time the sandbox's init (the supervisor, when there is one) spent
 # meanwhile, per exec (/proc/1/schedstat: on-CPU nanoseconds; less sensitive to a loaded
-# machine than wall time).
+# machine than wall time), and the CPU time of the children (user + system) and of this
+# program itself, per exec.
 cat > execloop.c <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +53,11 @@ static double init_ns(void) {
     if (f) { if (fscanf(f, "%lf", &ns) != 1) ns = 0; fclose(f); }
     return ns;
 }
+static double cpu_us(int who) {
+    struct rusage r;
+    getrusage(who, &r);
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+}
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -59,6 +65,7 @@ static int cmp(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 2000;
     double *t = malloc(sizeof(double) * n), before = init_ns();
+    double children = cpu_us(RUSAGE_CHILDREN), self = cpu_us(RUSAGE_SELF);
     for (int i = 0; i < n; i++) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -74,8 +81,10 @@ int main(int argc, char **argv) {
         t[i] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
     }
     double init_us = (init_ns() - before) / 1e3 / n;
+    children = (cpu_us(RUSAGE_CHILDREN) - children) / n;
+    self = (cpu_us(RUSAGE_SELF) - self) / n;
     qsort(t, n, sizeof(double), cmp);
-    printf("%.1f %.1f %.2f\n", t[n / 2], t[n / 10], init_us);
+    printf("%.1f %.1f %.2f %.2f %.2f\n", t[n / 2], t[n / 10], init_us, children, self);
     return 0;
 }
 EOF
@@ -96,73 +105,118 @@ printf 'int main(void) { return 0; }\n' > proj/main.c
   printf '\trm -f *.o app\n'
 } > proj/Makefile
 
-base_rows=()
-if [ -n "${BRIDLE_BASE:-}" ]; then
-  base_rows=(-n base-norules "$BRIDLE_BASE exec --profile ./norules.yaml -- true")
-fi
-hyperfine -N --warmup 5 --runs "$RUNS" --export-json "$work/spawn.json" \
-  -n norules "$BRIDLE exec --profile ./norules.yaml -- true" \
-  -n rules "$BRIDLE exec --profile ci-locked -- true" \
-  "${base_rows[@]}" >/dev/null
-
-python3 - "$BRIDLE" "$ROUNDS" "$work/spawn.json" "$out" <<'PY'
-import json, statistics, subprocess, sys, time
-bridle, rounds, spawn_json, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+python3 - "$BRIDLE" "${BRIDLE_BASE:-}" "$ROUNDS" "$RUNS" "$load_start" "$out" <<'PY'
+import json, os, resource, statistics, subprocess, sys, time
+bridle, base, rounds, runs, load_start, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 profiles = {"norules": "./norules.yaml", "rules": "ci-locked"}
 
-def inside(profile, *argv):
-    r = subprocess.run([bridle, "exec", "--profile", profile, "--", *argv],
+def inside(profile, *argv, build=bridle):
+    r = subprocess.run([build, "exec", "--profile", profile, "--", *argv],
                        capture_output=True, text=True)
     if r.returncode != 0 or "denied exec" in r.stderr:
         sys.exit(f"{profile}: {argv}: {r.returncode}\n{r.stderr}")
     return r.stdout
+
+def children_cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
 
 # The rules profile really is supervised and the baseline really is not.
 for name, want in (("norules", "0"), ("rules", "1")):
     tracer = inside(profiles[name], "awk", "/^TracerPid/ { print $2 }", "/proc/self/status").strip()
     assert tracer == want, f"{name}: TracerPid {tracer}, expected {want}"
 
-per_exec = {k: [] for k in profiles}
-p10 = {k: [] for k in profiles}
-init_cpu = {k: [] for k in profiles}
-make = {k: [] for k in profiles}
+spawners = {k: (bridle, p) for k, p in profiles.items()}
+# Inside a sandbox: this build without and with rules, and the base build with rules (without
+# rules the base runs the same untraced sandbox).
+insiders = dict(spawners)
+if base:
+    spawners.update({"base-" + k: (base, p) for k, p in profiles.items()})
+    insiders["base-rules"] = (base, profiles["rules"])
+spawn_wall = {k: [] for k in spawners}
+spawn_cpu = {k: [] for k in spawners}
+per_exec = {k: [] for k in insiders}
+p10 = {k: [] for k in insiders}
+init_cpu = {k: [] for k in insiders}
+child_cpu = {k: [] for k in insiders}
+loop_cpu = {k: [] for k in insiders}
+make = {k: [] for k in insiders}
+make_cpu = {k: [] for k in insiders}
 build = "cd proj && make clean >/dev/null && make -j2 >/dev/null"
-for k, p in profiles.items():  # warm-up
-    inside(p, "./execloop", "200")
-    inside(p, "sh", "-c", build)
-for _ in range(rounds):
-    for k, p in profiles.items():
-        median, tenth, init_us = map(float, inside(p, "./execloop", "2000").split())
+for k, (b, p) in spawners.items():  # warm-up
+    for _ in range(3):
+        inside(p, "true", build=b)
+for k, (b, p) in insiders.items():
+    inside(p, "./execloop", "200", build=b)
+    inside(p, "sh", "-c", build, build=b)
+def rotated(d, by):
+    """The items of `d`, starting at the one `by` places on (each round starts with another)."""
+    items = list(d.items())
+    by %= len(items)
+    return items[by:] + items[:by]
+
+for n in range(rounds):
+    for i in range(runs):
+        for k, (b, p) in rotated(spawners, n * runs + i):
+            cpu, start = children_cpu(), time.monotonic()
+            inside(p, "true", build=b)
+            spawn_wall[k].append((time.monotonic() - start) * 1000)
+            spawn_cpu[k].append((children_cpu() - cpu) * 1000)
+    for k, (b, p) in rotated(insiders, n):
+        median, tenth, init_us, child_us, self_us = map(float, inside(p, "./execloop", "2000", build=b).split())
         per_exec[k].append(median)
         p10[k].append(tenth)
         init_cpu[k].append(init_us)
-    for k, p in profiles.items():
-        start = time.monotonic()
-        inside(p, "sh", "-c", build)
+        child_cpu[k].append(child_us)
+        loop_cpu[k].append(self_us)
+    for k, (b, p) in rotated(insiders, n + 1):
+        cpu, start = children_cpu(), time.monotonic()
+        inside(p, "sh", "-c", build, build=b)
         make[k].append(time.monotonic() - start)
+        make_cpu[k].append(children_cpu() - cpu)
 
-spawn = {r["command"]: r for r in json.load(open(spawn_json))["results"]}
+med = lambda d: {k: statistics.median(v) for k, v in d.items()}
 res = {
-    "spawn_ms": {k: statistics.median(v["times"]) * 1000 for k, v in spawn.items()},
-    "per_exec_us": {k: statistics.median(v) for k, v in per_exec.items()},
+    "loadavg_at_start": load_start.split(),
+    "spawn_ms": med(spawn_wall),
+    "spawn_cpu_ms": med(spawn_cpu),
+    "per_exec_us": med(per_exec),
     "per_exec_rounds_us": per_exec,
-    "per_exec_p10_us": {k: statistics.median(v) for k, v in p10.items()},
-    "init_cpu_per_exec_us": {k: statistics.median(v) for k, v in init_cpu.items()},
-    "make_s": {k: statistics.median(v) for k, v in make.items()},
+    "per_exec_p10_us": med(p10),
+    "init_cpu_per_exec_us": med(init_cpu),
+    "children_cpu_per_exec_us": med(child_cpu),
+    "parent_cpu_per_exec_us": med(loop_cpu),
+    "make_s": med(make),
+    "make_cpu_s": med(make_cpu),
     "make_rounds_s": make,
 }
 res["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
 res["added_per_exec_us"] = res["per_exec_us"]["rules"] - res["per_exec_us"]["norules"]
 res["added_per_exec_p10_us"] = res["per_exec_p10_us"]["rules"] - res["per_exec_p10_us"]["norules"]
+res["added_cpu_per_exec_us"] = sum(
+    res[f][ "rules"] - res[f]["norules"]
+    for f in ("init_cpu_per_exec_us", "children_cpu_per_exec_us", "parent_cpu_per_exec_us"))
 res["make_ratio"] = res["make_s"]["rules"] / res["make_s"]["norules"]
+if base:
+    res["base_added_per_exec_us"] = res["per_exec_us"]["base-rules"] - res["per_exec_us"]["norules"]
+    res["base_make_ratio"] = res["make_s"]["base-rules"] / res["make_s"]["norules"]
 json.dump(res, open(out, "w"), indent=2)
-for k, v in res["spawn_ms"].items():
-    print(f"spawn {k:14} {v:7.2f} ms")
+print(f"load average: {' '.join(res['loadavg_at_start'])} at the start, {' '.join(res['loadavg_at_end'])} at the end")
+for k in spawners:
+    print(f"spawn {k:14} wall {res['spawn_ms'][k]:7.2f} ms  cpu {res['spawn_cpu_ms'][k]:6.2f} ms")
 print(f"fork+exec+wait of /bin/true, median of {rounds} rounds of 2000: "
       f"no rules {res['per_exec_us']['norules']:.1f} us, rules {res['per_exec_us']['rules']:.1f} us, "
       f"added {res['added_per_exec_us']:.1f} us  (target <= 100 us); 10th percentile: added "
-      f"{res['added_per_exec_p10_us']:.1f} us; init's CPU per exec: no rules "
-      f"{res['init_cpu_per_exec_us']['norules']:.1f} us, rules {res['init_cpu_per_exec_us']['rules']:.1f} us")
+      f"{res['added_per_exec_p10_us']:.1f} us")
+if base:
+    print(f"  the base build with rules: {res['per_exec_us']['base-rules']:.1f} us, added {res['base_added_per_exec_us']:.1f} us")
+for k in insiders:
+    print(f"  cpu per exec, {k:8}: init {res['init_cpu_per_exec_us'][k]:.1f} us, children "
+          f"{res['children_cpu_per_exec_us'][k]:.1f} us, the loop {res['parent_cpu_per_exec_us'][k]:.1f} us")
+print(f"  added cpu per exec: {res['added_cpu_per_exec_us']:.1f} us")
 print(f"make -j2, 200 files, median of {rounds} rounds: no rules {res['make_s']['norules']:.2f} s, "
-      f"rules {res['make_s']['rules']:.2f} s, ratio {res['make_ratio']:.3f}  (target <= 1.05)")
+      f"rules {res['make_s']['rules']:.2f} s, ratio {res['make_ratio']:.3f}  (target <= 1.05); "
+      f"cpu {res['make_cpu_s']['norules']:.2f} s against {res['make_cpu_s']['rules']:.2f} s")
+if base:
+    print(f"  the base build with rules: {res['make_s']['base-rules']:.2f} s, ratio {res['base_make_ratio']:.3f}")
 PY

@@ -6,7 +6,8 @@
 //! inode and size. At an exec, the executed file is the program if it is the same file (a hard
 //! link, a symlink, the same path) or, for a file of the same size, if its SHA-256 equals the
 //! program's (a copy). Digests are computed only on a size match and cached per file
-//! (device, inode, size, change time), so an ordinary exec costs one `fstat`.
+//! (device, inode, size, change time) once the file has not changed for 2 s (a rewrite within
+//! one timestamp tick keeps the change time), so an ordinary exec costs one `stat`.
 //!
 //! The dynamic loader is known the same way (as [`LOADER`]): a program run through it
 //! (`ld.so /tmp/x push`) is a file the loader opens after the exec, which the supervisor
@@ -76,8 +77,16 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
         .map(PathBuf::from)
         .collect();
     dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
+    // Each directory once (`PATH` names some of the usual ones again).
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
     let mut found: Vec<KnownProgram> = Vec::new();
     let mut add = |name: &str, candidate: &Path| {
+        // One `stat` for the usual miss; the path is resolved only for a file that is there
+        // (resolving costs a `readlink` per component).
+        if std::fs::metadata(candidate).is_err() {
+            return;
+        }
         let Ok(path) = std::fs::canonicalize(candidate) else {
             return;
         };
@@ -118,6 +127,34 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
 /// A file's identity for the digest cache: a change to the file changes its ctime.
 type FileKey = (u64, u64, u64, i64, i64);
 
+/// How long ago a file must have changed last for its digest to be cached: more than the
+/// granularity of file timestamps, so that any change after the digest gives another ctime.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the file `meta` describes last changed more than [`SETTLED`] ago. A file changed
+/// more recently could be changed again within the same timestamp tick, keeping its
+/// [`FileKey`] with another content: its digest is computed again at every exec instead.
+fn settled(meta: &std::fs::Metadata) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let changed = std::time::Duration::new(
+        u64::try_from(meta.ctime()).unwrap_or(u64::MAX),
+        u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+    );
+    now.checked_sub(changed).is_some_and(|ago| ago > SETTLED)
+}
+
+fn file_key(meta: &std::fs::Metadata) -> FileKey {
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
 /// The names an executed file is, computed at exec time (see the module docs).
 #[derive(Debug)]
 pub struct Identity {
@@ -141,40 +178,83 @@ impl Identity {
         }
     }
 
-    /// The known names of the file open as `file` (opened from `/proc/PID/exe` or the path an
-    /// exec names): every program it is, by inode or, for a file of a known size, by content.
-    pub fn names_of(&mut self, file: &std::fs::File) -> Vec<String> {
+    /// The known names of the file `meta` describes (`stat` of `/proc/PID/exe` or of the path
+    /// an exec names): every program it is, by inode or, for a file of a known size, by
+    /// content. `open` opens it, and is called only when its digest is needed and not cached;
+    /// the digest is then of the file opened, and so are the names.
+    pub fn names_of(
+        &mut self,
+        meta: &std::fs::Metadata,
+        open: impl FnOnce() -> std::io::Result<std::fs::File>,
+    ) -> Vec<String> {
+        let (mut names, same_size) = self.by_inode(meta);
+        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
+            return names;
+        }
+        let digest = match self.digests.get(&file_key(meta)) {
+            Some(digest) => *digest,
+            None => {
+                let Ok(file) = open() else {
+                    return names;
+                };
+                return self.names_of_file(&file);
+            }
+        };
+        self.add_copies(digest, same_size, &mut names);
+        names
+    }
+
+    /// The known names of the file open as `file` (see [`Identity::names_of`]).
+    pub fn names_of_file(&mut self, file: &std::fs::File) -> Vec<String> {
         let Ok(meta) = file.metadata() else {
             return Vec::new();
         };
-        let mut names: Vec<String> = self
+        let (mut names, same_size) = self.by_inode(&meta);
+        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
+            return names;
+        }
+        let key = file_key(&meta);
+        let digest = match self.digests.get(&key) {
+            Some(digest) => *digest,
+            None => {
+                let digest = digest_reader(file).ok();
+                if settled(&meta) {
+                    self.digests.insert(key, digest);
+                }
+                digest
+            }
+        };
+        self.add_copies(digest, same_size, &mut names);
+        names
+    }
+
+    /// The names of the known programs that are the file `meta` describes (same device and
+    /// inode), and the indices of the other known programs of its size (it may be a copy).
+    fn by_inode(&self, meta: &std::fs::Metadata) -> (Vec<String>, Vec<usize>) {
+        let names: Vec<String> = self
             .known
             .iter()
             .filter(|k| k.dev == meta.dev() && k.ino == meta.ino())
             .map(|k| k.name.clone())
             .collect();
-        let same_size: Vec<usize> = (0..self.known.len())
+        let same_size = (0..self.known.len())
             .filter(|&i| {
                 let k = &self.known[i];
                 k.size == meta.size() && !names.contains(&k.name)
             })
             .collect();
-        if same_size.is_empty() || meta.size() > MAX_DIGEST_SIZE {
-            return names;
-        }
-        let key = (
-            meta.dev(),
-            meta.ino(),
-            meta.size(),
-            meta.ctime(),
-            meta.ctime_nsec(),
-        );
-        let digest = *self
-            .digests
-            .entry(key)
-            .or_insert_with(|| digest_reader(file).ok());
+        (names, same_size)
+    }
+
+    /// Adds to `names` each known program of `same_size` whose content has `digest`.
+    fn add_copies(
+        &mut self,
+        digest: Option<[u8; 32]>,
+        same_size: Vec<usize>,
+        names: &mut Vec<String>,
+    ) {
         let Some(digest) = digest else {
-            return names;
+            return;
         };
         for i in same_size {
             let known = self
@@ -191,7 +271,6 @@ impl Identity {
                 names.push(self.known[i].name.clone());
             }
         }
-        names
     }
 
     /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that
@@ -236,9 +315,9 @@ mod tests {
         let copy = dir.path().join("renamed");
         std::fs::copy(&sh.path, &copy).unwrap();
         let mut identity = Identity::new(known.clone());
-        let names = identity.names_of(&std::fs::File::open(&copy).unwrap());
+        let names = identity.names_of_file(&std::fs::File::open(&copy).unwrap());
         assert!(names.contains(&"sh".to_owned()), "{names:?}");
-        let same = identity.names_of(&std::fs::File::open(&sh.path).unwrap());
+        let same = identity.names_of_file(&std::fs::File::open(&sh.path).unwrap());
         assert!(same.contains(&"sh".to_owned()), "{same:?}");
         // One byte more is another program.
         let mut bytes = std::fs::read(&copy).unwrap();
@@ -247,8 +326,48 @@ mod tests {
         std::fs::write(&changed, bytes).unwrap();
         assert!(
             identity
-                .names_of(&std::fs::File::open(&changed).unwrap())
+                .names_of_file(&std::fs::File::open(&changed).unwrap())
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
+        let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
+        let content = std::fs::read(&sh.path).unwrap();
+        let file = dir.path().join("tool");
+        let mut identity = Identity::new(known.clone());
+        let names = |identity: &mut Identity| {
+            let meta = std::fs::metadata(&file).unwrap();
+            identity.names_of(&meta, || std::fs::File::open(&file))
+        };
+        // Of the program's size, another content: not the program (its digest was computed).
+        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
+        assert_eq!(names(&mut identity), Vec::<String>::new());
+        // The same file (same inode and size) rewritten at once with the program's content,
+        // as fast as its timestamps could not tell: the program.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &content))
+            .unwrap();
+        assert_eq!(names(&mut identity), sh_names());
+        // And back.
+        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
+        assert_eq!(names(&mut identity), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_settled_file_keeps_its_digest_and_a_fresh_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(!settled(&std::fs::metadata(&file).unwrap()));
+        assert!(
+            settled(&std::fs::metadata("/").unwrap())
+                || settled(&std::fs::metadata("/bin/sh").unwrap())
         );
     }
 

@@ -291,14 +291,20 @@ impl Supervisor {
             resume(pid, None);
             return;
         };
-        // A file that cannot be opened is not run either (the kernel fails the exec), or
-        // is decided at the exec event.
-        let Ok(file) = open_program(&read.path) else {
+        // A file that is not there is not run either (the kernel fails the exec), or is
+        // decided at the exec event.
+        let Ok(file) = program_file(&read.path) else {
             resume(pid, None);
             return;
         };
-        let facts = self.facts(pid, &read, &file, Stage::Before);
-        let verdict = self.decide(&read, &facts);
+        let facts = self.facts(
+            pid,
+            &read,
+            &file,
+            || open_program(&read.path),
+            Stage::Before,
+        );
+        let verdict = self.decide(pid, &read, &facts);
         let again = (pid.as_raw(), read.argv.clone());
         let approved = match verdict.decision {
             Decision::Allow => {
@@ -369,8 +375,15 @@ impl Supervisor {
         };
         proc.command = short(&read.argv.join(" "));
         self.procs.insert(pid.as_raw(), proc);
-        let facts = self.facts(pid, &read, &file, Stage::After);
-        let verdict = self.decide(&read, &facts);
+        let exe = format!("/proc/{pid}/exe");
+        let facts = self.facts(
+            pid,
+            &read,
+            &file,
+            || open_program(Path::new(&exe)),
+            Stage::After,
+        );
+        let verdict = self.decide(pid, &read, &facts);
         let allowed = match verdict.decision {
             Decision::Allow => true,
             Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
@@ -403,7 +416,7 @@ impl Supervisor {
     /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
     /// program it names, as what that file is now (it could change before the loader opens
     /// it, which is why the exec also asks as opaque): the stricter verdict wins.
-    fn decide(&mut self, read: &ExecRead, facts: &ExecFacts) -> Verdict {
+    fn decide(&mut self, pid: Pid, read: &ExecRead, facts: &ExecFacts) -> Verdict {
         let verdict = self.rules.decide(facts);
         if facts.opaque.is_none() {
             return verdict;
@@ -411,11 +424,14 @@ impl Supervisor {
         let Some(argv) = loaded_program(&read.argv) else {
             return verdict;
         };
-        let path = read.cwd.join(&argv[0]);
-        let Ok(file) = open_program(&path) else {
+        let Ok(cwd) = read.cwd(pid) else {
             return verdict;
         };
-        let names = self.identity.names_of(&file);
+        let path = cwd.join(&argv[0]);
+        let Ok(file) = program_file(&path) else {
+            return verdict;
+        };
+        let names = self.identity.names_of(&file, || open_program(&path));
         let loaded = ExecFacts {
             argv,
             same_as: names.into_iter().filter(|n| n != LOADER).collect(),
@@ -429,12 +445,14 @@ impl Supervisor {
         }
     }
 
-    /// What the rules need to know about `read`, whose file is open as `file`.
+    /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
+    /// its content be needed).
     fn facts(
         &mut self,
         pid: Pid,
         read: &ExecRead,
-        file: &std::fs::File,
+        file: &std::fs::Metadata,
+        open: impl FnOnce() -> std::io::Result<std::fs::File>,
         stage: Stage,
     ) -> ExecFacts {
         let argv0 = read
@@ -442,7 +460,7 @@ impl Supervisor {
             .first()
             .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
             .unwrap_or_default();
-        let names = self.identity.names_of(file);
+        let names = self.identity.names_of(file, open);
         // Called by one of its own names, a program is what that name says (a multi-call
         // program decides by its name); under another name it is each program it is.
         let mut same_as = if self.identity.is_known_as(&names, &argv0) {
@@ -461,14 +479,14 @@ impl Supervisor {
             Stage::After => tracee::env_after_exec(pid),
         };
         if names.iter().any(|n| n == LOADER) {
-            facts.opaque = loader_runs(read, &env);
+            facts.opaque = loader_runs(pid, read, &env);
         }
         let is_git =
             argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
         if self.names_git && is_git {
             // Unreadable: the aliases of the command line itself are still expanded.
-            if let Ok(env) = env() {
-                facts.git_aliases = git::aliases(&read.argv, &env, &read.cwd);
+            if let (Ok(env), Ok(cwd)) = (env(), read.cwd(pid)) {
+                facts.git_aliases = git::aliases(&read.argv, &env, &cwd);
             }
         }
         same_as.retain(|n| n != LOADER);
@@ -491,7 +509,7 @@ impl Supervisor {
         };
         ExecRecord {
             pid: pid.as_raw(),
-            program: read.path.display().to_string(),
+            program: read.program(pid).display().to_string(),
             argv: read.argv.clone(),
             decision: verdict.decision,
             rule,
@@ -619,7 +637,17 @@ impl Channel {
     }
 }
 
-/// Opens the program an exec names, for its identity (never blocking on a FIFO).
+/// What the program an exec names is (`stat`, symlinks followed): a regular file, or an error.
+fn program_file(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() {
+        Ok(meta)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// Opens the program an exec names, for its content (never blocking on a FIFO).
 fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -637,6 +665,7 @@ fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
 /// supervisor cannot pin: what it runs is opaque, unless it runs nothing (`--list`, `--verify`
 /// and the like, or `LD_TRACE_LOADED_OBJECTS`, as `ldd` does).
 fn loader_runs(
+    pid: Pid,
     read: &ExecRead,
     env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
 ) -> Option<String> {
@@ -663,7 +692,7 @@ fn loader_runs(
     }
     Some(format!(
         "the program the dynamic loader `{}` loads (a file it opens after the exec)",
-        read.path.display()
+        read.program(pid).display()
     ))
 }
 

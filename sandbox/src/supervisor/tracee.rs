@@ -6,9 +6,14 @@
 //! After the exec (`PTRACE_EVENT_EXEC`, the new program loaded and not yet run, its process
 //! single-threaded with a memory of its own) `/proc/PID/cmdline`, `environ` and `exe` are
 //! final: nothing else can write them, and this reading decides.
+//!
+//! Reads are batched, since each is a syscall at every exec: the path and the first page of
+//! the pointer vector in one `process_vm_readv`, then the start of every string in one more;
+//! only a string longer than its first read, or one that could not be read in the batch, is
+//! read on its own.
 
 use std::collections::BTreeMap;
-use std::io::IoSliceMut;
+use std::io::{IoSliceMut, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -20,19 +25,50 @@ use nix::unistd::Pid;
 pub const MAX_ARG_BYTES: usize = 4 << 20;
 /// The most pointers read from one argument or environment vector.
 const MAX_POINTERS: usize = 1 << 17;
+/// Remote reads never cross a boundary of this size, so that one region is either all mapped
+/// or not at all (every page size is a multiple of it).
+const PAGE: u64 = 4096;
+/// The first read of a string reads at most this many bytes (most arguments are shorter).
+const FIRST_READ: u64 = 256;
+/// The most pointers read in the first batch (more follow page by page).
+const FIRST_POINTERS: u64 = 128;
+/// The most regions in one `process_vm_readv` (below `IOV_MAX`).
+const BATCH: usize = 512;
 
 /// One exec, as read from the tracee.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecRead {
-    /// The file: the path as named (before) or `/proc/PID/exe` (after).
+    /// The file: the path as named (before), resolved against the working directory when
+    /// relative; after the exec empty until [`ExecRead::program`] asks (only a record needs
+    /// it).
     pub path: PathBuf,
     /// The arguments.
     pub argv: Vec<String>,
-    /// The working directory.
-    pub cwd: PathBuf,
+    /// The working directory, when it was read (a relative path needed it); see
+    /// [`ExecRead::cwd`].
+    pub cwd: Option<PathBuf>,
     /// Where the environment vector is in the caller's memory (before the exec; read it
     /// with [`env_before_exec`] when needed); 0 after the exec ([`env_after_exec`]).
     pub envp: u64,
+}
+
+impl ExecRead {
+    /// The working directory of `pid`, which made this exec.
+    pub fn cwd(&self, pid: Pid) -> Result<PathBuf, Unreadable> {
+        match &self.cwd {
+            Some(cwd) => Ok(cwd.clone()),
+            None => cwd_of(pid),
+        }
+    }
+
+    /// The file, for a record: the path the exec named, or what `/proc/PID/exe` is.
+    pub fn program(&self, pid: Pid) -> PathBuf {
+        if self.path.as_os_str().is_empty() {
+            std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default()
+        } else {
+            self.path.clone()
+        }
+    }
 }
 
 /// Why a tracee could not be read.
@@ -60,29 +96,48 @@ pub fn cwd_of(pid: Pid) -> Result<PathBuf, Unreadable> {
         .map_err(|e| Unreadable(format!("the working directory of pid {pid}: {e}")))
 }
 
-/// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`).
-pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::File), Unreadable> {
-    let read = |what: &str| {
-        std::fs::read(format!("/proc/{pid}/{what}"))
-            .map_err(|e| Unreadable(format!("/proc/{pid}/{what}: {e}")))
-    };
-    let argv = split_nul(&read("cmdline")?)
-        .iter()
-        .map(|a| lossy(a))
-        .collect();
-    let exe = std::fs::File::open(format!("/proc/{pid}/exe"))
-        .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?;
-    let path = std::fs::read_link(format!("/proc/{pid}/exe"))
+/// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`), and what the executed file
+/// is (`stat` of `/proc/PID/exe`: the file the kernel mapped).
+pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
+    let cmdline = read_proc(pid, "cmdline")?;
+    let argv = split_nul(&cmdline).iter().map(|a| lossy(a)).collect();
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
         .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?;
     Ok((
         ExecRead {
-            path,
+            path: PathBuf::new(),
             argv,
-            cwd: cwd_of(pid)?,
+            cwd: None,
             envp: 0,
         },
         exe,
     ))
+}
+
+/// `/proc/PID/WHAT`, read whole (no size query first: `/proc` files say 0).
+fn read_proc(pid: Pid, what: &str) -> Result<Vec<u8>, Unreadable> {
+    let fail = |e: std::io::Error| Unreadable(format!("/proc/{pid}/{what}: {e}"));
+    let mut file = std::fs::File::open(format!("/proc/{pid}/{what}")).map_err(fail)?;
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        if out.len() == out.capacity() {
+            out.reserve(out.len());
+        }
+        let start = out.len();
+        out.resize(out.capacity(), 0);
+        match file.read(&mut out[start..]) {
+            Ok(0) => {
+                out.truncate(start);
+                return Ok(out);
+            }
+            Ok(n) => out.truncate(start + n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => out.truncate(start),
+            Err(e) => return Err(fail(e)),
+        }
+        if out.len() > MAX_ARG_BYTES {
+            return Err(Unreadable(format!("/proc/{pid}/{what}: too long to read")));
+        }
+    }
 }
 
 fn split_nul(bytes: &[u8]) -> Vec<Vec<u8>> {
@@ -95,77 +150,182 @@ fn split_nul(bytes: &[u8]) -> Vec<Vec<u8>> {
 
 /// The environment of `pid`, stopped right after its exec.
 pub fn env_after_exec(pid: Pid) -> Result<BTreeMap<String, String>, Unreadable> {
-    let bytes = std::fs::read(format!("/proc/{pid}/environ"))
-        .map_err(|e| Unreadable(format!("/proc/{pid}/environ: {e}")))?;
-    Ok(parse_env(split_nul(&bytes)))
+    Ok(parse_env(split_nul(&read_proc(pid, "environ")?)))
 }
 
 /// The environment `pid` passes to the exec it is about to make (see [`ExecRead::envp`]).
 pub fn env_before_exec(pid: Pid, envp: u64) -> Result<BTreeMap<String, String>, Unreadable> {
     let mut budget = MAX_ARG_BYTES;
-    Ok(parse_env(read_vector(pid, envp, &mut budget)?))
+    let first = first_pointers(pid, envp)?;
+    Ok(parse_env(read_vector(pid, envp, first, &mut budget)?))
 }
 
-/// Reads `len` bytes at `addr` of `pid`; fewer at the end of its mapped memory.
-fn read_memory(pid: Pid, addr: u64, len: usize) -> Result<Vec<u8>, Unreadable> {
-    let mut buf = vec![0u8; len];
-    let base = usize::try_from(addr).map_err(|_| Unreadable("an address out of range".into()))?;
+/// A region of the tracee's memory, within one [`PAGE`].
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    at: u64,
+    len: usize,
+}
+
+/// The region from `at` of at most `most` bytes that stays within `at`'s page.
+fn region(at: u64, most: u64) -> Region {
+    let to_page_end = PAGE - at % PAGE;
+    Region {
+        at,
+        len: usize::try_from(to_page_end.min(most)).unwrap_or(0),
+    }
+}
+
+/// Reads `regions` of `pid` with one `process_vm_readv`: the bytes of each, or `None` for
+/// each region from the first one that is not mapped (the kernel stops there).
+fn read_regions(pid: Pid, regions: &[Region]) -> Result<Vec<Option<Vec<u8>>>, Unreadable> {
+    let mut bufs: Vec<Vec<u8>> = regions.iter().map(|r| vec![0u8; r.len]).collect();
+    let mut remote = Vec::with_capacity(regions.len());
+    for r in regions {
+        let base =
+            usize::try_from(r.at).map_err(|_| Unreadable("an address out of range".into()))?;
+        remote.push(RemoteIoVec { base, len: r.len });
+    }
     let got = {
-        let mut local = [IoSliceMut::new(&mut buf)];
-        let remote = [RemoteIoVec { base, len }];
-        process_vm_readv(pid, &mut local, &remote)
-            .map_err(|e| Unreadable(format!("reading the memory of pid {pid}: {e}")))?
+        let mut local: Vec<IoSliceMut<'_>> = bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        match process_vm_readv(pid, &mut local, &remote) {
+            Ok(n) => n,
+            // The first region is not mapped.
+            Err(nix::errno::Errno::EFAULT) => 0,
+            Err(e) => return Err(Unreadable(format!("reading the memory of pid {pid}: {e}"))),
+        }
     };
-    buf.truncate(got);
-    Ok(buf)
+    // A region within one page is read whole or not at all, so the count says which were.
+    let mut left = got;
+    Ok(bufs
+        .into_iter()
+        .map(|b| {
+            if left >= b.len() {
+                left -= b.len();
+                Some(b)
+            } else {
+                left = 0;
+                None
+            }
+        })
+        .collect())
 }
 
-/// A NUL-terminated string at `addr`, read page by page so a string ending right before an
-/// unmapped page is still read whole.
-fn read_string(pid: Pid, addr: u64, budget: &mut usize) -> Result<Vec<u8>, Unreadable> {
-    const PAGE: u64 = 4096;
+/// Reads `len` bytes at `addr` of `pid` within its page; `None` when that page is not mapped.
+fn read_one(pid: Pid, at: u64, most: u64) -> Result<Option<Vec<u8>>, Unreadable> {
+    Ok(read_regions(pid, &[region(at, most)])?.pop().flatten())
+}
+
+/// Finishes the NUL-terminated string that `start` (read at `addr`) begins, reading page by
+/// page from where `start` ended, and charges it to `budget`.
+fn finish_string(
+    pid: Pid,
+    addr: u64,
+    start: Option<Vec<u8>>,
+    budget: &mut usize,
+) -> Result<Vec<u8>, Unreadable> {
     let mut out = Vec::new();
+    let mut chunk = start;
     let mut at = addr;
     loop {
-        let to_page_end = usize::try_from(PAGE - at % PAGE).unwrap_or(4096);
-        let chunk = read_memory(pid, at, to_page_end)?;
-        if chunk.is_empty() {
+        let Some(bytes) = chunk
+            .take()
+            .map_or_else(|| read_one(pid, at, PAGE), |c| Ok(Some(c)))?
+        else {
             return Err(Unreadable("a string runs into unmapped memory".into()));
-        }
-        if let Some(end) = chunk.iter().position(|b| *b == 0) {
-            out.extend_from_slice(&chunk[..end]);
+        };
+        if let Some(end) = bytes.iter().position(|b| *b == 0) {
+            out.extend_from_slice(&bytes[..end]);
             break;
         }
-        out.extend_from_slice(&chunk);
+        out.extend_from_slice(&bytes);
         if out.len() > *budget {
             return Err(Unreadable("the arguments are too long to read".into()));
         }
-        at += u64::try_from(chunk.len()).unwrap_or(PAGE);
+        at += u64::try_from(bytes.len()).unwrap_or(PAGE);
+    }
+    if out.len() > *budget {
+        return Err(Unreadable("the arguments are too long to read".into()));
     }
     *budget = budget.saturating_sub(out.len() + 1);
     Ok(out)
 }
 
-/// A NULL-terminated vector of string pointers at `addr` (argv or envp); `0` is empty.
-fn read_vector(pid: Pid, addr: u64, budget: &mut usize) -> Result<Vec<Vec<u8>>, Unreadable> {
-    let mut out = Vec::new();
-    if addr == 0 {
-        return Ok(out);
-    }
-    let mut at = addr;
-    for _ in 0..MAX_POINTERS {
-        let word = read_memory(pid, at, 8)?;
-        let bytes: [u8; 8] = word
-            .try_into()
-            .map_err(|_| Unreadable("a pointer vector runs into unmapped memory".into()))?;
-        let pointer = u64::from_ne_bytes(bytes);
-        if pointer == 0 {
-            return Ok(out);
+/// The strings at `pointers`, their starts read in batches.
+fn read_strings(
+    pid: Pid,
+    pointers: &[u64],
+    budget: &mut usize,
+) -> Result<Vec<Vec<u8>>, Unreadable> {
+    let mut out = Vec::with_capacity(pointers.len());
+    for batch in pointers.chunks(BATCH) {
+        let regions: Vec<Region> = batch.iter().map(|&p| region(p, FIRST_READ)).collect();
+        let starts = read_regions(pid, &regions)?;
+        for (&pointer, start) in batch.iter().zip(starts) {
+            out.push(finish_string(pid, pointer, start, budget)?);
         }
-        out.push(read_string(pid, pointer, budget)?);
-        at += 8;
     }
-    Err(Unreadable("too many arguments to read".into()))
+    Ok(out)
+}
+
+/// The first read of a pointer vector at `addr`: up to [`FIRST_POINTERS`] within its page.
+fn first_region(addr: u64) -> Region {
+    region(addr, FIRST_POINTERS * 8)
+}
+
+fn first_pointers(pid: Pid, addr: u64) -> Result<Option<Vec<u8>>, Unreadable> {
+    if addr == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    read_one(pid, addr, FIRST_POINTERS * 8)
+}
+
+/// A NULL-terminated vector of string pointers at `addr` (argv or envp; `0` is empty), whose
+/// first bytes are `first` (read already, see [`first_region`]).
+fn read_vector(
+    pid: Pid,
+    addr: u64,
+    first: Option<Vec<u8>>,
+    budget: &mut usize,
+) -> Result<Vec<Vec<u8>>, Unreadable> {
+    if addr == 0 {
+        return Ok(Vec::new());
+    }
+    if !addr.is_multiple_of(8) {
+        return Err(Unreadable("a pointer vector that is not aligned".into()));
+    }
+    let mut pointers = Vec::new();
+    let mut chunk = first;
+    let mut at = addr;
+    'read: loop {
+        let Some(bytes) = chunk
+            .take()
+            .map_or_else(|| read_one(pid, at, PAGE), |c| Ok(Some(c)))?
+        else {
+            return Err(Unreadable(
+                "a pointer vector runs into unmapped memory".into(),
+            ));
+        };
+        if bytes.len() < 8 {
+            return Err(Unreadable(
+                "a pointer vector runs into unmapped memory".into(),
+            ));
+        }
+        for word in bytes.chunks_exact(8) {
+            let mut raw = [0u8; 8];
+            raw.copy_from_slice(word);
+            let pointer = u64::from_ne_bytes(raw);
+            if pointer == 0 {
+                break 'read;
+            }
+            if pointers.len() >= MAX_POINTERS {
+                return Err(Unreadable("too many arguments to read".into()));
+            }
+            pointers.push(pointer);
+        }
+        at += u64::try_from(bytes.len()).unwrap_or(PAGE);
+    }
+    read_strings(pid, &pointers, budget)
 }
 
 /// `AT_FDCWD`.
@@ -188,17 +348,26 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
         (AT_FDCWD, args[0], args[1], args[2], 0)
     };
     let mut budget = MAX_ARG_BYTES;
-    let named = read_string(pid, path_at, &mut budget)?;
-    let argv = read_vector(pid, argv_at, &mut budget)?;
-    let cwd = cwd_of(pid)?;
+    // The path and the start of argv in one read (a null argv is empty: nothing to read).
+    let mut regions = vec![region(path_at, FIRST_READ)];
+    if argv_at != 0 && argv_at.is_multiple_of(8) {
+        regions.push(first_region(argv_at));
+    }
+    let mut first = read_regions(pid, &regions)?.into_iter();
+    let named = finish_string(pid, path_at, first.next().flatten(), &mut budget)?;
+    let argv = read_vector(pid, argv_at, first.next().flatten(), &mut budget)?;
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
+    let mut cwd = None;
     let path = if named.as_os_str().is_empty() && flags & AT_EMPTY_PATH != 0 {
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}"))
     } else if named.is_absolute() {
         named.to_path_buf()
     } else if dirfd == AT_FDCWD {
-        cwd.join(named)
+        let dir = cwd_of(pid)?;
+        let path = dir.join(named);
+        cwd = Some(dir);
+        path
     } else {
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}")).join(named)
     };
@@ -222,11 +391,185 @@ mod tests {
         assert_eq!(env.len(), 2);
     }
 
+    /// Two pages of this process's memory, the second inaccessible: a read running into it
+    /// fails as a read into unmapped memory does.
+    struct Guarded {
+        base: *mut u8,
+        page: usize,
+    }
+
+    #[allow(
+        unsafe_code,
+        reason = "a test mapping whose second page is inaccessible"
+    )]
+    impl Guarded {
+        fn new() -> Guarded {
+            use nix::libc;
+            let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+                .unwrap()
+                .and_then(|p| usize::try_from(p).ok())
+                .unwrap();
+            // SAFETY: a new anonymous private mapping of two pages where the kernel chooses;
+            // no existing memory is touched.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    2 * page,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            let base = base.cast::<u8>();
+            // SAFETY: the second page of the mapping just made, which nothing refers to.
+            let ret = unsafe { libc::mprotect(base.add(page).cast(), page, libc::PROT_NONE) };
+            assert_eq!(ret, 0);
+            Guarded { base, page }
+        }
+
+        /// The accessible page.
+        fn first(&mut self) -> &mut [u8] {
+            // SAFETY: the first page of the mapping is readable and writable, and this struct
+            // is its only user.
+            unsafe { std::slice::from_raw_parts_mut(self.base, self.page) }
+        }
+
+        /// The address of byte `at` of the accessible page.
+        fn addr(&self, at: usize) -> u64 {
+            self.base as u64 + at as u64
+        }
+    }
+
+    #[allow(unsafe_code, reason = "unmapping the test mapping")]
+    impl Drop for Guarded {
+        fn drop(&mut self) {
+            // SAFETY: unmaps exactly the mapping `new` made; nothing refers to it any more.
+            unsafe { nix::libc::munmap(self.base.cast(), 2 * self.page) };
+        }
+    }
+
+    fn me() -> Pid {
+        nix::unistd::getpid()
+    }
+
+    fn vector(pointers: &[u64]) -> Result<Vec<Vec<u8>>, Unreadable> {
+        let mut with_null = pointers.to_vec();
+        with_null.push(0);
+        let addr = with_null.as_ptr() as u64;
+        let mut budget = MAX_ARG_BYTES;
+        read_vector(me(), addr, first_pointers(me(), addr)?, &mut budget)
+    }
+
+    #[test]
+    fn many_short_and_long_arguments_are_read_as_written() {
+        // More than one batch of regions, strings longer than their first read and than a
+        // page, an empty one, and a pointer vector over several pages.
+        let args: Vec<Vec<u8>> = (0..1300)
+            .map(|i| {
+                let len = [0, 1, 7, 255, 256, 257, 4095, 4097, 9000][i % 9];
+                let mut s: Vec<u8> = (0..len)
+                    .map(|j| b"abcdefghijklmnopqrstuvwxyz"[(i + j) % 26])
+                    .collect();
+                s.push(0);
+                s
+            })
+            .collect();
+        let pointers: Vec<u64> = args.iter().map(|a| a.as_ptr() as u64).collect();
+        let read = vector(&pointers).unwrap();
+        let want: Vec<&[u8]> = args.iter().map(|a| &a[..a.len() - 1]).collect();
+        assert_eq!(read.iter().map(Vec::as_slice).collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn a_string_ending_right_before_unmapped_memory_is_read_whole() {
+        let mut g = Guarded::new();
+        let page = g.page;
+        g.first()[page - 6..].copy_from_slice(b"hello\0");
+        g.first()[page - 9..page - 6].copy_from_slice(b"ok\0");
+        let read = vector(&[g.addr(page - 6), g.addr(page - 9)]).unwrap();
+        assert_eq!(read, vec![b"hello".to_vec(), b"ok".to_vec()]);
+    }
+
+    #[test]
+    fn a_string_running_into_unmapped_memory_is_unreadable() {
+        let mut g = Guarded::new();
+        let page = g.page;
+        g.first()[..3].copy_from_slice(b"ok\0");
+        g.first()[page - 5..].copy_from_slice(b"xxxxx");
+        // Whether it comes first in the batch or after a readable one.
+        assert!(vector(&[g.addr(page - 5)]).is_err());
+        assert!(vector(&[g.addr(0), g.addr(page - 5)]).is_err());
+        // A pointer into the inaccessible page itself.
+        assert!(vector(&[g.addr(0), g.addr(page) + 8]).is_err());
+    }
+
+    #[test]
+    fn a_pointer_vector_running_into_unmapped_memory_is_unreadable() {
+        let mut g = Guarded::new();
+        let page = g.page;
+        g.first()[..3].copy_from_slice(b"ok\0");
+        let ok = g.addr(0).to_ne_bytes();
+        // Two pointers at the end of the page, no NULL after them.
+        g.first()[page - 16..page - 8].copy_from_slice(&ok);
+        g.first()[page - 8..].copy_from_slice(&ok);
+        let addr = g.addr(page - 16);
+        let mut budget = MAX_ARG_BYTES;
+        let first = first_pointers(me(), addr).unwrap();
+        assert!(read_vector(me(), addr, first, &mut budget).is_err());
+        // With the NULL in the page, it reads.
+        g.first()[page - 8..].copy_from_slice(&0u64.to_ne_bytes());
+        let first = first_pointers(me(), addr).unwrap();
+        let read = read_vector(me(), addr, first, &mut budget).unwrap();
+        assert_eq!(read, vec![b"ok".to_vec()]);
+    }
+
+    #[test]
+    fn an_execve_is_read_from_its_arguments_and_a_relative_path_from_the_cwd() {
+        let path = b"/bin/true\0";
+        let rel = b"run.sh\0";
+        let a0 = b"true\0";
+        let a1 = b"--flag\0";
+        let env = b"K=v\0";
+        let argv = [a0.as_ptr() as u64, a1.as_ptr() as u64, 0];
+        let envp = [env.as_ptr() as u64, 0];
+        let args = |p: &[u8]| {
+            [
+                p.as_ptr() as u64,
+                argv.as_ptr() as u64,
+                envp.as_ptr() as u64,
+                0,
+                0,
+                0,
+            ]
+        };
+        let read = before_exec(me(), false, args(path)).unwrap();
+        assert_eq!(read.path, Path::new("/bin/true"));
+        assert_eq!(read.argv, ["true", "--flag"]);
+        assert_eq!(
+            read.cwd, None,
+            "an absolute path needs no working directory"
+        );
+        let env = env_before_exec(me(), read.envp).unwrap();
+        assert_eq!(env.get("K").map(String::as_str), Some("v"));
+        let read = before_exec(me(), false, args(rel)).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(read.path, cwd.join("run.sh"));
+        assert_eq!(read.cwd, Some(cwd));
+        // A null argv is empty.
+        let mut no_argv = args(path);
+        no_argv[1] = 0;
+        assert!(before_exec(me(), false, no_argv).unwrap().argv.is_empty());
+    }
+
     #[test]
     fn the_own_process_can_be_read_after_its_exec() {
-        let (read, exe) = after_exec(nix::unistd::getpid()).unwrap();
+        let pid = nix::unistd::getpid();
+        let (read, exe) = after_exec(pid).unwrap();
         assert!(!read.argv.is_empty());
-        assert!(exe.metadata().unwrap().is_file());
-        assert_eq!(read.cwd, std::env::current_dir().unwrap());
+        assert!(exe.is_file());
+        assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
+        assert_eq!(read.program(pid), std::env::current_exe().unwrap());
     }
 }
