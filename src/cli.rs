@@ -96,6 +96,12 @@ pub enum Command {
     /// sandbox, never through the client's fs/terminal. stdout carries the protocol only;
     /// diagnostics go to stderr. Exits 0 when the client closes stdin.
     Acp(AcpArgs),
+    /// The interactive terminal on a live session: streamed text, tool calls with their
+    /// decisions, inline approvals and plan review; typing while the agent works steers it.
+    ///
+    /// `/help` lists the commands. Ctrl-C cancels the running turn; Ctrl-D, or Ctrl-C twice at
+    /// the prompt, exits 0.
+    Chat(ChatArgs),
     /// List, show, verify and export session logs.
     #[command(subcommand)]
     Log(LogCommand),
@@ -124,6 +130,7 @@ impl Command {
             | Command::Shell(_)
             | Command::Run(_)
             | Command::Acp(_)
+            | Command::Chat(_)
             | Command::Completions { .. }
             | Command::Man => false,
         }
@@ -187,6 +194,26 @@ pub struct AcpArgs {
     /// lies inside a writable root.
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub confine: ConfineArgs,
+    /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
+    /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
+    #[arg(long, value_name = "SPEC")]
+    pub model: String,
+    /// The session log store.
+    #[arg(long, value_name = "jsonl|sqlite", default_value = "jsonl", value_parser = ["jsonl", "sqlite"])]
+    pub store: String,
+    /// Where session logs live (default `$XDG_STATE_HOME/bridle/sessions`); refused when it
+    /// lies inside a writable root.
+    #[arg(long, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Continue session ID (its turn numbers continue).
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
 }
 
 /// Where session logs live, for every `bridle log` subcommand.

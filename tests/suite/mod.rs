@@ -1,3 +1,5 @@
+mod chat_cli;
+mod chat_support;
 mod cli_flags;
 mod exec_defaults;
 mod exec_fs;
