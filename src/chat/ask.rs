@@ -140,7 +140,9 @@ pub fn lines(question: &Question) -> Vec<String> {
                 ))
             )];
             out.push(format!("  why: {}", brief(&request.reason, 200)));
-            if let Some(mode) = request.escalation {
+            if let Some(mode) = request.escalation
+                && !request.reason.contains(&mode.to_string())
+            {
                 out.push(format!("  it asks to run with sandbox mode `{mode}`"));
             }
             if let Some(j) = &request.justification {

@@ -55,6 +55,8 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> Result<u8> {
         })
         .build();
     let mut editor = rustyline::DefaultEditor::with_config(config)?;
+    // The no-op helper: with it rustyline draws the prompt's styled (coloured) form.
+    editor.set_helper(Some(()));
     let history = history_file(args);
     if let Some(file) = &history {
         let _ = editor.load_history(file);
@@ -122,9 +124,7 @@ fn session(
         .take()
         .context("the session was started without a channel for its questions")?;
     let asking = screen::show_questions(screen.clone(), questions, Arc::clone(&asked));
-    screen.line(&format!(
-        "session {id} — type a task; /help lists the commands; Ctrl-D leaves"
-    ));
+    screen.line(&format!("session {id}: /help for the commands, Ctrl-D to leave"));
     let done = AtomicBool::new(false);
     let cancelling = AtomicBool::new(false);
     let ending = std::thread::scope(|scope| {

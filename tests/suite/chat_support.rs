@@ -19,7 +19,7 @@ pub struct Tmux {
 impl Tmux {
     /// Starts `bridle ARGS` in a `width`x`height` window, in the workspace of `e`, with a
     /// minimal environment plus `env`. The window stays after bridle exits, showing
-    /// `[exit N]`.
+    /// `[bridle chat exited N]`.
     pub fn start(e: &ExecEnv, args: &[&str], env: &[(&str, &str)], size: (u16, u16)) -> Tmux {
         let socket = e.home.join(format!("tmux-{}", super::support::token("chat")));
         let mut line = format!(
@@ -36,7 +36,7 @@ impl Tmux {
             line.push(' ');
             line.push_str(&quote(a));
         }
-        line.push_str("; echo \"[exit $?]\"; sleep 600");
+        line.push_str("; echo \"[bridle chat exited $?]\"; sleep 600");
         let tmux = Tmux { socket };
         tmux.run(&[
             "-f",
@@ -149,9 +149,13 @@ impl Tmux {
     /// Waits for bridle to exit; returns its status.
     #[track_caller]
     pub fn exit_status(&self) -> i32 {
-        let screen = self.wait_for("[exit ");
-        let tail = &screen[screen.rfind("[exit ").unwrap() + 6..];
-        tail[..tail.find(']').unwrap()].parse().unwrap()
+        const EXITED: &str = "[bridle chat exited ";
+        let screen = self.wait_for(EXITED);
+        let tail = &screen[screen.rfind(EXITED).unwrap() + EXITED.len()..];
+        let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("no exit status on the screen:\n{screen}"))
     }
 }
 
