@@ -223,14 +223,21 @@ fn the_terminal_follows_a_resize_and_ctrl_d_exits() {
     );
     chat.resize(44, 12);
     assert_eq!(chat.size(), (44, 12));
-    // A line wider than the window is laid out at the new width, and still read whole.
+    // SIGWINCH reaches the editor asynchronously: give it a moment before typing.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // A line wider than the window, then edited at its start: the editor can only move back
+    // up a row and redraw it right if it knows the new width.
     let long = "please answer this rather long question that wraps";
-    chat.line(long);
-    let screen = chat.wait_for("Resized fine.");
-    let first_row = format!("   you › {}", &long[..44 - 9]);
+    chat.type_text(long);
+    chat.key("C-a");
+    chat.type_text("X");
+    chat.key("Enter");
+    chat.wait_for("Resized fine.");
+    let rows = chat.rows();
+    let first_row = format!("   you › X{}", &long[..44 - 10]);
     assert!(
-        screen.lines().any(|l| l == first_row),
-        "no row {first_row:?}:\n{screen}"
+        rows.lines().any(|l| l == first_row),
+        "no row {first_row:?}:\n{rows}"
     );
     chat.line("/help");
     chat.wait_for("/queue TEXT");
@@ -244,5 +251,31 @@ fn the_terminal_follows_a_resize_and_ctrl_d_exits() {
         .iter()
         .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert_eq!(messages, [long], "{messages:?}");
+    assert_eq!(messages, [format!("X{long}")], "{messages:?}");
+}
+
+#[test]
+fn resume_switches_to_the_newest_other_session_of_the_workspace() {
+    let e = ExecEnv::new();
+    let first = start(&e, "- text: First answer.\n", &[], &[("NO_COLOR", "1")]);
+    first.wait_for("you ›");
+    first.line("hello");
+    first.wait_for("First answer.");
+    first.key("C-d");
+    assert_eq!(first.exit_status(), 0);
+    let id = exported_events(&e, &sessions(&e))[0]["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(first);
+    let second = start(&e, "- text: Back again.\n", &[], &[("NO_COLOR", "1")]);
+    second.wait_for("you ›");
+    second.line("/resume");
+    second.wait_for(&format!("session {id}: /help"));
+    second.line("continue");
+    // Its turn numbers continue: this is the resumed session's second turn.
+    second.wait_for("your message joined turn 1, step 0");
+    second.wait_for("Back again.");
+    second.key("C-d");
+    assert_eq!(second.exit_status(), 0);
 }

@@ -49,6 +49,10 @@ impl Tmux {
             &size.0.to_string(),
             "-y",
             &size.1.to_string(),
+            // The program and its arguments, run without a shell of the user's (bridle-ci
+            // has none: its login shell is nologin).
+            "/bin/sh",
+            "-c",
             &line,
         ]);
         tmux
@@ -56,7 +60,7 @@ impl Tmux {
 
     fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
-        cmd.arg("-S").arg(&self.socket);
+        cmd.env("SHELL", "/bin/sh").arg("-S").arg(&self.socket);
         cmd
     }
 
@@ -77,7 +81,7 @@ impl Tmux {
 
     /// Types `text` (literally), then Enter.
     pub fn line(&self, text: &str) {
-        self.run(&["send-keys", "-t", "chat", "-l", text]);
+        self.type_text(text);
         self.key("Enter");
     }
 
@@ -89,6 +93,16 @@ impl Tmux {
     /// The screen and its scrollback, wrapped lines joined.
     pub fn screen(&self) -> String {
         self.run(&["capture-pane", "-p", "-J", "-t", "chat", "-S", "-500"])
+    }
+
+    /// The screen and its scrollback row by row, as the terminal shows them.
+    pub fn rows(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "chat", "-S", "-500"])
+    }
+
+    /// Types `text` literally, without Enter.
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "chat", "-l", text]);
     }
 
     /// The screen with its colours and attributes as escape sequences.
