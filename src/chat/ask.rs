@@ -197,7 +197,10 @@ mod tests {
             let request = request.clone();
             std::thread::spawn(move || {
                 use bridle_exec::approvals::Answerer;
-                (answerer.answer(&request), answerer.review_plan("# Plan\nstep"))
+                (
+                    answerer.answer(&request),
+                    answerer.review_plan("# Plan\nstep"),
+                )
             })
         };
         let first = asked.push(questions.blocking_recv().unwrap()).unwrap();

@@ -124,7 +124,9 @@ fn session(
         .take()
         .context("the session was started without a channel for its questions")?;
     let asking = screen::show_questions(screen.clone(), questions, Arc::clone(&asked));
-    screen.line(&format!("session {id}: /help for the commands, Ctrl-D to leave"));
+    screen.line(&format!(
+        "session {id}: /help for the commands, Ctrl-D to leave"
+    ));
     let done = AtomicBool::new(false);
     let cancelling = AtomicBool::new(false);
     let ending = std::thread::scope(|scope| {

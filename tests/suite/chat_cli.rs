@@ -53,8 +53,14 @@ fn chat_streams_text_and_asks_approvals_inline() {
     let screen = chat.wait_for("All done.");
     assert!(screen.contains("Hello from the model."), "{screen}");
     assert!(screen.contains("A second line, streamed."), "{screen}");
-    assert!(screen.contains("approval approved by the person at the front end"), "{screen}");
-    assert!(screen.contains("approval rejected by the person at the front end"), "{screen}");
+    assert!(
+        screen.contains("approval approved by the person at the front end"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("approval rejected by the person at the front end"),
+        "{screen}"
+    );
     assert!(screen.contains("⎿ ok"), "{screen}");
     // NO_COLOR: not one colour or attribute on the screen.
     assert!(
@@ -100,13 +106,22 @@ fn typing_during_a_turn_steers_it_and_the_receipt_is_logged() {
         .into_iter()
         .find(|d| d["input_id"] == steer)
         .expect("a receipt for the steer");
-    assert_eq!((receipt["turn"].as_u64(), receipt["step"].as_u64()), (Some(0), Some(1)));
-    assert!(receipt.get("carried").is_none_or(|c| c == false), "{receipt}");
+    assert_eq!(
+        (receipt["turn"].as_u64(), receipt["step"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert!(
+        receipt.get("carried").is_none_or(|c| c == false),
+        "{receipt}"
+    );
     let messages: Vec<_> = of_type(&events, "user/message")
         .iter()
         .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert!(messages.contains(&"and then say so".to_owned()), "{messages:?}");
+    assert!(
+        messages.contains(&"and then say so".to_owned()),
+        "{messages:?}"
+    );
 }
 
 #[test]
@@ -145,10 +160,18 @@ fn a_plan_is_sent_back_with_feedback_then_approved() {
     let events = exported_events(&e, &sessions(&e));
     let results: Vec<_> = of_type(&events, "tool/result")
         .iter()
-        .map(|d| (d["ok"].as_bool(), d["content"].as_str().unwrap_or("").to_owned()))
+        .map(|d| {
+            (
+                d["ok"].as_bool(),
+                d["content"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
     assert_eq!(results[0].0, Some(false), "{results:?}");
-    assert!(results[0].1.contains("write the tests first"), "{results:?}");
+    assert!(
+        results[0].1.contains("write the tests first"),
+        "{results:?}"
+    );
     assert_eq!(results[1].0, Some(true), "{results:?}");
     let modes: Vec<_> = of_type(&events, "plan/mode")
         .iter()
@@ -176,7 +199,10 @@ fn plan_with_a_message_enters_plan_mode_and_sends_it() {
         .iter()
         .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert!(messages.contains(&"look at the parser".to_owned()), "{messages:?}");
+    assert!(
+        messages.contains(&"look at the parser".to_owned()),
+        "{messages:?}"
+    );
 }
 
 #[test]
@@ -190,14 +216,18 @@ fn ctrl_c_cancels_a_running_sleep_and_twice_at_the_prompt_exits() {
     chat.wait_for("you ›");
     chat.line("sleep");
     assert!(
-        wait_until(super::chat_support::STEP, || !processes_with(&marker).is_empty()),
+        wait_until(super::chat_support::STEP, || !processes_with(&marker)
+            .is_empty()),
         "the sleep never started:\n{}",
         chat.screen()
     );
     chat.key("C-c");
     chat.wait_for("[the turn ended aborted");
     assert!(
-        wait_until(std::time::Duration::from_secs(10), || processes_with(&marker).is_empty()),
+        wait_until(std::time::Duration::from_secs(10), || processes_with(
+            &marker
+        )
+        .is_empty()),
         "the sleep outlived the cancel"
     );
     assert_no_survivor(&marker, "a cancelled chat turn");
@@ -278,4 +308,45 @@ fn resume_switches_to_the_newest_other_session_of_the_workspace() {
     second.wait_for("Back again.");
     second.key("C-d");
     assert_eq!(second.exit_status(), 0);
+}
+
+#[test]
+fn sigterm_cancels_the_turn_kills_its_tools_and_bridle_dies_of_it() {
+    let e = ExecEnv::new();
+    let marker = token("chat-term");
+    let script = format!(
+        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"exec -a {marker} sleep 60\"}}\n"
+    );
+    let chat = start(&e, &script, &[], &[("NO_COLOR", "1")]);
+    chat.wait_for("you ›");
+    chat.line("sleep");
+    assert!(
+        wait_until(super::chat_support::STEP, || !processes_with(&marker)
+            .is_empty()),
+        "the sleep never started:\n{}",
+        chat.screen()
+    );
+    let pid = chat.bridle_pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(chat.exit_status(), 128 + 15);
+    assert_no_survivor(&marker, "a chat turn cancelled by SIGTERM");
+    let events = exported_events(&e, &sessions(&e));
+    let ends = of_type(&events, "turn/end");
+    assert_eq!(ends[0]["reason"], "aborted", "{ends:?}");
+}
+
+#[test]
+fn without_a_terminal_chat_refuses_and_says_to_use_run() {
+    let e = ExecEnv::new();
+    let r = super::support::run(e.bridle().args(["chat", "--model", "script:none.yaml"]));
+    r.assert_code(2);
+    assert!(
+        r.stderr.contains("needs a terminal") && r.stderr.contains("bridle run"),
+        "{}",
+        r.stderr
+    );
 }

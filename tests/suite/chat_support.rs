@@ -21,7 +21,9 @@ impl Tmux {
     /// minimal environment plus `env`. The window stays after bridle exits, showing
     /// `[bridle chat exited N]`.
     pub fn start(e: &ExecEnv, args: &[&str], env: &[(&str, &str)], size: (u16, u16)) -> Tmux {
-        let socket = e.home.join(format!("tmux-{}", super::support::token("chat")));
+        let socket = e
+            .home
+            .join(format!("tmux-{}", super::support::token("chat")));
         let mut line = format!(
             "cd {} && env -i HOME={} PATH=/usr/local/bin:/usr/bin:/bin TERM=xterm-256color LANG=C.UTF-8",
             quote(path_str(&e.workspace)),
@@ -108,6 +110,21 @@ impl Tmux {
     /// The screen with its colours and attributes as escape sequences.
     pub fn screen_with_attributes(&self) -> String {
         self.run(&["capture-pane", "-p", "-e", "-t", "chat", "-S", "-500"])
+    }
+
+    /// The pid of bridle (the only child of the window's shell), once it runs.
+    #[track_caller]
+    pub fn bridle_pid(&self) -> i32 {
+        let shell = self.run(&["display-message", "-p", "-t", "chat", "#{pane_pid}"]);
+        let shell = shell.trim();
+        let mut found = None;
+        super::support::wait_until(STEP, || {
+            found = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+                .ok()
+                .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
+            found.is_some()
+        });
+        found.expect("bridle runs in the window")
     }
 
     /// The window's size now.
@@ -214,7 +231,11 @@ pub fn exported_events(e: &ExecEnv, dir: &Path) -> Vec<serde_json::Value> {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
