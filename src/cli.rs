@@ -147,17 +147,8 @@ pub struct ShellArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub confine: ConfineArgs,
-    /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
-    /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
-    #[arg(long, value_name = "SPEC")]
-    pub model: String,
-    /// The session log store.
-    #[arg(long, value_name = "jsonl|sqlite", default_value = "jsonl", value_parser = ["jsonl", "sqlite"])]
-    pub store: String,
-    /// Where session logs live (default `$XDG_STATE_HOME/bridle/sessions`); refused when it
-    /// lies inside a writable root.
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// Start the session in plan mode.
     #[arg(long, conflicts_with = "plan_off")]
     pub plan: bool,
@@ -183,6 +174,13 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct AcpArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// What every front end of a live session takes: the model and where its log lives.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
     /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
     /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
     #[arg(long, value_name = "SPEC")]
@@ -200,17 +198,8 @@ pub struct AcpArgs {
 pub struct ChatArgs {
     #[command(flatten)]
     pub confine: ConfineArgs,
-    /// `openai:MODEL` (base URL from BRIDLE_BASE_URL, key from BRIDLE_API_KEY),
-    /// `deepseek:MODEL` (key from DEEPSEEK_API_KEY) or `script:FILE` (a scripted model).
-    #[arg(long, value_name = "SPEC")]
-    pub model: String,
-    /// The session log store.
-    #[arg(long, value_name = "jsonl|sqlite", default_value = "jsonl", value_parser = ["jsonl", "sqlite"])]
-    pub store: String,
-    /// Where session logs live (default `$XDG_STATE_HOME/bridle/sessions`); refused when it
-    /// lies inside a writable root.
-    #[arg(long, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// Continue session ID (its turn numbers continue).
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,

@@ -70,9 +70,9 @@ fn run_turn(
     };
     let mut prepared = session_wiring::prepare(Request {
         global: global.clone(),
-        model: args.model.clone(),
-        store: args.store.clone(),
-        session_dir: args.session_dir.clone(),
+        model: args.session.model.clone(),
+        store: args.session.store.clone(),
+        session_dir: args.session.session_dir.clone(),
         open,
         overrides: args.confine.overrides(),
         asking: Asking::Terminal,

@@ -100,9 +100,9 @@ fn session(
 ) -> Result<(Ending, String)> {
     let prepared = session_wiring::prepare(Request {
         global: global.clone(),
-        model: args.model.clone(),
-        store: args.store.clone(),
-        session_dir: args.session_dir.clone(),
+        model: args.session.model.clone(),
+        store: args.session.store.clone(),
+        session_dir: args.session.session_dir.clone(),
         open,
         overrides: args.confine.overrides(),
         asking: Asking::FrontEnd,
@@ -210,7 +210,7 @@ fn watch(
 
 /// The newest session of this workspace other than `current`, for `/resume` without an id.
 fn newest_other(global: &GlobalArgs, args: &ChatArgs, current: &str) -> Result<Option<String>> {
-    let dir = match &args.session_dir {
+    let dir = match &args.session.session_dir {
         Some(d) => d.clone(),
         None => crate::session_facts::default_session_dir()?,
     };
@@ -229,7 +229,7 @@ fn newest_other(global: &GlobalArgs, args: &ChatArgs, current: &str) -> Result<O
 /// Where the typed lines are remembered across chats: beside the session logs (hidden from
 /// the agent like them). None when there is no such directory yet.
 fn history_file(args: &ChatArgs) -> Option<std::path::PathBuf> {
-    let dir = match &args.session_dir {
+    let dir = match &args.session.session_dir {
         Some(d) => d.clone(),
         None => crate::session_facts::default_session_dir().ok()?,
     };

@@ -1,3 +1,6 @@
+mod acp_cli;
+mod acp_protocol;
+mod acp_support;
 mod chat_cli;
 mod chat_support;
 mod cli_flags;

@@ -18,26 +18,27 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, SessionConfigOptionValue, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, SessionConfigOptionValue,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, Stdio};
 use anyhow::Result;
 use bridle_agent::TurnReport;
-use bridle_agent::front::acp::{self, AcpUpdates, Answer, Ceiling, ConfigChoice, Current};
-use bridle_agent::front::call_summary;
-use bridle_agent::log::Event;
-use bridle_agent::session::{Question, Questions, SessionError};
-use bridle_exec::approvals::{ApprovalOutcome, PlanReview};
+use bridle_agent::front::acp::{self, Ceiling, Current};
+use bridle_agent::session::{Questions, SessionError};
 use bridle_policy::Overrides;
 
 use crate::cli::{AcpArgs, GlobalArgs};
-use crate::session_wiring::{self, Asking, Hooks, Live, Open, Prepared, Request, say};
+
+mod questions;
+mod session;
+use crate::session_wiring::{self, Asking, Live, Open, Request, say};
+use questions::spawn_questions;
+use session::{config_options, prompt_text, readable_only, start, watch};
 
 /// Runs `bridle acp` until the client closes stdin; then every session's running turn is
 /// cancelled and its log closed.
@@ -48,9 +49,9 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         .build()?;
     let agent = Arc::new(AcpAgent {
         global: global.clone(),
-        model: args.model.clone(),
-        store: args.store.clone(),
-        session_dir: args.session_dir.clone(),
+        model: args.session.model.clone(),
+        store: args.session.store.clone(),
+        session_dir: args.session.session_dir.clone(),
         sessions: Mutex::default(),
     });
     let served = runtime.block_on(serve(Arc::clone(&agent)));
@@ -107,7 +108,7 @@ struct Entry {
 
 /// What a session's forwarding task sends, in order.
 enum Out {
-    Update(SessionUpdate),
+    Update(Box<SessionUpdate>),
     Ended(TurnReport),
 }
 
@@ -157,20 +158,16 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let agent = Arc::clone(&new_agent);
-                let opened = tokio::task::spawn_blocking(move || {
-                    agent.open(
-                        &request.cwd,
-                        &request.additional_directories,
-                        !request.mcp_servers.is_empty(),
-                        Open::New,
-                    )
-                })
-                .await;
-                let (entry, opened) = match opened {
-                    Ok(Ok(o)) => o,
-                    Ok(Err(e)) => return responder.respond_with_error(e),
-                    Err(e) => return responder.respond_with_error(internal(e)),
+                let opened = open_blocking(
+                    &new_agent,
+                    request.cwd,
+                    request.additional_directories,
+                    !request.mcp_servers.is_empty(),
+                    Open::New,
+                );
+                let (entry, opened) = match opened.await {
+                    Ok(o) => o,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 let response = NewSessionResponse::new(entry.id.clone())
                     .modes(acp::modes(opened.plan_active))
@@ -191,19 +188,16 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
                         "session {id} is already open on this connection"
                     )));
                 }
-                let opened = tokio::task::spawn_blocking(move || {
-                    agent.open(
-                        &request.cwd,
-                        &request.additional_directories,
-                        !request.mcp_servers.is_empty(),
-                        Open::Resume(id),
-                    )
-                })
-                .await;
-                let (entry, opened) = match opened {
-                    Ok(Ok(o)) => o,
-                    Ok(Err(e)) => return responder.respond_with_error(e),
-                    Err(e) => return responder.respond_with_error(internal(e)),
+                let opened = open_blocking(
+                    &agent,
+                    request.cwd,
+                    request.additional_directories,
+                    !request.mcp_servers.is_empty(),
+                    Open::Resume(id),
+                );
+                let (entry, opened) = match opened.await {
+                    Ok(o) => o,
+                    Err(e) => return responder.respond_with_error(e),
                 };
                 for update in &opened.replay {
                     cx.send_notification(SessionNotification::new(
@@ -320,6 +314,20 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
         .await
 }
 
+/// [`AcpAgent::open`] off the runtime's threads (it plans, opens the log, starts a thread).
+async fn open_blocking(
+    agent: &Arc<AcpAgent>,
+    cwd: PathBuf,
+    additional: Vec<PathBuf>,
+    mcp: bool,
+    open: Open,
+) -> Result<(Arc<Entry>, Opened), Error> {
+    let agent = Arc::clone(agent);
+    tokio::task::spawn_blocking(move || agent.open(&cwd, &additional, mcp, open))
+        .await
+        .map_err(internal)?
+}
+
 /// What opening a session gives the tasks that serve it.
 struct Opened {
     plan_active: bool,
@@ -412,177 +420,6 @@ impl AcpAgent {
     }
 }
 
-/// `additionalDirectories` are readable roots only: each must exist and be readable under
-/// the profile; none is ever made writable.
-fn readable_only(prepared: &Prepared, dirs: &[PathBuf]) -> Result<(), Error> {
-    let spec = &prepared.plan.spec;
-    for dir in dirs {
-        let real = std::fs::canonicalize(dir)
-            .map_err(|e| invalid(format!("additionalDirectories `{}`: {e}", dir.display())))?;
-        let readable = spec.readable_roots.iter().any(|r| real.starts_with(r))
-            && !spec.masked_paths.iter().any(|m| real.starts_with(m));
-        if !readable {
-            return Err(invalid(format!(
-                "additionalDirectories `{}`: the profile `{}` does not make it readable \
-                 (they are readable roots only, never writable)",
-                dir.display(),
-                prepared.summary.profile
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Folds every event sealed into the log into updates for the client, in order; also
-/// remembers the latest call of each tool (approvals name it).
-fn watch(
-    prepared: &mut Prepared,
-    ceiling: Ceiling,
-    out: tokio::sync::mpsc::UnboundedSender<Out>,
-    calls: Arc<Mutex<HashMap<String, String>>>,
-) {
-    let mut fold = AcpUpdates::live().with_ceiling(ceiling);
-    for (_, event) in prepared.log.events() {
-        fold.observe(event);
-    }
-    prepared.log.watch(move |_, event| {
-        if let Event::ToolCall(call) = event {
-            lock(&calls).insert(call.name.clone(), call.call_id.clone());
-        }
-        for update in fold.updates(event) {
-            let _ = out.send(Out::Update(update));
-        }
-    });
-}
-
-/// Starts `prepared`; its turn reports join the updates' channel after the turn's events.
-fn start(
-    prepared: Prepared,
-    out: &tokio::sync::mpsc::UnboundedSender<Out>,
-) -> Result<(Live, Option<Questions>)> {
-    let mut live = prepared.start(Hooks {
-        cancel: None,
-        on_cancel: Some(Arc::new(bridle_sandbox::launcher::terminate_children)),
-    })?;
-    if let Some(mut reports) = live.session.reports() {
-        let out = out.clone();
-        std::thread::Builder::new()
-            .name("bridle-acp-reports".into())
-            .spawn(move || {
-                while let Some(report) = reports.blocking_recv() {
-                    let _ = out.send(Out::Ended(report));
-                }
-            })?;
-    }
-    let questions = live.questions.take();
-    Ok((live, questions))
-}
-
-impl Entry {
-    /// Opens a turn with `text`, or steers the running one; `responder` answers when the
-    /// turn ends.
-    fn prompt(&self, text: &str, responder: Responder<PromptResponse>) -> Result<(), Error> {
-        let ticket = self.next_ticket.fetch_add(1, Ordering::SeqCst);
-        lock(&self.waiters).push((ticket, responder));
-        let submitted = {
-            let live = lock(&self.live);
-            match live.as_ref() {
-                None => Err(SessionError::Closed),
-                Some(live) => {
-                    if !live.session.is_running() {
-                        self.cancelled.store(false, Ordering::SeqCst);
-                    }
-                    match live.session.prompt(text) {
-                        Err(SessionError::Busy { .. }) => live.session.steer(text),
-                        other => other,
-                    }
-                }
-            }
-        };
-        if let Err(e) = submitted {
-            let mut waiters = lock(&self.waiters);
-            if let Some(i) = waiters.iter().position(|(t, _)| *t == ticket) {
-                let (_, responder) = waiters.remove(i);
-                drop(waiters);
-                return responder.respond_with_error(invalid(e));
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies a config option: the session (idle) restarts on the same log under the new
-    /// policy, which the log records. Returns the new session's questions.
-    fn choose(&self, choice: ConfigChoice) -> Result<Option<Questions>, Error> {
-        let mut slot = lock(&self.live);
-        let live = slot
-            .take()
-            .ok_or_else(|| internal("the session is closed"))?;
-        if live.session.is_running() {
-            *slot = Some(live);
-            return Err(invalid(
-                "a turn is running: change the session's configuration when it has ended",
-            ));
-        }
-        let mut overrides = live.request().overrides.clone();
-        let mut approval = live.request().approval;
-        let mut current = *lock(&self.current);
-        match choice {
-            ConfigChoice::Mode(m) => {
-                overrides.mode = Some(m);
-                current.mode = m;
-            }
-            ConfigChoice::Network(n) => {
-                overrides.network = Some(n);
-                current.network = n;
-            }
-            ConfigChoice::Approval(a) => {
-                approval = Some(a);
-                current.approval = a;
-            }
-        }
-        let replanned = match live.replan(overrides, approval) {
-            Ok(r) => r,
-            Err(e) => {
-                *slot = Some(live);
-                return Err(invalid(format!("{e:#}")));
-            }
-        };
-        let prepared = live
-            .restart(replanned)
-            .map_err(|e| internal(format!("{e:#}")))?;
-        let (live, questions) =
-            start(prepared, &self.out).map_err(|e| internal(format!("{e:#}")))?;
-        *slot = Some(live);
-        *lock(&self.current) = current;
-        Ok(questions)
-    }
-}
-
-fn config_options(entry: &Entry) -> Vec<agent_client_protocol::v1::schema::SessionConfigOption> {
-    acp::config_options(&entry.ceiling, *lock(&entry.current))
-}
-
-/// The prompt's text: its text blocks, and resource links as `[name](uri)`.
-fn prompt_text(blocks: &[ContentBlock]) -> Result<String, String> {
-    let mut text = String::new();
-    for block in blocks {
-        match block {
-            ContentBlock::Text(t) => text.push_str(&t.text),
-            ContentBlock::ResourceLink(link) => {
-                text.push_str(&format!("[{}]({})", link.name, link.uri));
-            }
-            _ => {
-                return Err(
-                    "prompt: only text and resource links are supported (see the agent's \
-                     promptCapabilities)"
-                        .to_owned(),
-                );
-            }
-        }
-    }
-    Ok(text)
-}
-
 /// Starts the tasks that serve a session: its updates and turn ends, and its questions.
 fn start_tasks(cx: &ConnectionTo<Client>, entry: &Arc<Entry>, opened: Opened) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(
@@ -609,7 +446,7 @@ fn spawn_updates(
         while let Some(item) = out.recv().await {
             match item {
                 Out::Update(update) => {
-                    cx2.send_notification(SessionNotification::new(entry.id.clone(), update))?;
+                    cx2.send_notification(SessionNotification::new(entry.id.clone(), *update))?;
                 }
                 Out::Ended(report) => {
                     let cancelled = entry.cancelled.swap(false, Ordering::SeqCst);
@@ -627,75 +464,4 @@ fn spawn_updates(
         }
         Ok(())
     })
-}
-
-/// Asks the client every approval and plan review of the session.
-fn spawn_questions(
-    cx: &ConnectionTo<Client>,
-    entry: &Arc<Entry>,
-    mut questions: Questions,
-) -> Result<(), Error> {
-    let cx2 = cx.clone();
-    let entry = Arc::clone(entry);
-    cx.spawn(async move {
-        while let Some(question) = questions.recv().await {
-            let cx3 = cx2.clone();
-            let entry = Arc::clone(&entry);
-            cx2.spawn(async move {
-                ask(&cx3, &entry, question).await;
-                Ok(())
-            })?;
-        }
-        Ok(())
-    })
-}
-
-/// One question, asked through `session/request_permission`.
-async fn ask(cx: &ConnectionTo<Client>, entry: &Entry, question: Question) {
-    let call_of = |tool: &str| lock(&entry.calls).get(tool).cloned().unwrap_or_default();
-    match question {
-        Question::Approval { request, reply } => {
-            let arguments = request.arguments.to_string();
-            let title = call_summary(&request.tool, &arguments, 80);
-            let mut text = request.reason.clone();
-            if let Some(mode) = request.escalation {
-                text.push_str(&format!(" (asks for sandbox mode `{mode}`)"));
-            }
-            if let Some(why) = &request.justification {
-                text.push_str(&format!("\nThe model says: {why}"));
-            }
-            let asked = acp::permission_request(
-                &entry.id,
-                acp::Question::Approval,
-                &call_of(&request.tool),
-                &title,
-                &text,
-            );
-            let outcome = cx.send_request(asked).block_task().await.map(|r| r.outcome);
-            let cancelled = matches!(outcome, Ok(RequestPermissionOutcome::Cancelled));
-            let answer = match acp::answer_of(acp::Question::Approval, outcome) {
-                _ if cancelled => ApprovalOutcome::Cancelled,
-                Answer::Yes => ApprovalOutcome::AllowedOnce,
-                Answer::No => ApprovalOutcome::Rejected,
-            };
-            reply.send(answer);
-        }
-        Question::PlanReview { plan, reply } => {
-            let asked = acp::permission_request(
-                &entry.id,
-                acp::Question::PlanReview,
-                &call_of("exit_plan_mode"),
-                "Review the plan",
-                &plan,
-            );
-            let outcome = cx.send_request(asked).block_task().await.map(|r| r.outcome);
-            let cancelled = matches!(outcome, Ok(RequestPermissionOutcome::Cancelled));
-            let answer = match acp::answer_of(acp::Question::PlanReview, outcome) {
-                _ if cancelled => PlanReview::Dismissed,
-                Answer::Yes => PlanReview::Approved,
-                Answer::No => PlanReview::KeepPlanning { feedback: None },
-            };
-            reply.send(answer);
-        }
-    }
 }

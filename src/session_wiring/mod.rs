@@ -3,19 +3,17 @@
 //! answerer, the tools, the prompt sections, and a live [`Session`] started on all of it.
 //!
 //! Two phases, so a front end can watch the log before the session's thread owns it:
-//! [`prepare`] opens the log and logs the policy; [`Prepared::start`] builds what the session
-//! runs with ([`parts`]: the one place the registry, sections, commands and listeners come
-//! from the profile) and starts it. [`Live::stop`] gives the log back, so a front end can
+//! [`prepare`] opens the log; [`Prepared::start`] logs the policy when it is not the one in
+//! force there, builds what the session runs with ([`parts`]: the one place the registry,
+//! sections, commands and listeners come from the profile) and starts it. [`Live::stop`] gives the log back, so a front end can
 //! start the same session again under another policy ([`Live::restart`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use bridle_agent::AgentConfig;
-use bridle_agent::log::{
-    Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
-};
+use bridle_agent::log::{Backend, NewSession, PolicySummary, PromptSection, SessionLog};
 use bridle_agent::model::Model;
 use bridle_agent::model::openai::OpenAiModel;
 use bridle_agent::model::script::ScriptModel;
@@ -26,8 +24,11 @@ use bridle_exec::printable::printable;
 use bridle_policy::{ApprovalPolicy, Overrides, Plan};
 
 use crate::agent_host::{LocalTools, SessionSetup};
+
+mod log_setup;
 use crate::cli::GlobalArgs;
 use crate::session_facts::Facts;
+use log_setup::{SESSION_DIR, log_policy, open_log, policy_summary, session_dir};
 
 /// Writes a diagnostic line on stderr (never stdout: it may be a protocol channel).
 pub fn say(line: &str) {
@@ -97,8 +98,7 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// Plans the request's policy, opens its log and logs the policy when it is not the one in
-/// force there. Says `session <ID>` on stderr.
+/// Plans the request's policy and opens its log. Says `session <ID>` on stderr.
 pub fn prepare(request: Request) -> Result<Prepared> {
     let backend: Backend = request.store.parse().map_err(anyhow::Error::msg)?;
     let facts = Facts::gather(&request.global)?;
@@ -128,8 +128,7 @@ pub fn prepare(request: Request) -> Result<Prepared> {
         profile: request.global.profile.clone(),
         policy_digest: summary.digest.clone(),
     };
-    let mut log = open_log(&dir, &request.open, backend, &new)?;
-    log_policy(&mut log, &summary)?;
+    let log = open_log(&dir, &request.open, backend, &new)?;
     say(&format!("session {}", log.id()));
     Ok(Prepared {
         request,
@@ -221,7 +220,9 @@ struct PreparedRef<'p> {
 
 impl Prepared {
     /// Starts the session: its thread owns the log, the model and the tools.
-    pub fn start(self, hooks: Hooks) -> Result<Live> {
+    pub fn start(mut self, hooks: Hooks) -> Result<Live> {
+        // Logged here, not in `prepare`: a front end's watcher sees the policy events too.
+        log_policy(&mut self.log, &self.summary)?;
         let model = model(&self.request.model)?;
         let (answerer, questions): (Arc<dyn Answerer>, _) = match self.request.asking {
             Asking::Terminal => (Arc::from(crate::agent_host::answerer()), None),
@@ -307,8 +308,8 @@ impl Live {
         })
     }
 
-    /// Stops the session (once its turn is done) and prepares it again under `replanned`,
-    /// the policy change logged.
+    /// Stops the session (once its turn is done) and prepares it again under `replanned`;
+    /// [`Prepared::start`] logs the policy change.
     pub fn restart(self, replanned: Replanned) -> Result<Prepared> {
         let Rest {
             mut request,
@@ -321,11 +322,10 @@ impl Live {
             temp_dir: self.rest.temp_dir.clone(),
             masks: self.rest.masks.clone(),
         };
-        let mut log = self.stop_keeping_temp()?;
+        let log = self.stop_keeping_temp()?;
         request.overrides = replanned.overrides;
         request.approval = replanned.approval;
         request.open = Open::Resume(log.id().to_owned());
-        log_policy(&mut log, &replanned.summary)?;
         Ok(Prepared {
             request,
             facts,
@@ -376,231 +376,6 @@ pub fn model(route: &str) -> Result<Box<dyn Model>> {
     let model =
         OpenAiModel::from_route(route, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
     Ok(Box::new(model))
-}
-
-/// What the session directory is called where it is masked.
-const SESSION_DIR: &str = "bridle's session directory";
-
-/// How the session's private temp directory (a new one every run) is written in the policy
-/// digest and summary, so the same policy has the same digest on every run.
-const TEMP_DIR: &str = "<session temp dir>";
-
-/// `text` with the temp directory `temp` (a path, or a path inside it) written [`TEMP_DIR`].
-fn without_temp_dir(text: &str, temp: &str) -> String {
-    match text.strip_prefix(temp) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{TEMP_DIR}{rest}"),
-        _ => text.to_owned(),
-    }
-}
-
-/// `value` with every string naming the temp directory rewritten by [`without_temp_dir`].
-fn stable(value: serde_json::Value, temp: &str) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::String(s) => Value::String(without_temp_dir(&s, temp)),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| stable(v, temp)).collect()),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (without_temp_dir(&k, temp), stable(v, temp)))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
-/// The effective policy of `plan` as logged: what a reviewer needs to see, and the digest of
-/// all of it (spec, approval policy, rules), the same on every run of the same policy.
-fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicySummary> {
-    let temp = temp_dir.display().to_string();
-    let everything = serde_json::json!({
-        "spec": plan.spec,
-        "approval": plan.approval,
-        "command_rules": plan.command_rules,
-        "path_rules": plan.path_rules,
-    });
-    // Sorted keys: the digest must not depend on serde_json's map order (the ACP SDK turns
-    // on `preserve_order` in this build).
-    let mut everything = stable(everything, &temp);
-    everything.sort_all_objects();
-    let digest = bridle_agent::log::chain::sha256_hex(&serde_json::to_vec(&everything)?);
-    let paths = |paths: &[PathBuf]| -> Vec<String> {
-        paths
-            .iter()
-            .map(|p| without_temp_dir(&p.display().to_string(), &temp))
-            .collect()
-    };
-    let spec = &plan.spec;
-    let rules = plan
-        .command_rules
-        .iter()
-        .map(|r| (r.id.clone(), "command", r.decision))
-        .chain(
-            plan.path_rules
-                .iter()
-                .map(|r| (r.id.clone(), "path", r.decision)),
-        )
-        .map(|(id, applies_to, decision)| PolicyRule {
-            id,
-            applies_to: applies_to.to_owned(),
-            decision,
-        })
-        .collect();
-    Ok(PolicySummary {
-        digest,
-        profile: profile.to_owned(),
-        mode: spec.mode,
-        approval: plan.approval,
-        network: spec.network,
-        writable_roots: paths(&spec.writable_roots),
-        protected_paths: paths(&spec.protected_paths),
-        masked_paths: paths(&spec.masked_paths),
-        rules,
-    })
-}
-
-/// Logs the effective policy when it is not the one in force in the log (a new session, or
-/// one resumed or forked under another policy); a change also logs the new sandbox mode and
-/// approval policy, and says so.
-fn log_policy(log: &mut SessionLog, summary: &PolicySummary) -> Result<()> {
-    let mut header_digest = None;
-    let mut logged = None;
-    for (_, event) in log.events() {
-        match event {
-            Event::SessionHeader(h) => header_digest = Some(h.policy_digest.clone()),
-            Event::PolicyEffective(p) => logged = Some(p.digest.clone()),
-            _ => {}
-        }
-    }
-    let in_force = logged.clone().or(header_digest);
-    if in_force.as_deref() != Some(summary.digest.as_str()) {
-        // The policy changed since the session last ran: the log says so before the turn.
-        say(&format!(
-            "session {}: the policy differs from the one it last ran under (profile `{}`)",
-            log.id(),
-            summary.profile
-        ));
-        log.append(Event::SandboxMode { mode: summary.mode })?;
-        log.append(Event::ApprovalPolicy {
-            policy: summary.approval,
-        })?;
-    }
-    if logged.as_deref() != Some(summary.digest.as_str()) {
-        log.append(Event::PolicyEffective(summary.clone()))?;
-    }
-    log.barrier()?;
-    Ok(())
-}
-
-/// The session directory: `--session-dir` or the default, never inside the workspace or a
-/// writable root, nor containing one (checked before anything is created, on the real path).
-fn session_dir(requested: Option<&Path>, plan: &Plan, temp_dir: &Path) -> Result<SessionDir> {
-    let dir: PathBuf = match requested {
-        Some(d) => std::path::absolute(d)?,
-        None => crate::session_facts::default_session_dir()?,
-    };
-    if dir
-        .components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        bail!(
-            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
-            dir.display()
-        );
-    }
-    let real = real_path(&dir);
-    let forbidden = std::iter::once(&plan.spec.workspace).chain(
-        plan.spec
-            .writable_roots
-            .iter()
-            .filter(|r| r.as_path() != temp_dir),
-    );
-    for root in forbidden {
-        if real.starts_with(root) {
-            bail!(
-                "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
-                 it could rewrite its own log",
-                real.display(),
-                root.display()
-            );
-        }
-    }
-    // The session directory is masked in the sandbox: one that holds the workspace or a
-    // writable root would hide the agent's work from it, and puts the log beside what the
-    // agent writes.
-    let held = std::iter::once(&plan.spec.workspace).chain(plan.spec.writable_roots.iter());
-    for root in held {
-        if root.starts_with(&real) {
-            bail!(
-                "refusing session dir `{}`: it contains `{}`, which the agent can write (the \
-                 session directory is hidden from the agent, and its log must lie outside \
-                 what the agent writes); choose a directory outside it",
-                real.display(),
-                root.display()
-            );
-        }
-    }
-    Ok(SessionDir::open(&dir)?)
-}
-
-/// `path` with its existing part resolved (symlinks followed) and the rest appended.
-fn real_path(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_owned());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
-    for name in rest.iter().rev() {
-        real.push(name);
-    }
-    real
-}
-
-/// A new session, or the one `--resume` or `--fork` names.
-fn open_log(
-    dir: &SessionDir,
-    open: &Open,
-    backend: Backend,
-    new: &NewSession,
-) -> Result<SessionLog> {
-    match open {
-        Open::Resume(id) => {
-            let (log, repairs) = dir.resume(id)?;
-            for repair in repairs {
-                say(&format!("session {id}: {repair}"));
-            }
-            let Some((_, Event::SessionHeader(header))) = log.events().first().cloned() else {
-                bail!("session {id} has no header");
-            };
-            if header.workspace != new.workspace {
-                bail!(
-                    "session {id} belongs to the workspace `{}`; resume it from there, or \
-                     branch it into this workspace with --fork",
-                    header.workspace
-                );
-            }
-            Ok(log)
-        }
-        Open::Fork(spec) => {
-            let (id, at) = match spec.split_once('@') {
-                Some((id, seq)) => {
-                    let seq = seq.parse::<u64>().with_context(|| {
-                        format!("--fork {spec:?}: `{seq}` is not an event number")
-                    })?;
-                    (id, Some(seq))
-                }
-                None => (spec.as_str(), None),
-            };
-            Ok(dir.fork(id, at, backend, new)?)
-        }
-        Open::New => Ok(dir.create(backend, new)?),
-    }
 }
 
 /// What the model is told about where it works and what confines it.
