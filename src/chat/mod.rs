@@ -98,6 +98,7 @@ fn session(
     colour: bool,
     terminal: Option<&nix::sys::termios::Termios>,
 ) -> Result<(Ending, String)> {
+    let resumed = matches!(open, Open::Resume(_));
     let prepared = session_wiring::prepare(Request {
         global: global.clone(),
         model: args.session.model.clone(),
@@ -109,6 +110,9 @@ fn session(
         approval: None,
         persist_terminal: true,
     })?;
+    // What the log held before is not shown again (`bridle log show` has it): a resumed
+    // session starts as clean as a new one, whatever the feed republishes.
+    let first_new = prepared.log.events().last().map_or(0, |(seq, _)| seq + 1);
     let mut live = prepared.start(Hooks {
         cancel: Some(Arc::new(|| {
             bridle_sandbox::launcher::termination_signal().map(|name| format!("signal {name}"))
@@ -118,12 +122,24 @@ fn session(
     let id = live.id.clone();
     let screen = screen::Screen::new(Box::new(editor.create_external_printer()?));
     let asked = Arc::new(ask::Asked::default());
-    let events = screen::show_events(screen.clone(), live.session.events(), colour);
+    let turn_open = Arc::new(AtomicBool::new(false));
+    let events = screen::show_events(
+        screen.clone(),
+        live.session.events(),
+        first_new,
+        colour,
+        Arc::clone(&turn_open),
+    );
     let questions = live
         .questions
         .take()
         .context("the session was started without a channel for its questions")?;
     let asking = screen::show_questions(screen.clone(), questions, Arc::clone(&asked));
+    if resumed {
+        screen.line(&format!(
+            "resumed: its history so far is in `bridle log show {id}`"
+        ));
+    }
     screen.line(&format!(
         "session {id}: /help for the commands, Ctrl-D to leave"
     ));
@@ -140,6 +156,7 @@ fn session(
             editor: &mut *editor,
             session: &live.session,
             asked: &asked,
+            turn_open: &turn_open,
             screen: screen.clone(),
             colour,
             on_cancel: &on_cancel,

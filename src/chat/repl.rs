@@ -4,6 +4,8 @@
 //! the session: `you` when idle, `steer` while a turn runs, `y/n` or `review` while a question
 //! waits; it is redrawn whenever something is printed above it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bridle_agent::session::{Session, SessionError};
 use rustyline::error::ReadlineError;
 use rustyline::history::History;
@@ -23,7 +25,7 @@ pub enum Ending {
 
 /// The prompt, as wide in every state (rustyline measures it once per line).
 struct LivePrompt<'a> {
-    session: &'a Session,
+    turn_open: &'a AtomicBool,
     asked: &'a Asked,
     raw: [String; 4],
     styled: [String; 4],
@@ -32,7 +34,7 @@ struct LivePrompt<'a> {
 const LABELS: [&str; 4] = ["you", "steer", "y/n", "review"];
 
 impl<'a> LivePrompt<'a> {
-    fn new(session: &'a Session, asked: &'a Asked, colour: bool) -> Self {
+    fn new(turn_open: &'a AtomicBool, asked: &'a Asked, colour: bool) -> Self {
         let raw = LABELS.map(|l| format!("{l:>6} › "));
         let styled = LABELS.map(|l| {
             if colour {
@@ -42,7 +44,7 @@ impl<'a> LivePrompt<'a> {
             }
         });
         LivePrompt {
-            session,
+            turn_open,
             asked,
             raw,
             styled,
@@ -52,7 +54,7 @@ impl<'a> LivePrompt<'a> {
     fn state(&self) -> usize {
         if self.asked.waiting() {
             if self.asked.reviewing() { 3 } else { 2 }
-        } else if self.session.is_running() {
+        } else if self.turn_open.load(Ordering::SeqCst) {
             1
         } else {
             0
@@ -75,6 +77,9 @@ pub struct Repl<'a, H: History> {
     pub editor: &'a mut rustyline::Editor<(), H>,
     pub session: &'a Session,
     pub asked: &'a Asked,
+    /// Whether the feed shows a turn open (what the prompt's label follows; the session may
+    /// have started or ended one a moment earlier).
+    pub turn_open: &'a AtomicBool,
     pub screen: Screen,
     pub colour: bool,
     /// Called when a Ctrl-C cancels the running turn (after [`Session::cancel`]).
@@ -86,7 +91,7 @@ impl<H: History> Repl<'_, H> {
     pub fn run(&mut self) -> anyhow::Result<Ending> {
         let mut keys = Keys::default();
         loop {
-            let prompt = LivePrompt::new(self.session, self.asked, self.colour);
+            let prompt = LivePrompt::new(self.turn_open, self.asked, self.colour);
             let read = self.editor.readline(&prompt);
             drop(prompt);
             let line = match read {

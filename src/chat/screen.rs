@@ -3,6 +3,7 @@
 //! threads feed it: one renders the session's committed events, one shows each question the
 //! session asks (and files it for the next typed line to answer).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bridle_agent::log::Event;
@@ -58,18 +59,26 @@ impl Screen {
     }
 }
 
-/// Renders the committed events of `feed` until the session ends (its feed closes).
+/// Renders the committed events of `feed` from sequence number `first` on, until the session
+/// ends (its feed closes); `turn_open` follows the turns the feed shows (the prompt's label).
 pub fn show_events(
     screen: Screen,
     mut feed: UnboundedReceiver<Committed>,
+    first: u64,
     colour: bool,
+    turn_open: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut renderer = Renderer::new(colour);
         while let Some(committed) = feed.blocking_recv() {
             // The question itself was shown when it was asked (with more than the log's line).
-            if matches!(committed.event, Event::ApprovalAsked { .. }) {
+            if committed.seq < first || matches!(committed.event, Event::ApprovalAsked { .. }) {
                 continue;
+            }
+            match committed.event {
+                Event::TurnStart { .. } => turn_open.store(true, Ordering::SeqCst),
+                Event::TurnEnd { .. } => turn_open.store(false, Ordering::SeqCst),
+                _ => {}
             }
             let mut lines = renderer.event(&committed.event);
             // The turn is over: a blank line, and the prompt redrawn as idle.

@@ -88,14 +88,27 @@ fn typing_during_a_turn_steers_it_and_the_receipt_is_logged() {
     - name: bash
       arguments: {command: "sleep 3"}
 - text: Steered as asked.
+- text: The queued turn ran.
 "#;
     let chat = start(&e, script, &[], &[("NO_COLOR", "1")]);
     chat.wait_for("you ›");
     chat.line("wait a bit");
     chat.wait_for("your message joined turn 0, step 0");
     chat.line("and then say so");
+    chat.line("/queue and afterwards this");
+    chat.wait_for("queued: it runs as the next turn");
     chat.wait_for("your message joined turn 0, step 1");
     chat.wait_for("Steered as asked.");
+    chat.wait_for("your message was carried to turn 1, step 0");
+    chat.wait_for("The queued turn ran.");
+    // Idle again: the prompt says so.
+    assert!(
+        wait_until(super::chat_support::STEP, || {
+            chat.screen().lines().rev().find(|l| !l.trim().is_empty()) == Some("   you › ")
+        }),
+        "{}",
+        chat.screen()
+    );
     chat.key("C-d");
     assert_eq!(chat.exit_status(), 0);
     let events = exported_events(&e, &sessions(&e));
@@ -302,6 +315,9 @@ fn resume_switches_to_the_newest_other_session_of_the_workspace() {
     second.wait_for("you ›");
     second.line("/resume");
     second.wait_for(&format!("session {id}: /help"));
+    // Only what happens from now on is shown; the history is in the log.
+    let screen = second.wait_for(&format!("bridle log show {id}"));
+    assert!(!screen.contains("First answer."), "{screen}");
     second.line("continue");
     // Its turn numbers continue: this is the resumed session's second turn.
     second.wait_for("your message joined turn 1, step 0");
