@@ -10,6 +10,14 @@ fn start(e: &ExecEnv, script: &str, extra: &[&str], env: &[(&str, &str)]) -> Tmu
     Tmux::start(e, &args, env, (80, 24))
 }
 
+/// The texts of the session's user messages, in order.
+fn user_messages(events: &[serde_json::Value]) -> Vec<String> {
+    of_type(events, "user/message")
+        .iter()
+        .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// The events of type `kind`, their data.
 fn of_type(events: &[serde_json::Value], kind: &str) -> Vec<serde_json::Value> {
     events
@@ -17,6 +25,24 @@ fn of_type(events: &[serde_json::Value], kind: &str) -> Vec<serde_json::Value> {
         .filter(|e| e["type"] == kind)
         .map(|e| e["data"].clone())
         .collect()
+}
+
+/// A chat whose turn runs `sleep 60` (its argv[0] a fresh marker), once the sleep runs.
+fn running_sleep(e: &ExecEnv, tag: &str) -> (Tmux, String) {
+    let marker = token(tag);
+    let script = format!(
+        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"exec -a {marker} sleep 60\"}}\n- text: never\n"
+    );
+    let chat = start(e, &script, &[], &[("NO_COLOR", "1")]);
+    chat.wait_for("you ›");
+    chat.line("sleep");
+    assert!(
+        wait_until(super::chat_support::STEP, || !processes_with(&marker)
+            .is_empty()),
+        "the sleep never started:\n{}",
+        chat.screen()
+    );
+    (chat, marker)
 }
 
 #[test]
@@ -127,10 +153,7 @@ fn typing_during_a_turn_steers_it_and_the_receipt_is_logged() {
         receipt.get("carried").is_none_or(|c| c == false),
         "{receipt}"
     );
-    let messages: Vec<_> = of_type(&events, "user/message")
-        .iter()
-        .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let messages = user_messages(&events);
     assert!(
         messages.contains(&"and then say so".to_owned()),
         "{messages:?}"
@@ -208,10 +231,7 @@ fn plan_with_a_message_enters_plan_mode_and_sends_it() {
     chat.key("C-d");
     assert_eq!(chat.exit_status(), 0);
     let events = exported_events(&e, &sessions(&e));
-    let messages: Vec<_> = of_type(&events, "user/message")
-        .iter()
-        .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let messages = user_messages(&events);
     assert!(
         messages.contains(&"look at the parser".to_owned()),
         "{messages:?}"
@@ -221,19 +241,7 @@ fn plan_with_a_message_enters_plan_mode_and_sends_it() {
 #[test]
 fn ctrl_c_cancels_a_running_sleep_and_twice_at_the_prompt_exits() {
     let e = ExecEnv::new();
-    let marker = token("chat-sleep");
-    let script = format!(
-        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"exec -a {marker} sleep 60\"}}\n- text: never\n"
-    );
-    let chat = start(&e, &script, &[], &[("NO_COLOR", "1")]);
-    chat.wait_for("you ›");
-    chat.line("sleep");
-    assert!(
-        wait_until(super::chat_support::STEP, || !processes_with(&marker)
-            .is_empty()),
-        "the sleep never started:\n{}",
-        chat.screen()
-    );
+    let (chat, marker) = running_sleep(&e, "chat-sleep");
     chat.key("C-c");
     chat.wait_for("[the turn ended aborted");
     assert!(
@@ -290,10 +298,7 @@ fn the_terminal_follows_a_resize_and_ctrl_d_exits() {
     chat.key("C-d");
     assert_eq!(chat.exit_status(), 0);
     let events = exported_events(&e, &sessions(&e));
-    let messages: Vec<_> = of_type(&events, "user/message")
-        .iter()
-        .map(|d| d["text"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let messages = user_messages(&events);
     assert_eq!(messages, [format!("X{long}")], "{messages:?}");
 }
 
@@ -329,19 +334,7 @@ fn resume_switches_to_the_newest_other_session_of_the_workspace() {
 #[test]
 fn sigterm_cancels_the_turn_kills_its_tools_and_bridle_dies_of_it() {
     let e = ExecEnv::new();
-    let marker = token("chat-term");
-    let script = format!(
-        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"exec -a {marker} sleep 60\"}}\n"
-    );
-    let chat = start(&e, &script, &[], &[("NO_COLOR", "1")]);
-    chat.wait_for("you ›");
-    chat.line("sleep");
-    assert!(
-        wait_until(super::chat_support::STEP, || !processes_with(&marker)
-            .is_empty()),
-        "the sleep never started:\n{}",
-        chat.screen()
-    );
+    let (chat, marker) = running_sleep(&e, "chat-term");
     let pid = chat.bridle_pid();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
