@@ -96,6 +96,12 @@ pub enum Command {
     /// sandbox, never through the client's fs/terminal. stdout carries the protocol only;
     /// diagnostics go to stderr. Exits 0 when the client closes stdin.
     Acp(AcpArgs),
+    /// The interactive terminal on a live session: streamed text, tool calls with their
+    /// decisions, inline approvals and plan review; typing while the agent works steers it.
+    ///
+    /// `/help` lists the commands. Ctrl-C cancels the running turn; Ctrl-D, or Ctrl-C twice at
+    /// the prompt, exits 0.
+    Chat(ChatArgs),
     /// List, show, verify and export session logs.
     #[command(subcommand)]
     Log(LogCommand),
@@ -124,6 +130,7 @@ impl Command {
             | Command::Shell(_)
             | Command::Run(_)
             | Command::Acp(_)
+            | Command::Chat(_)
             | Command::Completions { .. }
             | Command::Man => false,
         }
@@ -185,6 +192,17 @@ pub struct SessionArgs {
     /// lies inside a writable root.
     #[arg(long, value_name = "DIR")]
     pub session_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub confine: ConfineArgs,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Continue session ID (its turn numbers continue).
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
 }
 
 /// Where session logs live, for every `bridle log` subcommand.

@@ -63,6 +63,7 @@ fn main() -> ExitCode {
         Command::Log(cmd) => log_cmd::run(&cli.global, cmd),
         Command::Run(args) => run_cmd::run(&cli.global, args),
         Command::Acp(args) => acp_cmd::run(&cli.global, args),
+        Command::Chat(args) => chat::run(&cli.global, args),
         Command::Exec(args) => Ok(exec_cmd::run(&cli.global, args)),
         Command::Probe { json } => probe_cmd::run(&cli.global, *json),
         Command::Shell(args) => shell_cmd::run(&cli.global, args),

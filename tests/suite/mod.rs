@@ -1,6 +1,8 @@
 mod acp_cli;
 mod acp_protocol;
 mod acp_support;
+mod chat_cli;
+mod chat_support;
 mod cli_flags;
 mod exec_defaults;
 mod exec_fs;

@@ -249,6 +249,13 @@ impl Session {
         }
     }
 
+    /// Drops the inputs no step has taken yet (queued turns, steering not yet included) and
+    /// returns their ids: a front end that leaves must not have them run with nobody there.
+    pub fn discard_pending(&self) -> Vec<String> {
+        let mut state = self.inbox.lock();
+        state.items.drain(..).map(|input| input.id).collect()
+    }
+
     /// Whether a turn runs.
     pub fn is_running(&self) -> bool {
         self.inbox.lock().running.is_some()

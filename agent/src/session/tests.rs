@@ -162,6 +162,33 @@ fn queue_becomes_the_next_turn_and_inject_waits_for_a_step() {
     );
 }
 
+/// A front end that leaves drops what is queued: closing then runs no turn for it.
+#[test]
+fn discarded_inputs_never_run() {
+    let script = "- tool_calls: [{name: wait, arguments: {}}]\n- text: first\n- text: second\n";
+    let f = fixture(script, SessionConfig::default());
+    let mut reports = f.session.reports().unwrap();
+    f.session.prompt("one").unwrap();
+    f.started.recv_timeout(Duration::from_secs(10)).unwrap();
+    let queued = f.session.queue("two").unwrap();
+    assert_eq!(f.session.discard_pending(), vec![queued.clone()]);
+    f.release.send(()).unwrap();
+    assert_eq!(reports.blocking_recv().unwrap().answer, "first");
+    let log = f.session.close().unwrap();
+    let events = events(&log);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::TurnStart { turn: 1, .. })),
+        "{events:#?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::InputIncluded { input_id, .. } if *input_id == queued))
+    );
+}
+
 #[test]
 fn the_feed_yields_committed_events_in_order_from_tokio_too() {
     let f = fixture("- text: hi\n", SessionConfig::default());
