@@ -50,9 +50,11 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     sweep_stale_run_dirs();
     let temp_dir = facts.run_temp_dir();
     let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
-    if let Some(code) = refused_by_rules(&plan, &args.argv) {
-        return Ok(code);
-    }
+    let approved = match refused_by_rules(&plan, &args.argv) {
+        Checked::Refused(code) => return Ok(code),
+        Checked::Allowed => None,
+        Checked::Approved => Some(args.argv.clone()),
+    };
     let approvals =
         bridle_exec::approvals::Approvals::new(plan.approval, crate::agent_host::answerer());
     let proxy = match crate::net_wiring::exec_proxy(&plan) {
@@ -140,7 +142,9 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             if attached.is_err() {
                 running.kill_tree();
             }
-            let mut execs = Reported(bridle_exec::supervised::CallExecs::new(&approvals));
+            let approved: Vec<Vec<String>> = approved.into_iter().collect();
+            let mut execs =
+                Reported(bridle_exec::supervised::CallExecs::new(&approvals).approving(&approved));
             let finished = running.finish_observed(timeout, &mut execs);
             for line in finished.inspection.messages() {
                 say(&line);
@@ -190,6 +194,17 @@ impl bridle_sandbox::ExecObserver for Reported<'_> {
     }
 }
 
+/// What the command rules say of the top-level command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// A rule allows it (or none matched).
+    Allowed,
+    /// An `ask` rule matched and the person approved it.
+    Approved,
+    /// Not run: the exit status (126), after a `bridle:` line naming the rule.
+    Refused(u8),
+}
+
 /// After a command failed with the network off: one line saying so, when the kernel saw it try
 /// to reach the network (see [`bridle_sandbox::net_watch`]).
 pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
@@ -208,18 +223,17 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
 
 /// Checks the top-level command (`bridle exec`'s CMD, `bridle shell`'s shell) against the
 /// command rules before any sandbox is prepared: `deny` refuses; `ask` asks the person at the
-/// terminal and refuses when nobody can be asked. Returns the exit status (126) when the
-/// command must not run, after one `bridle:` line naming the rule. What the command then runs
-/// is checked by the same rules at every exec (the sandbox's exec supervisor).
-pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Option<u8> {
+/// terminal and refuses when nobody can be asked. What the command then runs is checked by
+/// the same rules at every exec (the sandbox's exec supervisor).
+pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Checked {
     use bridle_exec::approvals::{ApprovalRequest, Approvals};
     const EXIT_REFUSED_BY_RULE: u8 = 126;
     let verdict = plan.decide_exec(argv);
     match verdict.decision {
-        bridle_policy::Decision::Allow => None,
+        bridle_policy::Decision::Allow => Checked::Allowed,
         bridle_policy::Decision::Deny => {
             say(&verdict.reason);
-            Some(EXIT_REFUSED_BY_RULE)
+            Checked::Refused(EXIT_REFUSED_BY_RULE)
         }
         bridle_policy::Decision::Ask => {
             let approvals = Approvals::new(plan.approval, crate::agent_host::answerer());
@@ -230,9 +244,11 @@ pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Option<u
                 justification: None,
                 escalation: None,
             });
-            let text = outcome.denial(plan.approval)?;
+            let Some(text) = outcome.denial(plan.approval) else {
+                return Checked::Approved;
+            };
             say(&format!("{}; not run: {text}", verdict.reason));
-            Some(EXIT_REFUSED_BY_RULE)
+            Checked::Refused(EXIT_REFUSED_BY_RULE)
         }
     }
 }

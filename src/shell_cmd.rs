@@ -43,7 +43,9 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     ensure_temp_base()?;
     let temp_dir = facts.run_temp_dir();
     let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
-    if let Some(code) = crate::exec_cmd::refused_by_rules(&plan, &["bash".into(), "-i".into()]) {
+    if let crate::exec_cmd::Checked::Refused(code) =
+        crate::exec_cmd::refused_by_rules(&plan, &["bash".into(), "-i".into()])
+    {
         return Ok(code);
     }
     let proxy = match crate::net_wiring::shell_proxy(&plan) {

@@ -117,7 +117,8 @@ impl TypedTool for Bash {
             output_cap: env.output_cap,
             spill_dir: spec.temp_dir.clone(),
         };
-        let mut execs = crate::supervised::CallExecs::new(env.approvals);
+        let mut execs =
+            crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
         let result = match env.spawner.run_observed(&request, &mut execs) {
             Ok(r) => r,
             Err(e) => return env.result(false, format!("running the command failed: {e}"), None),

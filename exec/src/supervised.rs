@@ -70,6 +70,8 @@ impl From<&ExecRecord> for ExecDecision {
 /// The observer of one tool call's command.
 pub struct CallExecs<'a> {
     approvals: &'a Approvals<'a>,
+    /// Exact command lines a person already approved: not asked about again.
+    approved: Vec<Vec<String>>,
     /// What was reported, in order.
     pub records: Vec<ExecRecord>,
 }
@@ -87,8 +89,16 @@ impl<'a> CallExecs<'a> {
     pub fn new(approvals: &'a Approvals<'a>) -> CallExecs<'a> {
         CallExecs {
             approvals,
+            approved: Vec::new(),
             records: Vec::new(),
         }
+    }
+
+    /// Does not ask again about an exec of exactly one of `approved` (what the person already
+    /// approved for the call); any other exec an `ask` rule matches is still asked about.
+    pub fn approving(mut self, approved: &[Vec<String>]) -> CallExecs<'a> {
+        self.approved = approved.to_vec();
+        self
     }
 
     /// The lines the tool result adds for what was reported (empty when nothing was).
@@ -116,6 +126,9 @@ impl ExecObserver for CallExecs<'_> {
     }
 
     fn approve(&mut self, record: &ExecRecord) -> bool {
+        if self.approved.contains(&record.argv) {
+            return true;
+        }
         let request = ApprovalRequest {
             tool: "exec".into(),
             arguments: serde_json::json!({

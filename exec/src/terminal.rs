@@ -404,7 +404,8 @@ impl TypedTool for TerminalTool {
                 let line = format!("{carried}{input}");
                 line.rsplit('\n').next().unwrap_or("").to_owned()
             };
-            let mut execs = crate::supervised::CallExecs::new(env.approvals);
+            let mut execs =
+                crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
             out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
             out.push_str(&execs.note());
             exec_decisions = execs.records;

@@ -182,6 +182,9 @@ pub struct CallEnv<'a> {
     /// The call's approvals seam, observed: what the exec supervisor decides while the
     /// call's command runs is reported there as it happens, and its questions asked there.
     pub approvals: &'a Approvals<'a>,
+    /// The command lines a person approved for this call, exactly: the exec supervisor does
+    /// not ask about them a second time.
+    pub approved_commands: &'a [Vec<String>],
 }
 
 impl std::fmt::Debug for CallEnv<'_> {

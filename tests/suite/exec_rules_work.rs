@@ -154,6 +154,34 @@ fn an_ask_rule_at_an_exec_holds_the_process_until_a_person_answers() {
     }
 }
 
+/// The command's own exec is the first the supervisor decides, before the run has started:
+/// its question must reach the person (it used to wait forever for an observer that exists
+/// only once the run is started), and a command line the person approved is not asked about
+/// a second time, neither by `bridle exec` nor through the `bash` tool (its `bash -c` and the
+/// `git` it runs).
+#[test]
+fn an_approved_command_is_asked_about_once_and_runs() {
+    let push = "git -C repo push -q origin HEAD:main";
+    let bash = serde_json::json!({ "command": push }).to_string();
+    let runs: [(&str, Vec<&str>); 2] = [
+        ("exec", push.split(' ').collect()),
+        ("tool", vec!["bash", &bash]),
+    ];
+    for (how, rest) in runs {
+        let e = with_remote();
+        let mut args = vec!["--profile", "workstation", how];
+        if how == "exec" {
+            args.push("--");
+        }
+        args.extend(rest);
+        let r = bridle_in_pty(&args, &e.home, &e.workspace, Some("y"), None);
+        let asked = r.stdout.matches("approval needed for tool").count();
+        assert_eq!(asked, 1, "{how}: asked {asked} times:\n{}", r.stdout);
+        let refs = git(&e.workspace.join("remote.git"), &["for-each-ref"]);
+        assert!(!refs.trim().is_empty(), "{how}: not pushed:\n{}", r.stdout);
+    }
+}
+
 #[test]
 fn an_ask_rule_at_an_exec_is_denied_when_nobody_can_be_asked() {
     let e = with_remote();

@@ -56,6 +56,8 @@ impl std::fmt::Debug for Pipeline {
 struct Allowed {
     by: String,
     links: HardLinks,
+    /// What a person approved to run (empty when nobody was asked).
+    approved_commands: Vec<Vec<String>>,
 }
 
 impl Pipeline {
@@ -226,6 +228,7 @@ impl Pipeline {
             output_cap: self.output_cap,
             answerer: self.approvals.answerer(),
             approvals: &approvals,
+            approved_commands: &allowed.approved_commands,
         };
         let result = (prepared.execute)(&env);
         // Post-process: what the proxy decided for the call's connections, before its result.
@@ -350,11 +353,42 @@ impl Pipeline {
         } else {
             HardLinks::Refused
         };
+        let approved_commands = if approved {
+            approved_commands(&declaration.effects)
+        } else {
+            Vec::new()
+        };
         Ok(Allowed {
             by: allowed_by.join("; "),
             links,
+            approved_commands,
         })
     }
+}
+
+/// The command lines a person saw and approved in a call's effects, exactly as they will be
+/// exec'd: a shell text as `bash -c TEXT` and each of its simple commands whose every word is
+/// literal; an argv as it is. The exec supervisor does not ask again about exactly these.
+fn approved_commands(effects: &[Effect]) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    for effect in effects {
+        match effect {
+            Effect::Shell(text) => {
+                commands.push(vec!["bash".to_owned(), "-c".to_owned(), text.clone()]);
+                for command in bridle_policy::shell::parse(text).commands {
+                    let words: Option<Vec<String>> = command
+                        .words
+                        .iter()
+                        .map(|w| w.as_literal().map(str::to_owned))
+                        .collect();
+                    commands.extend(words.filter(|w| !w.is_empty()));
+                }
+            }
+            Effect::Exec(argv) => commands.push(argv.clone()),
+            _ => {}
+        }
+    }
+    commands
 }
 
 /// The policy's decision on a write to `path`, at least `ask` when the profile has path rules

@@ -409,7 +409,14 @@ impl Launch {
             events_tx,
             reader,
         };
-        let ended = match read_status(status_read) {
+        let status = match &running.reader {
+            None => read_status(status_read, |_| {}),
+            Some(_) => match running.await_status(status_read) {
+                Startup::Ended(status) => status,
+                Startup::Asking(ready) => Ok(ready),
+            },
+        };
+        let ended = match status {
             Ok(ready) => {
                 for note in &ready.notes {
                     tracing::info!("{note}");
@@ -553,19 +560,28 @@ struct ChildIo {
     stderr: Option<std::process::ChildStderr>,
 }
 
+#[derive(Debug)]
 enum StatusEnd {
     Refused(Refusal),
     ExecFailed(ExecFailure),
 }
 
-fn read_status(fd: OwnedFd) -> Result<ReadyReport, StatusEnd> {
+/// Reads the launcher's status until the pipe closes (the command's exec succeeded, or the
+/// launcher ended); `on_ready` is told of the ready report as soon as it is read.
+fn read_status(
+    fd: OwnedFd,
+    mut on_ready: impl FnMut(&ReadyReport),
+) -> Result<ReadyReport, StatusEnd> {
     let mut ready = None;
     let mut outcome = None;
     let reader = BufReader::new(std::fs::File::from(fd));
     for line in reader.lines() {
         let Ok(line) = line else { break };
         match StatusLine::parse(&line) {
-            Some(StatusLine::Ready(report)) => ready = Some(report),
+            Some(StatusLine::Ready(report)) => {
+                on_ready(&report);
+                ready = Some(report);
+            }
             Some(StatusLine::Fail { guarantee, cause }) => {
                 outcome.get_or_insert(StatusEnd::Refused(refusal(guarantee, cause)));
             }
@@ -637,6 +653,73 @@ enum Wake {
     Exited(nix::Result<WaitStatus>),
     /// The exec supervisor reported something.
     Exec(crate::supervisor::record::FromSupervisor),
+    /// The launcher's status while the run starts (ignored once it is running).
+    Status(StatusWake),
+}
+
+/// The launcher's status, read on its own thread while the supervisor may already report.
+#[derive(Debug)]
+enum StatusWake {
+    /// The command is about to exec.
+    Ready(ReadyReport),
+    /// The status pipe closed: how the start ended.
+    Ended(Result<ReadyReport, StatusEnd>),
+}
+
+/// How a supervised run's start ended.
+enum Startup {
+    /// The status pipe closed.
+    Ended(Result<ReadyReport, StatusEnd>),
+    /// The command's own exec waits for a person's answer, which only the observer of the
+    /// running command can give: the run is handed over running, the question first.
+    Asking(ReadyReport),
+}
+
+impl Running {
+    /// Waits for the launcher's status of a supervised run. The status pipe closes only once
+    /// the command's exec went through, and the supervisor decides that exec first: a question
+    /// about it would wait forever for an observer that exists only after the start.
+    fn await_status(&mut self, status_read: OwnedFd) -> Startup {
+        let tx = self.events_tx.clone();
+        std::thread::spawn(move || {
+            let ready = |report: &ReadyReport| {
+                let _ = tx.send(Wake::Status(StatusWake::Ready(report.clone())));
+            };
+            let ended = read_status(status_read, ready);
+            let _ = tx.send(Wake::Status(StatusWake::Ended(ended)));
+        });
+        let Some(events) = &self.events else {
+            return Startup::Ended(Err(StatusEnd::Refused(refusal(None, "no event channel"))));
+        };
+        let mut ready = None;
+        let mut held = Vec::new();
+        let startup = loop {
+            match events.recv() {
+                Ok(Wake::Status(StatusWake::Ready(report))) => ready = Some(report),
+                Ok(Wake::Status(StatusWake::Ended(ended))) => break Startup::Ended(ended),
+                Ok(Wake::Exec(ask @ crate::supervisor::record::FromSupervisor::Ask(..))) => {
+                    held.push(ask);
+                    if let Some(report) = ready.take() {
+                        break Startup::Asking(report);
+                    }
+                }
+                Ok(Wake::Exec(decided)) => held.push(decided),
+                Ok(Wake::Exited(_)) => {}
+                Err(_) => {
+                    break Startup::Ended(Err(StatusEnd::Refused(refusal(
+                        None,
+                        "the launcher's status was lost",
+                    ))));
+                }
+            }
+        };
+        // What came during the start goes to the observer first (nothing else can come
+        // meanwhile for the process that waits for its answer).
+        for message in held {
+            let _ = self.events_tx.send(Wake::Exec(message));
+        }
+        startup
+    }
 }
 
 /// How a run ended, and what bridle found in the writable roots afterwards.
@@ -725,8 +808,8 @@ impl Running {
         while let Ok(wake) = next {
             match wake {
                 Wake::Exec(message) => crate::supervisor::record::observe(message, observer),
-                // Not sent before `finish_observed` starts its waiter.
-                Wake::Exited(_) => {}
+                // Not sent before `finish_observed` starts its waiter; the status is over.
+                Wake::Exited(_) | Wake::Status(_) => {}
             }
             next = events
                 .try_recv()
@@ -817,6 +900,7 @@ impl Running {
                 Ok(Wake::Exec(crate::supervisor::record::FromSupervisor::Ask(..))) if timed_out => {
                 }
                 Ok(Wake::Exec(message)) => crate::supervisor::record::observe(message, observer),
+                Ok(Wake::Status(_)) => {}
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     timed_out = true;
                     let _ = kill(pid, Signal::SIGTERM);
@@ -839,14 +923,17 @@ impl Running {
                     Ok(Wake::Exec(message)) => {
                         crate::supervisor::record::observe(message, observer);
                     }
-                    Ok(Wake::Exited(_)) => {}
+                    Ok(Wake::Exited(_) | Wake::Status(_)) => {}
                     Err(_) if reader.is_finished() => break,
                     Err(_) => {}
                 }
             }
             let _ = reader.join();
-            while let Ok(Wake::Exec(message)) = rx.try_recv() {
-                if let crate::supervisor::record::FromSupervisor::Decided(..) = message {
+            while let Ok(wake) = rx.try_recv() {
+                if let Wake::Exec(
+                    message @ crate::supervisor::record::FromSupervisor::Decided(..),
+                ) = wake
+                {
                     crate::supervisor::record::observe(message, observer);
                 }
             }
