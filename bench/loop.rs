@@ -1,13 +1,23 @@
 //! The agent loop's own cost (issue 11): one turn of the scripted model with a tool call per
 //! step and a tool that does nothing, so what is measured is the loop — deriving the request,
-//! logging, the barrier, naming and scheduling calls — per step. Once on a fresh session and
-//! once after 20 000 logged events, to show the cost per step does not grow with the log
+//! logging, the barriers, naming and scheduling calls — per step. On a fresh session and after
+//! 20 000 and 100 000 logged events, to show the cost per step does not grow with the log
 //! (the loop derives incrementally). The log lives in /dev/shm, so the fsync of each barrier
 //! costs what the page cache costs, not what this machine's disk costs.
 //!
+//! Criterion gives the wall time per step; on a loaded machine that is mostly waiting to be
+//! scheduled (each step hands over to the model's thread and back), so after criterion the
+//! bench prints the process's CPU time (user + system, every thread) per step over
+//! `CPU_TURNS` turns of each session, which is what the loop itself costs.
+//!
 //! Run: `cargo bench --bench loop`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    missing_docs
+)]
 
 use std::time::{Duration, Instant};
 
@@ -15,9 +25,17 @@ use bridle_agent::log::{Backend, Event, NewSession, SessionDir, SessionLog};
 use bridle_agent::model::script::ScriptModel;
 use bridle_agent::tools::{Notes, ToolHost, ToolNote, ToolOutcome};
 use bridle_agent::{Agent, AgentConfig};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 
 const STEPS: usize = 50;
+/// Turns per session for the CPU-time figures.
+const CPU_TURNS: usize = 20;
+/// The sessions measured: name and events logged before the first turn.
+const SESSIONS: [(&str, usize); 3] = [
+    ("fresh session", 0),
+    ("after 20k events", 20_000),
+    ("after 100k events", 100_000),
+];
 
 struct Noop;
 
@@ -75,30 +93,38 @@ fn session(dir: &std::path::Path, prefill: usize) -> SessionLog {
     log
 }
 
+/// Runs one turn of the script on `log` and hands the log back.
+fn turn(
+    log: SessionLog,
+    responses: &[bridle_agent::model::script::ScriptedResponse],
+) -> SessionLog {
+    let model = ScriptModel::new("script:bench", responses.to_vec());
+    let mut agent = Agent::new(
+        log,
+        Box::new(model),
+        &Noop,
+        AgentConfig {
+            max_steps: 100,
+            ..AgentConfig::default()
+        },
+    );
+    let report = agent.run_turn("go").unwrap();
+    assert_eq!(report.answer, "done");
+    agent.into_log()
+}
+
 fn per_step(c: &mut Criterion, name: &str, prefill: usize) {
     let script = script();
     let responses = ScriptModel::parse("bench", &script).unwrap();
     let root = tempfile::tempdir_in("/dev/shm").unwrap();
     let mut log = Some(session(root.path(), prefill));
-    c.bench_function(name, |b| {
+    c.bench_function(&format!("loop per step ({name})"), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let model = ScriptModel::new("script:bench", responses.clone());
-                let mut agent = Agent::new(
-                    log.take().unwrap(),
-                    Box::new(model),
-                    &Noop,
-                    AgentConfig {
-                        max_steps: 100,
-                        ..AgentConfig::default()
-                    },
-                );
                 let start = Instant::now();
-                let report = agent.run_turn("go").unwrap();
+                log = Some(turn(log.take().unwrap(), &responses));
                 total += start.elapsed();
-                assert_eq!(report.answer, "done");
-                log = Some(agent.into_log());
             }
             // Per step: the turn's time divided by its steps.
             total / u32::try_from(STEPS).unwrap()
@@ -106,9 +132,53 @@ fn per_step(c: &mut Criterion, name: &str, prefill: usize) {
     });
 }
 
+/// User + system time of this process so far (all threads).
+fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).unwrap();
+    let of = |t: nix::sys::time::TimeVal| {
+        Duration::new(
+            u64::try_from(t.tv_sec()).unwrap(),
+            u32::try_from(t.tv_usec()).unwrap() * 1000,
+        )
+    };
+    of(usage.user_time()) + of(usage.system_time())
+}
+
+/// The CPU time per step of each session, median over `CPU_TURNS` turns (with the wall
+/// time beside it).
+fn cpu_per_step() {
+    let responses = ScriptModel::parse("bench", &script()).unwrap();
+    for (name, prefill) in SESSIONS {
+        let root = tempfile::tempdir_in("/dev/shm").unwrap();
+        let mut log = session(root.path(), prefill);
+        log = turn(log, &responses);
+        let mut cpu = Vec::new();
+        let mut wall = Vec::new();
+        for _ in 0..CPU_TURNS {
+            let (c0, w0) = (cpu_time(), Instant::now());
+            log = turn(log, &responses);
+            cpu.push((cpu_time() - c0) / u32::try_from(STEPS).unwrap());
+            wall.push(w0.elapsed() / u32::try_from(STEPS).unwrap());
+        }
+        cpu.sort();
+        wall.sort();
+        println!(
+            "loop per step ({name}, {} events at the end): CPU median {:.3} ms (min {:.3}, \
+             max {:.3}), wall median {:.3} ms",
+            log.next_seq(),
+            cpu[CPU_TURNS / 2].as_secs_f64() * 1e3,
+            cpu[0].as_secs_f64() * 1e3,
+            cpu[CPU_TURNS - 1].as_secs_f64() * 1e3,
+            wall[CPU_TURNS / 2].as_secs_f64() * 1e3,
+        );
+    }
+}
+
 fn loop_overhead(c: &mut Criterion) {
-    per_step(c, "loop per step (fresh session)", 0);
-    per_step(c, "loop per step (after 20k events)", 20_000);
+    for (name, prefill) in SESSIONS {
+        per_step(c, name, prefill);
+    }
 }
 
 criterion_group! {
@@ -116,4 +186,9 @@ criterion_group! {
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5));
     targets = loop_overhead
 }
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    cpu_per_step();
+}

@@ -427,8 +427,8 @@ impl SessionDir {
         let mut store = backend.open_read_only(&path).ok()?;
         let mut created = None;
         store
-            .scan(&mut |record, _| {
-                if let Ok(Some(Event::SessionHeader(h))) = record.into_event() {
+            .scan(&mut |scanned| {
+                if let Ok(Some(Event::SessionHeader(h))) = scanned.into_event() {
                     created = Some(h.created);
                 }
                 Flow::Break(())
@@ -550,7 +550,7 @@ fn scan_verified(
     let head = head::read(&head::path_for(store.path()), key, id);
     let mut verifier = Verifier::new(key, id, head, records);
     let mut failed = None;
-    let torn = store.scan(&mut |record, data| match verifier.check(record, data) {
+    let torn = store.scan(&mut |scanned| match verifier.check(scanned) {
         Ok(passed) => {
             keep(passed);
             Flow::Continue(())

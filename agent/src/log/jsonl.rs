@@ -4,7 +4,8 @@ use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::record::Record;
+use super::canonical;
+use super::record::{Record, Scanned};
 use super::store::{Flow, LogStore, TornTail, publish, staging_name, sync_dir};
 use crate::AgentError;
 
@@ -104,7 +105,7 @@ impl LogStore for JsonlStore {
 
     fn scan(
         &mut self,
-        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+        visit: &mut dyn FnMut(Scanned<'_>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError> {
         let read_error = |e: std::io::Error| AgentError::ReadLog {
             path: self.path.clone(),
@@ -134,14 +135,20 @@ impl LogStore for JsonlStore {
                 continue;
             }
             let line = &line[..n - 1];
-            let record: Record =
-                serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
-                    path: self.path.clone(),
-                    line: index + 1,
-                    reason: e.to_string(),
-                })?;
-            let data = record.stored_data(line);
-            visiting = visit(record, data).is_continue();
+            let scanned = match canonical::parse_line(line) {
+                Some(raw) => Scanned::Exact(raw),
+                None => {
+                    let record: Record =
+                        serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
+                            path: self.path.clone(),
+                            line: index + 1,
+                            reason: e.to_string(),
+                        })?;
+                    let data = record.stored_data(line);
+                    Scanned::Parsed(record, data)
+                }
+            };
+            visiting = visit(scanned).is_continue();
         }
         Ok(None)
     }

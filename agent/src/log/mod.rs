@@ -16,6 +16,7 @@
 //!   (`policy/effective`), each turn and why it ended, each call with what decided it, and
 //!   the results of calls that were never dispatched under the calls they answer.
 
+mod canonical;
 pub mod chain;
 mod compaction;
 mod dir;
@@ -30,6 +31,7 @@ mod store;
 mod timeline;
 mod verify;
 
+pub use canonical::RawRecord;
 pub use compaction::Window;
 pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
@@ -39,7 +41,7 @@ pub use event::{
     RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
-pub use record::{Record, now_rfc3339, rfc3339};
+pub use record::{Record, Scanned, now_rfc3339, rfc3339};
 pub use session::SessionLog;
 pub use store::{Backend, Flow, LogStore, Stored, TornTail};
 pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::canonical::{RawRecord, quoted};
 use super::chain::{self, Hash, LogKey};
 use super::event::Event;
 
@@ -85,29 +86,9 @@ impl Record {
         self.body_parts(&data).concat()
     }
 
-    /// [`Record::canonical_body`] in pieces around `data` (the data's canonical bytes): the
-    /// envelope's keys in sorted order, then the data's own keys as stored: sorted when the
-    /// record was made (`split`), whether or not a crate in the build turned on serde_json's
-    /// `preserve_order` (the ACP SDK does), and kept in the line's order when read, so a line
-    /// whose keys were reordered no longer matches its hash.
+    /// [`Record::canonical_body`] in pieces around `data` (the data's canonical bytes).
     fn body_parts<'a>(&'a self, data: &'a [u8]) -> [std::borrow::Cow<'a, [u8]>; 9] {
-        use std::borrow::Cow::{Borrowed, Owned};
-        let json = |text: &str| Owned(serde_json::to_vec(text).unwrap_or_default());
-        [
-            Borrowed(b"{\"data\":"),
-            Borrowed(data),
-            Borrowed(if self.ignorable {
-                b",\"ignorable\":true,\"seq\":"
-            } else {
-                b",\"ignorable\":false,\"seq\":"
-            }),
-            Owned(self.seq.to_string().into_bytes()),
-            Borrowed(b",\"time\":"),
-            json(&self.time),
-            Borrowed(b",\"type\":"),
-            json(&self.kind),
-            Borrowed(b"}"),
-        ]
+        body_parts(data, self.ignorable, self.seq, &self.time, &self.kind)
     }
 
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
@@ -123,21 +104,7 @@ impl Record {
         prev: &Hash,
         data: &[u8],
     ) -> Result<Hash, String> {
-        let stored = chain::from_hex(&self.hash)
-            .ok_or_else(|| format!("hash {:?} is not 64 lower-case hex digits", self.hash))?;
-        let parts = self.body_parts(data);
-        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        all.push(prev);
-        all.extend(parts.iter().map(AsRef::as_ref));
-        if stored == key.mac(&all) {
-            Ok(stored)
-        } else {
-            Err(
-                "hash does not match its content and the event before it (edited, removed, \
-                 reordered or forged)"
-                    .to_owned(),
-            )
-        }
+        check_link(key, prev, &self.hash, &self.body_parts(data))
     }
 
     /// The typed event; `None` for an ignorable event of a type this version does not know.
@@ -147,15 +114,8 @@ impl Record {
 
     /// [`Record::event`], consuming the record (its data is moved into the event, not copied).
     pub fn into_event(self) -> Result<Option<Event>, String> {
-        if !Event::is_known_kind(&self.kind) {
-            return if self.ignorable {
-                Ok(None)
-            } else {
-                Err(format!(
-                    "unknown event type {:?} (not marked ignorable)",
-                    self.kind
-                ))
-            };
+        if !known_kind(&self.kind, self.ignorable)? {
+            return Ok(None);
         }
         let kind = self.kind.clone();
         let mut tagged = serde_json::Map::new();
@@ -167,13 +127,165 @@ impl Record {
     }
 }
 
+/// A record as a store reads it back, before it is verified.
+#[derive(Debug)]
+pub enum Scanned<'a> {
+    /// Stored byte for byte as bridle writes it, taken apart without building a JSON value
+    /// (the common case, and the fast one).
+    Exact(RawRecord<'a>),
+    /// Parsed into a record; with its data's canonical bytes when it is stored byte for byte
+    /// as bridle writes it, `None` when it is not.
+    Parsed(Record, Option<Vec<u8>>),
+}
+
+impl Scanned<'_> {
+    /// The record's number as stored.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Self::Exact(raw) => raw.seq,
+            Self::Parsed(record, _) => record.seq,
+        }
+    }
+
+    /// The record, and whether it is stored byte for byte as bridle writes it.
+    pub fn into_record(self) -> (Record, bool) {
+        match self {
+            Self::Exact(raw) => (raw.to_record(), true),
+            Self::Parsed(record, data) => (record, data.is_some()),
+        }
+    }
+
+    /// The typed event (see [`Record::into_event`]).
+    pub fn into_event(self) -> Result<Option<Event>, String> {
+        match self {
+            Self::Exact(raw) => raw.event(&mut Vec::new()),
+            Self::Parsed(record, _) => record.into_event(),
+        }
+    }
+}
+
+impl RawRecord<'_> {
+    /// Whether this record is the one that follows `prev` under `key`; returns its hash.
+    /// The data's bytes are its canonical bytes, hashed as they are.
+    pub fn check_link(&self, key: &LogKey, prev: &Hash) -> Result<Hash, String> {
+        let parts = body_parts(
+            self.data.as_bytes(),
+            self.ignorable,
+            self.seq,
+            self.time,
+            self.kind,
+        );
+        check_link(key, prev, self.hash, &parts)
+    }
+
+    /// The typed event, parsed straight from the data's bytes (`buf` is scratch space);
+    /// `None` for an ignorable event of a type this version does not know.
+    pub fn event(&self, buf: &mut Vec<u8>) -> Result<Option<Event>, String> {
+        if !known_kind(self.kind, self.ignorable)? {
+            return Ok(None);
+        }
+        // Tag first, so serde reads the data once, straight into the variant.
+        buf.clear();
+        buf.extend_from_slice(b"{\"type\":");
+        buf.extend_from_slice(&quoted(self.kind));
+        buf.extend_from_slice(b",\"data\":");
+        buf.extend_from_slice(self.data.as_bytes());
+        buf.push(b'}');
+        match serde_json::from_slice(buf) {
+            Ok(event) => Ok(Some(event)),
+            // Said as the record's own parse says it (without positions in the scratch).
+            Err(_) => self.to_record().into_event(),
+        }
+    }
+
+    /// The record as stored, with its data as a JSON value.
+    pub fn to_record(&self) -> Record {
+        Record {
+            seq: self.seq,
+            time: self.time.to_owned(),
+            kind: self.kind.to_owned(),
+            // Canonical data is JSON.
+            data: serde_json::from_str(self.data).unwrap_or_default(),
+            ignorable: self.ignorable,
+            hash: self.hash.to_owned(),
+        }
+    }
+}
+
+/// Whether events of type `kind` are read: `false` for an ignorable type this version does
+/// not know, an error for one that is not ignorable.
+fn known_kind(kind: &str, ignorable: bool) -> Result<bool, String> {
+    if Event::is_known_kind(kind) {
+        Ok(true)
+    } else if ignorable {
+        Ok(false)
+    } else {
+        Err(format!(
+            "unknown event type {kind:?} (not marked ignorable)"
+        ))
+    }
+}
+
+/// The canonical body in pieces around `data` (the data's canonical bytes): the envelope's
+/// keys in sorted order, then the data's own keys as stored: sorted when the record was made
+/// (`split`), whether or not a crate in the build turned on serde_json's `preserve_order`
+/// (the ACP SDK does), and kept in the line's order when read, so a line whose keys were
+/// reordered no longer matches its hash.
+fn body_parts<'a>(
+    data: &'a [u8],
+    ignorable: bool,
+    seq: u64,
+    time: &str,
+    kind: &str,
+) -> [std::borrow::Cow<'a, [u8]>; 9] {
+    use std::borrow::Cow::{Borrowed, Owned};
+    [
+        Borrowed(b"{\"data\":"),
+        Borrowed(data),
+        Borrowed(if ignorable {
+            b",\"ignorable\":true,\"seq\":"
+        } else {
+            b",\"ignorable\":false,\"seq\":"
+        }),
+        Owned(seq.to_string().into_bytes()),
+        Borrowed(b",\"time\":"),
+        Owned(quoted(time)),
+        Borrowed(b",\"type\":"),
+        Owned(quoted(kind)),
+        Borrowed(b"}"),
+    ]
+}
+
+/// Whether the record stored with hash `hash` and canonical body `parts` follows `prev`.
+fn check_link(
+    key: &LogKey,
+    prev: &Hash,
+    hash: &str,
+    parts: &[std::borrow::Cow<'_, [u8]>],
+) -> Result<Hash, String> {
+    let stored = chain::from_hex(hash)
+        .ok_or_else(|| format!("hash {hash:?} is not 64 lower-case hex digits"))?;
+    let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+    all.push(prev);
+    all.extend(parts.iter().map(AsRef::as_ref));
+    if stored == key.mac(&all) {
+        Ok(stored)
+    } else {
+        Err(
+            "hash does not match its content and the event before it (edited, removed, \
+             reordered or forged)"
+                .to_owned(),
+        )
+    }
+}
+
 /// An event's `type` and `data`.
 fn split(event: &Event) -> (String, serde_json::Value) {
     // Serialising an `Event` cannot fail: every field is plain data with string keys.
-    let value = serde_json::to_value(event).unwrap_or_default();
+    let mut value = serde_json::to_value(event).unwrap_or_default();
     let mut data = value
-        .get("data")
-        .cloned()
+        .get_mut("data")
+        .map(serde_json::Value::take)
         .unwrap_or(serde_json::Value::Null);
     // Stored with sorted keys, as every build of bridle writes them (see `canonical_body`).
     data.sort_all_objects();

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::record::Record;
+use super::canonical::{self, RawRecord};
+use super::record::{Record, Scanned};
 use super::store::{Flow, LogStore, TornTail, publish, staging_name};
 use crate::AgentError;
 
@@ -189,7 +190,7 @@ impl LogStore for SqliteStore {
 
     fn scan(
         &mut self,
-        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+        visit: &mut dyn FnMut(Scanned<'_>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError> {
         let path = self.path.clone();
         let fail = |row: u64, e: rusqlite::Error| AgentError::ReadLog {
@@ -216,6 +217,20 @@ impl LogStore for SqliteStore {
                 reason: format!("the event in row {index} has the negative number {seq}"),
             })?;
             let data_text = get_text(3)?;
+            if canonical::is_canonical_value(&data_text) {
+                let raw = RawRecord {
+                    seq,
+                    time: &time,
+                    kind: &kind,
+                    data: &data_text,
+                    ignorable,
+                    hash: &hash,
+                };
+                if visit(Scanned::Exact(raw)).is_break() {
+                    break;
+                }
+                continue;
+            }
             let data: serde_json::Value =
                 serde_json::from_str(&data_text).map_err(|e| AgentError::ParseEvent {
                     path: path.clone(),
@@ -235,7 +250,7 @@ impl LogStore for SqliteStore {
                 ignorable,
                 hash,
             };
-            if visit(record, canonical).is_break() {
+            if visit(Scanned::Parsed(record, canonical)).is_break() {
                 break;
             }
         }

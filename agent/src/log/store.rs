@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::Record;
+use super::record::{Record, Scanned};
 use crate::AgentError;
 
 /// A backend that keeps a session's records in order.
@@ -14,15 +14,15 @@ pub trait LogStore: std::fmt::Debug + Send {
     /// Appends `records` (the next ones, in order) and makes them durable before returning.
     fn append(&mut self, records: &[Record]) -> Result<(), AgentError>;
 
-    /// Reads the records in order, one at a time, handing each to `visit` with, when it is
-    /// stored byte for byte as bridle writes it, the bytes of its data (its canonical data, so
-    /// hashing needs no second serialisation); nothing is kept, so memory does not grow with
-    /// the log. When `visit` breaks, no further record is parsed or handed over (the rest is
+    /// Reads the records in order, one at a time, handing each to `visit` as read: taken
+    /// apart straight from its bytes when it is stored byte for byte as bridle writes it, else
+    /// parsed (with its data's canonical bytes when it still is the stored form); nothing is
+    /// kept, so memory does not grow with the log. When `visit` breaks, no further record is parsed or handed over (the rest is
     /// only read far enough to find a torn tail). Returns the trailing bytes after the last
     /// complete record that are not a record.
     fn scan(
         &mut self,
-        visit: &mut dyn FnMut(Record, Option<Vec<u8>>) -> Flow,
+        visit: &mut dyn FnMut(Scanned<'_>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError>;
 
     /// Every record, in order; which of them are not stored byte for byte as bridle writes
@@ -31,8 +31,9 @@ pub trait LogStore: std::fmt::Debug + Send {
     fn read_all(&mut self) -> Result<Stored, AgentError> {
         let mut records = Vec::new();
         let mut noncanonical = Vec::new();
-        let torn = self.scan(&mut |record, data| {
-            if data.is_none() {
+        let torn = self.scan(&mut |scanned| {
+            let (record, canonical) = scanned.into_record();
+            if !canonical {
                 noncanonical.push(u64::try_from(records.len()).unwrap_or(u64::MAX));
             }
             records.push(record);

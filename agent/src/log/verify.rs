@@ -9,7 +9,7 @@ use super::compaction;
 use super::event::Event;
 use super::head::Head;
 use super::progress::Progress;
-use super::record::Record;
+use super::record::{Record, Scanned};
 
 /// The first bad event and what is wrong with it.
 pub(crate) type Problem = (u64, String);
@@ -49,6 +49,8 @@ pub(crate) struct Verifier<'a> {
     last_compaction: Option<u64>,
     /// Whether each record is handed back beside its event.
     records: bool,
+    /// Reused for parsing each event.
+    scratch: Vec<u8>,
 }
 
 impl<'a> Verifier<'a> {
@@ -70,40 +72,54 @@ impl<'a> Verifier<'a> {
             progress: Progress::default(),
             last_compaction: None,
             records,
+            scratch: Vec::new(),
         }
     }
 
-    /// Checks the next record; `data` is the canonical bytes of its data when it is stored
-    /// byte for byte as bridle writes it, `None` when it is not.
-    pub fn check(&mut self, record: Record, data: Option<Vec<u8>>) -> Result<Passed, Problem> {
+    /// Checks the next record, as the store read it.
+    pub fn check(&mut self, scanned: Scanned<'_>) -> Result<Passed, Problem> {
         let expected = self.next;
-        if record.seq != expected {
+        let seq = scanned.seq();
+        if seq != expected {
             return Err((
                 expected,
                 format!(
-                    "expected event {expected}, found event {} (events removed, inserted or \
-                     reordered)",
-                    record.seq
+                    "expected event {expected}, found event {seq} (events removed, inserted or \
+                     reordered)"
                 ),
             ));
         }
-        let Some(data) = data else {
-            return Err((
-                expected,
-                "its stored bytes are not what bridle wrote for it (edited outside bridle)"
-                    .to_owned(),
-            ));
+        let (time, kind, kept, event) = match scanned {
+            Scanned::Exact(raw) => {
+                self.prev = raw
+                    .check_link(self.key, &self.prev)
+                    .map_err(|e| (expected, e))?;
+                let kept = self.records.then(|| raw.to_record());
+                let event = raw.event(&mut self.scratch).map_err(|e| (expected, e))?;
+                let kind = (expected == 0).then(|| raw.kind.to_owned());
+                (raw.time.to_owned(), kind, kept, event)
+            }
+            Scanned::Parsed(_, None) => {
+                return Err((
+                    expected,
+                    "its stored bytes are not what bridle wrote for it (edited outside bridle)"
+                        .to_owned(),
+                ));
+            }
+            Scanned::Parsed(record, Some(data)) => {
+                self.prev = record
+                    .check_link_with(self.key, &self.prev, &data)
+                    .map_err(|e| (expected, e))?;
+                let time = record.time.clone();
+                let kind = (expected == 0).then(|| record.kind.clone());
+                let kept = self.records.then(|| record.clone());
+                let event = record.into_event().map_err(|e| (expected, e))?;
+                (time, kind, kept, event)
+            }
         };
-        self.prev = record
-            .check_link_with(self.key, &self.prev, &data)
-            .map_err(|e| (expected, e))?;
         if matches!(&self.head, Ok(Some(head)) if head.seq == expected) {
             self.at_head = Some(self.prev);
         }
-        let time = record.time.clone();
-        let kept = self.records.then(|| record.clone());
-        let kind = (expected == 0).then(|| record.kind.clone());
-        let event = record.into_event().map_err(|e| (expected, e))?;
         match (&event, expected) {
             (Some(Event::SessionHeader(header)), 0) if header.id != self.id => {
                 return Err((
