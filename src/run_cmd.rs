@@ -10,13 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result, bail};
 use bridle_agent::front::json;
 use bridle_agent::log::{
-    Backend, Event, NewSession, PolicyRule, PolicySummary, PromptSection, SessionDir, SessionLog,
-    TurnEndReason,
+    Backend, Event, NewSession, PolicyRule, PolicySummary, SessionDir, SessionLog, TurnEndReason,
 };
 use bridle_agent::model::Model;
 use bridle_agent::model::openai::OpenAiModel;
 use bridle_agent::model::script::ScriptModel;
-use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
+use bridle_agent::plugin::{PluginHost, RuntimeFacts, Shipped};
 use bridle_agent::{Agent, AgentConfig};
 use bridle_policy::Plan;
 
@@ -86,6 +85,9 @@ fn run_turn(
     facts.report_env(&policy);
     let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
     let preview = facts.plan(&policy, temp_dir.clone(), &[])?;
+    // The profile's `agent:` section: a plugin configuration that does not parse fails the
+    // profile load, before any session exists.
+    let plugins = plugin_host(&policy.agent, &preview)?;
     let dir = session_dir(args.session_dir.as_deref(), &preview, &temp_dir)?;
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
@@ -103,7 +105,6 @@ fn run_turn(
     log_policy(&mut log, &summary)?;
     say(&format!("session {}", log.id()));
     let session_id = log.id().to_owned();
-    let sections = vec![base_section(&plan)];
     let tools = LocalTools::new(
         SessionSetup {
             facts: &facts,
@@ -130,24 +131,20 @@ fn run_turn(
             })
     };
     let config = AgentConfig {
-        sections,
-        plan_mode: Some(PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?),
+        plugins: Arc::new(plugins),
         cancel: Some(Arc::new(cancelled_by)),
         ..AgentConfig::default()
     };
     let mut agent = Agent::new(log, model, &tools.pipeline, config);
     if args.plan {
-        agent.enter_plan_mode()?;
+        agent.command("/plan").map_err(plan_flag("--plan"))?;
     }
     // `/plan off` as the task is the headless way to leave plan mode, like `--plan-off`.
     let only_leave = args.task.trim() == "/plan off";
     if args.plan_off || only_leave {
-        let changed = agent.leave_plan_mode()?;
-        say(if changed {
-            "plan mode is off"
-        } else {
-            "plan mode is already inactive"
-        });
+        say(&agent
+            .command("/plan off")
+            .map_err(plan_flag("--plan-off"))?);
     }
     if only_leave {
         drop(agent);
@@ -468,45 +465,23 @@ fn open_log(
     Ok(dir.create(backend, new)?)
 }
 
-/// What the model is told about where it works and what confines it.
-fn base_section(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    let mut section = base_section_text(plan);
-    if let Some(list) = &spec.allow_list {
-        let hosts: Vec<&str> = list
-            .allow
-            .iter()
-            .take(30)
-            .map(|e| e.entry.as_str())
-            .collect();
-        section.text.push_str(&format!(
-            " The network is an allow-list: commands reach only these hosts, through a proxy the \
-             HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables name (there is no DNS inside; a client \
-             must use the proxy): {}.",
-            if hosts.is_empty() {
-                "none".to_owned()
-            } else {
-                hosts.join(", ")
-            }
-        ));
-    }
-    section
+/// The plugin host of the profile's `agent:` section (a bad plugin configuration is a bad
+/// profile: exit 2, naming file:line:col).
+fn plugin_host(section: &bridle_policy::AgentSection, plan: &Plan) -> Result<PluginHost> {
+    let shipped = Shipped::new(RuntimeFacts::from_plan(plan));
+    bridle_agent::plugin::load(section, &shipped)
+        .map_err(|e| crate::UsageError(e.to_string()).into())
 }
 
-fn base_section_text(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    PromptSection {
-        name: "bridle:environment".to_owned(),
-        order: 10,
-        text: format!(
-            "You are a coding agent working in the workspace `{}`. Every command and file tool \
-             runs in a sandbox the kernel enforces: sandbox mode `{}`, network `{}`, approval \
-             policy `{}`. A denial is final: do not retry a denied call unchanged; explain what \
-             you could not do instead. Relative paths are relative to the workspace.",
-            spec.workspace.display(),
-            spec.mode,
-            spec.network,
-            plan.approval
-        ),
+/// The error of `--plan`/`--plan-off` in a session without plan mode, or whose switch failed.
+fn plan_flag(flag: &'static str) -> impl Fn(bridle_agent::session::SessionError) -> anyhow::Error {
+    move |e| {
+        match e {
+        bridle_agent::session::SessionError::UnknownCommand { .. } => crate::UsageError(format!(
+            "{flag}: the plan-mode plugin is not loaded (the profile's `agent:` section leaves it out)"
+        ))
+        .into(),
+        other => anyhow::anyhow!("{flag}: {other}"),
+    }
     }
 }

@@ -18,6 +18,10 @@ use bridle_exec::tool::{CallEnv, Declaration, Effect, Tool, ToolResult, TypedToo
 use crate::log::{Event, PromptSection};
 use crate::session::{Command, CommandCtx};
 
+mod plugin;
+
+pub use plugin::PlanModePlugin;
+
 /// The section's name and render order (PM13).
 pub const SECTION_NAME: &str = "plan:policy";
 /// Where the section goes among the system prompt sections.
@@ -104,6 +108,11 @@ impl PlanMode {
     /// Takes the pending choice, to append it: the value, and whether the model is told.
     pub fn take_pending(&self) -> Option<(bool, bool)> {
         lock(&self.state.pending).take()
+    }
+
+    /// Puts back a choice whose append failed (PM10), unless a newer choice was made since.
+    pub fn restore_pending(&self, active: bool, tell: bool) {
+        lock(&self.state.pending).get_or_insert((active, tell));
     }
 
     /// `set(session, active)` (PM4-PM6): `folded` is the logged state, `turn_open` whether a

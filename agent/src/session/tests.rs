@@ -278,10 +278,9 @@ fn plan_commands_commit_when_idle_and_stay_pending_during_a_turn() {
     let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
     let config = SessionConfig {
         agent: AgentConfig {
-            plan_mode: Some(plan.clone()),
+            plugins: plan_host(&plan),
             ..AgentConfig::default()
         },
-        commands: vec![plan.command()],
         ..SessionConfig::default()
     };
     let f = fixture(WAIT_THEN_DONE, config);
@@ -344,4 +343,12 @@ fn plan_commands_commit_when_idle_and_stay_pending_during_a_turn() {
         .filter(|e| matches!(e, Event::UserMessage { text, .. } if *text == crate::plan_mode::notice(false)))
         .count();
     assert_eq!(notices, 1, "{events:#?}");
+}
+
+/// A host with plan mode (`plan`'s state) loaded.
+fn plan_host(plan: &crate::plan_mode::PlanMode) -> Arc<crate::plugin::PluginHost> {
+    let host = crate::plugin::PluginHost::new();
+    host.load(plan, &crate::plugin::Config::new("plan-mode", None))
+        .unwrap();
+    Arc::new(host)
 }
