@@ -147,6 +147,8 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
     );
 }
 
+/// PM2: the state is a fold of the log, so a fork, a compaction and a resume restore it with
+/// no other mechanism.
 #[test]
 fn plan_mode_is_the_same_before_and_after_a_compaction() {
     let tmp = tempfile::tempdir().unwrap();

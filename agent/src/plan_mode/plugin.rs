@@ -193,3 +193,98 @@ impl PreStep for PlanAppender {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{PromptSection, RequestHeader};
+    use crate::plan_mode::SetOutcome;
+
+    fn header(plan: bool) -> Event {
+        let mut sections = vec![PromptSection {
+            name: "base".into(),
+            order: 10,
+            text: "b".into(),
+        }];
+        if plan {
+            sections.push(PromptSection {
+                name: SECTION_NAME.into(),
+                order: SECTION_ORDER,
+                text: "p".into(),
+            });
+        }
+        Event::RequestHeader(RequestHeader {
+            sections,
+            tools: Vec::new(),
+            model: "m".into(),
+        })
+    }
+
+    fn appender(plan: &PlanMode) -> PlanAppender {
+        PlanAppender {
+            plan: plan.clone(),
+            fold: Mutex::default(),
+            handed: Mutex::default(),
+        }
+    }
+
+    fn accepted(a: &PlanAppender, events: &[(u64, Event)]) -> Vec<Event> {
+        let mut view = StepView {
+            turn: 0,
+            step: 0,
+            events,
+            add_messages: Vec::new(),
+            append: Vec::new(),
+        };
+        assert_eq!(a.before_step(&mut view), StepVerdict::Accept);
+        a.accepted(&mut view);
+        view.append
+    }
+
+    /// PM10: an append that fails does not lose the choice: it stays pending and the next
+    /// accepted pre-step hands it again, with its notice (PM12: the header said inactive).
+    #[test]
+    fn a_failed_append_keeps_the_choice_pending_for_the_next_step() {
+        let plan = PlanMode::new("Plan first.").unwrap();
+        let a = appender(&plan);
+        let events = [(0, header(false))];
+        assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
+        let handed = accepted(&a, &events);
+        assert_eq!(handed[0], Event::PlanMode { active: true });
+        assert_eq!(plan.pending(), None);
+        a.append_failed(&handed[0], "disk full");
+        assert_eq!(plan.get(), (false, Some(true)));
+        let again = accepted(&a, &events);
+        assert_eq!(
+            again,
+            [
+                Event::PlanMode { active: true },
+                Event::UserMessage {
+                    id: None,
+                    text: notice(true).to_owned()
+                }
+            ]
+        );
+    }
+
+    /// PM12: no notice before the first request header, nor when the header already
+    /// described the new state; PM1: the event's data is exactly `{"active": bool}`.
+    #[test]
+    fn the_notice_depends_on_the_last_header_and_the_event_is_validated() {
+        let plan = PlanMode::new("Plan first.").unwrap();
+        let a = appender(&plan);
+        assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
+        assert_eq!(accepted(&a, &[]), [Event::PlanMode { active: true }]);
+        let plan = PlanMode::new("Plan first.").unwrap();
+        let a = appender(&plan);
+        let events = [(0, header(true))];
+        assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
+        assert_eq!(accepted(&a, &events), [Event::PlanMode { active: true }]);
+        assert_eq!(
+            validate_plan_mode(&serde_json::json!({"active": true})),
+            Ok(())
+        );
+        assert!(validate_plan_mode(&serde_json::json!({"active": 1})).is_err());
+        assert!(validate_plan_mode(&serde_json::json!({"active": true, "x": 1})).is_err());
+    }
+}
