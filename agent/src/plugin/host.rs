@@ -12,6 +12,9 @@ use crate::log::{Event, PromptSection};
 use crate::session::{Command, PreStep};
 use crate::tools::ToolHost;
 
+/// Pre-step listeners, in the order they are asked.
+pub type Listeners = Vec<Arc<dyn PreStep>>;
+
 /// One loaded plugin.
 struct Loaded {
     name: String,
@@ -152,7 +155,7 @@ impl PluginHost {
     }
 
     /// The listeners asked ahead of all others, then the ordinary ones, each in load order.
-    pub fn listeners(&self) -> (Vec<Arc<dyn PreStep>>, Vec<Arc<dyn PreStep>>) {
+    pub fn listeners(&self) -> (Listeners, Listeners) {
         let loaded = read(&self.loaded);
         let collect = |pick: fn(&Registrar) -> &Vec<Arc<dyn PreStep>>| {
             loaded
