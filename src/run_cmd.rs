@@ -88,6 +88,12 @@ fn run_turn(
     // The profile's `agent:` section: a plugin configuration that does not parse fails the
     // profile load, before any session exists.
     let plugins = plugin_host(&policy.agent, &preview)?;
+    let plan_flag_given = [(args.plan, "--plan"), (args.plan_off, "--plan-off")];
+    if let Some((_, flag)) = plan_flag_given.iter().find(|(given, _)| *given)
+        && !plugins.commands().iter().any(|c| c.name() == "plan")
+    {
+        return Err(not_loaded(flag));
+    }
     let dir = session_dir(args.session_dir.as_deref(), &preview, &temp_dir)?;
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
@@ -475,13 +481,16 @@ fn plugin_host(section: &bridle_policy::AgentSection, plan: &Plan) -> Result<Plu
 
 /// The error of `--plan`/`--plan-off` in a session without plan mode, or whose switch failed.
 fn plan_flag(flag: &'static str) -> impl Fn(bridle_agent::session::SessionError) -> anyhow::Error {
-    move |e| {
-        match e {
-        bridle_agent::session::SessionError::UnknownCommand { .. } => crate::UsageError(format!(
-            "{flag}: the plan-mode plugin is not loaded (the profile's `agent:` section leaves it out)"
-        ))
-        .into(),
+    move |e| match e {
+        bridle_agent::session::SessionError::UnknownCommand { .. } => not_loaded(flag),
         other => anyhow::anyhow!("{flag}: {other}"),
     }
-    }
+}
+
+/// `flag` given to a session without the plan-mode plugin: a usage error.
+fn not_loaded(flag: &str) -> anyhow::Error {
+    crate::UsageError(format!(
+        "{flag}: the plan-mode plugin is not loaded (the profile's `agent:` section leaves it out)"
+    ))
+    .into()
 }

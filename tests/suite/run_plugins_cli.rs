@@ -104,6 +104,11 @@ fn a_profile_without_plan_mode_runs_the_same_requests_minus_its_section_and_tool
         "{}",
         plan.stderr
     );
+    assert!(
+        !plan.stderr.contains("bridle: session "),
+        "refused before any session: {}",
+        plan.stderr
+    );
 }
 
 #[test]
