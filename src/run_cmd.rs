@@ -78,6 +78,11 @@ fn run_turn(
         asking: Asking::Terminal,
         approval: None,
         persist_terminal: true,
+        commands_needed: [(args.plan, "--plan"), (args.plan_off, "--plan-off")]
+            .into_iter()
+            .filter(|(given, _)| *given)
+            .map(|(_, flag)| ("plan", flag))
+            .collect(),
     })?;
     watch_events(&mut prepared.log, args.json, global.quiet);
     let timed_out = move || deadline.is_some_and(|(at, _)| std::time::Instant::now() >= at);

@@ -18,6 +18,10 @@ use bridle_exec::tool::{CallEnv, Declaration, Effect, Tool, ToolResult, TypedToo
 use crate::log::{Event, PromptSection};
 use crate::session::{Command, CommandCtx};
 
+mod plugin;
+
+pub use plugin::PlanModePlugin;
+
 /// The section's name and render order (PM13).
 pub const SECTION_NAME: &str = "plan:policy";
 /// Where the section goes among the system prompt sections.
@@ -104,6 +108,11 @@ impl PlanMode {
     /// Takes the pending choice, to append it: the value, and whether the model is told.
     pub fn take_pending(&self) -> Option<(bool, bool)> {
         lock(&self.state.pending).take()
+    }
+
+    /// Puts back a choice whose append failed (PM10), unless a newer choice was made since.
+    pub fn restore_pending(&self, active: bool, tell: bool) {
+        lock(&self.state.pending).get_or_insert((active, tell));
     }
 
     /// `set(session, active)` (PM4-PM6): `folded` is the logged state, `turn_open` whether a
@@ -336,6 +345,7 @@ pub fn fold_plan_mode<'a>(events: impl IntoIterator<Item = &'a Event>) -> bool {
 mod tests {
     use super::*;
 
+    /// PM2: the last logged switch, `false` when there is none.
     #[test]
     fn the_state_is_the_last_logged_switch_and_starts_inactive() {
         assert!(!fold_plan_mode(&[]));
@@ -349,6 +359,7 @@ mod tests {
         assert!(!fold_plan_mode(&events[..3]));
     }
 
+    /// PM13: `plan:policy` at order 50 while active, nothing while inactive.
     #[test]
     fn the_section_is_present_only_while_active() {
         let pm = PlanMode::new("Plan first.").unwrap();
@@ -359,6 +370,7 @@ mod tests {
         assert!(PlanMode::new("  ").is_err());
     }
 
+    /// PM17: not active, no plan, no `# ` title: each an ordinary failed result.
     #[test]
     fn exit_checks_state_then_plan() {
         let good = "# Fix the build\n1. read\n2. edit";
@@ -366,5 +378,32 @@ mod tests {
         assert!(check_exit(true, "no title").unwrap_err().contains("# "));
         assert!(check_exit(true, "  ").unwrap_err().contains("# "));
         assert_eq!(check_exit(true, good).unwrap(), good);
+    }
+
+    /// PM4-PM7: `set` is a noop on the target state, keeps a choice pending while a turn is
+    /// open (reverting it cancels), commits with no turn open (a leftover pending choice
+    /// reverted is cancelled, not appended); `get` is the logged state and the pending value.
+    #[test]
+    fn set_and_get_follow_the_pending_rules() {
+        let pm = PlanMode::new("Plan first.").unwrap();
+        assert_eq!(pm.set(false, false, true), SetOutcome::Noop, "PM4");
+        assert_eq!(pm.set(true, false, true), SetOutcome::Queued, "PM5");
+        assert_eq!(pm.get(), (false, Some(true)), "PM7");
+        assert_eq!(
+            pm.set(true, false, true),
+            SetOutcome::Noop,
+            "PM4: the pending value"
+        );
+        assert_eq!(pm.set(false, false, true), SetOutcome::Cancelled, "PM5");
+        assert_eq!(pm.get(), (false, None));
+        assert_eq!(pm.set(true, false, false), SetOutcome::Committed, "PM6");
+        assert_eq!(pm.pending(), None);
+        assert_eq!(pm.set(true, false, true), SetOutcome::Queued);
+        assert_eq!(
+            pm.set(false, false, false),
+            SetOutcome::Cancelled,
+            "PM6: leftover"
+        );
+        assert_eq!(pm.take_pending(), None);
     }
 }

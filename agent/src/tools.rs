@@ -42,6 +42,23 @@ pub trait ToolHost: Sync {
         Err("this tool host takes no plugin tools".to_owned())
     }
 
+    /// Adds a plugin's guard, owned by `owner`; hosts without a registry refuse.
+    fn add_guard(
+        &self,
+        owner: &str,
+        guard: Arc<dyn bridle_exec::pipeline::Guard>,
+    ) -> Result<(), String> {
+        let _ = (owner, guard);
+        Err("this tool host takes no plugin guards".to_owned())
+    }
+
+    /// Takes the tool `name` away (a profile's preset or `tools.remove`); whether it was
+    /// there.
+    fn remove_tool(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
     /// Removes everything `owner` registered.
     fn unload(&self, owner: &str) {
         let _ = owner;
@@ -94,6 +111,19 @@ impl ToolHost for Pipeline {
         self.registry()
             .add_tool(Some(owner), tool)
             .map_err(|e| e.to_string())
+    }
+
+    fn add_guard(
+        &self,
+        owner: &str,
+        guard: Arc<dyn bridle_exec::pipeline::Guard>,
+    ) -> Result<(), String> {
+        self.registry().add_guard(Some(owner), guard);
+        Ok(())
+    }
+
+    fn remove_tool(&self, name: &str) -> bool {
+        self.registry().remove_tool(name)
     }
 
     fn unload(&self, owner: &str) {

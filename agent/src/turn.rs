@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::AgentError;
 use crate::log::{Event, PromptSection, RequestHeader, SessionLog, ToolCall, TurnEndReason};
 use crate::model::{FinishReason, Model, ModelRequest};
-use crate::plan_mode::{self, PlanMode};
+use crate::plugin::PluginHost;
 
 use crate::session::{Feed, Inbox, Input, PreStep, StepVerdict, StepView};
 use crate::tools::{ToolHost, ToolNote, ToolOutcome, not_recorded};
@@ -25,8 +25,9 @@ pub struct AgentConfig {
     pub max_steps: u64,
     /// Concurrency-safe calls run at once, at most.
     pub max_parallel: usize,
-    /// The plan-mode plugin, when loaded.
-    pub plan_mode: Option<PlanMode>,
+    /// The plugins: their sections, listeners (asked around `pre_step`), commands, tools
+    /// and guards.
+    pub plugins: std::sync::Arc<PluginHost>,
     /// Says whether the turn is cancelled, and by whom or what (`SIGINT`, say): then no
     /// further step or call starts, a model answer being streamed is abandoned, calls not
     /// started are answered "aborted before dispatch", and the turn ends `aborted` with the
@@ -50,7 +51,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("sections", &self.sections)
             .field("max_steps", &self.max_steps)
             .field("max_parallel", &self.max_parallel)
-            .field("plan_mode", &self.plan_mode)
+            .field("plugins", &self.plugins)
             .field("cancel", &self.cancel.is_some())
             .field("pre_step", &self.pre_step.len())
             .finish_non_exhaustive()
@@ -63,7 +64,7 @@ impl Default for AgentConfig {
             sections: Vec::new(),
             max_steps: 50,
             max_parallel: 4,
-            plan_mode: None,
+            plugins: std::sync::Arc::default(),
             cancel: None,
             pre_step: Vec::new(),
             inbox: None,
@@ -180,10 +181,8 @@ impl<'h> Agent<'h> {
         tools: &'h dyn ToolHost,
         config: AgentConfig,
     ) -> Self {
-        if let Some(plan) = &config.plan_mode
-            && let Err(e) = tools.add_tool(plan_mode::PLUGIN, plan.tool())
-        {
-            tracing::warn!("plan mode: its tool could not be registered: {e}");
+        if let Err(e) = config.plugins.attach(tools) {
+            tracing::warn!("{e}");
         }
         Self {
             log,
@@ -205,35 +204,48 @@ impl<'h> Agent<'h> {
         self.log
     }
 
-    /// Switches plan mode on before a turn (PM6: with no turn open the switch is logged at
-    /// once). Returns whether anything changed (PM4: switching to the state in force does
-    /// nothing).
-    pub fn enter_plan_mode(&mut self) -> Result<bool, AgentError> {
-        self.switch_plan_mode(true)
+    /// Runs a plugin's slash command on the idle agent (`/plan`, `/plan off`): what a live
+    /// session's `command` does, for a caller without a session (`bridle run --plan`). There is
+    /// no steering path here: a command that would send a message fails.
+    pub fn command(&mut self, text: &str) -> Result<String, crate::session::SessionError> {
+        let commands = self.config.plugins.commands();
+        let steer = |_: &str| -> Result<String, crate::session::SessionError> {
+            Err(crate::session::SessionError::Command(
+                "no session to send a message through here".to_owned(),
+            ))
+        };
+        crate::session::run_command(&commands, text, Some(self), &steer)
     }
 
-    /// Switches plan mode off before a turn (`bridle run --plan-off` on a resumed session).
-    pub fn leave_plan_mode(&mut self) -> Result<bool, AgentError> {
-        self.switch_plan_mode(false)
+    /// The plugin host.
+    pub fn plugins(&self) -> &PluginHost {
+        &self.config.plugins
     }
 
-    fn switch_plan_mode(&mut self, active: bool) -> Result<bool, AgentError> {
-        if self.config.plan_mode.is_none() {
-            return Err(AgentError::RecordEvent {
-                path: self.log.path().to_owned(),
-                kind: "plan/mode".to_owned(),
-                reason: "the plan-mode plugin is not loaded".to_owned(),
-            });
+    /// Unloads plugin `name`: its sections, listeners, commands, event types, tools and guards
+    /// are gone from the next step on. Whether it was loaded.
+    pub fn unload_plugin(&self, name: &str) -> bool {
+        self.config.plugins.unload(name, self.tools)
+    }
+
+    /// Appends `event`, checked first against the validator of the plugin that declares its
+    /// type, if one does.
+    fn append_checked(&mut self, event: Event) -> Result<u64, AgentError> {
+        let kind = event.kind();
+        if self.config.plugins.declares(kind) {
+            let data = serde_json::to_value(&event)
+                .ok()
+                .and_then(|v| v.get("data").cloned())
+                .unwrap_or_default();
+            if let Err(reason) = self.config.plugins.validate(kind, &data) {
+                return Err(AgentError::RecordEvent {
+                    path: self.log.path().to_owned(),
+                    kind: kind.to_owned(),
+                    reason,
+                });
+            }
         }
-        if plan_mode::fold_plan_mode(self.log.events().iter().map(|(_, e)| e)) == active {
-            return Ok(false);
-        }
-        self.log.append(Event::PlanMode { active })?;
-        self.durable()?;
-        if let Some(plan) = &self.config.plan_mode {
-            plan.observe(active);
-        }
-        Ok(true)
+        self.log.append(event)
     }
 
     /// Makes the log durable, then publishes what became durable to the feed.
@@ -254,11 +266,6 @@ impl<'h> Agent<'h> {
     pub fn commit(&mut self, event: Event) -> Result<(), AgentError> {
         self.log.append(event)?;
         self.durable()
-    }
-
-    /// The plan-mode plugin, when loaded.
-    pub fn plan_mode(&self) -> Option<&PlanMode> {
-        self.config.plan_mode.as_ref()
     }
 
     /// The number the next turn gets.
@@ -448,10 +455,15 @@ impl<'h> Agent<'h> {
                 })?;
             }
         }
-        if self.config.pre_step.is_empty() {
+        let (first, plugins) = self.config.plugins.listeners();
+        let listeners: Vec<_> = first
+            .into_iter()
+            .chain(self.config.pre_step.iter().cloned())
+            .chain(plugins)
+            .collect();
+        if listeners.is_empty() {
             return Ok(None);
         }
-        let listeners = self.config.pre_step.clone();
         let mut view = StepView {
             turn,
             step,
@@ -484,12 +496,16 @@ impl<'h> Agent<'h> {
                 return Ok(ending);
             }
         }
+        // Which listener put which events to append (so a failed append is told to it).
+        let mut owners: Vec<(usize, usize)> = Vec::new();
         if self.cancelled().is_none() {
-            for listener in &listeners {
+            for (index, listener) in listeners.iter().enumerate() {
+                let before = view.append.len();
                 let ending = guarded(listener.name(), &mut || {
                     listener.accepted(&mut view);
                     None
                 });
+                owners.extend((before..view.append.len()).map(|i| (i, index)));
                 if ending.is_some() {
                     return Ok(ending);
                 }
@@ -500,8 +516,16 @@ impl<'h> Agent<'h> {
             append,
             ..
         } = view;
-        for event in append {
-            self.log.append(event)?;
+        for (i, event) in append.into_iter().enumerate() {
+            let owner = owners.iter().find(|(e, _)| *e == i).map(|(_, l)| *l);
+            if let Err(e) = self.append_checked(event.clone()) {
+                // A listener's event that cannot be logged does not block the step.
+                let name = owner.map_or("?", |l| listeners[l].name());
+                tracing::warn!("the pre-step listener `{name}`: its event was not logged: {e}");
+                if let Some(l) = owner {
+                    listeners[l].append_failed(&event, &e.to_string());
+                }
+            }
         }
         for text in add_messages {
             self.log.append(Event::UserMessage { id: None, text })?;
@@ -512,34 +536,9 @@ impl<'h> Agent<'h> {
     /// The next request, built from the log alone; its header is logged when it changed.
     fn request(&mut self) -> Result<ModelRequest, AgentError> {
         let mut sections = self.config.sections.clone();
-        // The plugin's tool is registered in both states, so the catalogue never changes (PM14).
+        sections.extend(self.config.plugins.sections(self.log.events()));
         let tools = self.tools.schemas();
         self.derived.update(&self.log);
-        if let Some(plan) = &self.config.plan_mode {
-            let logged = self.derived.plan_active;
-            // A pending choice is appended at the pre-step of a step that goes ahead (PM8);
-            // a user's choice tells the model only when the last request header described the
-            // opposite state (PM12), an approved exit never does (PM19).
-            if let Some((active, notice)) = plan.take_pending()
-                && active != logged
-            {
-                let described = self
-                    .derived
-                    .header
-                    .as_ref()
-                    .map(|h| h.sections.iter().any(|s| s.name == plan_mode::SECTION_NAME));
-                self.log.append(Event::PlanMode { active })?;
-                if notice && described == Some(!active) {
-                    self.log.append(Event::UserMessage {
-                        id: None,
-                        text: plan_mode::notice(active).to_owned(),
-                    })?;
-                }
-                self.derived.update(&self.log);
-            }
-            plan.observe(self.derived.plan_active);
-            sections.extend(plan.section_when(self.derived.plan_active));
-        }
         sections.sort_by_key(|s| s.order);
         let header = RequestHeader {
             sections,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use bridle_agent::log::{Backend, NewSession, PromptSection, SessionDir, SessionLog};
 use bridle_agent::model::script::{ScriptModel, ScriptedResponse};
 use bridle_agent::model::{Message, ModelRequest};
-use bridle_agent::plan_mode::{self, PlanMode};
+use bridle_agent::plan_mode::{self, PlanModePlugin};
+use bridle_agent::plugin::{Config, PluginHost};
 use bridle_agent::tools::{Notes, ToolHost, ToolOutcome};
 use bridle_agent::transcript::{COMPACTED_PREFIX, derive_request_messages};
 use bridle_agent::{Agent, AgentConfig};
@@ -44,9 +45,19 @@ fn config(plan: bool) -> AgentConfig {
             order: 10,
             text: "You are a careful coding agent.".into(),
         }],
-        plan_mode: plan.then(|| PlanMode::new(plan_mode::DEFAULT_SECTION).unwrap()),
+        plugins: Arc::new(plugins(plan)),
         ..AgentConfig::default()
     }
+}
+
+/// The plugins: plan mode (with its shipped section) or none.
+fn plugins(plan: bool) -> PluginHost {
+    let host = PluginHost::new();
+    if plan {
+        host.load(&PlanModePlugin, &Config::new("plan-mode", None))
+            .unwrap();
+    }
+    host
 }
 
 /// Runs one turn on `input` answered by `reply`; returns the log and the request made.
@@ -136,6 +147,8 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
     );
 }
 
+/// PM2: the state is a fold of the log, so a fork, a compaction and a resume restore it with
+/// no other mechanism.
 #[test]
 fn plan_mode_is_the_same_before_and_after_a_compaction() {
     let tmp = tempfile::tempdir().unwrap();
@@ -152,7 +165,10 @@ fn plan_mode_is_the_same_before_and_after_a_compaction() {
         &NoTools,
         config(true),
     );
-    assert!(agent.enter_plan_mode().unwrap());
+    assert_eq!(
+        agent.command("/plan").unwrap(),
+        "committed: plan mode is on"
+    );
     agent.run_turn("plan the change").unwrap();
     let mut log = agent.into_log();
     let (_, before) = turn(

@@ -253,3 +253,57 @@ fn a_compaction_is_shown_with_its_summary_where_it_happened() {
     let json = serde_json::to_value(&view).unwrap();
     assert_eq!(json["entries"][1]["summary"], "turn 0 listed the files");
 }
+
+/// A live session's inputs show where they arrived and where a request included them (the
+/// receipt), in order with the steps; before, `log show` left them out.
+#[test]
+fn input_receipts_are_shown_where_they_happened() {
+    let events = [
+        Event::TurnStart { turn: 0 },
+        Event::InputReceived {
+            input_id: "input-1".into(),
+            kind: "prompt".into(),
+        },
+        Event::UserMessage {
+            id: Some("input-1".into()),
+            text: "go".into(),
+        },
+        Event::StepStart { turn: 0, step: 0 },
+        Event::InputIncluded {
+            input_id: "input-1".into(),
+            turn: 0,
+            step: 0,
+            carried: false,
+        },
+        Event::InputReceived {
+            input_id: "input-2".into(),
+            kind: "steer".into(),
+        },
+        Event::InputIncluded {
+            input_id: "input-2".into(),
+            turn: 0,
+            step: 1,
+            carried: true,
+        },
+    ];
+    let view = view(&events);
+    let turn = only_turn(&view);
+    let shown: Vec<(u64, &str, &str)> = turn
+        .switches
+        .iter()
+        .map(|s| (s.seq, s.what, s.to.as_str()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (1, "input", "input-1 received (prompt)"),
+            (4, "input", "input-1 included in turn 0 step 0"),
+            (5, "input", "input-2 received (steer)"),
+            (
+                6,
+                "input",
+                "input-2 included in turn 0 step 1, carried from the turn it arrived in"
+            ),
+        ]
+    );
+}

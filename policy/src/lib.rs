@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod agent;
 mod error;
 pub mod git_config;
 pub mod glob;
@@ -50,6 +51,7 @@ mod spec;
 pub mod units;
 mod vocab;
 
+pub use agent::{AgentSection, ConfigNode, ConfigValue, PluginSetting, Preset};
 pub use error::PolicyError;
 pub use merge::{
     DEFAULT_CACHE_PATHS, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SCRUB, DEFAULT_PROTECTED, EnvOverride,

@@ -11,7 +11,9 @@
 //!   replaces a list;
 //! - mappings (`limits`, `environment`, `environment.set`, `rules`): merged key by key, never
 //!   replaced as a whole;
-//! - `description`, `tested_kernel_abi`, `extends`: taken from the layer that sets them.
+//! - `description`, `tested_kernel_abi`, `extends`: taken from the layer that sets them;
+//! - `agent`: see [`crate::agent`] (`preset` a scalar, `plugins` merged plugin by plugin,
+//!   `tools.remove` a list).
 //!
 //! A workspace layer may only tighten: stricter scalars, lower limits, appended protected or
 //! masked paths, scrub patterns, `ask`/`deny` rules, and removals from writable or readable
@@ -295,6 +297,7 @@ fn builtin(profile: &str) -> Policy {
         allow_dangerous_workspace_root: Sourced::builtin(false),
         command_rules: Vec::new(),
         path_rules: Vec::new(),
+        agent: crate::agent::AgentSection::default(),
     }
 }
 
@@ -631,6 +634,7 @@ impl Applier<'_> {
                 |_, _| Ok(()),
             )?;
         }
+        self.agent(&mut policy.agent, raw.agent)?;
         if let Some(rules) = raw.rules {
             if let Some(op) = rules.commands {
                 self.rules(

@@ -124,6 +124,8 @@ pub struct Policy {
     pub command_rules: Vec<CommandRule>,
     /// Path rules for writes.
     pub path_rules: Vec<PathRule>,
+    /// `agent:`: the preset, the plugins' configurations, the tools removed.
+    pub agent: crate::agent::AgentSection,
 }
 
 /// One printable line of `bridle policy show`.
@@ -299,6 +301,9 @@ impl Policy {
                 format!("{} `{}`", rule.decision, rule.pattern.as_str()),
                 &rule.origin,
             );
+        }
+        for (key, value, origin) in self.agent.entries() {
+            push(&key, value, &origin);
         }
         out
     }

@@ -33,6 +33,7 @@ pub(crate) struct RawProfile {
     pub accept_missing: Option<ListOp<Guarantee>>,
     pub allow_dangerous_workspace_root: Option<Spanned<bool>>,
     pub rules: Option<RawRules>,
+    pub agent: Option<crate::agent::RawAgent>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -437,6 +437,8 @@ fn entries_list_every_key_in_a_stable_order() {
             "cache_home.paths",
             "accept_missing",
             "allow_dangerous_workspace_root",
+            "agent.preset",
+            "agent.tools.remove",
         ]
     );
     assert_eq!(policy.entries(), policy.entries());

@@ -375,6 +375,7 @@ impl AcpAgent {
             asking: Asking::FrontEnd,
             approval: None,
             persist_terminal: true,
+            commands_needed: Vec::new(),
         })
         .map_err(|e| invalid(format!("{e:#}")))?;
         readable_only(&prepared, additional)?;

@@ -109,6 +109,7 @@ fn session(
         asking: Asking::FrontEnd,
         approval: None,
         persist_terminal: true,
+        commands_needed: Vec::new(),
     })?;
     // What the log held before is not shown again (`bridle log show` has it): a resumed
     // session starts as clean as a new one, whatever the feed republishes.

@@ -13,15 +13,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use bridle_agent::AgentConfig;
-use bridle_agent::log::{Backend, NewSession, PolicySummary, PromptSection, SessionLog};
+use bridle_agent::log::{Backend, NewSession, PolicySummary, SessionLog};
 use bridle_agent::model::Model;
 use bridle_agent::model::openai::OpenAiModel;
 use bridle_agent::model::script::ScriptModel;
-use bridle_agent::plan_mode::{DEFAULT_SECTION, PlanMode};
-use bridle_agent::session::{ChannelAnswerer, Command, Questions, Session, SessionConfig};
+use bridle_agent::plugin::{PluginHost, RuntimeFacts, Shipped};
+use bridle_agent::session::{ChannelAnswerer, Questions, Session, SessionConfig};
 use bridle_exec::approvals::Answerer;
 use bridle_exec::printable::printable;
-use bridle_policy::{ApprovalPolicy, Overrides, Plan};
+use bridle_policy::{AgentSection, ApprovalPolicy, Overrides, Plan};
 
 use crate::agent_host::{LocalTools, SessionSetup};
 
@@ -75,6 +75,9 @@ pub struct Request {
     pub approval: Option<ApprovalPolicy>,
     /// The terminal persists across the session's calls.
     pub persist_terminal: bool,
+    /// Slash commands the front end will send, with the flag that asks for each (`plan`,
+    /// `--plan`): a profile whose plugins do not offer one is refused before any session.
+    pub commands_needed: Vec<(&'static str, &'static str)>,
 }
 
 /// A session whose log is open and whose policy is logged, not started yet.
@@ -84,6 +87,8 @@ pub struct Prepared {
     pub plan: Plan,
     /// The effective policy as logged.
     pub summary: PolicySummary,
+    /// The profile's `agent:` section (its plugin configurations checked).
+    agent: AgentSection,
     temp_dir: PathBuf,
     masks: Vec<(PathBuf, String)>,
     /// The log: install a watcher on it before [`Prepared::start`].
@@ -113,6 +118,15 @@ pub fn prepare(request: Request) -> Result<Prepared> {
             return Err(e.into());
         }
     };
+    // The profile's `agent:` section: a plugin configuration that does not parse fails the
+    // profile load, before any session exists.
+    let plugins = plugin_host(&policy.agent, &preview)?;
+    for (command, flag) in &request.commands_needed {
+        if !plugins.commands().iter().any(|c| c.name() == *command) {
+            let _ = std::fs::remove_dir_all(&temp_dir);
+            return Err(not_loaded(flag));
+        }
+    }
     let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?;
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
@@ -135,10 +149,27 @@ pub fn prepare(request: Request) -> Result<Prepared> {
         facts,
         plan,
         summary,
+        agent: policy.agent,
         temp_dir,
         masks,
         log,
     })
+}
+
+/// The plugins the profile's `agent:` section loads for a session under `plan`; a plugin
+/// configuration that does not parse is the caller's to fix (exit 2).
+fn plugin_host(section: &AgentSection, plan: &Plan) -> Result<PluginHost> {
+    let shipped = Shipped::new(RuntimeFacts::from_plan(plan));
+    bridle_agent::plugin::load(section, &shipped)
+        .map_err(|e| crate::UsageError(e.to_string()).into())
+}
+
+/// `flag` given to a session without the plugin whose command it needs: a usage error.
+pub fn not_loaded(flag: &str) -> anyhow::Error {
+    crate::UsageError(format!(
+        "{flag}: the plan-mode plugin is not loaded (the profile's `agent:` section leaves it out)"
+    ))
+    .into()
 }
 
 /// What a front end adds to the session it starts.
@@ -164,6 +195,7 @@ pub struct Live {
 struct Rest {
     request: Request,
     facts: Facts,
+    agent: AgentSection,
     temp_dir: PathBuf,
     masks: Vec<(PathBuf, String)>,
 }
@@ -176,19 +208,17 @@ impl std::fmt::Debug for Live {
     }
 }
 
-/// What a session runs with, built from the profile's plan: its tools (the pipeline), its
-/// prompt sections, its slash commands and the agent's plugins. Plugins a profile loads are
-/// added here.
+/// What a session runs with, built from the profile's plan: its tools (the pipeline) and the
+/// plugins the profile's `agent:` section loads (their tools, sections, listeners, commands,
+/// event types and guards).
 pub struct Parts {
     pub tools: LocalTools,
-    pub sections: Vec<PromptSection>,
-    pub commands: Vec<Arc<dyn Command>>,
-    pub plan_mode: PlanMode,
+    pub plugins: PluginHost,
 }
 
 /// The session's parts for `plan`, asking `answerer`.
 fn parts(prepared: &PreparedRef<'_>, answerer: Arc<dyn Answerer>) -> Result<Parts> {
-    let plan_mode = PlanMode::new(DEFAULT_SECTION).map_err(anyhow::Error::msg)?;
+    let plugins = plugin_host(prepared.agent, prepared.plan)?;
     let tools = LocalTools::new(
         SessionSetup {
             facts: prepared.facts,
@@ -201,12 +231,7 @@ fn parts(prepared: &PreparedRef<'_>, answerer: Arc<dyn Answerer>) -> Result<Part
         },
         answerer,
     )?;
-    Ok(Parts {
-        tools,
-        sections: vec![base_section(prepared.plan)],
-        commands: vec![plan_mode.command()],
-        plan_mode,
-    })
+    Ok(Parts { tools, plugins })
 }
 
 /// The borrowed view [`parts`] builds from (a [`Prepared`], or a stopped [`Live`] re-planned).
@@ -214,6 +239,7 @@ struct PreparedRef<'p> {
     request: &'p Request,
     facts: &'p Facts,
     plan: &'p Plan,
+    agent: &'p AgentSection,
     temp_dir: &'p Path,
     masks: &'p [(PathBuf, String)],
 }
@@ -235,6 +261,7 @@ impl Prepared {
             request: &self.request,
             facts: &self.facts,
             plan: &self.plan,
+            agent: &self.agent,
             temp_dir: &self.temp_dir,
             masks: &self.masks,
         };
@@ -246,12 +273,12 @@ impl Prepared {
         };
         let config = SessionConfig {
             agent: AgentConfig {
-                sections: parts.sections,
-                plan_mode: Some(parts.plan_mode),
+                plugins: Arc::new(parts.plugins),
                 cancel: hooks.cancel,
                 ..AgentConfig::default()
             },
-            commands: parts.commands,
+            // The plugins' commands are added by the session.
+            commands: Vec::new(),
             on_cancel: hooks.on_cancel,
             answerer: channel,
         };
@@ -266,6 +293,7 @@ impl Prepared {
             rest: Rest {
                 request: self.request,
                 facts: self.facts,
+                agent: self.agent,
                 temp_dir: self.temp_dir,
                 masks: self.masks,
             },
@@ -277,6 +305,7 @@ impl Prepared {
 #[derive(Debug)]
 pub struct Replanned {
     overrides: Overrides,
+    agent: AgentSection,
     approval: Option<ApprovalPolicy>,
     pub plan: Plan,
     pub summary: PolicySummary,
@@ -302,6 +331,7 @@ impl Live {
         let summary = policy_summary(&plan, &rest.temp_dir, &rest.request.global.profile)?;
         Ok(Replanned {
             overrides,
+            agent: policy.agent,
             approval,
             plan,
             summary,
@@ -316,9 +346,11 @@ impl Live {
             facts,
             temp_dir,
             masks,
+            ..
         } = Rest {
             request: self.rest.request.clone(),
             facts: self.rest.facts.clone(),
+            agent: self.rest.agent.clone(),
             temp_dir: self.rest.temp_dir.clone(),
             masks: self.rest.masks.clone(),
         };
@@ -331,6 +363,7 @@ impl Live {
             facts,
             plan: replanned.plan,
             summary: replanned.summary,
+            agent: replanned.agent,
             temp_dir,
             masks,
             log,
@@ -376,47 +409,4 @@ pub fn model(route: &str) -> Result<Box<dyn Model>> {
     let model =
         OpenAiModel::from_route(route, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
     Ok(Box::new(model))
-}
-
-/// What the model is told about where it works and what confines it.
-fn base_section(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    let mut section = base_section_text(plan);
-    if let Some(list) = &spec.allow_list {
-        let hosts: Vec<&str> = list
-            .allow
-            .iter()
-            .take(30)
-            .map(|e| e.entry.as_str())
-            .collect();
-        section.text.push_str(&format!(
-            " The network is an allow-list: commands reach only these hosts, through a proxy the \
-             HTTPS_PROXY/HTTP_PROXY/ALL_PROXY variables name (there is no DNS inside; a client \
-             must use the proxy): {}.",
-            if hosts.is_empty() {
-                "none".to_owned()
-            } else {
-                hosts.join(", ")
-            }
-        ));
-    }
-    section
-}
-
-fn base_section_text(plan: &Plan) -> PromptSection {
-    let spec = &plan.spec;
-    PromptSection {
-        name: "bridle:environment".to_owned(),
-        order: 10,
-        text: format!(
-            "You are a coding agent working in the workspace `{}`. Every command and file tool \
-             runs in a sandbox the kernel enforces: sandbox mode `{}`, network `{}`, approval \
-             policy `{}`. A denial is final: do not retry a denied call unchanged; explain what \
-             you could not do instead. Relative paths are relative to the workspace.",
-            spec.workspace.display(),
-            spec.mode,
-            spec.network,
-            plan.approval
-        ),
-    }
 }

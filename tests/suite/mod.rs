@@ -34,6 +34,7 @@ mod rules_cli;
 mod run_cli;
 mod run_json_cli;
 mod run_log_cli;
+mod run_plugins_cli;
 mod shell_cli;
 mod support;
 mod tool_bash;

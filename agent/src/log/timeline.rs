@@ -144,7 +144,7 @@ pub struct Switch {
     pub seq: u64,
     pub time: String,
     /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
-    /// from here on), `policy` (the effective policy, by digest) or `context` (a compaction).
+    /// from here on), `policy` (the effective policy, by digest) `context` (a compaction) or `input` (a live session's input arrived, or a request included it).
     pub what: &'static str,
     pub to: String,
     /// For `policy`: what it is.
@@ -381,10 +381,30 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 s.summary = Some(summary.clone());
                 push_switch(&mut out, &mut turn, s);
             }
-            Event::StepEnd { .. }
-            | Event::AssistantChunk { .. }
-            | Event::InputReceived { .. }
-            | Event::InputIncluded { .. } => {}
+            // A live session's inputs: shown where they arrived and where a request carried
+            // them (the receipt), in order with the steps.
+            Event::InputReceived { input_id, kind } => {
+                let s = switch("input", format!("{input_id} received ({kind})"));
+                push_switch(&mut out, &mut turn, s);
+            }
+            Event::InputIncluded {
+                input_id,
+                turn: n,
+                step,
+                carried,
+            } => {
+                let carried = if *carried {
+                    ", carried from the turn it arrived in"
+                } else {
+                    ""
+                };
+                let s = switch(
+                    "input",
+                    format!("{input_id} included in turn {n} step {step}{carried}"),
+                );
+                push_switch(&mut out, &mut turn, s);
+            }
+            Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}
         }
     }
     if let Some(open) = turn.take() {

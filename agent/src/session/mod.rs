@@ -139,7 +139,10 @@ impl Session {
             .filter(|(_, e)| matches!(e, Event::InputReceived { .. }))
             .count() as u64;
         let feed = Arc::new(Feed::starting_at(0));
-        let commands = Arc::new(config.commands);
+        // The session's own commands, then the plugins'.
+        let mut commands = config.commands;
+        commands.extend(config.agent.plugins.commands());
+        let commands = Arc::new(commands);
         let (reports_tx, reports_rx) = unbounded_channel();
         let mut agent_config = config.agent;
         let user_cancel = agent_config.cancel.take();
@@ -223,7 +226,8 @@ impl Session {
         if state.running.is_some() {
             drop(state);
             // A turn runs: the command cannot commit now (PM5: it keeps a pending choice).
-            return run_command(&self.commands, text, None, &self.inbox);
+            let steer = |t: &str| submit(&self.inbox, InputKind::Steer, t);
+            return run_command(&self.commands, text, None, &steer);
         }
         let (tx, rx) = std::sync::mpsc::channel();
         state.commands.push_back((text.to_owned(), tx));
@@ -342,20 +346,18 @@ fn find(commands: &[Arc<dyn Command>], name: &str) -> Result<Arc<dyn Command>, S
         })
 }
 
-fn run_command(
+/// Runs the slash command `text` (`/plan off`) among `commands`; `steer` submits a message
+/// through the steering path.
+pub(crate) fn run_command(
     commands: &[Arc<dyn Command>],
     text: &str,
     agent: Option<&mut Agent<'_>>,
-    inbox: &Inbox,
+    steer: &dyn Fn(&str) -> Result<String, SessionError>,
 ) -> Result<String, SessionError> {
     let rest = text.trim().trim_start_matches('/');
     let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let command = find(commands, name)?;
-    let steer = |t: &str| submit(inbox, InputKind::Steer, t);
-    let mut ctx = CommandCtx {
-        agent,
-        steer: &steer,
-    };
+    let mut ctx = CommandCtx { agent, steer };
     command
         .run(args.trim(), &mut ctx)
         .map_err(SessionError::Command)
@@ -378,8 +380,9 @@ fn run(
         });
         if let Some((text, reply)) = state.commands.pop_front() {
             drop(state);
+            let steer = |t: &str| submit(inbox, InputKind::Steer, t);
             let result =
-                run_command(commands, &text, Some(agent), inbox).map_err(|e| e.to_string());
+                run_command(commands, &text, Some(agent), &steer).map_err(|e| e.to_string());
             let _ = reply.send(result);
             continue;
         }

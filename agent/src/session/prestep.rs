@@ -42,4 +42,10 @@ pub trait PreStep: Send + Sync {
     fn accepted(&self, view: &mut StepView<'_>) {
         let _ = view;
     }
+
+    /// An event this listener put in [`StepView::append`] could not be logged (`reason`);
+    /// the step goes on without it.
+    fn append_failed(&self, event: &Event, reason: &str) {
+        let _ = (event, reason);
+    }
 }

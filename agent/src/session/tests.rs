@@ -305,10 +305,9 @@ fn plan_commands_commit_when_idle_and_stay_pending_during_a_turn() {
     let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
     let config = SessionConfig {
         agent: AgentConfig {
-            plan_mode: Some(plan.clone()),
+            plugins: plan_host(&plan),
             ..AgentConfig::default()
         },
-        commands: vec![plan.command()],
         ..SessionConfig::default()
     };
     let f = fixture(WAIT_THEN_DONE, config);
@@ -371,4 +370,64 @@ fn plan_commands_commit_when_idle_and_stay_pending_during_a_turn() {
         .filter(|e| matches!(e, Event::UserMessage { text, .. } if *text == crate::plan_mode::notice(false)))
         .count();
     assert_eq!(notices, 1, "{events:#?}");
+}
+
+/// PM23: `/plan MESSAGE` enters plan mode, then sends MESSAGE through the steering path: an
+/// ordinary, logged user message with its id and receipt, in a request that carries the plan
+/// section. PM22/PM25: `/plan on` is not a form of the command; the reply says how to use it.
+#[test]
+fn plan_with_a_message_enters_plan_mode_then_steers_the_message() {
+    let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
+    let config = SessionConfig {
+        agent: AgentConfig {
+            plugins: plan_host(&plan),
+            ..AgentConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    let f = fixture("- text: planned\n", config);
+    let mut reports = f.session.reports().unwrap();
+    let usage = f.session.command("/plan on").unwrap_err().to_string();
+    assert!(usage.contains("usage: `/plan`"), "{usage}");
+    let reply = f.session.command("/plan look at the parser").unwrap();
+    assert!(
+        reply.starts_with("committed: plan mode is on; message sent as input-"),
+        "{reply}"
+    );
+    reports.blocking_recv().unwrap();
+    let log = f.session.close().unwrap();
+    let events = events(&log);
+    let on = events
+        .iter()
+        .position(|e| *e == Event::PlanMode { active: true })
+        .unwrap();
+    let message = events
+        .iter()
+        .position(|e| matches!(e, Event::UserMessage { id: Some(_), text } if text == "look at the parser"))
+        .unwrap();
+    assert!(on < message, "{events:#?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::InputIncluded {
+            turn: 0,
+            step: 0,
+            ..
+        }
+    )));
+    let header = events
+        .iter()
+        .find_map(|e| match e {
+            Event::RequestHeader(h) => Some(h),
+            _ => None,
+        })
+        .unwrap();
+    assert!(header.sections.iter().any(|s| s.name == "plan:policy"));
+}
+
+/// A host with plan mode (`plan`'s state) loaded.
+fn plan_host(plan: &crate::plan_mode::PlanMode) -> Arc<crate::plugin::PluginHost> {
+    let host = crate::plugin::PluginHost::new();
+    host.load(plan, &crate::plugin::Config::new("plan-mode", None))
+        .unwrap();
+    Arc::new(host)
 }

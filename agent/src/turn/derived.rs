@@ -24,8 +24,6 @@ pub(crate) struct Derived {
     /// The request header in force (over the whole log: a compaction changes only the
     /// messages).
     pub header: Option<RequestHeader>,
-    /// Plan mode's folded state (PM2), as of the same prefix.
-    pub plan_active: bool,
     /// Every call id the session used.
     pub call_ids: HashSet<String>,
 }
@@ -51,7 +49,6 @@ impl Derived {
         for (_, event) in events.get(self.upto..).unwrap_or(&[]) {
             match event {
                 Event::RequestHeader(h) => self.header = Some(h.clone()),
-                Event::PlanMode { active } => self.plan_active = *active,
                 Event::ToolCall(call) => {
                     self.call_ids.insert(call.call_id.clone());
                 }
@@ -147,10 +144,6 @@ mod tests {
         }
         let events: Vec<&Event> = all.iter().map(|(_, e)| e).collect();
         assert_eq!(stepwise.messages, derive_messages(events.iter().copied()));
-        assert_eq!(
-            stepwise.plan_active,
-            crate::plan_mode::fold_plan_mode(events.iter().copied())
-        );
     }
 
     fn call(id: &str) -> ToolCall {
@@ -181,7 +174,7 @@ mod tests {
 
     /// A compaction appended between steps restarts the messages from its summary; what
     /// follows extends them as deriving the window at once would (a result whose call was
-    /// compacted away left out), and plan mode still folds over the whole log.
+    /// compacted away left out) (what folds over the whole log, plan mode say, is the plugins' own).
     #[test]
     fn a_compaction_restarts_the_messages_from_its_window() {
         let all = [
@@ -227,10 +220,6 @@ mod tests {
                 "after {end} events"
             );
         }
-        assert!(
-            stepwise.plan_active,
-            "plan mode folds over the compacted part"
-        );
         assert!(matches!(
             stepwise.messages.first(),
             Some(Message::User { text }) if text.ends_with("s")

@@ -299,10 +299,25 @@ impl Pipeline {
             }
         }
         if let Some(esc) = &declaration.escalation {
-            asks.push(format!(
+            let mut ask = format!(
                 "asks to run with sandbox mode `{}` instead of `{}`",
                 esc.mode, spec.mode
-            ));
+            );
+            let runs = declaration
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Shell(_) | Effect::Exec(_)));
+            if runs && esc.mode == SandboxMode::DangerFullAccess {
+                // No sandbox there to keep them read-only, and no guard can see what a
+                // command writes: the person must know before answering (SECURITY.md).
+                ask.push_str(&format!(
+                    "; warning: `danger-full-access` confines nothing, so if approved the \
+                     command can write the protected paths ({}), bridle's session directory \
+                     and the profile files; no guard can stop that",
+                    protected_list(spec)
+                ));
+            }
+            asks.push(ask);
         }
         let call = DeclaredCall {
             tool: name,
@@ -389,6 +404,30 @@ fn approved_commands(effects: &[Effect]) -> Vec<Vec<String>> {
         }
     }
     commands
+}
+
+/// The workspace's default protected paths and the spec's own, for a question (the first
+/// few, then how many more).
+fn protected_list(spec: &bridle_policy::SandboxSpec) -> String {
+    const SHOWN: usize = 4;
+    let mut paths: Vec<std::path::PathBuf> = bridle_policy::DEFAULT_PROTECTED
+        .iter()
+        .map(|p| spec.workspace.join(p))
+        .collect();
+    for p in &spec.protected_paths {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+    let mut list: Vec<String> = paths
+        .iter()
+        .take(SHOWN)
+        .map(|p| format!("`{}`", p.display()))
+        .collect();
+    if paths.len() > SHOWN {
+        list.push(format!("{} more", paths.len() - SHOWN));
+    }
+    list.join(", ")
 }
 
 /// The policy's decision on a write to `path`, at least `ask` when the profile has path rules

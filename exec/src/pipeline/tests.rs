@@ -309,6 +309,29 @@ fn an_approved_escalation_runs_under_a_plan_made_anew() {
     assert_eq!(s.pipeline.plan().spec.mode, SandboxMode::ReadOnly);
 }
 
+/// The known gap, said before the answer: an escalation of a command to `danger-full-access`
+/// has no sandbox to keep the protected paths read-only and no guard can see what the command
+/// writes, so the question warns about exactly that; a smaller escalation does not need to.
+#[test]
+fn a_question_about_a_full_access_command_says_it_can_write_protected_paths() {
+    let s = setup("read-only");
+    let full = serde_json::json!({"command": "make install", "sandbox_permissions": "danger-full-access", "justification": "install"});
+    let (result, _) = notes_of(&s.pipeline, "bash", &full);
+    assert!(result.ok, "{result:?}");
+    let smaller = serde_json::json!({"command": "make", "sandbox_permissions": "workspace-write", "justification": "build"});
+    notes_of(&s.pipeline, "bash", &smaller);
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked[0].contains("can write the protected paths (`")
+            && asked[0].contains(".git/hooks")
+            && asked[0].contains("no guard can stop that"),
+        "{}",
+        asked[0]
+    );
+    assert!(!asked[1].contains("warning"), "{}", asked[1]);
+}
+
 /// Every tool's schema describes exactly what its argument type accepts: each required key is
 /// required by the parser, every listed property is accepted, an unlisted one is rejected.
 #[test]
