@@ -168,6 +168,18 @@ impl bridle_agent::tools::ToolHost for LocalTools {
         bridle_agent::tools::ToolHost::add_tool(&self.pipeline, owner, tool)
     }
 
+    fn add_guard(
+        &self,
+        owner: &str,
+        guard: Arc<dyn bridle_exec::pipeline::Guard>,
+    ) -> Result<(), String> {
+        bridle_agent::tools::ToolHost::add_guard(&self.pipeline, owner, guard)
+    }
+
+    fn remove_tool(&self, name: &str) -> bool {
+        bridle_agent::tools::ToolHost::remove_tool(&self.pipeline, name)
+    }
+
     fn unload(&self, owner: &str) {
         bridle_agent::tools::ToolHost::unload(&self.pipeline, owner);
     }
