@@ -2,7 +2,7 @@
 //! the appender listener asked ahead of every other listener (PM8-PM12), `exit_plan_mode`
 //! (PM14, PM17-PM21), `/plan` (PM22-PM25) and the `plan/mode` event type with its validator.
 //! Configuration (PM16): exactly one key, `section`, a non-empty string; a profile that does
-//! not configure the plugin gets [`DEFAULT_SECTION`](super::DEFAULT_SECTION).
+//! not configure the plugin gets [`DEFAULT_SECTION`].
 
 use std::sync::{Arc, Mutex};
 
