@@ -34,6 +34,8 @@ pub fn answerer() -> Box<dyn Answerer> {
 pub struct LocalTools {
     pub pipeline: Pipeline,
     terminal: Arc<TerminalTool>,
+    /// What launches the session's commands (a clone sharing its list of runs in progress).
+    runner: SandboxRunner,
 }
 
 /// What a session's pipeline is built from.
@@ -112,10 +114,20 @@ impl LocalTools {
             registry,
             Approvals::new(plan.approval, Box::new(Shared(answerer))),
             Box::new(LocalFs::new(&plan.spec)),
-            Box::new(LocalSpawner::new(launcher, runner)),
+            Box::new(LocalSpawner::new(launcher, runner.clone())),
         )
         .with_replan(Box::new(replan));
-        Ok(Self { pipeline, terminal })
+        Ok(Self {
+            pipeline,
+            terminal,
+            runner,
+        })
+    }
+
+    /// Kills the process trees of this session's commands that are running (its terminal's
+    /// too), and of no other session of the process.
+    pub fn terminate_running(&self) {
+        self.runner.terminate_running();
     }
 
     /// Closes the persistent terminal (its whole tree); returns why the sandbox stopped it,

@@ -163,14 +163,19 @@ impl Spawner for LocalSpawner {
     }
 
     fn start_terminal(&self, spec: &SandboxSpec, cwd: &Path) -> Result<Terminal, String> {
-        Terminal::start_with_network(
+        let mut terminal = Terminal::start_with_network(
             spec,
             self.launcher.clone(),
             cwd,
             40,
             120,
             self.runner.proxy(),
-        )
+        )?;
+        // Killed with the session's other runs when its turn is cancelled.
+        if let Some(pid) = terminal.launcher_pid() {
+            terminal.registered = Some(self.runner.register(pid));
+        }
+        Ok(terminal)
     }
 }
 

@@ -98,6 +98,8 @@ pub struct SandboxRunner {
     spills: Arc<SpillBudget>,
     /// The session's network proxy, for specs with network `allow-list`.
     proxy: Option<std::sync::Arc<crate::net::NetProxy>>,
+    /// The launchers of this runner's runs in progress (see [`SandboxRunner::terminate_running`]).
+    running: Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
 impl SandboxRunner {
@@ -107,6 +109,27 @@ impl SandboxRunner {
             launcher,
             spills: Arc::new(SpillBudget::new()),
             proxy: None,
+            running: Arc::default(),
+        }
+    }
+
+    /// Lists the launcher `pid` among this runner's runs in progress while the guard lives.
+    pub fn register(&self, pid: u32) -> RunningGuard {
+        if let Ok(mut l) = self.running.lock() {
+            l.push(pid);
+        }
+        RunningGuard {
+            list: Arc::clone(&self.running),
+            pid,
+        }
+    }
+
+    /// Kills the process trees of this runner's runs in progress (a cancelled turn of its
+    /// session), and no other run of the process: another session's runs go on.
+    pub fn terminate_running(&self) {
+        let pids = self.running.lock().map(|r| r.clone()).unwrap_or_default();
+        for pid in pids.into_iter().filter_map(|p| i32::try_from(p).ok()) {
+            bridle_sandbox::launcher::terminate_child(pid);
         }
     }
 
@@ -120,6 +143,22 @@ impl SandboxRunner {
     pub fn with_proxy(mut self, proxy: std::sync::Arc<crate::net::NetProxy>) -> SandboxRunner {
         self.proxy = Some(proxy);
         self
+    }
+}
+
+/// A launcher listed in its runner's runs in progress until this is dropped (the run is over,
+/// the terminal closed).
+#[derive(Debug)]
+pub struct RunningGuard {
+    list: Arc<std::sync::Mutex<Vec<u32>>>,
+    pid: u32,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        if let Ok(mut l) = self.list.lock() {
+            l.retain(|p| *p != self.pid);
+        }
     }
 }
 
@@ -185,6 +224,7 @@ impl Runner for SandboxRunner {
             }
             Err(r) => return Ok(refused(r)),
         };
+        let _registered = self.register(running.launcher_pid());
         let attachment = match crate::net::attach_launch(proxy, relay) {
             Ok(attachment) => attachment,
             Err(r) => {

@@ -33,11 +33,18 @@ pub struct Terminal {
     unsubmitted: String,
     /// The proxy's view of this terminal's connections (network `allow-list`).
     network: Option<crate::net::Attachment>,
+    /// Listed among the session's runs in progress (a cancel kills it with them).
+    pub(crate) registered: Option<crate::run::RunningGuard>,
     // Dropped last: removes placeholders only after the tree is gone.
     _sandbox: Sandbox,
 }
 
 impl Terminal {
+    /// The pid of the terminal's launcher, while it runs.
+    pub fn launcher_pid(&self) -> Option<u32> {
+        self.running.as_ref().map(Running::launcher_pid)
+    }
+
     /// Starts `bash -i` in a new pty, confined by `spec`, in `cwd`. `launcher` is the bridle
     /// binary. Waits for the first prompt (up to five seconds).
     pub fn start(
@@ -122,6 +129,7 @@ impl Terminal {
             pending: Vec::new(),
             unsubmitted: String::new(),
             network,
+            registered: None,
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));

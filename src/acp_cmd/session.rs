@@ -67,7 +67,8 @@ pub(super) fn start(
 ) -> Result<(Live, Option<Questions>)> {
     let mut live = prepared.start(Hooks {
         cancel: None,
-        on_cancel: Some(Arc::new(bridle_sandbox::launcher::terminate_children)),
+        // Only this session's commands: the connection's other sessions go on.
+        on_cancel: None,
     })?;
     if let Some(mut reports) = live.session.reports() {
         let out = out.clone();

@@ -177,7 +177,8 @@ pub fn not_loaded(flag: &str) -> anyhow::Error {
 pub struct Hooks {
     /// Asked often whether the turn is cancelled from outside (a signal, a deadline).
     pub cancel: Option<Arc<dyn Fn() -> Option<String> + Send + Sync>>,
-    /// Called by [`Session::cancel`].
+    /// Called by [`Session::cancel`], after the session's own running commands were killed
+    /// (a process that runs one session at a time may kill every child it has).
     pub on_cancel: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
@@ -279,7 +280,7 @@ impl Prepared {
             },
             // The plugins' commands are added by the session.
             commands: Vec::new(),
-            on_cancel: hooks.on_cancel,
+            on_cancel: Some(on_cancel(&tools, hooks.on_cancel)),
             answerer: channel,
         };
         let id = self.log.id().to_owned();
@@ -299,6 +300,23 @@ impl Prepared {
             },
         })
     }
+}
+
+/// What [`Session::cancel`] does: kills the process trees of this session's running
+/// commands, then whatever the front end adds.
+fn on_cancel(
+    tools: &Arc<LocalTools>,
+    then: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> Arc<dyn Fn() + Send + Sync> {
+    let tools = Arc::downgrade(tools);
+    Arc::new(move || {
+        if let Some(tools) = tools.upgrade() {
+            tools.terminate_running();
+        }
+        if let Some(then) = &then {
+            then();
+        }
+    })
 }
 
 /// A new plan for a live session (a front end's policy change), not applied yet.

@@ -274,6 +274,77 @@ fn cancel_mid_sleep_answers_cancelled_and_leaves_no_process() {
     assert!(!text_of(&record.updates()).contains("never reached"));
 }
 
+/// Two sessions on one connection: cancelling one kills its command's tree only; the other's
+/// keeps running until it is cancelled in turn.
+#[test]
+fn cancelling_one_session_leaves_the_other_sessions_commands_running() {
+    let e = ExecEnv::new();
+    let mark = super::support::token("acp-cancel-one");
+    let script = format!(
+        r#"
+- tool_calls:
+    - name: bash
+      arguments: {{command: "sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}"}}
+- text: never reached
+"#
+    );
+    let record = Record::default();
+    let mark2 = mark.clone();
+    let (_, (first, second, alive)) = converse(
+        agent(&e, None, &script, &record),
+        &record,
+        vec![],
+        async |cx| {
+            let a = new_session(&cx, &e).await?.session_id;
+            let b = new_session(&cx, &e).await?.session_id;
+            let pending_a = cx.send_request(prompt(&a, "sleep"));
+            let pending_b = cx.send_request(prompt(&b, "sleep"));
+            let count = move || super::support::processes_with(&mark2).len();
+            let counting = count.clone();
+            let both = tokio::task::spawn_blocking(move || {
+                let mut seen = 0;
+                super::support::wait_until(std::time::Duration::from_secs(20), || {
+                    seen = counting();
+                    seen >= 4
+                })
+                .then_some(seen)
+            })
+            .await
+            .unwrap();
+            let both = both.expect("both sessions' commands never ran");
+            cx.send_notification(CancelNotification::new(a.clone()))?;
+            let first = pending_a.block_task().await?.stop_reason;
+            let counting = count.clone();
+            let alive = tokio::task::spawn_blocking(move || {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                counting()
+            })
+            .await
+            .unwrap();
+            assert!(
+                alive > 0 && alive < both,
+                "{alive} of {both} processes left"
+            );
+            cx.send_notification(CancelNotification::new(b.clone()))?;
+            let second = pending_b.block_task().await?.stop_reason;
+            Ok((a, (first, second, alive)))
+        },
+    );
+    assert_eq!(first, StopReason::Cancelled);
+    assert_eq!(
+        second,
+        StopReason::Cancelled,
+        "{alive} processes were left after the first cancel"
+    );
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(10), || {
+            super::support::processes_with(&mark).is_empty()
+        }),
+        "a tool outlived the cancels"
+    );
+    super::support::assert_no_survivor(&mark, "cancelled ACP turns");
+}
+
 /// set_mode plan: the mode change is an update, the next request carries the plan section,
 /// and a plan presented for review is shown as a plan and approved through the client.
 #[test]

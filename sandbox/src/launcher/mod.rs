@@ -989,18 +989,20 @@ pub fn terminate_children() {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
-            // Pinned by a pidfd, then checked to still be our child: a child reaped since the
-            // list was read, and its pid reused by another process, is never signalled.
-            let Ok(pidfd) = sys::pidfd_open(pid) else {
-                continue;
-            };
-            if parent_of(pid) == Some(std::process::id()) {
-                let _ = sys::pidfd_send_signal(
-                    std::os::fd::AsFd::as_fd(&pidfd),
-                    Signal::SIGTERM as i32,
-                );
-            }
+            terminate_child(pid);
         }
+    }
+}
+
+/// Sends SIGTERM to `pid` when it is (still) a child of this process: a confined run's
+/// launcher, which then kills its whole tree. Pinned by a pidfd, then checked to still be our
+/// child: a child reaped meanwhile, whose pid another process reuses, is never signalled.
+pub fn terminate_child(pid: i32) {
+    let Ok(pidfd) = sys::pidfd_open(pid) else {
+        return;
+    };
+    if parent_of(pid) == Some(std::process::id()) {
+        let _ = sys::pidfd_send_signal(std::os::fd::AsFd::as_fd(&pidfd), Signal::SIGTERM as i32);
     }
 }
 
