@@ -57,14 +57,29 @@ impl PidsGroup {
     /// Creates a group under `parent` allowing at most `max` processes.
     pub fn create(parent: &Path, max: u64) -> Result<PidsGroup, String> {
         static SERIAL: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "bridle-{}-{}",
-            std::process::id(),
-            SERIAL.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = parent.join(name);
-        std::fs::create_dir(&dir)
-            .map_err(|e| format!("creating the pids cgroup `{}`: {e}", dir.display()))?;
+        // A group of this name is left over from a bridle process that had our pid and was
+        // killed before it removed it: removed when empty, else another name is taken.
+        let mut tries = 0;
+        let dir = loop {
+            let name = format!(
+                "bridle-{}-{}",
+                std::process::id(),
+                SERIAL.fetch_add(1, Ordering::Relaxed)
+            );
+            let dir = parent.join(name);
+            let made = match std::fs::create_dir(&dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => {
+                    tries += 1;
+                    if std::fs::remove_dir(&dir).is_err() {
+                        continue;
+                    }
+                    std::fs::create_dir(&dir)
+                }
+                other => other,
+            };
+            made.map_err(|e| format!("creating the pids cgroup `{}`: {e}", dir.display()))?;
+            break dir;
+        };
         let group = PidsGroup { dir };
         std::fs::write(group.dir.join("pids.max"), max.to_string())
             .map_err(|e| format!("writing pids.max in `{}`: {e}", group.dir.display()))?;
@@ -92,4 +107,31 @@ impl Drop for PidsGroup {
 /// Moves the calling process into the group whose `cgroup.procs` is `procs_file`.
 pub fn join(procs_file: &Path) -> std::io::Result<()> {
     std::fs::write(procs_file, std::process::id().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Groups of our name left by a killed bridle process that had our pid: an empty one is
+    /// replaced, one still in use is passed over for another name.
+    #[test]
+    fn a_group_left_by_an_earlier_process_of_our_pid_does_not_stop_the_run() {
+        let parent = tempfile::tempdir().unwrap();
+        for serial in 0..400 {
+            let dir = parent
+                .path()
+                .join(format!("bridle-{}-{serial}", std::process::id()));
+            std::fs::create_dir(&dir).unwrap();
+            // Odd ones are "in use" (not removable).
+            if serial % 2 == 1 {
+                std::fs::write(dir.join("cgroup.procs"), "1").unwrap();
+            }
+        }
+        let group = PidsGroup::create(parent.path(), 7).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(group.dir.join("pids.max")).unwrap(),
+            "7"
+        );
+    }
 }
