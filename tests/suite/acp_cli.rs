@@ -215,20 +215,25 @@ fn an_escalation_is_asked_of_the_client_and_only_an_explicit_allow_runs_it() {
     assert_eq!(answers, ["rejected", "cancelled", "approved"]);
 }
 
-/// session/cancel mid `sleep`: the prompt answers cancelled, the tool's processes are gone,
-/// the log's turn ends aborted.
-#[test]
-fn cancel_mid_sleep_answers_cancelled_and_leaves_no_process() {
-    let e = ExecEnv::new();
-    let mark = super::support::token("acp-cancel");
-    let script = format!(
+/// A script whose one call runs two `sleep 60`s marked `mark`, then answers "never reached".
+fn sleeping_script(mark: &str) -> String {
+    format!(
         r#"
 - tool_calls:
     - name: bash
       arguments: {{command: "sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}"}}
 - text: never reached
 "#
-    );
+    )
+}
+
+/// session/cancel mid `sleep`: the prompt answers cancelled, the tool's processes are gone,
+/// the log's turn ends aborted.
+#[test]
+fn cancel_mid_sleep_answers_cancelled_and_leaves_no_process() {
+    let e = ExecEnv::new();
+    let mark = super::support::token("acp-cancel");
+    let script = sleeping_script(&mark);
     let record = Record::default();
     let mark2 = mark.clone();
     let (id, stop) = converse(
@@ -280,14 +285,7 @@ fn cancel_mid_sleep_answers_cancelled_and_leaves_no_process() {
 fn cancelling_one_session_leaves_the_other_sessions_commands_running() {
     let e = ExecEnv::new();
     let mark = super::support::token("acp-cancel-one");
-    let script = format!(
-        r#"
-- tool_calls:
-    - name: bash
-      arguments: {{command: "sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}"}}
-- text: never reached
-"#
-    );
+    let script = sleeping_script(&mark);
     let record = Record::default();
     let mark2 = mark.clone();
     let (_, (first, second, alive)) = converse(
