@@ -107,7 +107,8 @@ fn turn(
             max_steps: 100,
             ..AgentConfig::default()
         },
-    );
+    )
+    .unwrap();
     let report = agent.run_turn("go").unwrap();
     assert_eq!(report.answer, "done");
     agent.into_log()

@@ -72,4 +72,11 @@ pub enum AgentError {
     },
     #[error("refusing the session directory {}: {reason}", dir.display())]
     CheckSessionDir { dir: PathBuf, reason: String },
+    /// A plugin's tools or guards could not be added to the tool pipeline: running without
+    /// them (a guard missing) is not an option.
+    #[error("cannot attach the plugins to the tool pipeline: {source}")]
+    AttachPlugins {
+        #[source]
+        source: crate::plugin::PluginError,
+    },
 }

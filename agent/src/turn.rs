@@ -175,23 +175,26 @@ struct PlannedCall {
 }
 
 impl<'h> Agent<'h> {
+    /// An agent on `log`; fails when a plugin's tools or guards cannot join `tools`.
     pub fn new(
         log: SessionLog,
         model: Box<dyn Model>,
         tools: &'h dyn ToolHost,
         config: AgentConfig,
-    ) -> Self {
-        if let Err(e) = config.plugins.attach(tools) {
-            tracing::warn!("{e}");
-        }
-        Self {
+    ) -> Result<Self, AgentError> {
+        // A plugin's guard that is not in the pipeline would let through what it denies.
+        config
+            .plugins
+            .attach(tools)
+            .map_err(|source| AgentError::AttachPlugins { source })?;
+        Ok(Self {
             log,
             route: model.route(),
             model: Some(model),
             tools,
             config,
             derived: derived::Derived::default(),
-        }
+        })
     }
 
     /// The session log.

@@ -184,7 +184,8 @@ fn run(script: Vec<ScriptedResponse>, inputs: &[&str]) -> Run {
                 sections: sections(),
                 ..AgentConfig::default()
             },
-        );
+        )
+        .unwrap();
         for input in inputs {
             reports.push(agent.run_turn(input).unwrap());
         }
@@ -469,7 +470,7 @@ fn run_odd(answers: Vec<Result<(Vec<Chunk>, FinishReason), ModelError>>) -> (Run
             })),
             ..AgentConfig::default()
         };
-        let mut agent = Agent::new(log, Box::new(Odd { answers }), &host, config);
+        let mut agent = Agent::new(log, Box::new(Odd { answers }), &host, config).unwrap();
         agent.run_turn("go").unwrap()
     };
     let r = Run {
@@ -581,7 +582,8 @@ fn a_turn_that_never_stops_calling_tools_ends_at_the_step_limit() {
             max_steps: 3,
             ..AgentConfig::default()
         },
-    );
+    )
+    .unwrap();
     let report = agent.run_turn("loop").unwrap();
     assert_eq!(report.reason, TurnEndReason::Aborted);
     assert!(report.error.unwrap().contains("3 steps"));
@@ -601,7 +603,8 @@ fn a_resumed_session_continues_its_turn_numbers() {
         )),
         &host,
         AgentConfig::default(),
-    );
+    )
+    .unwrap();
     let report = agent.run_turn("second").unwrap();
     assert_eq!(report.turn, 1);
     drop(agent);

@@ -17,12 +17,17 @@ use bridle_agent::transcript::{COMPACTED_PREFIX, derive_request_messages};
 use bridle_agent::{Agent, AgentConfig};
 use pretty_assertions::assert_eq;
 
-/// No tools: these turns only talk.
-struct NoTools;
+/// No tools of its own: these turns only talk; a plugin's tools (plan mode's) are offered and
+/// answer that they do nothing here.
+#[derive(Default)]
+struct NoTools {
+    added: std::sync::Mutex<Vec<Arc<dyn bridle_exec::tool::Tool>>>,
+}
 
 impl ToolHost for NoTools {
     fn schemas(&self) -> Vec<serde_json::Value> {
-        Vec::new()
+        let added = self.added.lock().unwrap();
+        added.iter().map(|t| t.schema()).collect()
     }
 
     fn concurrency_safe(&self, _name: &str, _arguments: &str) -> bool {
@@ -35,6 +40,11 @@ impl ToolHost for NoTools {
             content: format!("no tool {name}"),
             sandbox: None,
         }
+    }
+
+    fn add_tool(&self, _owner: &str, tool: Arc<dyn bridle_exec::tool::Tool>) -> Result<(), String> {
+        self.added.lock().unwrap().push(tool);
+        Ok(())
     }
 }
 
@@ -70,7 +80,8 @@ fn turn(log: SessionLog, input: &str, reply: &str, plan: bool) -> (SessionLog, M
         }],
     );
     let requests = Arc::clone(&model.requests);
-    let mut agent = Agent::new(log, Box::new(model), &NoTools, config(plan));
+    let tools = NoTools::default();
+    let mut agent = Agent::new(log, Box::new(model), &tools, config(plan)).unwrap();
     agent.run_turn(input).unwrap();
     let log = agent.into_log();
     let request = requests.lock().unwrap().pop().unwrap();
@@ -153,6 +164,7 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
 fn plan_mode_is_the_same_before_and_after_a_compaction() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = SessionDir::open(tmp.path()).unwrap();
+    let tools = NoTools::default();
     let mut agent = Agent::new(
         session(&dir),
         Box::new(ScriptModel::new(
@@ -162,9 +174,10 @@ fn plan_mode_is_the_same_before_and_after_a_compaction() {
                 tool_calls: Vec::new(),
             }],
         )),
-        &NoTools,
+        &tools,
         config(true),
-    );
+    )
+    .unwrap();
     assert_eq!(
         agent.command("/plan").unwrap(),
         "committed: plan mode is on"

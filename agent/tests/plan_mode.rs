@@ -21,6 +21,10 @@ use bridle_exec::run::SandboxRunner;
 use bridle_policy::{LoadRequest, Overrides, PlanContext, ShippedOnly};
 use pretty_assertions::assert_eq;
 
+#[path = "support/http_server.rs"]
+#[allow(dead_code)]
+mod http_server;
+
 struct World {
     dir: tempfile::TempDir,
     pipeline: Pipeline,
@@ -173,7 +177,7 @@ fn a_plan_kept_planning_then_approved_through_the_review_seam_leaves_plan_mode()
             PlanReview::Approved,
         ],
     );
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     assert_eq!(
         agent.command("/plan").unwrap(),
         "committed: plan mode is on"
@@ -248,7 +252,7 @@ fn a_dismissed_review_or_a_bad_call_never_leaves_plan_mode() {
         plugins: host(&plan),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     agent.command("/plan").unwrap();
     agent.run_turn("plan").unwrap();
     let log = agent.into_log();
@@ -282,7 +286,7 @@ fn a_dismissed_review_or_a_bad_call_never_leaves_plan_mode() {
         plugins: host(&plan),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     agent.run_turn("go").unwrap();
     let log = agent.into_log();
     let results = results_of(&events(&log));
@@ -311,7 +315,7 @@ fn the_state_lives_in_the_log_and_never_in_the_transcript() {
         plugins: host(&plan),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     assert!(!plan_mode::fold_plan_mode(
         agent.log().events().iter().map(|(_, e)| e)
     ));
@@ -377,7 +381,7 @@ fn a_pending_choice_is_appended_first_and_only_by_an_accepted_pre_step() {
         pre_step: vec![Arc::clone(&recorder) as Arc<dyn PreStep>],
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     // As if chosen at the prompt while the turn that will run is being opened.
     assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
     let blocked = agent.run_turn("first").unwrap();
@@ -417,7 +421,7 @@ fn the_notice_comes_only_when_the_last_header_described_the_opposite_state() {
         plugins: host(&plan),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     agent.run_turn("one").unwrap(); // header: inactive
     assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
     agent.run_turn("two").unwrap(); // appended with a notice: the header said inactive
@@ -457,7 +461,7 @@ fn plan_mode_blocks_no_tool() {
             plugins: host(&plan),
             ..AgentConfig::default()
         };
-        let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+        let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
         assert_eq!(w.pipeline.registry().guards().len(), guards);
         if active {
             agent.command("/plan").unwrap();
@@ -489,7 +493,7 @@ fn a_choice_not_yet_appended_is_lost_with_the_process() {
         plugins: host(&plan),
         ..AgentConfig::default()
     };
-    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config);
+    let mut agent = Agent::new(new_log(&w), model, &w.pipeline, config).unwrap();
     agent.run_turn("one").unwrap();
     assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
     let id = agent.log().id().to_owned();
@@ -501,4 +505,85 @@ fn a_choice_not_yet_appended_is_lost_with_the_process() {
     assert!(!plan_mode::fold_plan_mode(
         resumed.events().iter().map(|(_, e)| e)
     ));
+}
+
+/// PM8: a retry after a failed request is seen with the choice in force. The choice is
+/// appended by the accepted pre-step of a step whose request then fails: the adapter's retry of
+/// that request (after a server error) and, after the request failed for good, the next turn's
+/// request are all made in plan mode, and the choice is appended once.
+#[test]
+fn a_request_retried_after_a_failure_carries_the_choice_appended_before_it() {
+    use bridle_agent::model::openai::{OpenAiModel, Retry};
+    use http_server::{serve, sse, status};
+
+    let w = world(Box::new(NoAnswerer));
+    let plan = PlanMode::new("Plan first.").unwrap();
+    let (url, received) = serve(vec![
+        status(503, r#"{"error":{"message":"overloaded"}}"#),
+        status(400, r#"{"error":{"message":"no such model"}}"#),
+        sse(&[
+            serde_json::json!({"choices": [{"index": 0, "delta": {"content": "planned"}, "finish_reason": null}]}),
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        ]),
+    ]);
+    let model = OpenAiModel::new(
+        "openai:test-model",
+        "test-model",
+        &url,
+        Some("sk-test".into()),
+        Retry {
+            attempts: 3,
+            base_delay: std::time::Duration::from_millis(10),
+            max_delay: std::time::Duration::from_millis(50),
+            stall: std::time::Duration::from_secs(5),
+        },
+    )
+    .unwrap();
+    let config = AgentConfig {
+        plugins: host(&plan),
+        ..AgentConfig::default()
+    };
+    let mut agent = Agent::new(new_log(&w), Box::new(model), &w.pipeline, config).unwrap();
+    assert_eq!(plan.set(true, false, true), SetOutcome::Queued);
+    let failed = agent.run_turn("first").unwrap();
+    assert_eq!(failed.reason, TurnEndReason::Error, "{failed:?}");
+    let done = agent.run_turn("again").unwrap();
+    assert_eq!(done.reason, TurnEndReason::Completed);
+    assert_eq!(done.answer, "planned");
+
+    let bodies: Vec<serde_json::Value> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.body.clone())
+        .collect();
+    assert_eq!(
+        bodies.len(),
+        3,
+        "the failed request, its retry, the next turn's"
+    );
+    for (i, body) in bodies.iter().enumerate() {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        assert!(
+            system.contains("Plan first."),
+            "request {i} not in plan mode: {body}"
+        );
+    }
+    let events = events(agent.log());
+    let entered: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| **e == Event::PlanMode { active: true })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(entered.len(), 1, "appended once: {events:?}");
+    let first_step = events
+        .iter()
+        .position(|e| *e == Event::StepStart { turn: 0, step: 0 })
+        .unwrap();
+    assert!(
+        entered[0] > first_step,
+        "appended by the first turn's accepted pre-step"
+    );
+    assert_eq!(plan.get(), (true, None));
 }

@@ -161,7 +161,13 @@ impl Session {
             std::thread::Builder::new()
                 .name("bridle-session".into())
                 .spawn(move || {
-                    let mut agent = Agent::new(log, model, tools.as_ref(), agent_config);
+                    let mut agent = match Agent::new(log, model, tools.as_ref(), agent_config) {
+                        Ok(agent) => agent,
+                        Err(e) => {
+                            ended(&inbox);
+                            return Err(e.to_string());
+                        }
+                    };
                     agent.publish();
                     let result = run(
                         &mut agent,
@@ -170,7 +176,7 @@ impl Session {
                         answerer.as_ref(),
                         &reports_tx,
                     );
-                    inbox.lock().closed = true;
+                    ended(&inbox);
                     result.map(|()| agent.into_log())
                 })
         };
@@ -303,6 +309,14 @@ impl Drop for Session {
             let _ = w.join();
         }
     }
+}
+
+/// The worker is gone: nothing is taken any more, and a command still waiting for its answer
+/// gets `Closed` (its reply channel is dropped) instead of waiting forever.
+fn ended(inbox: &Inbox) {
+    let mut state = inbox.lock();
+    state.closed = true;
+    state.commands.clear();
 }
 
 fn submit(inbox: &Inbox, kind: InputKind, text: &str) -> Result<String, SessionError> {

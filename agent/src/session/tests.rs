@@ -9,15 +9,27 @@ use crate::log::{Backend, NewSession, SessionDir, TurnEndReason};
 use crate::model::script::ScriptModel;
 use crate::tools::{Notes, ToolOutcome};
 
-/// One tool, `wait`, that says it started and then waits to be released.
+/// One tool, `wait`, that says it started and then waits to be released; a plugin's tools
+/// (plan mode's) are offered beside it and answer that they do nothing here.
 struct Gate {
     started: Mutex<Sender<()>>,
     release: Mutex<Receiver<()>>,
+    added: Mutex<Vec<String>>,
 }
 
 impl ToolHost for Gate {
     fn schemas(&self) -> Vec<serde_json::Value> {
-        vec![serde_json::json!({"name": "wait", "parameters": {"type": "object"}})]
+        let mut schemas =
+            vec![serde_json::json!({"name": "wait", "parameters": {"type": "object"}})];
+        for name in self.added.lock().unwrap().iter() {
+            schemas.push(serde_json::json!({"name": name, "parameters": {"type": "object"}}));
+        }
+        schemas
+    }
+
+    fn add_tool(&self, _owner: &str, tool: Arc<dyn bridle_exec::tool::Tool>) -> Result<(), String> {
+        self.added.lock().unwrap().push(tool.name().to_owned());
+        Ok(())
     }
 
     fn concurrency_safe(&self, _name: &str, _arguments: &str) -> bool {
@@ -69,6 +81,7 @@ fn fixture(script: &str, config: SessionConfig) -> Fixture {
     let host = Arc::new(Gate {
         started: Mutex::new(started_tx),
         release: Mutex::new(release_rx),
+        added: Mutex::default(),
     });
     let session = Session::start(log, Box::new(model), host, config);
     Fixture {
@@ -430,4 +443,58 @@ fn plan_host(plan: &crate::plan_mode::PlanMode) -> Arc<crate::plugin::PluginHost
     host.load(plan, &crate::plugin::Config::new("plan-mode", None))
         .unwrap();
     Arc::new(host)
+}
+
+/// A host that takes no plugin tools (the trait's default).
+struct Plain;
+
+impl ToolHost for Plain {
+    fn schemas(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+
+    fn concurrency_safe(&self, _name: &str, _arguments: &str) -> bool {
+        false
+    }
+
+    fn call(&self, _name: &str, _arguments: &str, _note: &mut Notes<'_>) -> ToolOutcome {
+        panic!("nothing runs in a session that did not start")
+    }
+}
+
+#[test]
+fn a_session_whose_plugins_cannot_attach_refuses_inputs_and_says_why_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = SessionDir::open(dir.path())
+        .unwrap()
+        .create(
+            Backend::Jsonl,
+            &NewSession {
+                workspace: "/w".into(),
+                profile: "p".into(),
+                policy_digest: "d".into(),
+            },
+        )
+        .unwrap();
+    let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
+    let config = SessionConfig {
+        agent: AgentConfig {
+            plugins: plan_host(&plan),
+            ..AgentConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    let model = ScriptModel::new("script:t", ScriptModel::parse("t", "- text: hi\n").unwrap());
+    let session = Session::start(log, Box::new(model), Arc::new(Plain), config);
+    // Whether the worker has failed yet or not, the command is answered, never left waiting.
+    assert!(matches!(
+        session.command("/plan"),
+        Err(SessionError::Closed)
+    ));
+    assert!(matches!(session.prompt("go"), Err(SessionError::Closed)));
+    let Err(why) = session.close() else {
+        panic!("the session ran without its plugins");
+    };
+    assert!(why.contains("cannot attach the plugins"), "{why}");
+    assert!(why.contains("plan-mode"), "{why}");
 }
