@@ -99,8 +99,8 @@ pub enum Command {
     /// The interactive terminal on a live session: streamed text, tool calls with their
     /// decisions, inline approvals and plan review; typing while the agent works steers it.
     ///
-    /// `/help` lists the commands. Ctrl-C cancels the running turn; Ctrl-D, or Ctrl-C twice at
-    /// the prompt, exits 0.
+    /// `/help` lists the commands. Ctrl-C cancels the running turn; Ctrl-D, or Ctrl-C at an
+    /// empty prompt, exits 0.
     Chat(ChatArgs),
     /// List, show, verify and export session logs.
     #[command(subcommand)]

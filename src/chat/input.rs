@@ -36,7 +36,7 @@ Enter       send (while the agent works: steer it; the text joins its next step)
 /plan off   leave plan mode
 /resume ID  continue session ID (the newest of this workspace without ID)
 /help       this help
-Ctrl-C      cancel the running turn; at an empty prompt, press it twice to exit
+Ctrl-C      cancel the running turn; at an empty prompt, exit; else drop the line
 Ctrl-D      exit";
 
 /// What `line` asks for, `running` saying whether a turn is running.
@@ -79,39 +79,42 @@ pub fn parse(line: &str, running: bool) -> Input {
 pub enum KeyAction {
     /// Cancel the running turn.
     CancelTurn,
-    /// Say that another Ctrl-C exits.
-    WarnExit,
+    /// Nothing more: the editor dropped the line typed so far.
+    Cleared,
     /// Exit `bridle chat` (status 0).
     Exit,
 }
 
-/// Ctrl-C: cancels a running turn; at an idle prompt the first press warns and a second one
-/// (with nothing typed in between) exits. Ctrl-D always exits.
-#[derive(Debug, Default)]
-pub struct Keys {
-    armed: bool,
+/// What a Ctrl-C does (cli.md): it cancels a running turn; at an idle prompt it exits when
+/// nothing is typed (`line_was_empty`) and drops the typed line otherwise. (Ctrl-D always exits.)
+pub fn ctrl_c(running: bool, line_was_empty: bool) -> KeyAction {
+    if running {
+        KeyAction::CancelTurn
+    } else if line_was_empty {
+        KeyAction::Exit
+    } else {
+        KeyAction::Cleared
+    }
 }
 
-impl Keys {
-    pub fn ctrl_c(&mut self, running: bool) -> KeyAction {
-        if running {
-            self.armed = false;
-            return KeyAction::CancelTurn;
-        }
-        if std::mem::replace(&mut self.armed, true) {
-            KeyAction::Exit
-        } else {
-            KeyAction::WarnExit
-        }
-    }
+/// Bound to Ctrl-C in the editor: notes whether the line was empty, then lets the editor do
+/// its default (interrupt the read), so the REPL can tell "exit" from "drop what I typed".
+#[derive(Debug, Default)]
+pub struct CtrlC {
+    pub line_was_empty: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
 
-    pub fn ctrl_d(&mut self) -> KeyAction {
-        KeyAction::Exit
-    }
-
-    /// A line was entered: a later Ctrl-C warns again first.
-    pub fn line(&mut self) {
-        self.armed = false;
+impl rustyline::ConditionalEventHandler for CtrlC {
+    fn handle(
+        &self,
+        _evt: &rustyline::Event,
+        _n: rustyline::RepeatCount,
+        _positive: bool,
+        ctx: &rustyline::EventContext,
+    ) -> Option<rustyline::Cmd> {
+        self.line_was_empty
+            .store(ctx.line().is_empty(), std::sync::atomic::Ordering::SeqCst);
+        None
     }
 }
 
@@ -153,13 +156,10 @@ mod tests {
     }
 
     #[test]
-    fn ctrl_c_cancels_a_turn_and_twice_at_an_idle_prompt_exits() {
-        let mut keys = Keys::default();
-        assert_eq!(keys.ctrl_c(true), KeyAction::CancelTurn);
-        assert_eq!(keys.ctrl_c(false), KeyAction::WarnExit);
-        keys.line();
-        assert_eq!(keys.ctrl_c(false), KeyAction::WarnExit);
-        assert_eq!(keys.ctrl_c(false), KeyAction::Exit);
-        assert_eq!(Keys::default().ctrl_d(), KeyAction::Exit);
+    fn ctrl_c_cancels_a_turn_exits_an_empty_prompt_and_clears_a_typed_line() {
+        assert_eq!(ctrl_c(true, true), KeyAction::CancelTurn);
+        assert_eq!(ctrl_c(true, false), KeyAction::CancelTurn);
+        assert_eq!(ctrl_c(false, false), KeyAction::Cleared);
+        assert_eq!(ctrl_c(false, true), KeyAction::Exit);
     }
 }

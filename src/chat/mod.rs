@@ -57,6 +57,12 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> Result<u8> {
     let mut editor = rustyline::DefaultEditor::with_config(config)?;
     // The no-op helper: with it rustyline draws the prompt's styled (coloured) form.
     editor.set_helper(Some(()));
+    let ctrl_c = input::CtrlC::default();
+    let line_was_empty = std::sync::Arc::clone(&ctrl_c.line_was_empty);
+    editor.bind_sequence(
+        rustyline::KeyEvent::ctrl('C'),
+        rustyline::EventHandler::Conditional(Box::new(ctrl_c)),
+    );
     let history = history_file(args);
     if let Some(file) = &history {
         let _ = editor.load_history(file);
@@ -66,7 +72,15 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> Result<u8> {
         None => Open::New,
     };
     loop {
-        let ending = session(global, args, &mut editor, open, colour, terminal.as_ref())?;
+        let ending = session(
+            global,
+            args,
+            &mut editor,
+            &line_was_empty,
+            open,
+            colour,
+            terminal.as_ref(),
+        )?;
         if let Some(file) = &history {
             let _ = editor.save_history(file);
         }
@@ -94,6 +108,7 @@ fn session(
     global: &GlobalArgs,
     args: &ChatArgs,
     editor: &mut rustyline::DefaultEditor,
+    line_was_empty: &std::sync::atomic::AtomicBool,
     open: Open,
     colour: bool,
     terminal: Option<&nix::sys::termios::Termios>,
@@ -161,6 +176,7 @@ fn session(
             screen: screen.clone(),
             colour,
             on_cancel: &on_cancel,
+            line_was_empty,
         }
         .run();
         // Leaving: what was queued does not run, and the running turn is cancelled, not

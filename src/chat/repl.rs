@@ -11,13 +11,13 @@ use rustyline::error::ReadlineError;
 use rustyline::history::History;
 
 use super::ask::{Answered, Asked};
-use super::input::{self, HELP, Input, KeyAction, Keys};
+use super::input::{self, HELP, Input, KeyAction};
 use super::screen::Screen;
 
 /// How the loop ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ending {
-    /// Ctrl-D, or Ctrl-C twice at the prompt.
+    /// Ctrl-D, or Ctrl-C at an empty prompt.
     Exit,
     /// `/resume [ID]`.
     Resume(Option<String>),
@@ -84,12 +84,13 @@ pub struct Repl<'a, H: History> {
     pub colour: bool,
     /// Called when a Ctrl-C cancels the running turn (after [`Session::cancel`]).
     pub on_cancel: &'a dyn Fn(),
+    /// Whether the line was empty at the last Ctrl-C (set by [`input::CtrlC`]).
+    pub line_was_empty: &'a AtomicBool,
 }
 
 impl<H: History> Repl<'_, H> {
     /// Reads and carries out lines until the person exits or switches sessions.
     pub fn run(&mut self) -> anyhow::Result<Ending> {
-        let mut keys = Keys::default();
         loop {
             let prompt = LivePrompt::new(self.turn_open, self.asked, self.colour);
             let read = self.editor.readline(&prompt);
@@ -97,24 +98,20 @@ impl<H: History> Repl<'_, H> {
             let line = match read {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => {
-                    match keys.ctrl_c(self.session.is_running() || self.asked.waiting()) {
+                    let running = self.session.is_running() || self.asked.waiting();
+                    let empty = self.line_was_empty.load(Ordering::SeqCst);
+                    match input::ctrl_c(running, empty) {
                         KeyAction::CancelTurn => self.cancel(),
-                        KeyAction::WarnExit => self
-                            .screen
-                            .line("(press Ctrl-C again, or Ctrl-D, to leave bridle chat)"),
+                        KeyAction::Cleared => {}
                         KeyAction::Exit => return Ok(Ending::Exit),
                     }
                     continue;
                 }
-                Err(ReadlineError::Eof) => {
-                    let _ = keys.ctrl_d();
-                    return Ok(Ending::Exit);
-                }
+                Err(ReadlineError::Eof) => return Ok(Ending::Exit),
                 // The terminal changed size: rustyline redraws; nothing else to do.
                 Err(ReadlineError::Signal(_)) => continue,
                 Err(e) => return Err(anyhow::Error::new(e).context("reading the terminal")),
             };
-            keys.line();
             // A question waits: the line answers it (a `/` command still runs, so `/help`
             // works while the agent waits).
             if self.asked.waiting() && !line.trim_start().starts_with('/') {

@@ -239,7 +239,7 @@ fn plan_with_a_message_enters_plan_mode_and_sends_it() {
 }
 
 #[test]
-fn ctrl_c_cancels_a_running_sleep_and_twice_at_the_prompt_exits() {
+fn ctrl_c_cancels_a_running_sleep_drops_a_typed_line_and_exits_at_an_empty_prompt() {
     let e = ExecEnv::new();
     let (chat, marker) = running_sleep(&e, "chat-sleep");
     chat.key("C-c");
@@ -252,13 +252,22 @@ fn ctrl_c_cancels_a_running_sleep_and_twice_at_the_prompt_exits() {
         "the sleep outlived the cancel"
     );
     assert_no_survivor(&marker, "a cancelled chat turn");
+    // Something typed: Ctrl-C drops it and stays (cli.md: only an empty prompt exits).
+    chat.type_text("half typed");
+    chat.wait_for("half typed");
     chat.key("C-c");
-    chat.wait_for("press Ctrl-C again");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !chat.screen().contains("[bridle chat exited"),
+        "{}",
+        chat.screen()
+    );
     chat.key("C-c");
     assert_eq!(chat.exit_status(), 0);
     let events = exported_events(&e, &sessions(&e));
     let ends = of_type(&events, "turn/end");
     assert_eq!(ends[0]["reason"], "aborted", "{ends:?}");
+    assert_eq!(ends.len(), 1, "the dropped line opened no turn: {ends:?}");
 }
 
 #[test]
