@@ -40,9 +40,12 @@ use crate::session_wiring::{self, Asking, Live, Open, Request, say};
 use questions::spawn_questions;
 use session::{config_options, prompt_text, readable_only, start, watch};
 
-/// Runs `bridle acp` until the client closes stdin; then every session's running turn is
-/// cancelled and its log closed.
+/// Runs `bridle acp` until the client closes stdin, or SIGTERM or SIGHUP comes; then every
+/// session's running turn is cancelled, its tools killed and its log closed (after a signal,
+/// bridle then dies of it).
 pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
+    // Held from the start, so that a signal never cuts a log or a sandbox's preparation short.
+    bridle_sandbox::launcher::hold_termination();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -54,12 +57,22 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         session_dir: args.session.session_dir.clone(),
         sessions: Mutex::default(),
     });
-    let served = runtime.block_on(serve(Arc::clone(&agent)));
-    // The client is gone: nothing more can be answered. Cancel what runs, close every log.
+    let served = runtime.block_on(async {
+        tokio::select! {
+            served = serve(Arc::clone(&agent)) => served,
+            () = terminated() => Ok(()),
+        }
+    });
+    // The client is gone, or told to stop: nothing more can be answered. Cancel what runs,
+    // close every log.
     let sessions: Vec<Arc<Entry>> = lock(&agent.sessions).drain().map(|(_, e)| e).collect();
+    let why = bridle_sandbox::launcher::termination_signal().map_or_else(
+        || "the ACP client closed the connection".to_owned(),
+        |name| format!("signal {name}"),
+    );
     for entry in &sessions {
         if let Some(live) = lock(&entry.live).as_ref() {
-            live.session.cancel();
+            live.session.cancel_because(&why);
         }
     }
     for entry in sessions {
@@ -70,12 +83,22 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         }
     }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if bridle_sandbox::launcher::termination_requested() {
+        bridle_sandbox::launcher::die_of_forwarded_signal();
+    }
     match served {
         Ok(()) => Ok(0),
         Err(e) => {
             say(&format!("the ACP connection failed: {e}"));
             Ok(1)
         }
+    }
+}
+
+/// Resolves once SIGTERM or SIGHUP came (they are held: see [`run`]).
+async fn terminated() {
+    while !bridle_sandbox::launcher::termination_requested() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 

@@ -66,7 +66,10 @@ pub(super) fn start(
     out: &tokio::sync::mpsc::UnboundedSender<Out>,
 ) -> Result<(Live, Option<Questions>)> {
     let mut live = prepared.start(Hooks {
-        cancel: None,
+        // A turn that a signal to bridle ends says so.
+        cancel: Some(Arc::new(|| {
+            bridle_sandbox::launcher::termination_signal().map(|name| format!("signal {name}"))
+        })),
         // Only this session's commands: the connection's other sessions go on.
         on_cancel: None,
     })?;

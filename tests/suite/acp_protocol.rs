@@ -246,14 +246,76 @@ fn stdin_closed_mid_turn_exits_cleanly_and_the_log_verifies() {
     );
     verify.assert_code(0);
     let events = super::run_cli::events(&e, &session);
-    assert!(
-        matches!(
-            events.last(),
-            Some(bridle_agent::log::Event::TurnEnd { .. })
+    match events.last() {
+        Some(bridle_agent::log::Event::TurnEnd { cancelled_by, .. }) => assert_eq!(
+            cancelled_by.as_deref(),
+            Some("the ACP client closed the connection")
         ),
-        "{:?}",
-        events.last()
+        other => panic!("the log does not end with the turn's end: {other:?}"),
+    }
+}
+
+/// SIGTERM to `bridle acp` mid-turn: the turn is cancelled and says by what, the tools'
+/// processes are killed, the log verifies with the turn ended, and bridle dies of the signal.
+#[test]
+fn sigterm_mid_turn_cancels_kills_the_tools_closes_the_log_and_bridle_dies_of_it() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let e = ExecEnv::new();
+    let mark = super::support::token("acp-sigterm");
+    let script = format!(
+        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}\"}}\n- text: never\n"
     );
+    let mut wire = Wire::start(&e, &[], &script);
+    wire.initialize();
+    let session = wire.new_session(1, &e);
+    wire.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "sleep"}]}})
+        .to_string(),
+    );
+    assert!(
+        super::support::wait_until(Duration::from_secs(20), || {
+            !super::support::processes_with(&mark).is_empty()
+        }),
+        "the tool never started"
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(wire.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = wire.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "bridle acp outlived SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    assert!(
+        super::support::wait_until(Duration::from_secs(10), || {
+            super::support::processes_with(&mark).is_empty()
+        }),
+        "the tool outlived bridle"
+    );
+    super::support::assert_no_survivor(&mark, "bridle acp terminated mid-turn");
+    let verify = super::support::run_bounded(
+        e.bridle()
+            .args(["log", "verify", &session, "--session-dir"])
+            .arg(e.home.join("sessions")),
+    );
+    verify.assert_code(0);
+    let events = super::run_cli::events(&e, &session);
+    match events.last() {
+        Some(bridle_agent::log::Event::TurnEnd {
+            reason,
+            cancelled_by,
+            ..
+        }) => {
+            assert_eq!(*reason, bridle_agent::log::TurnEndReason::Aborted);
+            assert_eq!(cancelled_by.as_deref(), Some("signal SIGTERM"));
+        }
+        other => panic!("the log does not end with the turn's end: {other:?}"),
+    }
 }
 
 /// Nothing but protocol lines reaches stdout: not a tool's flood of output, not a sandboxed

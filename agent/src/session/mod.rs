@@ -246,9 +246,15 @@ impl Session {
 
     /// Cancels the running turn (nothing when idle).
     pub fn cancel(&self) {
+        self.cancel_because("the session was cancelled");
+    }
+
+    /// Cancels the running turn, whose end then says it was cancelled by `who` (`signal
+    /// SIGTERM`); nothing when idle.
+    pub fn cancel_because(&self, who: &str) {
         let mut state = self.inbox.lock();
         if state.running.is_some() {
-            state.cancel = Some("the session was cancelled".to_owned());
+            state.cancel = Some(who.to_owned());
             drop(state);
             if let Some(a) = &self.answerer {
                 a.cancel();
