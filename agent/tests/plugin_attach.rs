@@ -1,6 +1,8 @@
 //! A plugin whose tools or guards cannot join the tool pipeline stops the agent before its
 //! first request: running without a plugin's guard would let through what it denies.
 
+#![cfg(test)]
+
 use std::sync::Arc;
 
 use bridle_agent::log::{Backend, NewSession, SessionDir};
