@@ -201,18 +201,15 @@ fn bad_requests_get_protocol_errors_and_the_agent_keeps_serving() {
     assert_eq!(code, Some(0), "{stderr}");
 }
 
-/// A client that closes stdin mid-turn: the turn is cancelled, the tools' processes killed,
-/// bridle exits 0, and the log verifies with the turn ended.
-#[test]
-fn stdin_closed_mid_turn_exits_cleanly_and_the_log_verifies() {
-    let e = ExecEnv::new();
-    let mark = super::support::token("acp-eof");
+/// `bridle acp` with a session whose turn runs a bash call that sleeps (its processes carry
+/// `mark`), once those processes run.
+fn sleeping_turn(e: &ExecEnv, mark: &str) -> (Wire, String) {
     let script = format!(
         "- tool_calls:\n    - name: bash\n      arguments: {{command: \"sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}\"}}\n- text: never\n"
     );
-    let mut wire = Wire::start(&e, &[], &script);
+    let mut wire = Wire::start(e, &[], &script);
     wire.initialize();
-    let session = wire.new_session(1, &e);
+    let session = wire.new_session(1, e);
     wire.send(
         &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
             "params": {"sessionId": session, "prompt": [{"type": "text", "text": "sleep"}]}})
@@ -220,10 +217,42 @@ fn stdin_closed_mid_turn_exits_cleanly_and_the_log_verifies() {
     );
     assert!(
         super::support::wait_until(Duration::from_secs(20), || {
-            !super::support::processes_with(&mark).is_empty()
+            !super::support::processes_with(mark).is_empty()
         }),
         "the tool never started"
     );
+    (wire, session)
+}
+
+/// After bridle ended mid-turn: the tools' processes (carrying `mark`) are gone, the log
+/// verifies, and it ends with the turn's end; returns who cancelled the turn.
+fn ended_cleanly(e: &ExecEnv, mark: &str, session: &str, what: &str) -> Option<String> {
+    assert!(
+        super::support::wait_until(Duration::from_secs(10), || {
+            super::support::processes_with(mark).is_empty()
+        }),
+        "the tool outlived bridle ({what})"
+    );
+    super::support::assert_no_survivor(mark, what);
+    let verify = super::support::run_bounded(
+        e.bridle()
+            .args(["log", "verify", session, "--session-dir"])
+            .arg(e.home.join("sessions")),
+    );
+    verify.assert_code(0);
+    match super::run_cli::events(e, session).pop() {
+        Some(bridle_agent::log::Event::TurnEnd { cancelled_by, .. }) => cancelled_by,
+        other => panic!("the log does not end with the turn's end: {other:?}"),
+    }
+}
+
+/// A client that closes stdin mid-turn: the turn is cancelled, the tools' processes killed,
+/// bridle exits 0, and the log verifies with the turn ended.
+#[test]
+fn stdin_closed_mid_turn_exits_cleanly_and_the_log_verifies() {
+    let e = ExecEnv::new();
+    let mark = super::support::token("acp-eof");
+    let (wire, session) = sleeping_turn(&e, &mark);
     let started = Instant::now();
     let (code, _, stderr) = wire.close();
     assert_eq!(code, Some(0), "{stderr}");
@@ -232,27 +261,10 @@ fn stdin_closed_mid_turn_exits_cleanly_and_the_log_verifies() {
         "{:?}",
         started.elapsed()
     );
-    assert!(
-        super::support::wait_until(Duration::from_secs(10), || {
-            super::support::processes_with(&mark).is_empty()
-        }),
-        "the tool outlived the client"
+    assert_eq!(
+        ended_cleanly(&e, &mark, &session, "ACP client gone mid-turn").as_deref(),
+        Some("the ACP client closed the connection")
     );
-    super::support::assert_no_survivor(&mark, "ACP client gone mid-turn");
-    let verify = super::support::run_bounded(
-        e.bridle()
-            .args(["log", "verify", &session, "--session-dir"])
-            .arg(e.home.join("sessions")),
-    );
-    verify.assert_code(0);
-    let events = super::run_cli::events(&e, &session);
-    match events.last() {
-        Some(bridle_agent::log::Event::TurnEnd { cancelled_by, .. }) => assert_eq!(
-            cancelled_by.as_deref(),
-            Some("the ACP client closed the connection")
-        ),
-        other => panic!("the log does not end with the turn's end: {other:?}"),
-    }
 }
 
 /// SIGTERM to `bridle acp` mid-turn: the turn is cancelled and says by what, the tools'
@@ -263,23 +275,7 @@ fn sigterm_mid_turn_cancels_kills_the_tools_closes_the_log_and_bridle_dies_of_it
 
     let e = ExecEnv::new();
     let mark = super::support::token("acp-sigterm");
-    let script = format!(
-        "- tool_calls:\n    - name: bash\n      arguments: {{command: \"sh -c 'sleep 60; : {mark}' & sleep 60 # {mark}\"}}\n- text: never\n"
-    );
-    let mut wire = Wire::start(&e, &[], &script);
-    wire.initialize();
-    let session = wire.new_session(1, &e);
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "sleep"}]}})
-        .to_string(),
-    );
-    assert!(
-        super::support::wait_until(Duration::from_secs(20), || {
-            !super::support::processes_with(&mark).is_empty()
-        }),
-        "the tool never started"
-    );
+    let (mut wire, session) = sleeping_turn(&e, &mark);
     let pid = nix::unistd::Pid::from_raw(i32::try_from(wire.child.id()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -291,31 +287,10 @@ fn sigterm_mid_turn_cancels_kills_the_tools_closes_the_log_and_bridle_dies_of_it
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.signal(), Some(15), "{status:?}");
-    assert!(
-        super::support::wait_until(Duration::from_secs(10), || {
-            super::support::processes_with(&mark).is_empty()
-        }),
-        "the tool outlived bridle"
+    assert_eq!(
+        ended_cleanly(&e, &mark, &session, "bridle acp terminated mid-turn").as_deref(),
+        Some("signal SIGTERM")
     );
-    super::support::assert_no_survivor(&mark, "bridle acp terminated mid-turn");
-    let verify = super::support::run_bounded(
-        e.bridle()
-            .args(["log", "verify", &session, "--session-dir"])
-            .arg(e.home.join("sessions")),
-    );
-    verify.assert_code(0);
-    let events = super::run_cli::events(&e, &session);
-    match events.last() {
-        Some(bridle_agent::log::Event::TurnEnd {
-            reason,
-            cancelled_by,
-            ..
-        }) => {
-            assert_eq!(*reason, bridle_agent::log::TurnEndReason::Aborted);
-            assert_eq!(cancelled_by.as_deref(), Some("signal SIGTERM"));
-        }
-        other => panic!("the log does not end with the turn's end: {other:?}"),
-    }
 }
 
 /// Nothing but protocol lines reaches stdout: not a tool's flood of output, not a sandboxed

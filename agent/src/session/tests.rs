@@ -62,9 +62,9 @@ struct Fixture {
     release: Sender<()>,
 }
 
-fn fixture(script: &str, config: SessionConfig) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let log = SessionDir::open(dir.path())
+/// A new session log in `dir`.
+fn new_log(dir: &std::path::Path) -> crate::log::SessionLog {
+    SessionDir::open(dir)
         .unwrap()
         .create(
             Backend::Jsonl,
@@ -74,7 +74,12 @@ fn fixture(script: &str, config: SessionConfig) -> Fixture {
                 policy_digest: "d".into(),
             },
         )
-        .unwrap();
+        .unwrap()
+}
+
+fn fixture(script: &str, config: SessionConfig) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log(dir.path());
     let model = ScriptModel::new("script:t", ScriptModel::parse("t", script).unwrap());
     let (started_tx, started) = channel();
     let (release, release_rx) = channel();
@@ -465,17 +470,7 @@ impl ToolHost for Plain {
 #[test]
 fn a_session_whose_plugins_cannot_attach_refuses_inputs_and_says_why_at_close() {
     let dir = tempfile::tempdir().unwrap();
-    let log = SessionDir::open(dir.path())
-        .unwrap()
-        .create(
-            Backend::Jsonl,
-            &NewSession {
-                workspace: "/w".into(),
-                profile: "p".into(),
-                policy_digest: "d".into(),
-            },
-        )
-        .unwrap();
+    let log = new_log(dir.path());
     let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
     let config = SessionConfig {
         agent: AgentConfig {
