@@ -189,7 +189,8 @@ fn request() -> ModelRequest {
                 call_id: "call_1".into(),
                 content: "README.md".into(),
             },
-        ],
+        ]
+        .into(),
         tools: vec![serde_json::json!({
             "name": "bash",
             "description": "run a command",
