@@ -118,7 +118,10 @@ impl Agent<'_> {
                 return Err(why.to_owned());
             }
         };
-        let sent = model.requests.as_ref().is_some_and(|r| r.send(request).is_ok());
+        let sent = model
+            .requests
+            .as_ref()
+            .is_some_and(|r| r.send(request).is_ok());
         if !sent {
             self.model = ModelSlot::Gone(PANICKED);
             return Err(PANICKED.to_owned());
@@ -134,7 +137,10 @@ impl Agent<'_> {
             if self.cancelled().is_some() {
                 return Err("the turn was cancelled".to_owned());
             }
-            let chunk = match model.replies.recv_timeout(std::time::Duration::from_millis(50)) {
+            let chunk = match model
+                .replies
+                .recv_timeout(std::time::Duration::from_millis(50))
+            {
                 Ok(FromModel::Chunk(chunk)) => chunk,
                 Ok(FromModel::Done(result)) => break result,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,

@@ -180,7 +180,11 @@ fn a_cancel_abandons_a_model_that_never_answers_without_waiting_for_it() {
     assert_eq!(report.reason, TurnEndReason::Aborted, "{report:?}");
     // The model went with the abandoned request; dropping the agent does not wait for it.
     drop(agent);
-    assert!(begun.elapsed() < Duration::from_secs(5), "{:?}", begun.elapsed());
+    assert!(
+        begun.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        begun.elapsed()
+    );
     release.send(()).unwrap();
 }
 
