@@ -487,7 +487,7 @@ fn deepseek_sends_the_reasoning_back_with_the_calls_it_led_to() {
     let env = |k: &str| (k == "DEEPSEEK_API_KEY").then(|| "k".to_owned());
     let deepseek = OpenAiModel::from_route("deepseek:deepseek-chat", &env).unwrap();
     let mut asked = request();
-    asked.messages.push(Message::Assistant {
+    std::sync::Arc::make_mut(&mut asked.messages).push(Message::Assistant {
         text: "All listed.".into(),
         tool_calls: vec![],
         reasoning: "Nothing more to do.".into(),
