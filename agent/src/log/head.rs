@@ -196,19 +196,7 @@ fn check(bytes: &[u8], key: &LogKey, id: &str) -> Result<Head, String> {
 mod tests {
     use std::os::unix::fs::MetadataExt;
 
-    use crate::log::{Backend, Event, NewSession, SessionDir};
-
-    fn session(dir: &SessionDir) -> crate::log::SessionLog {
-        dir.create(
-            Backend::Jsonl,
-            &NewSession {
-                workspace: "/w".into(),
-                profile: "p".into(),
-                policy_digest: "d".into(),
-            },
-        )
-        .unwrap()
-    }
+    use crate::log::{Event, SessionDir, scratch_session};
 
     fn append(log: &mut crate::log::SessionLog) {
         log.append(Event::ApprovalAsked {
@@ -224,7 +212,7 @@ mod tests {
     fn barriers_rewrite_the_head_in_place() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SessionDir::open(tmp.path()).unwrap();
-        let mut log = session(&dir);
+        let mut log = scratch_session(tmp.path());
         let head = super::path_for(log.path());
         append(&mut log);
         log.barrier().unwrap();
@@ -246,7 +234,7 @@ mod tests {
     fn a_head_of_an_earlier_version_is_read_and_replaced_once() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SessionDir::open(tmp.path()).unwrap();
-        let mut log = session(&dir);
+        let mut log = scratch_session(tmp.path());
         let id = log.id().to_owned();
         let head = super::path_for(log.path());
         let text = std::fs::read_to_string(&head).unwrap();

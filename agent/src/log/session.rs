@@ -217,6 +217,23 @@ impl Drop for SessionLog {
     }
 }
 
+/// A new JSONL session in the session directory `dir`, for tests.
+#[cfg(test)]
+pub(crate) fn scratch_session(dir: &std::path::Path) -> SessionLog {
+    super::SessionDir::open(dir)
+        .and_then(|d| {
+            d.create(
+                super::Backend::Jsonl,
+                &super::NewSession {
+                    workspace: "/w".into(),
+                    profile: "p".into(),
+                    policy_digest: "d".into(),
+                },
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// What [`SessionLog::watch`] calls.
 struct Watcher(Box<WatchFn>);
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Agent, AgentConfig};
-use crate::log::{Backend, NewSession, SessionDir, SessionLog, TurnEndReason};
+use crate::log::{SessionLog, TurnEndReason};
 use crate::model::{Chunk, FinishReason, Model, ModelError, ModelRequest};
 use crate::tools::{Notes, ToolHost, ToolNote, ToolOutcome};
 
@@ -63,7 +63,7 @@ impl Model for Probe {
             Arc::as_ptr(&request.messages) as usize,
             request.messages.len(),
         ));
-        if seen.len() % 3 == 0 {
+        if seen.len().is_multiple_of(3) {
             on_chunk(Chunk::Text("done".into()));
             on_chunk(Chunk::Finish(FinishReason::Stop));
         } else {
@@ -80,17 +80,7 @@ impl Model for Probe {
 }
 
 fn new_log(dir: &std::path::Path) -> SessionLog {
-    SessionDir::open(dir)
-        .unwrap()
-        .create(
-            Backend::Jsonl,
-            &NewSession {
-                workspace: "/w".into(),
-                profile: "p".into(),
-                policy_digest: "d".into(),
-            },
-        )
-        .unwrap()
+    crate::log::scratch_session(dir)
 }
 
 /// Two turns of three steps each against [`Probe`]; what it saw.
