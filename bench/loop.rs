@@ -3,14 +3,18 @@
 //! logging, the barriers, naming and scheduling calls — per step. On a fresh session and after
 //! 20 000 and 100 000 logged events, to show the cost per step does not grow with the log
 //! (the loop derives incrementally). The log lives in /dev/shm, so the fsync of each barrier
-//! costs what the page cache costs, not what this machine's disk costs.
+//! costs what the page cache costs, not what this machine's disk costs; set
+//! `BRIDLE_BENCH_LOG_DIR` to a directory on a disk to measure with real syncs (two barriers
+//! per step, each an `fdatasync` of the log and one of its head).
 //!
 //! Criterion gives the wall time per step; on a loaded machine that is mostly waiting to be
 //! scheduled (each step hands over to the model's thread and back), so after criterion the
 //! bench prints the process's CPU time (user + system, every thread) per step over
 //! `CPU_TURNS` turns of each session, which is what the loop itself costs.
 //!
-//! Run: `cargo bench --bench loop`.
+//! Run: `cargo bench --bench loop` (the load average is printed before and after);
+//! `cargo bench --bench loop -- cpu` for the CPU-time figures alone (no criterion benchmark
+//! matches `cpu`); `BRIDLE_BENCH_LOG_DIR=/var/tmp cargo bench --bench loop -- cpu` on disk.
 
 #![allow(
     clippy::unwrap_used,
@@ -114,10 +118,22 @@ fn turn(
     agent.into_log()
 }
 
+/// Where the logs are kept: `BRIDLE_BENCH_LOG_DIR`, else /dev/shm.
+fn log_dir() -> std::path::PathBuf {
+    std::env::var_os("BRIDLE_BENCH_LOG_DIR").map_or_else(|| "/dev/shm".into(), Into::into)
+}
+
+/// The load average, as /proc/loadavg says it.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn per_step(c: &mut Criterion, name: &str, prefill: usize) {
     let script = script();
     let responses = ScriptModel::parse("bench", &script).unwrap();
-    let root = tempfile::tempdir_in("/dev/shm").unwrap();
+    let root = tempfile::tempdir_in(log_dir()).unwrap();
     let mut log = Some(session(root.path(), prefill));
     c.bench_function(&format!("loop per step ({name})"), |b| {
         b.iter_custom(|iters| {
@@ -150,8 +166,13 @@ fn cpu_time() -> Duration {
 /// time beside it).
 fn cpu_per_step() {
     let responses = ScriptModel::parse("bench", &script()).unwrap();
+    println!(
+        "CPU per step: logs in {}, load average {}",
+        log_dir().display(),
+        load()
+    );
     for (name, prefill) in SESSIONS {
-        let root = tempfile::tempdir_in("/dev/shm").unwrap();
+        let root = tempfile::tempdir_in(log_dir()).unwrap();
         let mut log = session(root.path(), prefill);
         log = turn(log, &responses);
         let mut cpu = Vec::new();
@@ -174,6 +195,7 @@ fn cpu_per_step() {
             wall[CPU_TURNS / 2].as_secs_f64() * 1e3,
         );
     }
+    println!("load average after: {}", load());
 }
 
 fn loop_overhead(c: &mut Criterion) {

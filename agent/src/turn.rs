@@ -5,6 +5,8 @@
 
 mod derived;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Mutex;
 
@@ -87,8 +89,8 @@ pub struct TurnReport {
 /// An agent: a session log, a model and the tools, driven turn by turn.
 pub struct Agent<'h> {
     log: SessionLog,
-    /// `None` once a cancelled turn abandoned a request (the model went with it).
-    model: Option<Box<dyn Model>>,
+    /// The model (on its thread once asked); gone once a cancelled turn abandoned a request.
+    model: stream::ModelSlot,
     /// The model's route, as logged.
     route: String,
     tools: &'h dyn ToolHost,
@@ -190,7 +192,7 @@ impl<'h> Agent<'h> {
         Ok(Self {
             log,
             route: model.route(),
-            model: Some(model),
+            model: stream::ModelSlot::Ready(model),
             tools,
             config,
             derived: derived::Derived::default(),
@@ -321,7 +323,7 @@ impl<'h> Agent<'h> {
             }
             let request = self.request()?;
             self.durable()?;
-            let streamed = self.stream(&request);
+            let streamed = self.stream(request);
             if let Some(cause) = self.cancelled() {
                 // Whatever the model sent after the cancel is not acted on.
                 return self.abort(turn, Some(step), answer, cause);
@@ -559,7 +561,7 @@ impl<'h> Agent<'h> {
         });
         Ok(ModelRequest {
             system: header.sections,
-            messages: self.derived.messages.clone(),
+            messages: std::sync::Arc::clone(&self.derived.messages),
             tools: header.tools,
         })
     }
@@ -568,22 +570,28 @@ impl<'h> Agent<'h> {
     /// them), and decides which may run concurrently.
     fn name_calls(&mut self, calls: Vec<ToolCall>) -> Vec<PlannedCall> {
         self.derived.update(&self.log);
-        let mut seen = self.derived.call_ids.clone();
+        // The session's ids and this step's, without copying the session's.
+        let used = &self.derived.call_ids;
+        let mut named = std::collections::HashSet::new();
         let next = self.log.next_seq();
+        let tools = self.tools;
         calls
             .into_iter()
             .enumerate()
             .map(|(i, mut call)| {
-                if call.call_id.is_empty() || seen.contains(&call.call_id) {
+                let seen = |id: &String, named: &std::collections::HashSet<String>| {
+                    used.contains(id) || named.contains(id)
+                };
+                if call.call_id.is_empty() || seen(&call.call_id, &named) {
                     let mut n = 0;
                     call.call_id = format!("bridle_{next}_{i}");
-                    while seen.contains(&call.call_id) {
+                    while seen(&call.call_id, &named) {
                         n += 1;
                         call.call_id = format!("bridle_{next}_{i}_{n}");
                     }
                 }
-                seen.insert(call.call_id.clone());
-                let concurrent = self.tools.concurrency_safe(&call.name, &call.arguments);
+                named.insert(call.call_id.clone());
+                let concurrent = tools.concurrency_safe(&call.name, &call.arguments);
                 PlannedCall { call, concurrent }
             })
             .collect()

@@ -171,7 +171,7 @@ fn run(script: Vec<ScriptedResponse>, inputs: &[&str]) -> Run {
     let dir = SessionDir::open(tmp.path()).unwrap();
     let log = new_log(&dir, Backend::Jsonl);
     let id = log.id().to_owned();
-    let model = ScriptModel::new("script:test.yaml", script);
+    let model = ScriptModel::new("script:test.yaml", script).recorded();
     let requests = Arc::clone(&model.requests);
     let host = Host::new();
     let mut reports = Vec::new();
@@ -343,7 +343,7 @@ fn every_request_is_rebuilt_from_the_log_alone() {
             let header = header_in_force(prefix).unwrap();
             rebuilt.push(ModelRequest {
                 system: header.sections,
-                messages: derive_messages(prefix),
+                messages: derive_messages(prefix).into(),
                 tools: header.tools,
             });
         }

@@ -78,7 +78,8 @@ fn turn(log: SessionLog, input: &str, reply: &str, plan: bool) -> (SessionLog, M
             text: Some(reply.into()),
             tool_calls: Vec::new(),
         }],
-    );
+    )
+    .recorded();
     let requests = Arc::clone(&model.requests);
     let tools = NoTools::default();
     let mut agent = Agent::new(log, Box::new(model), &tools, config(plan)).unwrap();
@@ -120,7 +121,7 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
     let second = log.next_seq();
     let (mut log, before) = turn(log, "second", "two", false);
     assert_eq!(
-        before.messages,
+        *before.messages,
         vec![user("first"), assistant("one"), user("second")]
     );
     // Compact the first turn away: the second turn starts at `second`.
@@ -131,7 +132,7 @@ fn requests_after_a_compaction_carry_its_summary_then_what_follows() {
         "{COMPACTED_PREFIX}The user said first; I said one."
     ));
     assert_eq!(
-        after.messages,
+        *after.messages,
         vec![
             summary.clone(),
             user("second"),

@@ -67,7 +67,8 @@ fn request() -> ModelRequest {
                 call_id: "call_1".into(),
                 content: "README.md".into(),
             },
-        ],
+        ]
+        .into(),
         tools: vec![serde_json::json!({
             "name": "bash",
             "description": "run a command",
@@ -364,7 +365,7 @@ fn deepseek_sends_the_reasoning_back_with_the_calls_it_led_to() {
     let env = |k: &str| (k == "DEEPSEEK_API_KEY").then(|| "k".to_owned());
     let deepseek = OpenAiModel::from_route("deepseek:deepseek-chat", &env).unwrap();
     let mut asked = request();
-    asked.messages.push(Message::Assistant {
+    std::sync::Arc::make_mut(&mut asked.messages).push(Message::Assistant {
         text: "All listed.".into(),
         tool_calls: vec![],
         reasoning: "Nothing more to do.".into(),

@@ -92,7 +92,7 @@ fn host(plan: &PlanMode) -> Arc<PluginHost> {
 }
 
 fn scripted(script: &str) -> (Box<ScriptModel>, Arc<std::sync::Mutex<Vec<ModelRequest>>>) {
-    let model = ScriptModel::new("script:t", ScriptModel::parse("t", script).unwrap());
+    let model = ScriptModel::new("script:t", ScriptModel::parse("t", script).unwrap()).recorded();
     let requests = Arc::clone(&model.requests);
     (Box::new(model), requests)
 }

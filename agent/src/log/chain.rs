@@ -163,7 +163,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lower-case hex of `hash`.
 pub fn to_hex(hash: &Hash) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    // Every event's hash goes through here: no formatting machinery per byte.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(HASH_LEN * 2);
+    for b in hash {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Parses lower-case hex written by [`to_hex`].

@@ -43,5 +43,7 @@ pub use event::{
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, Scanned, now_rfc3339, rfc3339};
 pub use session::SessionLog;
+#[cfg(test)]
+pub(crate) use session::scratch_session;
 pub use store::{Backend, Flow, LogStore, Stored, TornTail};
 pub use timeline::{Approval, Call, Entry, Escalation, Step, Switch, Timeline, Turn, timeline};

@@ -32,7 +32,7 @@ pub struct SessionLog {
     /// Told of every event as it is appended (the front ends' feed).
     watcher: Option<Watcher>,
     /// The head record, rewritten after every batch.
-    head_path: std::path::PathBuf,
+    head: head::HeadFile,
     /// Held while the log is open, so no other process appends to the same session.
     _lock: std::fs::File,
 }
@@ -55,9 +55,9 @@ impl SessionLog {
                 compacted = Some(i);
             }
         }
-        let head_path = head::path_for(store.path());
+        let head = head::HeadFile::new(head::path_for(store.path()));
         Self {
-            head_path,
+            head,
             id,
             store,
             key,
@@ -189,17 +189,12 @@ impl SessionLog {
         // The log first, then its head: a crash in between leaves a head that is behind the
         // log, never ahead of it.
         let written = self.store.append(&self.pending).and_then(|()| {
-            head::write(
-                &self.head_path,
-                &self.key,
-                &self.id,
-                self.next_seq - 1,
-                &self.last_hash,
-            )
-            .map_err(|e| AgentError::AppendLog {
-                path: self.head_path.clone(),
-                reason: e.to_string(),
-            })
+            self.head
+                .write(&self.key, &self.id, self.next_seq - 1, &self.last_hash)
+                .map_err(|e| AgentError::AppendLog {
+                    path: self.head.path().to_owned(),
+                    reason: e.to_string(),
+                })
         });
         match written {
             Ok(()) => {
@@ -220,6 +215,23 @@ impl Drop for SessionLog {
             tracing::error!("session {}: events lost at exit: {e}", self.id);
         }
     }
+}
+
+/// A new JSONL session in the session directory `dir`, for tests.
+#[cfg(test)]
+pub(crate) fn scratch_session(dir: &std::path::Path) -> SessionLog {
+    super::SessionDir::open(dir)
+        .and_then(|d| {
+            d.create(
+                super::Backend::Jsonl,
+                &super::NewSession {
+                    workspace: "/w".into(),
+                    profile: "p".into(),
+                    policy_digest: "d".into(),
+                },
+            )
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// What [`SessionLog::watch`] calls.

@@ -15,10 +15,33 @@ use crate::log::{PromptSection, ToolCall};
 pub struct ModelRequest {
     /// System prompt sections, in render order.
     pub system: Vec<PromptSection>,
-    /// The conversation, derived from the session log.
-    pub messages: Vec<Message>,
+    /// The conversation, derived from the session log (shared with the loop, which extends
+    /// it step by step: a request costs no copy of the conversation).
+    #[serde(
+        serialize_with = "shared::serialize",
+        deserialize_with = "shared::deserialize"
+    )]
+    pub messages: std::sync::Arc<Vec<Message>>,
     /// Tool schemas (`{name, description, parameters}`).
     pub tools: Vec<serde_json::Value>,
+}
+
+/// Serde for a shared list, as the list itself.
+mod shared {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &std::sync::Arc<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        T::serialize(value, serializer)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<std::sync::Arc<T>, D::Error> {
+        T::deserialize(deserializer).map(std::sync::Arc::new)
+    }
 }
 
 /// One message of the conversation the model sees.

@@ -163,7 +163,7 @@ impl OpenAiModel {
         if !system.is_empty() {
             messages.push(json!({"role": "system", "content": system.join("\n\n")}));
         }
-        for message in &request.messages {
+        for message in request.messages.iter() {
             messages.push(match message {
                 Message::User { text } => json!({"role": "user", "content": text}),
                 Message::Assistant {

@@ -48,8 +48,12 @@ impl ScriptedArguments {
 pub struct ScriptModel {
     route: String,
     responses: std::collections::VecDeque<ScriptedResponse>,
-    /// Every request, in order (for tests and replays that check what the model saw).
+    /// Every request, in order, once [`ScriptModel::recorded`] (for tests and replays that
+    /// check what the model saw).
     pub requests: std::sync::Arc<std::sync::Mutex<Vec<ModelRequest>>>,
+    /// Whether requests are kept in `requests`: not by default, since every request holds
+    /// the whole conversation (a long scripted session would keep each step's copy).
+    record: bool,
     calls: u64,
 }
 
@@ -60,8 +64,15 @@ impl ScriptModel {
             route: route.into(),
             responses: responses.into(),
             requests: std::sync::Arc::default(),
+            record: false,
             calls: 0,
         }
+    }
+
+    /// The same model, keeping every request it is sent in `requests`.
+    pub fn recorded(mut self) -> Self {
+        self.record = true;
+        self
     }
 
     /// Parses a script file's text (`display` names it in errors, with line and column).
@@ -97,7 +108,9 @@ impl Model for ScriptModel {
         request: &ModelRequest,
         on_chunk: &mut dyn FnMut(Chunk),
     ) -> Result<(), ModelError> {
-        if let Ok(mut requests) = self.requests.lock() {
+        if self.record
+            && let Ok(mut requests) = self.requests.lock()
+        {
             requests.push(request.clone());
         }
         let response = self.responses.pop_front().unwrap_or(ScriptedResponse {
@@ -169,11 +182,11 @@ mod tests {
 
     #[test]
     fn an_exhausted_script_answers_with_an_empty_final_text() {
-        let mut model = ScriptModel::new("script:x", vec![]);
+        let mut model = ScriptModel::new("script:x", vec![]).recorded();
         let mut chunks = Vec::new();
         let request = ModelRequest {
             system: vec![],
-            messages: vec![],
+            messages: Vec::new().into(),
             tools: vec![],
         };
         model.stream(&request, &mut |c| chunks.push(c)).unwrap();

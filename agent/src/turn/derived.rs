@@ -19,8 +19,9 @@ pub(crate) struct Derived {
     /// compacted away stays out, as [`derive_request_messages`] leaves it out.
     asked: Option<HashSet<String>>,
     /// The model's messages: the request window's (the latest compaction's summary, then
-    /// what follows it).
-    pub messages: Vec<Message>,
+    /// what follows it). Shared with the request being answered, and extended in place once
+    /// the model dropped it (copied only if it did not).
+    pub messages: std::sync::Arc<Vec<Message>>,
     /// The request header in force (over the whole log: a compaction changes only the
     /// messages).
     pub header: Option<RequestHeader>,
@@ -61,7 +62,7 @@ impl Derived {
         self.upto = events.len();
         if restart {
             let window = window();
-            self.messages = derive_request_messages(window);
+            self.messages = std::sync::Arc::new(derive_request_messages(window));
             self.asked = window.summary.map(|_| {
                 window
                     .events
@@ -89,7 +90,7 @@ impl Derived {
                     _ => {}
                 }
             }
-            self.messages.push(message);
+            std::sync::Arc::make_mut(&mut self.messages).push(message);
         }
     }
 }
@@ -143,7 +144,7 @@ mod tests {
             });
         }
         let events: Vec<&Event> = all.iter().map(|(_, e)| e).collect();
-        assert_eq!(stepwise.messages, derive_messages(events.iter().copied()));
+        assert_eq!(*stepwise.messages, derive_messages(events.iter().copied()));
     }
 
     fn call(id: &str) -> ToolCall {
@@ -215,7 +216,7 @@ mod tests {
         for end in 0..=all.len() {
             stepwise.extend(&all[..end], (end > 5).then_some(5), || window(end));
             assert_eq!(
-                stepwise.messages,
+                *stepwise.messages,
                 derive_request_messages(window(end)),
                 "after {end} events"
             );
