@@ -78,7 +78,8 @@ fn a_plugin_guard_that_cannot_be_attached_stops_the_agent_before_any_request() {
             text: Some("done".into()),
             tool_calls: Vec::new(),
         }],
-    );
+    )
+    .recorded();
     let requests = Arc::clone(&model.requests);
     let config = AgentConfig {
         plugins: Arc::new(host),

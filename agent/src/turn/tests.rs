@@ -95,7 +95,7 @@ fn probed() -> Vec<Seen> {
         Box::new(model),
         &Noop,
         AgentConfig::default(),
-    );
+    ).unwrap();
     for input in ["one", "two"] {
         let report = agent.run_turn(input).unwrap();
         assert_eq!(report.reason, TurnEndReason::Completed, "{report:?}");
@@ -165,7 +165,7 @@ fn a_cancel_abandons_a_model_that_never_answers_without_waiting_for_it() {
         ..AgentConfig::default()
     };
     let begun = Instant::now();
-    let mut agent = Agent::new(new_log(tmp.path()), Box::new(model), &Noop, config);
+    let mut agent = Agent::new(new_log(tmp.path()), Box::new(model), &Noop, config).unwrap();
     let report = agent.run_turn("go").unwrap();
     assert_eq!(report.reason, TurnEndReason::Aborted, "{report:?}");
     // The model went with the abandoned request; dropping the agent does not wait for it.
@@ -203,7 +203,7 @@ fn a_model_that_panics_ends_the_turn_as_error_and_every_later_one_too() {
         Box::new(Exploding),
         &Noop,
         AgentConfig::default(),
-    );
+    ).unwrap();
     for input in ["one", "two"] {
         let report = agent.run_turn(input).unwrap();
         assert_eq!(report.reason, TurnEndReason::Error, "{report:?}");
