@@ -426,9 +426,12 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
         }
     };
     let mut result: Option<i32> = None;
+    // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
+    // reparented here exit with SIGCHLD too), so the loop waits only after one.
+    let mut reap = true;
     loop {
         // Reap everything that has exited; remember the command's status.
-        loop {
+        while reap {
             let status = waitpid(None::<Pid>, Some(flags));
             if let (Some(s), Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) =
                 (supervisor.as_deref_mut(), &status)
@@ -440,7 +443,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
                     result = Some(128 + sig as i32)
                 }
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(WaitStatus::StillAlive) | Err(_) => reap = false,
                 Ok(
                     stopped @ (WaitStatus::Stopped(..)
                     | WaitStatus::PtraceEvent(..)
@@ -461,6 +464,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
         }
         for signal in wait_for_work(&signals, supervisor.as_deref_mut()) {
             match signal {
+                Signal::SIGCHLD => reap = true,
                 Signal::SIGUSR1 => {
                     // Graceful cancel: the launcher passes it on to init, which (like a
                     // subreaper launcher) asks the command to terminate; a SIGTERM to the
