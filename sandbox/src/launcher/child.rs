@@ -408,8 +408,10 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
     ] {
         waited.add(s);
     }
-    let signals = match SignalFd::with_flags(&waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-    {
+    let signals = match SignalFd::with_flags(
+        &waited,
+        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+    ) {
         Ok(fd) => fd,
         Err(e) => {
             // Fail closed: without it nothing here can wait for the command or answer its execs.
@@ -511,17 +513,27 @@ fn wait_for_work(signals: &SignalFd, supervisor: Option<&mut Supervisor>) -> Vec
             // Never spin on a failing poll: wait for the signals alone.
             Err(_) => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
-                return signals.read_signal().ok().flatten().and_then(|info| {
-                Signal::try_from(i32::try_from(info.ssi_signo).ok()?).ok()
-            }).into_iter().collect();
+                return signals
+                    .read_signal()
+                    .ok()
+                    .flatten()
+                    .and_then(|info| Signal::try_from(i32::try_from(info.ssi_signo).ok()?).ok())
+                    .into_iter()
+                    .collect();
             }
         }
         let ready = |fd: &PollFd<'_>| fd.revents().unwrap_or(PollFlags::empty());
-        let notified = fds.get(1).is_some_and(|fd| ready(fd).contains(PollFlags::POLLIN));
+        let notified = fds
+            .get(1)
+            .is_some_and(|fd| ready(fd).contains(PollFlags::POLLIN));
         let hung_up = fds
             .get(1)
             .is_some_and(|fd| ready(fd).intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
-        (ready(&fds[0]).contains(PollFlags::POLLIN), notified, hung_up)
+        (
+            ready(&fds[0]).contains(PollFlags::POLLIN),
+            notified,
+            hung_up,
+        )
     };
     if let Some(s) = supervisor {
         if notified {
