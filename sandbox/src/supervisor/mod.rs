@@ -13,7 +13,9 @@
 //!   ([`crate::seccomp::compile_supervised`]); the command installs it with a listener and hands
 //!   the listener to the supervisor over a socket pair made before the fork (`SCM_RIGHTS`),
 //!   then closes its own copy before it execs. Every exec of every process of the sandbox then
-//!   waits in the kernel, before the kernel reads its arguments, until the supervisor answers.
+//!   waits in the kernel, before the kernel reads its arguments, until the supervisor answers
+//!   (once received, killably only, where the kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`:
+//!   a signal does not fail it with `EINTR` while bridle asks).
 //!   Nothing is traced between execs: forks, clones, signals and exits of the sandbox do not
 //!   wake the supervisor.
 //! - At the notification the supervisor reads the path and argv from the caller's memory

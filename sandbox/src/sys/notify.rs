@@ -10,9 +10,20 @@ use super::check;
 
 /// Installs `program` on the calling thread (no thread sync) with
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`: the returned descriptor (close-on-exec, as the kernel
-/// makes it) receives the notifications its `SECCOMP_RET_USER_NOTIF` rows raise. The caller
-/// must have set `PR_SET_NO_NEW_PRIVS` (or hold `CAP_SYS_ADMIN`).
+/// makes it) receives the notifications its `SECCOMP_RET_USER_NOTIF` rows raise. Also with
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` where the kernel has it (5.19): a call whose
+/// notification was received waits for its answer killably only, so a signal does not fail
+/// the exec with `EINTR` while bridle asks a person. The caller must have set
+/// `PR_SET_NO_NEW_PRIVS` (or hold `CAP_SYS_ADMIN`).
 pub fn install_filter_with_listener(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    match install(program, flags | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => install(program, flags),
+        other => other,
+    }
+}
+
+fn install(program: &[libc::sock_filter], flags: libc::c_ulong) -> io::Result<OwnedFd> {
     let len = u16::try_from(program.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
     let fprog = libc::sock_fprog {
@@ -25,7 +36,7 @@ pub fn install_filter_with_listener(program: &[libc::sock_filter]) -> io::Result
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            flags,
             &raw const fprog,
         )
     };
