@@ -17,7 +17,10 @@ use super::check;
 /// `PR_SET_NO_NEW_PRIVS` (or hold `CAP_SYS_ADMIN`).
 pub fn install_filter_with_listener(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
-    match install(program, flags | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) {
+    match install(
+        program,
+        flags | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+    ) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => install(program, flags),
         other => other,
     }
