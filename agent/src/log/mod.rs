@@ -22,6 +22,7 @@ mod compaction;
 mod dir;
 mod event;
 mod head;
+mod kinds;
 mod jsonl;
 mod progress;
 mod record;
@@ -37,7 +38,7 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, ExecDecision, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
+    Event, EventKinds, ExecDecision, KNOWN_KINDS, NetDecision, PolicyRule, PluginEvent, PolicySummary, PromptSection, Reply,
     RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
