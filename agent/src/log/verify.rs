@@ -520,3 +520,71 @@ fn parse_error(kind: &str, data: &[u8], fast: &serde_json::Error) -> String {
         Ok(_) => format!("{kind} data: {fast}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::chain::{self, LogKey};
+    use super::super::event::SessionHeader;
+    use super::super::{SessionDir, head, jsonl::JsonlStore};
+    use super::*;
+
+    const ID: &str = "20261201-000000-0000abcd";
+
+    /// A log of `count` events (a header, then turn starts), each correctly chained, with the
+    /// data of event `bad_data` replaced (and sealed) by one its type cannot read, and the
+    /// stored bytes of event `bad_link` edited after sealing; then what `verify` says.
+    fn first_problem(count: u64, bad_data: Option<u64>, bad_link: Option<u64>) -> (u64, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = LogKey::load_or_create(dir.path()).unwrap();
+        let mut prev = key.genesis(ID);
+        let mut records = Vec::new();
+        for seq in 0..count {
+            let event = if seq == 0 {
+                Event::SessionHeader(SessionHeader {
+                    id: ID.into(),
+                    created: "t".into(),
+                    workspace: "/w".into(),
+                    profile: "p".into(),
+                    policy_digest: "d".into(),
+                })
+            } else {
+                Event::TurnStart { turn: seq }
+            };
+            let mut record = Record::seal(&key, &prev, seq, "t".into(), &event);
+            if bad_data == Some(seq) {
+                record.data = serde_json::json!({"turn": "not a number"});
+                record.hash = chain::to_hex(&key.link(&prev, &record.canonical_body()));
+            }
+            prev = chain::from_hex(&record.hash).unwrap();
+            if bad_link == Some(seq) {
+                record.data = serde_json::json!({"turn": seq + 1});
+            }
+            records.push(record);
+        }
+        let path = dir.path().join(format!("{ID}.jsonl"));
+        drop(JsonlStore::create(&path, &records).unwrap());
+        head::write(&head::path_for(&path), &key, ID, count - 1, &prev).unwrap();
+        let v = SessionDir::existing(dir.path()).unwrap().verify(ID).unwrap();
+        let problem = v.problem.expect("a problem");
+        assert_eq!(v.intact, problem.0);
+        problem
+    }
+
+    /// The two stages run apart (far more events than a batch holds), yet the problem
+    /// reported is the first in log order, said as one pass over the records says it.
+    #[test]
+    fn the_first_problem_in_log_order_wins_whichever_stage_finds_it() {
+        let count = 3000;
+        let (seq, what) = first_problem(count, Some(1100), Some(2500));
+        assert_eq!(seq, 1100, "{what}");
+        assert!(what.starts_with("turn/start data: "), "{what}");
+        let (seq, what) = first_problem(count, Some(2500), Some(1100));
+        assert_eq!(seq, 1100, "{what}");
+        assert!(what.contains("hash does not match"), "{what}");
+        let (seq, what) = first_problem(count, Some(2000), Some(2000));
+        assert_eq!(seq, 2000);
+        assert!(what.contains("hash does not match"), "{what}");
+        let (seq, what) = first_problem(count, Some(count - 1), None);
+        assert_eq!(seq, count - 1, "{what}");
+    }
+}
