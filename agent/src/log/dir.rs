@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::chain::LogKey;
+use super::event::EventKinds;
 use super::event::{Event, SessionHeader, TurnEndReason};
 use super::head;
 use super::progress::Progress;
@@ -14,7 +15,6 @@ use super::record::{self, Record};
 use super::session::SessionLog;
 use super::store::{Backend, Flow, LogStore, TornTail};
 use super::verify::{self, Options, Outcome, Passed, Problem, Tip, Undeclared};
-use super::event::EventKinds;
 use crate::AgentError;
 
 /// What a new session is about (the header's other fields are filled in).

@@ -37,8 +37,6 @@ pub(crate) fn check_append(
     }
     match kinds {
         Some(kinds) if kinds.declares(kind) => kinds.validate(kind, &event.data),
-        _ => Err(format!(
-            "no loaded plugin declares the event type {kind:?}"
-        )),
+        _ => Err(format!("no loaded plugin declares the event type {kind:?}")),
     }
 }

@@ -221,12 +221,13 @@ impl Batch {
         self.records.clear();
     }
 
-    /// Adds a linked record; `kind` is its type as a JSON string.
+    /// Adds a linked record; `kind` is its type and that as a JSON string (`None`: the type
+    /// needs no escape).
     fn push(
         &mut self,
         seq: u64,
         time: &str,
-        kind: (&str, &[u8]),
+        kind: (&str, Option<&[u8]>),
         data: &[u8],
         ignorable: bool,
     ) {
@@ -239,7 +240,14 @@ impl Batch {
         let kind_range = kind_at..b.len();
         let tagged = b.len();
         b.extend_from_slice(b"{\"type\":");
-        b.extend_from_slice(kind.1);
+        match kind.1 {
+            Some(quoted) => b.extend_from_slice(quoted),
+            None => {
+                b.push(b'"');
+                b.extend_from_slice(kind.0.as_bytes());
+                b.push(b'"');
+            }
+        }
         b.extend_from_slice(b",\"data\":");
         let data_at = b.len();
         b.extend_from_slice(data);
@@ -304,14 +312,10 @@ impl<'a> Chain<'a> {
                     batch.records.push(Some(raw.to_record()));
                 }
                 // The strict scan let no escape into the type: it quotes as it is.
-                let mut quoted = Vec::with_capacity(raw.kind.len() + 2);
-                quoted.push(b'"');
-                quoted.extend_from_slice(raw.kind.as_bytes());
-                quoted.push(b'"');
                 batch.push(
                     seq,
                     raw.time,
-                    (raw.kind, &quoted),
+                    (raw.kind, None),
                     raw.data.as_bytes(),
                     raw.ignorable,
                 );
@@ -331,7 +335,7 @@ impl<'a> Chain<'a> {
                 batch.push(
                     seq,
                     &record.time,
-                    (&record.kind, &quoted),
+                    (&record.kind, Some(quoted.as_slice())),
                     &data,
                     record.ignorable,
                 );
@@ -447,7 +451,8 @@ impl<'a> Events<'a> {
                 Err(e) => return Err((seq, parse_error(kind, data, &e))),
             }
         } else if declared.is_some() {
-            let data = serde_json::from_slice(data).map_err(|e| (seq, format!("{kind} data: {e}")))?;
+            let data =
+                serde_json::from_slice(data).map_err(|e| (seq, format!("{kind} data: {e}")))?;
             Event::Plugin(PluginEvent {
                 kind: kind.to_owned(),
                 data,
@@ -513,7 +518,10 @@ fn parse_error(kind: &str, data: &[u8], fast: &serde_json::Error) -> String {
         return format!("{kind} data: {fast}");
     };
     let mut tagged = serde_json::Map::new();
-    tagged.insert("type".to_owned(), serde_json::Value::String(kind.to_owned()));
+    tagged.insert(
+        "type".to_owned(),
+        serde_json::Value::String(kind.to_owned()),
+    );
     tagged.insert("data".to_owned(), value);
     match serde_json::from_value::<Event>(serde_json::Value::Object(tagged)) {
         Err(e) => format!("{kind} data: {e}"),
@@ -564,7 +572,10 @@ mod tests {
         let path = dir.path().join(format!("{ID}.jsonl"));
         drop(JsonlStore::create(&path, &records).unwrap());
         head::write(&head::path_for(&path), &key, ID, count - 1, &prev).unwrap();
-        let v = SessionDir::existing(dir.path()).unwrap().verify(ID).unwrap();
+        let v = SessionDir::existing(dir.path())
+            .unwrap()
+            .verify(ID)
+            .unwrap();
         let problem = v.problem.expect("a problem");
         assert_eq!(v.intact, problem.0);
         problem

@@ -385,7 +385,8 @@ mod event_kinds {
 
     fn host(plugin: &dyn Plugin) -> Arc<PluginHost> {
         let host = PluginHost::new();
-        host.load(plugin, &Config::new(plugin.name(), None)).unwrap();
+        host.load(plugin, &Config::new(plugin.name(), None))
+            .unwrap();
         Arc::new(host)
     }
 
@@ -424,7 +425,9 @@ mod event_kinds {
     #[test]
     fn a_plugin_event_type_is_appended_verified_shown_and_resumed() {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = SessionDir::open(dir.path()).unwrap().with_kinds(host(&Probe));
+        let sessions = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
         let id = session(&sessions, serde_json::json!({"n": 7}));
         let v = sessions.verify(&id).unwrap();
         assert_eq!((v.problem, v.intact, v.undeclared), (None, 4, vec![]));
@@ -446,7 +449,9 @@ mod event_kinds {
         let dir = tempfile::tempdir().unwrap();
         for sessions in [
             SessionDir::open(dir.path()).unwrap(),
-            SessionDir::open(dir.path()).unwrap().with_kinds(host(&Probe)),
+            SessionDir::open(dir.path())
+                .unwrap()
+                .with_kinds(host(&Probe)),
         ] {
             let mut log = sessions
                 .create(
@@ -465,7 +470,10 @@ mod event_kinds {
                 }))
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains("no loaded plugin declares the event type \"other/kind\""), "{err}");
+            assert!(
+                err.contains("no loaded plugin declares the event type \"other/kind\""),
+                "{err}"
+            );
             let err = log
                 .append(Event::Plugin(PluginEvent {
                     kind: "turn/start".into(),
@@ -481,7 +489,9 @@ mod event_kinds {
     #[test]
     fn data_the_validator_rejects_is_refused_on_append_and_on_read_naming_the_event() {
         let dir = tempfile::tempdir().unwrap();
-        let probe = SessionDir::open(dir.path()).unwrap().with_kinds(host(&Probe));
+        let probe = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
         let mut log = probe
             .create(
                 Backend::Jsonl,
@@ -506,9 +516,15 @@ mod event_kinds {
         let v = probe.verify(&id).unwrap();
         let (seq, what) = v.problem.unwrap();
         assert_eq!((seq, v.intact), (2, 2));
-        assert!(what.contains("event `probe/seen`: `n` must be a number"), "{what}");
+        assert!(
+            what.contains("event `probe/seen`: `n` must be a number"),
+            "{what}"
+        );
         let err = probe.resume(&id).unwrap_err().to_string();
-        assert!(err.contains("at event 2") && err.contains("`n` must be a number"), "{err}");
+        assert!(
+            err.contains("at event 2") && err.contains("`n` must be a number"),
+            "{err}"
+        );
         let err = probe.read_events(&id).unwrap_err().to_string();
         assert!(err.contains("at event 2"), "{err}");
     }
@@ -516,7 +532,9 @@ mod event_kinds {
     #[test]
     fn a_log_holding_an_undeclared_type_verifies_its_chain_and_names_the_type() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = SessionDir::open(dir.path()).unwrap().with_kinds(host(&Probe));
+        let writer = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
         let id = session(&writer, serde_json::json!({"n": 1}));
         let plain = SessionDir::existing(dir.path()).unwrap();
 
@@ -530,14 +548,24 @@ mod event_kinds {
             "{what}"
         );
         let err = plain.read_events(&id).unwrap_err().to_string();
-        assert!(err.contains("at event 2") && err.contains("\"probe/seen\""), "{err}");
+        assert!(
+            err.contains("at event 2") && err.contains("\"probe/seen\""),
+            "{err}"
+        );
         let err = plain.resume(&id).unwrap_err().to_string();
-        assert!(err.contains("at event 2") && err.contains("\"probe/seen\""), "{err}");
+        assert!(
+            err.contains("at event 2") && err.contains("\"probe/seen\""),
+            "{err}"
+        );
 
         // The chain is still checked over it: an edit after it is found first.
         let path = dir.path().join(format!("{id}.jsonl"));
         let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replace(r#""completed","turn":0}"#, r#""completed","turn":1}"#)).unwrap();
+        std::fs::write(
+            &path,
+            text.replace(r#""completed","turn":0}"#, r#""completed","turn":1}"#),
+        )
+        .unwrap();
         let (seq, what) = plain.verify(&id).unwrap().problem.unwrap();
         assert_eq!(seq, 3, "{what}");
         assert!(what.contains("hash does not match"), "{what}");
