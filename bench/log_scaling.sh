@@ -24,11 +24,18 @@ bench_bin() {
     ls -t "$1"/release/deps/log-* 2>/dev/null | grep -v '\.d$' | head -n 1
 }
 
-echo "building the bench of $(git -C "$root" rev-parse --short HEAD) (new)" >&2
-(cd "$root" && CARGO_TARGET_DIR=$new_target cargo bench -q --no-run -p bridle-agent --bench log)
-new=$(bench_bin "$new_target")
+if [ -n "${LOG_SCALING_NEW_BIN:-}" ]; then
+    new=$LOG_SCALING_NEW_BIN
+else
+    echo "building the bench of $(git -C "$root" rev-parse --short HEAD) (new)" >&2
+    (cd "$root" && CARGO_TARGET_DIR=$new_target cargo bench -q --no-run -p bridle-agent --bench log)
+    new=$(bench_bin "$new_target")
+fi
 builds="new"
-if [ -n "$base_rev" ]; then
+if [ -n "${LOG_SCALING_BASE_BIN:-}" ]; then
+    base=$LOG_SCALING_BASE_BIN
+    builds="base new"
+elif [ -n "$base_rev" ]; then
     wt=/var/tmp/log-scaling-base-wt
     git -C "$root" worktree remove --force "$wt" 2>/dev/null || true
     git -C "$root" worktree add -q --detach "$wt" "$base_rev"
