@@ -367,7 +367,7 @@ mod event_kinds {
     use std::sync::Arc;
 
     use super::{Config, Plugin, PluginError, PluginHost, Probe, Registrar};
-    use crate::log::{Backend, Event, NewSession, PluginEvent, SessionDir};
+    use crate::log::{Backend, Event, NewSession, PluginEvent, SessionDir, SessionLog};
 
     /// Declares `probe/seen` like the probe plugin, but takes any data (an older version of
     /// it, say): it writes what the probe's validator then refuses.
@@ -397,10 +397,8 @@ mod event_kinds {
         })
     }
 
-    /// A session written through `sessions`: a turn start, a `probe/seen` with `data` (event
-    /// 2), a turn end.
-    fn session(sessions: &SessionDir, data: serde_json::Value) -> String {
-        let mut log = sessions
+    fn new_log(sessions: &SessionDir) -> SessionLog {
+        sessions
             .create(
                 Backend::Jsonl,
                 &NewSession {
@@ -409,7 +407,13 @@ mod event_kinds {
                     policy_digest: "d".into(),
                 },
             )
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A session written through `sessions`: a turn start, a `probe/seen` with `data` (event
+    /// 2), a turn end.
+    fn session(sessions: &SessionDir, data: serde_json::Value) -> String {
+        let mut log = new_log(sessions);
         log.append(Event::TurnStart { turn: 0 }).unwrap();
         assert_eq!(log.append(seen(data)).unwrap(), 2);
         log.append(Event::TurnEnd {
@@ -453,16 +457,7 @@ mod event_kinds {
                 .unwrap()
                 .with_kinds(host(&Probe)),
         ] {
-            let mut log = sessions
-                .create(
-                    Backend::Jsonl,
-                    &NewSession {
-                        workspace: "/w".into(),
-                        profile: "p".into(),
-                        policy_digest: "d".into(),
-                    },
-                )
-                .unwrap();
+            let mut log = new_log(&sessions);
             let err = log
                 .append(Event::Plugin(PluginEvent {
                     kind: "other/kind".into(),
@@ -492,16 +487,7 @@ mod event_kinds {
         let probe = SessionDir::open(dir.path())
             .unwrap()
             .with_kinds(host(&Probe));
-        let mut log = probe
-            .create(
-                Backend::Jsonl,
-                &NewSession {
-                    workspace: "/w".into(),
-                    profile: "p".into(),
-                    policy_digest: "d".into(),
-                },
-            )
-            .unwrap();
+        let mut log = new_log(&probe);
         let err = log
             .append(seen(serde_json::json!({"n": "x"})))
             .unwrap_err()
