@@ -9,7 +9,8 @@
 //! Each line printed is one measurement: the median of `RUNS` processes and the largest peak
 //! resident set (VmHWM) among them. `BRIDLE_LOG_BENCH_KEEP=DIR` builds the sessions in `DIR`
 //! and keeps them (to measure another build on the same logs: `log-* --measure verify|resume
-//! DIR ID EVENTS` prints milliseconds and peak RSS in KiB).
+//! DIR ID EVENTS` prints milliseconds and peak RSS in KiB); with `BRIDLE_LOG_BENCH_BUILD_ONLY=1`
+//! it only builds them. `bench/log_scaling.sh` runs all of it, old build against new.
 
 #![allow(
     clippy::unwrap_used,
@@ -70,6 +71,9 @@ fn main() {
             started.elapsed().as_secs_f64(),
             mb(bytes)
         );
+        if std::env::var_os("BRIDLE_LOG_BENCH_BUILD_ONLY").is_some() {
+            continue;
+        }
         for op in ["verify", "resume"] {
             let mut times = Vec::new();
             let mut peak = 0u64;

@@ -238,10 +238,7 @@ impl<'h> Agent<'h> {
     fn append_checked(&mut self, event: Event) -> Result<u64, AgentError> {
         let kind = event.kind();
         if self.config.plugins.declares(kind) {
-            let data = serde_json::to_value(&event)
-                .ok()
-                .and_then(|v| v.get("data").cloned())
-                .unwrap_or_default();
+            let data = event.data();
             if let Err(reason) = self.config.plugins.validate(kind, &data) {
                 return Err(AgentError::RecordEvent {
                     path: self.log.path().to_owned(),

@@ -210,7 +210,7 @@ fn events(r: &Run) -> Vec<Event> {
         .collect()
 }
 
-fn kinds(events: &[Event]) -> Vec<&'static str> {
+fn kinds(events: &[Event]) -> Vec<&str> {
     events
         .iter()
         .map(Event::kind)

@@ -171,7 +171,10 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
             "input_included",
             json!({"input_id": input_id, "turn": turn, "step": step, "carried": carried}),
         ),
-        Event::SessionForked { .. } | Event::RequestHeader(_) | Event::PolicyEffective(_) => {
+        Event::SessionForked { .. }
+        | Event::RequestHeader(_)
+        | Event::PolicyEffective(_)
+        | Event::Plugin(_) => {
             return None;
         }
     };

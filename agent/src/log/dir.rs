@@ -4,15 +4,17 @@
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::chain::LogKey;
+use super::event::EventKinds;
 use super::event::{Event, SessionHeader, TurnEndReason};
 use super::head;
 use super::progress::Progress;
 use super::record::{self, Record};
 use super::session::SessionLog;
 use super::store::{Backend, Flow, LogStore, TornTail};
-use super::verify::{Passed, Problem, Tip, Verifier};
+use super::verify::{self, Options, Outcome, Passed, Problem, Tip, Undeclared};
 use crate::AgentError;
 
 /// What a new session is about (the header's other fields are filled in).
@@ -61,6 +63,10 @@ pub struct Verification {
     /// Trailing bytes that are not a complete event: a write a crash cut short, or bytes
     /// someone added. Not part of the log; set aside when the session is resumed.
     pub torn: Option<TornTail>,
+    /// Events of a type neither this version nor a loaded plugin declares (not marked
+    /// ignorable), with their numbers: the chain was checked over them, but what they say
+    /// cannot be, so the first of them is also the `problem` when the chain is intact.
+    pub undeclared: Vec<(u64, String)>,
 }
 
 /// One line of `bridle log list`.
@@ -79,6 +85,8 @@ pub struct SessionSummary {
 #[derive(Debug, Clone)]
 pub struct SessionDir {
     dir: PathBuf,
+    /// The event types loaded plugins declare, with their validators.
+    kinds: Option<Arc<dyn EventKinds>>,
 }
 
 impl SessionDir {
@@ -100,7 +108,16 @@ impl SessionDir {
         check_dir(dir)?;
         Ok(Self {
             dir: dir.to_owned(),
+            kinds: None,
         })
+    }
+
+    /// The same directory, reading and writing events of the types `kinds` declares (the
+    /// loaded plugins'), each checked by its validator; without it only built-in types are.
+    #[must_use]
+    pub fn with_kinds(mut self, kinds: Arc<dyn EventKinds>) -> Self {
+        self.kinds = Some(kinds);
+        self
     }
 
     /// Where the directory is.
@@ -163,7 +180,8 @@ impl SessionDir {
                         next_seq: last + 1,
                         last_hash: prev,
                     };
-                    return Ok(SessionLog::resume_from(id, store, key, lock, events, tip));
+                    return Ok(SessionLog::resume_from(id, store, key, lock, events, tip)
+                        .with_kinds(self.kinds.clone()));
                 }
                 Err(e) => {
                     let _ = std::fs::remove_file(&head_path);
@@ -219,13 +237,45 @@ impl SessionDir {
         &self,
         id: &str,
         records: bool,
-        keep: impl FnMut(Passed),
+        keep: impl FnMut(Passed<'_>) + Send,
     ) -> Result<(PathBuf, Checked, Option<TornTail>), AgentError> {
+        let (path, outcome) = self.load_with(id, records, Undeclared::Refuse, keep)?;
+        Ok((path, outcome.verdict, outcome.torn))
+    }
+
+    /// [`SessionDir::load`], saying what to do with events of undeclared types.
+    fn load_with(
+        &self,
+        id: &str,
+        records: bool,
+        undeclared: Undeclared,
+        keep: impl FnMut(Passed<'_>) + Send,
+    ) -> Result<(PathBuf, Outcome), AgentError> {
         let (backend, path) = self.locate(id)?;
         let mut store = backend.open_read_only(&path)?;
         let key = LogKey::load(&self.dir)?;
-        let (verdict, torn) = scan_verified(store.as_mut(), &key, id, records, keep)?;
-        Ok((path, verdict, torn))
+        let outcome = scan_verified(
+            store.as_mut(),
+            self.options(&key, id, undeclared, records),
+            keep,
+        )?;
+        Ok((path, outcome))
+    }
+
+    fn options<'a>(
+        &'a self,
+        key: &'a LogKey,
+        id: &'a str,
+        undeclared: Undeclared,
+        records: bool,
+    ) -> Options<'a> {
+        Options {
+            key,
+            id,
+            kinds: self.kinds.as_deref(),
+            undeclared,
+            records,
+        }
     }
 
     /// [`SessionDir::load`] keeping every event, which must verify.
@@ -233,7 +283,7 @@ impl SessionDir {
         let mut events = Vec::new();
         let (path, verdict, _) = self.load(id, false, |passed| {
             if let Some(event) = passed.event {
-                events.push((passed.seq, passed.time, event));
+                events.push((passed.seq, passed.time.to_owned(), event));
             }
         })?;
         let tip = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
@@ -254,7 +304,8 @@ impl SessionDir {
         let mut store: Box<dyn LogStore> = backend.open(&path)?;
         let key = LogKey::load(&self.dir)?;
         let mut events = Vec::new();
-        let (verdict, torn) = scan_verified(store.as_mut(), &key, id, false, |passed| {
+        let options = self.options(&key, id, Undeclared::Refuse, false);
+        let Outcome { verdict, torn, .. } = scan_verified(store.as_mut(), options, |passed| {
             if let Some(event) = passed.event {
                 events.push((passed.seq, event));
             }
@@ -273,7 +324,8 @@ impl SessionDir {
                 saved_to,
             });
         }
-        let mut log = SessionLog::resume_from(id.to_owned(), store, key, lock, events, tip);
+        let mut log = SessionLog::resume_from(id.to_owned(), store, key, lock, events, tip)
+            .with_kinds(self.kinds.clone());
         let closing = log.progress().closing_events();
         if let Some(turn) = log.progress().open_turn {
             let synthetic = log.progress().open_calls.len();
@@ -301,7 +353,7 @@ impl SessionDir {
             if at.is_none_or(|at| passed.seq <= at)
                 && let Some(event) = passed.event
             {
-                prefix.push((passed.seq, passed.time, event));
+                prefix.push((passed.seq, passed.time.to_owned(), event));
             }
         })?;
         let tip = verdict.map_err(|(seq, what)| AgentError::VerifyLog { path, seq, what })?;
@@ -344,18 +396,42 @@ impl SessionDir {
     }
 
     /// Checks session `id` without changing it, streaming: memory does not grow with the log.
+    /// An event of a type nobody declares does not stop the check of the chain; the first
+    /// one is the problem once the chain is found intact (its data cannot be checked).
     pub fn verify(&self, id: &str) -> Result<Verification, AgentError> {
-        let (_, verdict, torn) = self.load(id, false, |_| {})?;
-        Ok(match verdict {
-            Ok(tip) => Verification {
+        let (_, outcome) = self.load_with(id, false, Undeclared::Collect, |_| {})?;
+        let Outcome {
+            verdict,
+            torn,
+            undeclared,
+        } = outcome;
+        Ok(match (verdict, undeclared.first()) {
+            (Ok(tip), None) => Verification {
                 intact: tip.next_seq,
                 problem: None,
                 torn,
+                undeclared,
             },
-            Err((seq, what)) => Verification {
+            (Ok(tip), Some((seq, kind))) => Verification {
+                intact: *seq,
+                problem: Some((
+                    *seq,
+                    format!(
+                        "unknown event type {kind:?}: no loaded plugin declares it and it is \
+                         not marked ignorable, so its data cannot be checked ({} events of \
+                         undeclared types; the hash chain over all {} events is intact)",
+                        undeclared.len(),
+                        tip.next_seq
+                    ),
+                )),
+                torn,
+                undeclared,
+            },
+            (Err((seq, what)), _) => Verification {
                 intact: seq,
                 problem: Some((seq, what)),
                 torn,
+                undeclared,
             },
         })
     }
@@ -542,29 +618,11 @@ type Checked = Result<Tip, Problem>;
 /// `records`), and stopping at the first that did not.
 fn scan_verified(
     store: &mut dyn LogStore,
-    key: &LogKey,
-    id: &str,
-    records: bool,
-    mut keep: impl FnMut(Passed),
-) -> Result<(Checked, Option<TornTail>), AgentError> {
-    let head = head::read(&head::path_for(store.path()), key, id);
-    let mut verifier = Verifier::new(key, id, head, records);
-    let mut failed = None;
-    let torn = store.scan(&mut |scanned| match verifier.check(scanned) {
-        Ok(passed) => {
-            keep(passed);
-            Flow::Continue(())
-        }
-        Err(problem) => {
-            failed = Some(problem);
-            Flow::Break(())
-        }
-    })?;
-    let verdict = match failed {
-        Some(problem) => Err(problem),
-        None => verifier.finish(),
-    };
-    Ok((verdict, torn))
+    options: Options<'_>,
+    keep: impl FnMut(Passed<'_>) + Send,
+) -> Result<Outcome, AgentError> {
+    let head = head::read(&head::path_for(store.path()), options.key, options.id);
+    verify::run(store, head, options, keep)
 }
 /// Refuses a directory someone else could have put logs or a key into: it must be a real
 /// directory owned by this user and writable by nobody else.

@@ -4,6 +4,8 @@
 use bridle_policy::{ApprovalPolicy, Decision, Network, SandboxMode};
 use serde::{Deserialize, Serialize};
 
+pub use super::kinds::{EventKinds, PluginEvent};
+
 /// One event of a session, as the loop records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
@@ -174,12 +176,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         carried: bool,
     },
+    /// An event of a type a loaded plugin declares (never one of the types above), checked
+    /// by that plugin's validator when it is appended and whenever the log is read. Stored as
+    /// its own `type` and `data` like every other event; serde never reads or writes this
+    /// variant (the log does: see `record.rs`).
+    #[serde(skip)]
+    Plugin(PluginEvent),
 }
 
 impl Event {
     /// The event's `type`, as written in the log.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
+            Self::Plugin(plugin) => &plugin.kind,
+            other => other.builtin_kind(),
+        }
+    }
+
+    /// The `type` of a built-in event; `plugin` for a plugin's.
+    pub(crate) fn builtin_kind(&self) -> &'static str {
+        match self {
+            Self::Plugin(_) => "plugin",
             Self::SessionHeader(_) => "session/header",
             Self::SessionForked { .. } => "session/forked",
             Self::TurnStart { .. } => "turn/start",
@@ -211,6 +228,20 @@ impl Event {
     /// Whether `kind` is a type this version knows.
     pub fn is_known_kind(kind: &str) -> bool {
         KNOWN_KINDS.contains(&kind)
+    }
+
+    /// The event's `data`, as stored (its keys sorted).
+    pub fn data(&self) -> serde_json::Value {
+        let mut data = match self {
+            Self::Plugin(plugin) => plugin.data.clone(),
+            // Serialising an `Event` cannot fail: every field is plain data with string keys.
+            other => serde_json::to_value(other)
+                .ok()
+                .and_then(|mut v| v.get_mut("data").map(serde_json::Value::take))
+                .unwrap_or(serde_json::Value::Null),
+        };
+        data.sort_all_objects();
+        data
     }
 }
 

@@ -23,6 +23,7 @@ mod dir;
 mod event;
 mod head;
 mod jsonl;
+mod kinds;
 mod progress;
 mod record;
 mod session;
@@ -37,8 +38,9 @@ pub use dir::{
     NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
 };
 pub use event::{
-    Event, ExecDecision, KNOWN_KINDS, NetDecision, PolicyRule, PolicySummary, PromptSection, Reply,
-    RequestHeader, SessionHeader, ToolCall, TurnEndReason, Usage,
+    Event, EventKinds, ExecDecision, KNOWN_KINDS, NetDecision, PluginEvent, PolicyRule,
+    PolicySummary, PromptSection, Reply, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
+    Usage,
 };
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, Scanned, now_rfc3339, rfc3339};

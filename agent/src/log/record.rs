@@ -279,17 +279,10 @@ fn check_link(
     }
 }
 
-/// An event's `type` and `data`.
+/// An event's `type` and `data` (its keys sorted, as every build of bridle stores them: see
+/// `canonical_body`).
 fn split(event: &Event) -> (String, serde_json::Value) {
-    // Serialising an `Event` cannot fail: every field is plain data with string keys.
-    let mut value = serde_json::to_value(event).unwrap_or_default();
-    let mut data = value
-        .get_mut("data")
-        .map(serde_json::Value::take)
-        .unwrap_or(serde_json::Value::Null);
-    // Stored with sorted keys, as every build of bridle writes them (see `canonical_body`).
-    data.sort_all_objects();
-    (event.kind().to_owned(), data)
+    (event.kind().to_owned(), event.data())
 }
 
 /// Now, as RFC 3339 UTC with milliseconds.

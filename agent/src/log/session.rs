@@ -35,6 +35,8 @@ pub struct SessionLog {
     head: head::HeadFile,
     /// Held while the log is open, so no other process appends to the same session.
     _lock: std::fs::File,
+    /// The event types plugins declare (an event of another type is never written).
+    kinds: Option<std::sync::Arc<dyn super::event::EventKinds>>,
 }
 
 impl SessionLog {
@@ -70,7 +72,17 @@ impl SessionLog {
             failed: None,
             watcher: None,
             _lock: lock,
+            kinds: None,
         }
+    }
+
+    /// The log, writing events of the types `kinds` declares (checked by their validators).
+    pub(crate) fn with_kinds(
+        mut self,
+        kinds: Option<std::sync::Arc<dyn super::event::EventKinds>>,
+    ) -> Self {
+        self.kinds = kinds;
+        self
     }
 
     /// The session id.
@@ -140,6 +152,10 @@ impl SessionLog {
             return Err(refuse(
                 "session/header is event 0 and only event 0".to_owned(),
             ));
+        }
+        if let Event::Plugin(plugin) = &event {
+            // Never written when reading it back would refuse it.
+            super::kinds::check_append(self.kinds.as_deref(), plugin).map_err(refuse)?;
         }
         let seq = self.next_seq;
         if let Event::ContextCompacted {

@@ -144,7 +144,8 @@ pub struct Switch {
     pub seq: u64,
     pub time: String,
     /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
-    /// from here on), `policy` (the effective policy, by digest) `context` (a compaction) or `input` (a live session's input arrived, or a request included it).
+    /// from here on), `policy` (the effective policy, by digest) `context` (a compaction), `input` (a live session's input arrived, or a request included it) or
+    /// `plugin` (an event of a plugin's type: its type and data).
     pub what: &'static str,
     pub to: String,
     /// For `policy`: what it is.
@@ -170,7 +171,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
         let unattached = Entry::Unattached {
             seq,
             time: time.to_owned(),
-            kind: event.kind(),
+            kind: event.builtin_kind(),
         };
         let switch = |what, to: String| Switch {
             seq,
@@ -402,6 +403,11 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                     "input",
                     format!("{input_id} included in turn {n} step {step}{carried}"),
                 );
+                push_switch(&mut out, &mut turn, s);
+            }
+            // A plugin's own event: its type and data, where it stands.
+            Event::Plugin(plugin) => {
+                let s = switch("plugin", format!("{} {}", plugin.kind, plugin.data));
                 push_switch(&mut out, &mut turn, s);
             }
             Event::StepEnd { .. } | Event::AssistantChunk { .. } => {}

@@ -215,3 +215,14 @@ impl PluginHost {
         }
     }
 }
+
+/// The loaded plugins' event types, for the session log (read and written through it).
+impl crate::log::EventKinds for PluginHost {
+    fn declares(&self, kind: &str) -> bool {
+        PluginHost::declares(self, kind)
+    }
+
+    fn validate(&self, kind: &str, data: &serde_json::Value) -> Result<(), String> {
+        PluginHost::validate(self, kind, data)
+    }
+}

@@ -359,3 +359,201 @@ fn the_runtime_context_section_says_where_and_under_what_the_agent_works() {
         "{text}"
     );
 }
+
+mod event_kinds {
+    //! A plugin's event type in the session log: appended and read back through the plugin's
+    //! validator; a log holding a type nobody declares is still checked, and named.
+
+    use std::sync::Arc;
+
+    use super::{Config, Plugin, PluginError, PluginHost, Probe, Registrar};
+    use crate::log::{Backend, Event, NewSession, PluginEvent, SessionDir, SessionLog};
+
+    /// Declares `probe/seen` like the probe plugin, but takes any data (an older version of
+    /// it, say): it writes what the probe's validator then refuses.
+    struct Lax;
+
+    impl Plugin for Lax {
+        fn name(&self) -> &str {
+            "lax"
+        }
+        fn register(&self, r: &mut Registrar, _: &Config<'_>) -> Result<(), PluginError> {
+            r.event_kind("probe/seen", Arc::new(|_: &serde_json::Value| Ok(())));
+            Ok(())
+        }
+    }
+
+    fn host(plugin: &dyn Plugin) -> Arc<PluginHost> {
+        let host = PluginHost::new();
+        host.load(plugin, &Config::new(plugin.name(), None))
+            .unwrap();
+        Arc::new(host)
+    }
+
+    fn seen(data: serde_json::Value) -> Event {
+        Event::Plugin(PluginEvent {
+            kind: "probe/seen".into(),
+            data,
+        })
+    }
+
+    fn new_log(sessions: &SessionDir) -> SessionLog {
+        sessions
+            .create(
+                Backend::Jsonl,
+                &NewSession {
+                    workspace: "/w".into(),
+                    profile: "p".into(),
+                    policy_digest: "d".into(),
+                },
+            )
+            .unwrap()
+    }
+
+    /// A session written through `sessions`: a turn start, a `probe/seen` with `data` (event
+    /// 2), a turn end.
+    fn session(sessions: &SessionDir, data: serde_json::Value) -> String {
+        let mut log = new_log(sessions);
+        log.append(Event::TurnStart { turn: 0 }).unwrap();
+        assert_eq!(log.append(seen(data)).unwrap(), 2);
+        log.append(Event::TurnEnd {
+            turn: 0,
+            reason: crate::log::TurnEndReason::Completed,
+            detail: None,
+            cancelled_by: None,
+        })
+        .unwrap();
+        log.id().to_owned()
+    }
+
+    #[test]
+    fn a_plugin_event_type_is_appended_verified_shown_and_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
+        let id = session(&sessions, serde_json::json!({"n": 7}));
+        let v = sessions.verify(&id).unwrap();
+        assert_eq!((v.problem, v.intact, v.undeclared), (None, 4, vec![]));
+        let shown = sessions.read_events(&id).unwrap();
+        assert_eq!(shown[2].2, seen(serde_json::json!({"n": 7})));
+        let (log, repairs) = sessions.resume(&id).unwrap();
+        assert!(repairs.is_empty());
+        assert_eq!(log.events()[2], (2, seen(serde_json::json!({"n": 7}))));
+        // The line is stored like any other event's.
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(
+            text.contains(r#","type":"probe/seen","data":{"n":7},"hash":"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_event_type_no_plugin_declares_is_refused_on_append() {
+        let dir = tempfile::tempdir().unwrap();
+        for sessions in [
+            SessionDir::open(dir.path()).unwrap(),
+            SessionDir::open(dir.path())
+                .unwrap()
+                .with_kinds(host(&Probe)),
+        ] {
+            let mut log = new_log(&sessions);
+            let err = log
+                .append(Event::Plugin(PluginEvent {
+                    kind: "other/kind".into(),
+                    data: serde_json::json!({}),
+                }))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("no loaded plugin declares the event type \"other/kind\""),
+                "{err}"
+            );
+            let err = log
+                .append(Event::Plugin(PluginEvent {
+                    kind: "turn/start".into(),
+                    data: serde_json::json!({"turn": 0}),
+                }))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("built-in event type"), "{err}");
+            assert_eq!(log.next_seq(), 1, "nothing was written");
+        }
+    }
+
+    #[test]
+    fn data_the_validator_rejects_is_refused_on_append_and_on_read_naming_the_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
+        let mut log = new_log(&probe);
+        let err = log
+            .append(seen(serde_json::json!({"n": "x"})))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`n` must be a number"), "{err}");
+        drop(log);
+
+        // Written under a plugin that took any data, read under the probe's validator.
+        let lax = SessionDir::open(dir.path()).unwrap().with_kinds(host(&Lax));
+        let id = session(&lax, serde_json::json!({"n": "x"}));
+        assert_eq!(lax.verify(&id).unwrap().problem, None);
+        let v = probe.verify(&id).unwrap();
+        let (seq, what) = v.problem.unwrap();
+        assert_eq!((seq, v.intact), (2, 2));
+        assert!(
+            what.contains("event `probe/seen`: `n` must be a number"),
+            "{what}"
+        );
+        let err = probe.resume(&id).unwrap_err().to_string();
+        assert!(
+            err.contains("at event 2") && err.contains("`n` must be a number"),
+            "{err}"
+        );
+        let err = probe.read_events(&id).unwrap_err().to_string();
+        assert!(err.contains("at event 2"), "{err}");
+    }
+
+    #[test]
+    fn a_log_holding_an_undeclared_type_verifies_its_chain_and_names_the_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = SessionDir::open(dir.path())
+            .unwrap()
+            .with_kinds(host(&Probe));
+        let id = session(&writer, serde_json::json!({"n": 1}));
+        let plain = SessionDir::existing(dir.path()).unwrap();
+
+        let v = plain.verify(&id).unwrap();
+        assert_eq!(v.undeclared, vec![(2, "probe/seen".to_owned())]);
+        let (seq, what) = v.problem.unwrap();
+        assert_eq!((seq, v.intact), (2, 2));
+        assert!(
+            what.contains("unknown event type \"probe/seen\"")
+                && what.contains("the hash chain over all 4 events is intact"),
+            "{what}"
+        );
+        let err = plain.read_events(&id).unwrap_err().to_string();
+        assert!(
+            err.contains("at event 2") && err.contains("\"probe/seen\""),
+            "{err}"
+        );
+        let err = plain.resume(&id).unwrap_err().to_string();
+        assert!(
+            err.contains("at event 2") && err.contains("\"probe/seen\""),
+            "{err}"
+        );
+
+        // The chain is still checked over it: an edit after it is found first.
+        let path = dir.path().join(format!("{id}.jsonl"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text.replace(r#""completed","turn":0}"#, r#""completed","turn":1}"#),
+        )
+        .unwrap();
+        let (seq, what) = plain.verify(&id).unwrap().problem.unwrap();
+        assert_eq!(seq, 3, "{what}");
+        assert!(what.contains("hash does not match"), "{what}");
+    }
+}
