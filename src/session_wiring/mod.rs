@@ -120,14 +120,16 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     };
     // The profile's `agent:` section: a plugin configuration that does not parse fails the
     // profile load, before any session exists.
-    let plugins = plugin_host(&policy.agent, &preview)?;
+    let plugins = Arc::new(plugin_host(&policy.agent, &preview)?);
     for (command, flag) in &request.commands_needed {
         if !plugins.commands().iter().any(|c| c.name() == *command) {
             let _ = std::fs::remove_dir_all(&temp_dir);
             return Err(not_loaded(flag));
         }
     }
-    let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?;
+    // The log reads and writes the event types these plugins declare (and refuses others).
+    let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?
+        .with_kinds(plugins as Arc<dyn bridle_agent::log::EventKinds>);
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.

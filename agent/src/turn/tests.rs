@@ -95,7 +95,8 @@ fn probed() -> Vec<Seen> {
         Box::new(model),
         &Noop,
         AgentConfig::default(),
-    ).unwrap();
+    )
+    .unwrap();
     for input in ["one", "two"] {
         let report = agent.run_turn(input).unwrap();
         assert_eq!(report.reason, TurnEndReason::Completed, "{report:?}");
@@ -203,7 +204,8 @@ fn a_model_that_panics_ends_the_turn_as_error_and_every_later_one_too() {
         Box::new(Exploding),
         &Noop,
         AgentConfig::default(),
-    ).unwrap();
+    )
+    .unwrap();
     for input in ["one", "two"] {
         let report = agent.run_turn(input).unwrap();
         assert_eq!(report.reason, TurnEndReason::Error, "{report:?}");
