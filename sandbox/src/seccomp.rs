@@ -873,15 +873,7 @@ pub fn install_on_current_thread(
         profile: profile_name.to_owned(),
         source,
     };
-    if program.is_empty() || program.len() > BPF_MAXINSNS {
-        return Err(install_error(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "program has {} instructions; 1 to {BPF_MAXINSNS} are allowed",
-                program.len()
-            ),
-        )));
-    }
+    check_length(program).map_err(install_error)?;
     seccompiler::apply_filter(program).map_err(|error| {
         install_error(match error {
             seccompiler::Error::Prctl(source) | seccompiler::Error::Seccomp(source) => source,
@@ -905,17 +897,29 @@ pub fn install_with_listener(
         profile: profile_name.to_owned(),
         source,
     };
+    check_length(program).map_err(install_error)?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| install_error(e.into()))?;
+    crate::sys::notify::install_filter_with_listener(&to_kernel(program)).map_err(install_error)
+}
+
+/// A program the kernel takes: 1 to `BPF_MAXINSNS` instructions (allocates only on error).
+fn check_length(program: &[sock_filter]) -> io::Result<()> {
     if program.is_empty() || program.len() > BPF_MAXINSNS {
-        return Err(install_error(io::Error::new(
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "program has {} instructions; 1 to {BPF_MAXINSNS} are allowed",
                 program.len()
             ),
-        )));
+        ));
     }
-    nix::sys::prctl::set_no_new_privs().map_err(|e| install_error(e.into()))?;
-    let raw: Vec<libc::sock_filter> = program
+    Ok(())
+}
+
+/// `program` as the kernel's `struct sock_filter`s (seccompiler has its own type of the same
+/// layout).
+pub(crate) fn to_kernel(program: &[sock_filter]) -> Vec<libc::sock_filter> {
+    program
         .iter()
         .map(|i| libc::sock_filter {
             code: i.code,
@@ -923,8 +927,7 @@ pub fn install_with_listener(
             jf: i.jf,
             k: i.k,
         })
-        .collect();
-    crate::sys::notify::install_filter_with_listener(&raw).map_err(install_error)
+        .collect()
 }
 
 #[cfg(test)]

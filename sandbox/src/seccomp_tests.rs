@@ -1594,15 +1594,7 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
     let program = compile_supervised(SeccompProfile::Confined, options(false, false, false))
         .expect("compiles");
     // Converted before the fork: the child allocates nothing.
-    let raw: Vec<libc::sock_filter> = program
-        .iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect();
+    let raw = to_kernel(&program);
     // SAFETY: the child only makes raw syscalls on data built before the fork and ends with
     // `_exit`; it neither allocates nor unwinds.
     match unsafe { fork() }.expect("fork") {

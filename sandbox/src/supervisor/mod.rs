@@ -352,15 +352,8 @@ impl Supervisor {
             Decision::Allow => true,
             Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
             Decision::Ask => {
-                let mut record = self.record(pid, &read, &facts, &verdict);
-                let yes = self.ask(&mut record);
-                record.outcome = if yes {
-                    ExecOutcome::Approved
-                } else {
-                    ExecOutcome::Killed
-                };
-                self.report(record);
-                yes
+                let record = self.record(pid, &read, &facts, &verdict);
+                self.ask_and_report(record, ExecOutcome::Killed)
             }
             Decision::Deny => {
                 let mut record = self.record(pid, &read, &facts, &verdict);
@@ -530,6 +523,15 @@ impl Supervisor {
         {
             self.channel = None;
         }
+    }
+
+    /// Asks about `record` and reports it with the answer: `Approved`, or `no` as its outcome.
+    /// Whether the person approved.
+    fn ask_and_report(&mut self, mut record: ExecRecord, no: ExecOutcome) -> bool {
+        let yes = self.ask(&mut record);
+        record.outcome = if yes { ExecOutcome::Approved } else { no };
+        self.report(record);
+        yes
     }
 
     /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,

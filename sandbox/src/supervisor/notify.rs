@@ -98,15 +98,8 @@ impl Supervisor {
                 Answer::Refuse
             }
             Decision::Ask => {
-                let mut record = self.record(pid, &read, &facts, &verdict);
-                let yes = self.ask(&mut record);
-                record.outcome = if yes {
-                    ExecOutcome::Approved
-                } else {
-                    ExecOutcome::Refused
-                };
-                self.report(record);
-                if yes {
+                let record = self.record(pid, &read, &facts, &verdict);
+                if self.ask_and_report(record, ExecOutcome::Refused) {
                     Answer::Proceed(Some(read.argv))
                 } else {
                     self.last_refused = Some(again);
