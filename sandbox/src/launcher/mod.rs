@@ -695,7 +695,18 @@ impl Running {
         let mut held = Vec::new();
         let startup = loop {
             match events.recv() {
-                Ok(Wake::Status(StatusWake::Ready(report))) => ready = Some(report),
+                // A question may come before the status line saying the command started (the
+                // command's own first exec asks): then it is handed over as soon as that line is
+                // in, or nobody would ever show the question.
+                Ok(Wake::Status(StatusWake::Ready(report))) => {
+                    let asked = held
+                        .iter()
+                        .any(|m| matches!(m, crate::supervisor::record::FromSupervisor::Ask(..)));
+                    if asked {
+                        break Startup::Asking(report);
+                    }
+                    ready = Some(report);
+                }
                 Ok(Wake::Status(StatusWake::Ended(ended))) => break Startup::Ended(ended),
                 Ok(Wake::Exec(ask @ crate::supervisor::record::FromSupervisor::Ask(..))) => {
                     held.push(ask);
