@@ -10,7 +10,7 @@
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
 #          execs), built clean inside `bridle exec`, without rules and with.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
-# no supervisor (nothing is traced). The load average is recorded at the start and the end.
+# no supervisor (no listener, nothing traced). The load average is recorded at the start and the end.
 # The order of the variants rotates from round to round. Writes bench/results/exec_rules.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,10 +121,15 @@ def children_cpu():
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
     return u.ru_utime + u.ru_stime
 
-# The rules profile really is supervised and the baseline really is not.
-for name, want in (("norules", "0"), ("rules", "1")):
-    tracer = inside(profiles[name], "awk", "/^TracerPid/ { print $2 }", "/proc/self/status").strip()
-    assert tracer == want, f"{name}: TracerPid {tracer}, expected {want}"
+# The rules profile really is supervised and the baseline really is not: `git push` (which
+# ci-locked denies) is refused with EACCES (126) under rules only.
+for name, want in (("norules", False), ("rules", True)):
+    with open("push.sh", "w") as f:
+        f.write("p=push; git $p 2>/dev/null; echo $?\n")
+    r = subprocess.run([bridle, "exec", "--profile", profiles[name], "--", "sh", "./push.sh"],
+                       capture_output=True, text=True)
+    refused = r.stdout.strip() == "126"
+    assert refused == want, f"{name}: git push exited {r.stdout.strip()}, supervised expected: {want}"
 
 spawners = {k: (bridle, p) for k, p in profiles.items()}
 # Inside a sandbox: this build without and with rules, and the base build with rules (without

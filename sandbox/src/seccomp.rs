@@ -89,12 +89,17 @@
 //! # Exec supervision
 //!
 //! A sandbox whose spec has command rules gets its filter from [`compile_supervised`]: `execve`
-//! and `execveat` return `SECCOMP_RET_TRACE`, so the exec supervisor (their tracer, see
-//! `crate::supervisor`) decides every exec; without a tracer the kernel fails them with `ENOSYS`.
+//! and `execveat` return `SECCOMP_RET_USER_NOTIF`, and the filter is installed with
+//! [`install_with_listener`] (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose listener the exec
+//! supervisor (see `crate::supervisor`) holds: each exec waits in the kernel until the
+//! supervisor answers it. With no listener left (the supervisor gone) the kernel fails them with
+//! `ENOSYS`. A process of the sandbox cannot install a listener of its own (the kernel refuses a
+//! second listener in a filter chain with `EBUSY`), and a filter it adds cannot weaken the
+//! notification (`SECCOMP_RET_USER_NOTIF` takes precedence over `TRACE`, `LOG` and `ALLOW`).
 //!
 //! | syscall | action | why |
 //! |---|---|---|
-//! | `execve`, `execveat` | `SECCOMP_RET_TRACE` (supervised sandboxes only) | command rules at every exec |
+//! | `execve`, `execveat` | `SECCOMP_RET_USER_NOTIF` (supervised sandboxes only) | command rules at every exec |
 //!
 //! # Architecture check
 //!
@@ -611,14 +616,14 @@ pub fn compile(
 }
 
 /// The syscalls that start a program: under an exec supervisor, the filter returns
-/// `SECCOMP_RET_TRACE` for them (see [`compile_supervised`]).
+/// `SECCOMP_RET_USER_NOTIF` for them (see [`compile_supervised`]).
 pub const EXEC_SYSCALLS: [(&str, i64); 2] = [sys!(SYS_execve), sys!(SYS_execveat)];
 
 /// Like [`compile`], for a sandbox with an exec supervisor (command rules): `execve` and
-/// `execveat` return `SECCOMP_RET_TRACE` (they are in no row of the table, so nothing else
-/// changes). The supervisor, their tracer, then sees every exec before the kernel reads its
-/// arguments; a process no tracer watches gets `ENOSYS` from the kernel instead, so an exec is
-/// never unsupervised.
+/// `execveat` return `SECCOMP_RET_USER_NOTIF` (they are in no row of the table, so nothing else
+/// changes). Installed with [`install_with_listener`], every exec then waits for the
+/// supervisor, which holds the listener, before the kernel reads its arguments; with no
+/// listener left the kernel fails it with `ENOSYS`, so an exec is never unsupervised.
 ///
 /// # Errors
 ///
@@ -638,9 +643,9 @@ pub fn compile_supervised(
     build_program(&rules(profile, options), arch, true).map_err(build_error)
 }
 
-/// `SECCOMP_RET_TRACE` for the syscalls of [`EXEC_SYSCALLS`], placed right after the
+/// `SECCOMP_RET_USER_NOTIF` for the syscalls of [`EXEC_SYSCALLS`], placed right after the
 /// architecture check and the x32 guard.
-fn exec_trace() -> Vec<sock_filter> {
+fn exec_notify() -> Vec<sock_filter> {
     let [(_, execve), (_, execveat)] = EXEC_SYSCALLS;
     let nr = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
     vec![
@@ -648,7 +653,7 @@ fn exec_trace() -> Vec<sock_filter> {
         jump(BPF_JMP_JEQ_K, nr(execve), 2, 0),
         jump(BPF_JMP_JEQ_K, nr(execveat), 1, 0),
         stmt(BPF_JMP_JA, 1),
-        ret(libc::SECCOMP_RET_TRACE),
+        ret(libc::SECCOMP_RET_USER_NOTIF),
     ]
 }
 
@@ -669,7 +674,7 @@ fn running_arch() -> Result<TargetArch, String> {
 fn build_program(
     table: &[DenyRule],
     arch: TargetArch,
-    trace_execs: bool,
+    notify_execs: bool,
 ) -> Result<BpfProgram, String> {
     let mut groups: Vec<(i32, Vec<&DenyRule>)> = Vec::new();
     for rule in table {
@@ -690,8 +695,8 @@ fn build_program(
 
     let mut program = arch_check(arch)?;
     program.extend(abi_guard(arch));
-    if trace_execs {
-        program.extend(exec_trace());
+    if notify_execs {
+        program.extend(exec_notify());
     }
     for (errno, rows) in groups {
         let body = compile_group(errno, &rows, arch)?;
@@ -868,21 +873,61 @@ pub fn install_on_current_thread(
         profile: profile_name.to_owned(),
         source,
     };
-    if program.is_empty() || program.len() > BPF_MAXINSNS {
-        return Err(install_error(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "program has {} instructions; 1 to {BPF_MAXINSNS} are allowed",
-                program.len()
-            ),
-        )));
-    }
+    check_length(program).map_err(install_error)?;
     seccompiler::apply_filter(program).map_err(|error| {
         install_error(match error {
             seccompiler::Error::Prctl(source) | seccompiler::Error::Seccomp(source) => source,
             other => io::Error::other(other.to_string()),
         })
     })
+}
+
+/// Like [`install_on_current_thread`], for a program from [`compile_supervised`]: installs it
+/// with `SECCOMP_FILTER_FLAG_NEW_LISTENER` and returns its listener (close-on-exec), which the
+/// exec supervisor must hold (see the module docs). Sets `PR_SET_NO_NEW_PRIVS` first.
+///
+/// # Errors
+///
+/// [`SandboxError::SeccompInstall`] as [`install_on_current_thread`].
+pub fn install_with_listener(
+    program: &[sock_filter],
+    profile_name: &str,
+) -> Result<std::os::fd::OwnedFd, SandboxError> {
+    let install_error = |source: io::Error| SandboxError::SeccompInstall {
+        profile: profile_name.to_owned(),
+        source,
+    };
+    check_length(program).map_err(install_error)?;
+    nix::sys::prctl::set_no_new_privs().map_err(|e| install_error(e.into()))?;
+    crate::sys::notify::install_filter_with_listener(&to_kernel(program)).map_err(install_error)
+}
+
+/// A program the kernel takes: 1 to `BPF_MAXINSNS` instructions (allocates only on error).
+fn check_length(program: &[sock_filter]) -> io::Result<()> {
+    if program.is_empty() || program.len() > BPF_MAXINSNS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "program has {} instructions; 1 to {BPF_MAXINSNS} are allowed",
+                program.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `program` as the kernel's `struct sock_filter`s (seccompiler has its own type of the same
+/// layout).
+pub(crate) fn to_kernel(program: &[sock_filter]) -> Vec<libc::sock_filter> {
+    program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
 }
 
 #[cfg(test)]

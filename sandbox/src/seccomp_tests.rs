@@ -1586,3 +1586,65 @@ fn the_allow_list_filter_is_the_network_off_filter() {
         "confined-allow-list"
     );
 }
+
+/// The supervised filter with nobody holding its listener (the supervisor gone): every exec
+/// fails with `ENOSYS`, so nothing runs unsupervised; other syscalls are not affected.
+#[test]
+fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
+    let program = compile_supervised(SeccompProfile::Confined, options(false, false, false))
+        .expect("compiles");
+    // Converted before the fork: the child allocates nothing.
+    let raw = to_kernel(&program);
+    // SAFETY: the child only makes raw syscalls on data built before the fork and ends with
+    // `_exit`; it neither allocates nor unwinds.
+    match unsafe { fork() }.expect("fork") {
+        ForkResult::Child => {
+            let code = (|| {
+                // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) takes integers only.
+                if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                    return 200;
+                }
+                let Ok(listener) = crate::sys::notify::install_filter_with_listener(&raw) else {
+                    return 201;
+                };
+                drop(listener);
+                let argv = [c"true".as_ptr(), std::ptr::null()];
+                let envp = [std::ptr::null::<libc::c_char>()];
+                // SAFETY: NUL-terminated literals and NULL-terminated vectors that outlive
+                // the call; on success the process image is replaced.
+                unsafe { libc::execve(c"/bin/true".as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+                let execve = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+                // SAFETY: as above; execveat(AT_FDCWD, path, argv, envp, 0).
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_execveat,
+                        libc::AT_FDCWD,
+                        c"/bin/true".as_ptr(),
+                        argv.as_ptr(),
+                        envp.as_ptr(),
+                        0,
+                    )
+                };
+                let execveat = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+                // SAFETY: getppid takes no arguments.
+                let other = unsafe { libc::getppid() } > 0;
+                match (execve == libc::ENOSYS, execveat == libc::ENOSYS, other) {
+                    (true, true, true) => 0,
+                    (false, _, _) => 10,
+                    (_, false, _) => 11,
+                    _ => 12,
+                }
+            })();
+            // SAFETY: `_exit` ends the child without returning into the harness.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            let status = waitpid(child, None).expect("waitpid");
+            assert_eq!(
+                status,
+                WaitStatus::Exited(child, 0),
+                "10: execve, 11: execveat did not fail with ENOSYS; 12: getppid failed"
+            );
+        }
+    }
+}

@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::libc;
 
+pub mod notify;
 pub mod ptrace;
 
 /// Converts a raw syscall return into `io::Result`.

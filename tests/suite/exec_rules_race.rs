@@ -8,7 +8,9 @@ use super::support::{ExecEnv, is_root, run_bounded, run_within};
 
 /// Forks `attempts` children; in each, one thread flips `word` between `neutral` and
 /// `harmful` (one atomic store each) while the main thread execs `echo WORD` (mode `thread`) or
-/// `posix_spawn`s it (mode `spawn`: the child shares the memory that thread writes). Each
+/// `posix_spawn`s it (mode `spawn`: the child shares the memory that thread writes), or first
+/// fails an exec of a file that is not there and then execs (mode `seized`: the supervisor
+/// holds the thread from the failed exec on, as for `execvp` searching `PATH`). Each
 /// echo prints what it was given; a status line per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int attempts = atoi(argv[1]);
     int spawn = strcmp(argv[2], "spawn") == 0;
+    int seized = strcmp(argv[2], "seized") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
@@ -45,6 +48,10 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid < 0) return 3;
         if (pid == 0) {
+            if (seized) {
+                char *missing[] = {"echo", "neutral", NULL};
+                execve("/nonexistent/echo", missing, environ);
+            }
             pthread_t t;
             if (pthread_create(&t, NULL, flip, NULL) != 0) _exit(4);
             char *args[] = {"echo", word.text, NULL};
@@ -135,6 +142,25 @@ fn a_thread_rewriting_argv_during_exec_never_gets_a_denied_exec_to_run() {
                 .contains("rule deny-harmful denied exec of /usr/bin/echo harmful"),
         "{}",
         r.stderr
+    );
+}
+
+#[test]
+fn a_thread_whose_failed_exec_left_it_seized_is_still_decided_at_its_next_exec_event() {
+    let e = ExecEnv::new();
+    build_racer(&e);
+    let profile = forbidding(&e);
+    let attempts = 3_000;
+    let r = race(&e, &profile, attempts, "seized");
+    let count = |key: &str| r.value(key).parse::<u32>().unwrap();
+    let forbidden_ran = r.stdout.lines().filter(|l| *l == "harmful").count();
+    assert_eq!(forbidden_ran, 0, "a denied exec ran:\n{}", r.stdout);
+    assert!(!r.stdout.contains("unexpected="), "{}", r.stdout);
+    assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
+    assert!(
+        count("killed") > 0,
+        "the race never happened:\n{}",
+        r.stdout
     );
 }
 

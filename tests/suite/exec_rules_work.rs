@@ -207,23 +207,59 @@ fn an_ask_rule_at_an_exec_is_denied_when_nobody_can_be_asked() {
     assert_nothing_pushed(&e, "headless ask");
 }
 
-#[test]
-fn only_a_sandbox_with_command_rules_is_traced() {
-    let e = ExecEnv::new();
-    let tracer = |profile: &str| {
-        let r = e.sh_with(
+/// Whether the sandbox's init (the parent of the sandboxed `marker` process) holds a seccomp
+/// listener, and whether the marker process is traced, while `profile` runs it.
+fn listener_and_tracer(e: &ExecEnv, profile: &str) -> (bool, i32) {
+    use super::support::{token, wait_until};
+    use std::time::Duration;
+    let marker = token("listened");
+    let mut child = e
+        .exec_cmd(
             &["--profile", profile],
             &[],
-            "awk '/^TracerPid/ { print \"tracer=\" $2 }' /proc/self/status",
-        );
-        r.assert_ok();
-        r.value("tracer").to_owned()
-    };
-    // The shipped read-only and workspace-write profiles have no command rule: no supervisor.
-    assert_eq!(tracer("workspace-write"), "0");
-    assert_eq!(tracer("read-only"), "0");
-    // ci-locked has: the sandbox's init traces every process.
-    assert_eq!(tracer("ci-locked"), "1");
+            &["bash", "-c", &format!("exec -a {marker} sleep 30")],
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn bridle exec");
+    let mut pid = 0;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            pid = processes_named(&marker).first().copied().unwrap_or(0);
+            pid != 0
+        }),
+        "{profile}: the sandboxed process never showed up"
+    );
+    let init: i32 = status_field(pid, "PPid").parse().unwrap_or(0);
+    let listens = std::fs::read_dir(format!("/proc/{init}/fd"))
+        .map(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|to| to.to_string_lossy() == "anon_inode:seccomp notify")
+            })
+        })
+        .unwrap_or(false);
+    let tracer = tracer_of(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    // The sandbox dies with bridle (parent-death signals), a moment later.
+    wait_until(Duration::from_secs(10), || {
+        super::support::processes_with(&marker).is_empty()
+    });
+    super::support::assert_no_survivor(&marker, profile);
+    (listens, tracer)
+}
+
+#[test]
+fn only_a_sandbox_with_command_rules_is_supervised_and_nothing_stays_traced() {
+    let e = ExecEnv::new();
+    // The shipped workspace-write profile has no command rule: no supervisor, no listener.
+    assert_eq!(listener_and_tracer(&e, "workspace-write"), (false, 0));
+    // ci-locked has: init holds the listener of every exec; a process that exec'd is no
+    // longer traced (the supervisor let go of it at its exec event).
+    assert_eq!(listener_and_tracer(&e, "ci-locked"), (true, 0));
 }
 
 #[test]
@@ -245,9 +281,10 @@ fn debuggers_inside_a_supervised_sandbox_fail_saying_why() {
 }
 
 #[test]
-fn a_process_the_supervisor_does_not_trace_can_exec_nothing() {
+fn a_process_made_with_clone_untraced_is_supervised_too() {
     let e = ExecEnv::new();
-    // clone(CLONE_UNTRACED): the child escapes the tracer's fork events. Its exec must fail.
+    // clone(CLONE_UNTRACED) would escape a tracer's fork events; the notification of its exec
+    // does not depend on being traced, so its denied exec is refused like any other.
     let source = e.write(
         "untraced.c",
         r#"
@@ -263,8 +300,8 @@ fn a_process_the_supervisor_does_not_trace_can_exec_nothing() {
 int main(void) {
     long pid = syscall(SYS_clone, CLONE_UNTRACED | SIGCHLD, 0, 0, 0, 0);
     if (pid == 0) {
-        char *argv[] = {"true", NULL};
-        execv("/bin/true", argv);
+        char *argv[] = {"echo", "harmful", NULL};
+        execv("/bin/echo", argv);
         printf("exec=%s\n", strerror(errno));
         fflush(stdout);
         _exit(0);
@@ -286,13 +323,18 @@ int main(void) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["./untraced"]));
+    let forbid = e.profile(
+        "forbid.yaml",
+        "extends: workspace-write\nrules:\n  commands:\n    - id: deny-harmful\n      prefix: [echo, harmful]\n      decision: deny\n      examples: [\"echo harmful\"]\n      counter_examples: [\"echo neutral\"]\n",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", &forbid], &[], &["./untraced"]));
     r.assert_ok();
-    assert_eq!(r.value("exec"), "Function not implemented", "{}", r.stderr);
-    // Without command rules there is no supervisor and no such failure.
+    assert_eq!(r.value("exec"), "Permission denied", "{}", r.stderr);
+    assert!(!r.stdout.contains("harmful"), "{}", r.stdout);
+    // Without command rules the same exec runs.
     let r = run_bounded(&mut e.exec_cmd(&["--profile", "workspace-write"], &[], &["./untraced"]));
     r.assert_ok();
-    assert!(!r.stdout.contains("exec="), "{}", r.stdout);
+    assert!(r.stdout.contains("harmful"), "{}", r.stdout);
 }
 
 #[test]
@@ -341,8 +383,8 @@ fn tracer_of(pid: i32) -> i32 {
     status_field(pid, "TracerPid").parse().unwrap_or(0)
 }
 
-/// `pid` runs without a tracer and is not on its way out (a zombie, or `SIGKILL` pending).
-fn runs_untraced(pid: i32) -> bool {
+/// `pid` runs and is not on its way out (a zombie, or `SIGKILL` pending).
+fn runs_on(pid: i32) -> bool {
     let dying = |field: &str| {
         u64::from_str_radix(&status_field(pid, field), 16).is_ok_and(|mask| mask & (1 << 8) != 0)
     };
@@ -360,7 +402,6 @@ fn runs_untraced(pid: i32) -> bool {
         && !state.is_empty()
         && !state.starts_with('Z')
         && !state.starts_with('X')
-        && tracer_of(pid) == 0
         && !dying("SigPnd")
         && !dying("ShdPnd")
 }
@@ -387,12 +428,13 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn bridle exec");
+        // The loop is the command: its parent is the supervisor (init, or the launcher).
         let mut supervisor = 0;
         assert!(
             wait_until(Duration::from_secs(20), || {
                 supervisor = processes_named(&marker)
                     .first()
-                    .map_or(0, |p| tracer_of(*p));
+                    .map_or(0, |p| status_field(*p, "PPid").parse().unwrap_or(0));
                 supervisor != 0
             }),
             "{mode:?}: the supervised loop never showed up"
@@ -402,16 +444,16 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
             nix::sys::signal::Signal::SIGKILL,
         )
         .expect("kill the supervisor");
-        // The loop is gone at once, never seen running untraced, and bridle ends.
+        // The loop is gone at once, never seen running on, and bridle ends.
         let mut untraced = Vec::new();
         let gone = wait_until(Duration::from_secs(5), || {
             let left = processes_named(&marker);
-            // Seen untraced twice, 50 ms apart: a process being killed is caught between
-            // losing its tracer and exiting for less than that; one that escaped runs on.
-            let first: Vec<i32> = left.iter().copied().filter(|p| runs_untraced(*p)).collect();
+            // Seen running twice, 50 ms apart: a process being killed is caught between
+            // losing its supervisor and exiting for less than that; one that escaped runs on.
+            let first: Vec<i32> = left.iter().copied().filter(|p| runs_on(*p)).collect();
             if !first.is_empty() {
                 std::thread::sleep(Duration::from_millis(50));
-                untraced.extend(first.into_iter().filter(|p| runs_untraced(*p)));
+                untraced.extend(first.into_iter().filter(|p| runs_on(*p)));
             }
             left.is_empty()
         });
@@ -427,7 +469,7 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
         assert!(gone, "{mode:?}: the loop outlived its supervisor");
         assert!(
             untraced.is_empty(),
-            "{mode:?}: processes ran on untraced after their supervisor died: {untraced:?}"
+            "{mode:?}: processes ran on after their supervisor died: {untraced:?}"
         );
         assert!(ended, "{mode:?}: bridle did not end with its sandbox");
         assert!(!out.status.success(), "{mode:?}: {:?}", out.status);

@@ -29,6 +29,7 @@ use nix::libc;
 use nix::sched::CloneFlags;
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
@@ -388,8 +389,9 @@ fn init(
 /// Waits for `command`; on SIGTERM/SIGHUP kills the tree; on SIGUSR1 asks the command to
 /// terminate (SIGTERM), passing the request down through init. Returns the exit code to pass up:
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
-/// remaining descendant before returning. With an exec `supervisor`, every process of the tree
-/// is traced and each of its stops is handed to it.
+/// remaining descendant before returning. With an exec `supervisor`, its listener is answered
+/// and the stops of the threads it traces are handed to it, in one loop with the signals
+/// (`poll` on the listener and a signalfd).
 fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervisor>) -> i32 {
     // Traced tasks include threads, which only `__WALL` reports.
     let flags = if supervisor.is_some() {
@@ -406,10 +408,32 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
     ] {
         waited.add(s);
     }
+    let signals = match SignalFd::with_flags(
+        &waited,
+        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+    ) {
+        Ok(fd) => fd,
+        Err(e) => {
+            // Fail closed: without it nothing here can wait for the command or answer its execs.
+            let _ = sys::write_all_raw(
+                2,
+                format!("bridle: the sandbox cannot wait for its command (signalfd: {e}); it was stopped\n")
+                    .as_bytes(),
+            );
+            let _ = kill(command, Signal::SIGKILL);
+            if subreaper {
+                kill_descendants();
+            }
+            return 125;
+        }
+    };
     let mut result: Option<i32> = None;
+    // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
+    // reparented here exit with SIGCHLD too), so the loop waits only after one.
+    let mut reap = true;
     loop {
         // Reap everything that has exited; remember the command's status.
-        loop {
+        while reap {
             let status = waitpid(None::<Pid>, Some(flags));
             if let (Some(s), Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) =
                 (supervisor.as_deref_mut(), &status)
@@ -421,7 +445,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
                     result = Some(128 + sig as i32)
                 }
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(WaitStatus::StillAlive) | Err(_) => reap = false,
                 Ok(
                     stopped @ (WaitStatus::Stopped(..)
                     | WaitStatus::PtraceEvent(..)
@@ -440,34 +464,106 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             }
             return code;
         }
-        match waited.wait() {
-            Ok(Signal::SIGUSR1) => {
-                // Graceful cancel: the launcher passes it on to init, which (like a subreaper
-                // launcher) asks the command to terminate; a SIGTERM to the launcher follows if
-                // it does not.
-                let forward = if subreaper || getpid().as_raw() == 1 {
-                    Signal::SIGTERM
-                } else {
-                    Signal::SIGUSR1
-                };
-                let _ = kill(command, forward);
-            }
-            Ok(Signal::SIGTERM) | Ok(Signal::SIGHUP) => {
-                let _ = kill(command, Signal::SIGKILL);
-                if subreaper {
-                    // This also reaps the command (its status is not seen by the loop above
-                    // any more), so return now: waiting for it again would wait forever, and
-                    // the launcher would outlive the tree it was told to end.
-                    kill_descendants();
-                    return 128 + Signal::SIGKILL as i32;
-                } else if getpid().as_raw() == 1 {
-                    // Returning from init kills the whole namespace.
-                    return 128 + Signal::SIGKILL as i32;
+        for signal in wait_for_work(&signals, supervisor.as_deref_mut()) {
+            match signal {
+                Signal::SIGCHLD => reap = true,
+                Signal::SIGUSR1 => {
+                    // Graceful cancel: the launcher passes it on to init, which (like a
+                    // subreaper launcher) asks the command to terminate; a SIGTERM to the
+                    // launcher follows if it does not.
+                    let forward = if subreaper || getpid().as_raw() == 1 {
+                        Signal::SIGTERM
+                    } else {
+                        Signal::SIGUSR1
+                    };
+                    let _ = kill(command, forward);
                 }
+                Signal::SIGTERM | Signal::SIGHUP => {
+                    let _ = kill(command, Signal::SIGKILL);
+                    if subreaper {
+                        // This also reaps the command (its status is not seen by the loop
+                        // above any more), so return now: waiting for it again would wait
+                        // forever, and the launcher would outlive the tree it was told to end.
+                        kill_descendants();
+                        return 128 + Signal::SIGKILL as i32;
+                    } else if getpid().as_raw() == 1 {
+                        // Returning from init kills the whole namespace.
+                        return 128 + Signal::SIGKILL as i32;
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
     }
+}
+
+/// Blocks until a signal of `signals` is pending or the supervisor's listener has an exec
+/// waiting (which is answered here); returns the signals taken.
+fn wait_for_work(signals: &SignalFd, supervisor: Option<&mut Supervisor>) -> Vec<Signal> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let (signalled, notified, hung_up) = {
+        let listener = supervisor.as_deref().and_then(Supervisor::listener);
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(listener) = listener {
+            fds.push(PollFd::new(listener, PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return Vec::new(),
+            // Never spin on a failing poll: wait for the signals alone.
+            Err(_) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                return signals
+                    .read_signal()
+                    .ok()
+                    .flatten()
+                    .and_then(|info| Signal::try_from(i32::try_from(info.ssi_signo).ok()?).ok())
+                    .into_iter()
+                    .collect();
+            }
+        }
+        let ready = |fd: &PollFd<'_>| fd.revents().unwrap_or(PollFlags::empty());
+        let notified = fds
+            .get(1)
+            .is_some_and(|fd| ready(fd).contains(PollFlags::POLLIN));
+        let hung_up = fds
+            .get(1)
+            .is_some_and(|fd| ready(fd).intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
+        (
+            ready(&fds[0]).contains(PollFlags::POLLIN),
+            notified,
+            hung_up,
+        )
+    };
+    if let Some(s) = supervisor {
+        if notified {
+            s.on_notification();
+        } else if hung_up {
+            s.listener_closed();
+        }
+    }
+    if signalled {
+        read_signals(signals)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The signals pending on `signals` (a non-blocking signalfd), taken in one read.
+fn read_signals(signals: &SignalFd) -> Vec<Signal> {
+    // `struct signalfd_siginfo` is 128 bytes, its signal number the first u32.
+    const INFO: usize = 128;
+    let mut buf = [0u8; INFO * 8];
+    let Ok(n) = nix::unistd::read(signals.as_fd(), &mut buf) else {
+        return Vec::new();
+    };
+    buf[..n]
+        .chunks_exact(INFO)
+        .filter_map(|info| {
+            let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
+            Signal::try_from(i32::try_from(signo).ok()?).ok()
+        })
+        .collect()
 }
 
 /// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they
@@ -539,14 +635,26 @@ fn fork_command(
     program: Option<&seccompiler::BpfProgram>,
     supervisor: Option<&mut Supervisor>,
 ) -> Result<Pid, Fail> {
-    // Under an exec supervisor the command waits until it is traced: nothing it does, its
-    // first exec included, happens untraced.
-    let gate = match supervisor {
-        Some(_) => Some(
+    // Under an exec supervisor with a seccomp filter, the command hands the filter's listener
+    // over a socket pair; without a filter, the command waits until it is traced (nothing it
+    // does, its first exec included, happens untraced).
+    let notify = supervisor.is_some() && program.is_some();
+    let handover = if notify {
+        Some(std::os::unix::net::UnixStream::pair().map_err(|e| {
+            fail(
+                Guarantee::Proc,
+                format!("creating the exec supervisor's socket pair: {e}"),
+            )
+        })?)
+    } else {
+        None
+    };
+    let gate = match (&supervisor, notify) {
+        (Some(_), false) => Some(
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
                 .map_err(|e| fail(Guarantee::Proc, format!("creating the trace gate: {e}")))?,
         ),
-        None => None,
+        _ => None,
     };
     match sys::fork_single_threaded()
         .map_err(|e| fail(Guarantee::Tree, format!("forking the command: {e}")))?
@@ -560,16 +668,20 @@ fn fork_command(
                     sys::exit_now(125);
                 }
             }
-            let f = match command_stage(config, program) {
+            let handover = handover.map(|(_, ours)| ours);
+            let f = match command_stage(config, program, handover) {
                 Ok(never) => match never {},
                 Err(f) => f,
             };
             sys::exit_now(refused(f))
         }
         ForkResult::Parent { child } => {
-            if let (Some(supervisor), Some((read, write))) = (supervisor, gate) {
+            let Some(supervisor) = supervisor else {
+                return Ok(child);
+            };
+            if let Some((read, write)) = gate {
                 drop(read);
-                if let Err(cause) = supervisor.attach(child, &config.argv) {
+                if let Err(cause) = supervisor.attach_tree(child) {
                     let _ = kill(child, Signal::SIGKILL);
                     let _ = waitpid(child, None);
                     return Err(Fail {
@@ -578,16 +690,83 @@ fn fork_command(
                     });
                 }
                 let _ = nix::unistd::write(&write, b"g");
+            } else if let Some((ours, theirs)) = handover {
+                drop(theirs);
+                // None: the command failed its setup before it installed the filter, and
+                // exits saying why; it never execs.
+                if let Some(listener) = receive_listener(&ours) {
+                    supervisor.listen(listener);
+                }
             }
             Ok(child)
         }
     }
 }
 
+/// The listener the command sends over `socket` once it installed its filter (`None` when it
+/// closed the socket without).
+fn receive_listener(socket: &std::os::unix::net::UnixStream) -> Option<std::os::fd::OwnedFd> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = loop {
+        match recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return None,
+            Ok(msg) => break msg,
+        }
+    };
+    let mut listener = None;
+    for cmsg in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for fd in fds {
+                match listener {
+                    None => listener = sys::take_raw_fd(fd).ok(),
+                    Some(_) => sys::close_raw_fd(fd),
+                }
+            }
+        }
+    }
+    listener
+}
+
+/// Sends the filter's `listener` to the supervisor over `socket`.
+fn send_listener(
+    socket: &std::os::unix::net::UnixStream,
+    listener: &std::os::fd::OwnedFd,
+) -> Result<(), Fail> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::os::fd::AsRawFd;
+    let fds = [listener.as_raw_fd()];
+    let iov = [std::io::IoSlice::new(b"l")];
+    sendmsg::<()>(
+        socket.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map(drop)
+    .map_err(|e| {
+        fail(
+            Guarantee::Proc,
+            format!("handing the exec listener to the supervisor: {e}"),
+        )
+    })
+}
+
 /// The command process: applies the rest of the confinement, verifies it, execs.
 fn command_stage(
     config: &LaunchConfig,
     program: Option<&seccompiler::BpfProgram>,
+    handover: Option<std::os::unix::net::UnixStream>,
 ) -> Result<Never, Fail> {
     let m = config.mechanisms;
     let spec = &config.spec;
@@ -645,8 +824,17 @@ fn command_stage(
         privileges::drop_all(true).map_err(|e| fail(Guarantee::Priv, e))?;
     }
     if let Some(program) = program {
-        seccomp::install_on_current_thread(program, &format!("{:?}", spec.seccomp))
-            .map_err(|e| fail(Guarantee::Priv, e.to_string()))?;
+        let name = format!("{:?}", spec.seccomp);
+        match handover {
+            // Every exec from here on, this process's own included, waits for the supervisor.
+            Some(socket) => {
+                let listener = seccomp::install_with_listener(program, &name)
+                    .map_err(|e| fail(Guarantee::Priv, e.to_string()))?;
+                send_listener(&socket, &listener)?;
+            }
+            None => seccomp::install_on_current_thread(program, &name)
+                .map_err(|e| fail(Guarantee::Priv, e.to_string()))?,
+        }
     }
     // Keep only 0, 1, 2 and the status pipe (close-on-exec) open.
     sys::close_fds_from(u32::try_from(STATUS_FD + 1).unwrap_or(5))

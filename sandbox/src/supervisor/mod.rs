@@ -9,28 +9,44 @@
 //!
 //! # How
 //!
-//! - The command is attached with `PTRACE_SEIZE` before it applies its confinement, with
-//!   `PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE` (every process and thread it makes is
-//!   traced from its first instruction), `TRACEEXEC`, `TRACESECCOMP` and `EXITKILL`.
-//! - The command's seccomp filter returns `SECCOMP_RET_TRACE` for `execve` and `execveat`
-//!   ([`crate::seccomp::compile_supervised`]). At that stop, before the kernel reads the
-//!   arguments, the supervisor reads them from the caller's memory and decides: a denial skips
-//!   the call with `EACCES` (x86_64: the syscall number is set to -1 and the return value to
-//!   `-EACCES`; elsewhere the process is killed), so the caller sees an ordinary failed exec.
+//! - The command's seccomp filter returns `SECCOMP_RET_USER_NOTIF` for `execve` and `execveat`
+//!   ([`crate::seccomp::compile_supervised`]); the command installs it with a listener and hands
+//!   the listener to the supervisor over a socket pair made before the fork (`SCM_RIGHTS`),
+//!   then closes its own copy before it execs. Every exec of every process of the sandbox then
+//!   waits in the kernel, before the kernel reads its arguments, until the supervisor answers
+//!   (once received, killably only, where the kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`:
+//!   a signal does not fail it with `EINTR` while bridle asks).
+//!   Nothing is traced between execs: forks, clones, signals and exits of the sandbox do not
+//!   wake the supervisor.
+//! - At the notification the supervisor reads the path and argv from the caller's memory
+//!   (`process_vm_readv`), checks that the notification is still valid (the tid still names
+//!   the caller, not a recycled pid), and decides:
+//!   - deny: the exec fails with `EACCES` (an ordinary failed exec, on every architecture);
+//!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
+//!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
+//!     channel, the answer is no;
+//!   - allow (or approved): the supervisor attaches to that thread with `PTRACE_SEIZE`
+//!     (`PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL` only: no fork or clone tracing), checks the
+//!     notification is still valid, and lets the call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+//!     A thread already seized (an earlier exec of it failed, e.g. `execvp` searching `PATH`)
+//!     stays seized. If it cannot be seized the exec fails with `EPERM` and the record says why.
 //! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
-//!   runs one instruction, the supervisor decides again on what is now final: the argv and
-//!   environment from `/proc/PID/cmdline` and `environ` (the new image's memory) and the
-//!   executed file from `/proc/PID/exe`. A denial then kills the process (SIGKILL) before its
-//!   first instruction.
-//! - `ask` holds the process in its stop while bridle asks (the approvals seam, through the
-//!   channel of [`record`]); with nobody to ask, or no channel, the answer is no.
+//!   runs one instruction, the supervisor decides again on what is now final: the argv from
+//!   `/proc/PID/cmdline` (the new image's memory) and the executed file from `/proc/PID/exe`
+//!   (the environment from `/proc/PID/environ` where a rule needs it). Allowed: the supervisor
+//!   detaches. Denied: the process is killed (SIGKILL) before its first instruction. (After a
+//!   non-leader thread's exec the process has the thread group's id; the event message gives
+//!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
+//!   and the exit of a seized thread forgets it.
 //!
 //! # Why a race cannot change what runs
 //!
-//! The check at the seccomp stop reads memory the caller shares with other threads (and, for
-//! `vfork`/`posix_spawn`, with its parent): another thread can rewrite argv after that read
-//! and before the kernel copies it. So that check only decides denials early; it never allows
-//! anything by itself. What is allowed to run is decided at `PTRACE_EVENT_EXEC`, when:
+//! The check at the notification reads memory the caller shares with other threads (and, for
+//! `vfork`/`posix_spawn`, with its parent, or with other processes through `MAP_SHARED`,
+//! `memfd` or file mappings): anyone sharing it can rewrite argv after that read and before
+//! the kernel copies it. So that check only decides denials early; its `CONTINUE` never allows
+//! anything by itself, even in a single-threaded caller. What is allowed to run is decided at
+//! `PTRACE_EVENT_EXEC`, when:
 //!
 //! - the exec has replaced the memory of the process (a fresh `mm` that no other task shares:
 //!   `de_thread` has killed every other thread of the thread group, and a `vfork` parent got
@@ -40,11 +56,11 @@
 //!   denied by the command's seccomp filter, and `/proc/PID/mem` cannot be opened for writing
 //!   under Landlock (no write right below `/proc`, and without Landlock the mount view has
 //!   `/proc` of the sandbox only, and other processes of the sandbox lack the ptrace access a
-//!   write needs: the tracer is the supervisor);
+//!   write needs);
 //! - the executed file is the one open as the process's `/proc/PID/exe`, not a path that could
 //!   be swapped, and it cannot be written while it runs (`ETXTBSY`).
 //!
-//! A decision at the exec event that differs from the one at the seccomp stop kills the
+//! A decision at the exec event that differs from the one at the notification kills the
 //! process: a racing rewrite can only ever end in a dead process, never an allowed one. (A
 //! descriptor to `/proc/PID/mem` opened before the exec refers to the old memory, and one's own
 //! `/proc/self/mem` does not open for writing under Landlock either.) The same argument, for
@@ -52,34 +68,40 @@
 //!
 //! # Failing closed
 //!
-//! - Without a tracer, `SECCOMP_RET_TRACE` fails the call with `ENOSYS`: a process that is not
-//!   traced (one made with `CLONE_UNTRACED`) can exec nothing. If the supervisor dies, the
-//!   sandbox dies with it (init is PID 1 of the namespace; `EXITKILL` kills every tracee
-//!   otherwise) — and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
-//! - An exec whose argv, environment or program the supervisor cannot read at the exec event
-//!   is killed.
-//! - A process a supervisor attached cannot be traced by anything else: debuggers and
-//!   `strace` inside fail (`ptrace` is denied by seccomp: `EPERM`, "Operation not
+//! - With no listener (the supervisor gone), the kernel fails every `SECCOMP_RET_USER_NOTIF`
+//!   syscall with `ENOSYS`: no exec runs unsupervised. If the supervisor dies, the sandbox dies
+//!   with it (init is PID 1 of the namespace; `EXITKILL` kills every seized thread otherwise) —
+//!   and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
+//! - Nothing inside can take the listener: it is close-on-exec and never in the command's
+//!   descriptors after its setup, `pidfd_getfd` is denied, `/proc/1/fd` of init is out of
+//!   reach of the Landlock domain (ptrace access), and a second listener in the filter chain
+//!   is refused by the kernel (`EBUSY`).
+//! - An exec whose argv or program the supervisor cannot read at the exec event is killed.
+//! - Debuggers and `strace` inside fail (`ptrace` is denied by seccomp: `EPERM`, "Operation not
 //!   permitted").
+//! - Records of denials, asks and kills name the process's ancestry, read from
+//!   `/proc/PID/status` (`PPid`) and `/proc/PID/cmdline` when the record is made.
 //!
 //! # Limits
 //!
 //! What runs without an exec is not seen: a shell's builtins, and a program that implements
 //! what a rule names itself (a script speaking git's protocol, a modified copy of git) or
 //! loads another program's code without exec. The network policy is the boundary for those.
-//! Under `danger-full-access` (no seccomp filter, no PID namespace) the supervisor runs from
-//! the launcher and checks each exec at the exec event only (a denied process is killed, not
-//! refused); with no filter, a process started with `CLONE_UNTRACED` escapes it, so there it
-//! is a best effort, not a guarantee.
+//! Under `danger-full-access` (no seccomp filter, so no notification, and no PID namespace) the
+//! supervisor runs from the launcher and traces the whole tree instead (`PTRACE_SEIZE` of the
+//! command with fork, vfork, clone and exec events): each exec is checked at the exec event only
+//! (a denied process is killed, not refused), and a process started with `CLONE_UNTRACED`
+//! escapes it, so there it is a best effort, not a guarantee.
 
 mod git;
 pub mod identity;
+mod notify;
 pub mod record;
 mod tracee;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
@@ -118,10 +140,9 @@ impl SupervisorConfig {
     }
 }
 
-/// The ptrace options of every traced process.
-pub(crate) fn trace_options() -> Options {
-    Options::PTRACE_O_TRACESECCOMP
-        | Options::PTRACE_O_TRACEEXEC
+/// The ptrace options of the whole-tree tracing used where there is no seccomp filter.
+fn tree_options() -> Options {
+    Options::PTRACE_O_TRACEEXEC
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
         | Options::PTRACE_O_TRACECLONE
@@ -140,24 +161,24 @@ pub(crate) fn short(text: &str) -> String {
     }
 }
 
-/// What the supervisor remembers of a traced process.
-#[derive(Debug, Clone, Default)]
-struct Proc {
-    parent: Option<i32>,
-    /// Its last exec (or its parent's, until it execs).
-    command: String,
-    /// An argv a person approved at the seccomp stop: the exec event of the same argv does
-    /// not ask again.
-    approved: Option<Vec<String>>,
-}
-
 /// Which check is deciding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    /// At the seccomp stop: the caller's memory, advisory.
+    /// At the notification: the caller's memory, advisory.
     Before,
     /// At the exec event: final.
     After,
+}
+
+/// How execs reach the supervisor.
+#[derive(Debug)]
+enum Mode {
+    /// Seccomp user notification: the listener (see the module docs).
+    Notify(OwnedFd),
+    /// Under the filter, before the command handed its listener over (or after it closed).
+    NoListener,
+    /// No seccomp filter: the whole tree is traced.
+    Tree,
 }
 
 /// The exec supervisor of one sandbox (see the module docs).
@@ -166,7 +187,10 @@ pub(crate) struct Supervisor {
     rules: ExecRules,
     names_git: bool,
     identity: identity::Identity,
-    procs: HashMap<i32, Proc>,
+    mode: Mode,
+    /// The threads traced now, each with the argv a person approved at its notification (the
+    /// exec event of the same argv does not ask again).
+    traced: HashMap<i32, Option<Vec<String>>>,
     channel: Option<Channel>,
     /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
     /// every directory, which is one denial to report, not one per directory.
@@ -197,43 +221,54 @@ impl Supervisor {
             names_git: config.rules.names_git(),
             rules: config.rules,
             identity: identity::Identity::new(config.programs),
-            procs: HashMap::new(),
+            mode: Mode::NoListener,
+            traced: HashMap::new(),
             channel,
             last_refused: None,
         }
     }
 
-    /// Traces `command`, which must not run anything until this returned (it waits on a pipe
-    /// its parent writes after).
-    pub fn attach(&mut self, command: Pid, argv: &[String]) -> Result<(), String> {
-        ptrace::seize(command, trace_options()).map_err(|e| {
+    /// Without a seccomp filter: traces `command` and everything it starts, which must not run
+    /// anything until this returned (it waits on a pipe its parent writes after).
+    pub fn attach_tree(&mut self, command: Pid) -> Result<(), String> {
+        ptrace::seize(command, tree_options()).map_err(|e| {
             format!(
                 "command rules need the exec supervisor, which could not trace the command (ptrace: {e})"
             )
         })?;
-        self.procs.insert(
-            command.as_raw(),
-            Proc {
-                command: short(&argv.join(" ")),
-                ..Proc::default()
-            },
-        );
+        self.mode = Mode::Tree;
+        self.traced.insert(command.as_raw(), None);
         Ok(())
+    }
+
+    /// The listener of the command's filter, which the command handed over.
+    pub fn listen(&mut self, listener: OwnedFd) {
+        self.mode = Mode::Notify(listener);
+    }
+
+    /// The listener to poll, while there is one.
+    pub fn listener(&self) -> Option<BorrowedFd<'_>> {
+        match &self.mode {
+            Mode::Notify(fd) => Some(fd.as_fd()),
+            Mode::NoListener | Mode::Tree => None,
+        }
+    }
+
+    /// The listener hung up: no process of the sandbox is left under the filter.
+    pub fn listener_closed(&mut self) {
+        if matches!(self.mode, Mode::Notify(_)) {
+            self.mode = Mode::NoListener;
+        }
     }
 
     /// A traced task exited or was reaped.
     pub fn forget(&mut self, pid: Pid) {
-        self.procs.remove(&pid.as_raw());
+        self.traced.remove(&pid.as_raw());
     }
 
     /// Handles one stop of a traced task and lets it go on (or kills it).
     pub fn on_stop(&mut self, status: WaitStatus) {
         match status {
-            WaitStatus::PtraceEvent(pid, _, event)
-                if event == Event::PTRACE_EVENT_SECCOMP as i32 =>
-            {
-                self.before_exec(pid);
-            }
             WaitStatus::PtraceEvent(pid, _, event) if event == Event::PTRACE_EVENT_EXEC as i32 => {
                 self.after_exec(pid);
             }
@@ -243,14 +278,7 @@ impl Supervisor {
                     || event == Event::PTRACE_EVENT_CLONE as i32 =>
             {
                 if let Ok(child) = ptrace::getevent(pid).map(|c| i32::try_from(c).unwrap_or(0)) {
-                    let command = self
-                        .procs
-                        .get(&pid.as_raw())
-                        .map(|p| p.command.clone())
-                        .unwrap_or_default();
-                    let entry = self.procs.entry(child).or_default();
-                    entry.parent = Some(pid.as_raw());
-                    entry.command = command;
+                    self.traced.entry(child).or_default();
                 }
                 resume(pid, None);
             }
@@ -279,69 +307,6 @@ impl Supervisor {
         }
     }
 
-    /// The seccomp stop at `execve`/`execveat` entry.
-    fn before_exec(&mut self, pid: Pid) {
-        let Ok((nr, args)) = sys::ptrace::seccomp_stop(pid) else {
-            resume(pid, None);
-            return;
-        };
-        let execveat = i64::try_from(nr).ok() == Some(nix::libc::SYS_execveat);
-        // What cannot be read here is decided at the exec event, if the exec happens.
-        let Ok(read) = tracee::before_exec(pid, execveat, args) else {
-            resume(pid, None);
-            return;
-        };
-        // A file that is not there is not run either (the kernel fails the exec), or is
-        // decided at the exec event.
-        let Ok(file) = program_file(&read.path) else {
-            resume(pid, None);
-            return;
-        };
-        let facts = self.facts(
-            pid,
-            &read,
-            &file,
-            || open_program(&read.path),
-            Stage::Before,
-        );
-        let verdict = self.decide(pid, &read, &facts);
-        let again = (pid.as_raw(), read.argv.clone());
-        let approved = match verdict.decision {
-            Decision::Allow => {
-                resume(pid, None);
-                return;
-            }
-            // A shell searching `PATH` tries the same exec in every directory: decided once.
-            _ if self.last_refused.as_ref() == Some(&again) => false,
-            Decision::Deny => {
-                let mut record = self.record(pid, &read, &facts, &verdict);
-                record.outcome = refusal_outcome(pid);
-                self.report(record);
-                false
-            }
-            Decision::Ask => {
-                let mut record = self.record(pid, &read, &facts, &verdict);
-                let yes = self.ask(&mut record);
-                record.outcome = if yes {
-                    ExecOutcome::Approved
-                } else {
-                    refusal_outcome(pid)
-                };
-                self.report(record);
-                yes
-            }
-        };
-        if approved {
-            if let Some(p) = self.procs.get_mut(&pid.as_raw()) {
-                p.approved = Some(read.argv);
-            }
-            resume(pid, None);
-        } else {
-            self.last_refused = Some(again);
-            refuse(pid);
-        }
-    }
-
     /// The exec event: the new program is loaded and has not run.
     fn after_exec(&mut self, pid: Pid) {
         // The exec may have come from another thread, whose id the process now has.
@@ -349,17 +314,18 @@ impl Supervisor {
             .ok()
             .and_then(|t| i32::try_from(t).ok())
             .unwrap_or(pid.as_raw());
-        let mut proc = self.procs.remove(&former).unwrap_or_default();
-        if former != pid.as_raw()
-            && let Some(leader) = self.procs.remove(&pid.as_raw())
-        {
-            proc.parent = proc.parent.or(leader.parent);
+        let mut approved = self.traced.remove(&former).flatten();
+        if former != pid.as_raw() {
+            approved = approved.or(self.traced.remove(&pid.as_raw()).flatten());
         }
-        let approved = proc.approved.take();
+        // Tracing the tree, it stays traced; otherwise it is let go once allowed.
+        let tree = matches!(self.mode, Mode::Tree);
+        if tree {
+            self.traced.insert(pid.as_raw(), None);
+        }
         let (read, file) = match tracee::after_exec(pid) {
             Ok(read) => read,
             Err(tracee::Unreadable(why)) => {
-                self.procs.insert(pid.as_raw(), proc);
                 let verdict = Verdict {
                     decision: Decision::Deny,
                     by: DecidedBy::Default,
@@ -373,8 +339,6 @@ impl Supervisor {
                 return;
             }
         };
-        proc.command = short(&read.argv.join(" "));
-        self.procs.insert(pid.as_raw(), proc);
         let exe = format!("/proc/{pid}/exe");
         let facts = self.facts(
             pid,
@@ -388,15 +352,8 @@ impl Supervisor {
             Decision::Allow => true,
             Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
             Decision::Ask => {
-                let mut record = self.record(pid, &read, &facts, &verdict);
-                let yes = self.ask(&mut record);
-                record.outcome = if yes {
-                    ExecOutcome::Approved
-                } else {
-                    ExecOutcome::Killed
-                };
-                self.report(record);
-                yes
+                let record = self.record(pid, &read, &facts, &verdict);
+                self.ask_and_report(record, ExecOutcome::Killed)
             }
             Decision::Deny => {
                 let mut record = self.record(pid, &read, &facts, &verdict);
@@ -406,10 +363,14 @@ impl Supervisor {
             }
         };
         // Reported first, so that what the exec's failure makes others print comes after.
-        if allowed {
-            resume(pid, None);
-        } else {
+        if !allowed {
             kill(pid);
+        } else if tree {
+            resume(pid, None);
+        } else if ptrace::detach(pid, None).is_err() {
+            // Still stopped and traced: let it go on as a tracee (its stops are passed on).
+            self.traced.insert(pid.as_raw(), None);
+            resume(pid, None);
         }
     }
 
@@ -521,36 +482,28 @@ impl Supervisor {
         }
     }
 
-    /// The traced parent of `pid`: from its fork event, or, when the new process's own stops
-    /// were reported before its parent's fork event (waitpid gives no order between tasks),
-    /// from `/proc/PID/status`.
-    fn parent_of(&self, pid: i32) -> Option<i32> {
-        self.procs.get(&pid).and_then(|p| p.parent).or_else(|| {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            let ppid = status
-                .lines()
-                .find_map(|l| l.strip_prefix("PPid:"))?
-                .trim()
-                .parse()
-                .ok()?;
-            self.procs.contains_key(&ppid).then_some(ppid)
-        })
-    }
-
-    /// The parents of `pid`, nearest first.
+    /// The parents of `pid`, nearest first, up to the supervisor (exclusive): their pids from
+    /// `/proc/PID/status` and commands from `/proc/PID/cmdline`, as they are now.
     fn ancestry(&self, pid: i32) -> Vec<ExecAncestor> {
+        let me = std::process::id();
         let mut out = Vec::new();
-        let mut at = self.parent_of(pid);
+        let mut at = parent_of(pid);
         while let Some(parent) = at {
-            if out.len() >= 64 || out.iter().any(|a: &ExecAncestor| a.pid == parent) {
+            if parent <= 0
+                || u32::try_from(parent).ok() == Some(me)
+                || out.len() >= 64
+                || out.iter().any(|a: &ExecAncestor| a.pid == parent)
+            {
                 break;
             }
-            let proc = self.procs.get(&parent);
+            let command = tracee::cmdline(Pid::from_raw(parent))
+                .map(|argv| short(&argv.join(" ")))
+                .unwrap_or_default();
             out.push(ExecAncestor {
                 pid: parent,
-                command: proc.map(|p| p.command.clone()).unwrap_or_default(),
+                command,
             });
-            at = self.parent_of(parent);
+            at = parent_of(parent);
         }
         out
     }
@@ -570,6 +523,15 @@ impl Supervisor {
         {
             self.channel = None;
         }
+    }
+
+    /// Asks about `record` and reports it with the answer: `Approved`, or `no` as its outcome.
+    /// Whether the person approved.
+    fn ask_and_report(&mut self, mut record: ExecRecord, no: ExecOutcome) -> bool {
+        let yes = self.ask(&mut record);
+        record.outcome = if yes { ExecOutcome::Approved } else { no };
+        self.report(record);
+        yes
     }
 
     /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,
@@ -730,36 +692,13 @@ fn kill(pid: Pid) {
     let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
 }
 
-/// Prepares the exec a tracee is stopped at to fail with `EACCES` (see [`refuse`]); what
-/// refusing it will amount to.
-fn refusal_outcome(pid: Pid) -> ExecOutcome {
-    if skip_with_eacces(pid) {
-        ExecOutcome::Refused
-    } else {
-        ExecOutcome::Killed
-    }
-}
-
-/// Fails the exec a tracee is stopped at with `EACCES` (setting that up again is harmless);
-/// kills it where that cannot be done.
-fn refuse(pid: Pid) {
-    if !(skip_with_eacces(pid) && ptrace::cont(pid, None).is_ok()) {
-        kill(pid);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn skip_with_eacces(pid: Pid) -> bool {
-    let Ok(mut regs) = ptrace::getregs(pid) else {
-        return false;
-    };
-    // Syscall number -1: the kernel skips the call and returns what `rax` holds.
-    regs.orig_rax = u64::MAX;
-    regs.rax = (-i64::from(nix::libc::EACCES)).cast_unsigned();
-    ptrace::setregs(pid, regs).is_ok()
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn skip_with_eacces(_pid: Pid) -> bool {
-    false
+/// The parent of `pid` (`PPid` of `/proc/PID/status`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))?
+        .trim()
+        .parse()
+        .ok()
 }

@@ -99,8 +99,7 @@ pub fn cwd_of(pid: Pid) -> Result<PathBuf, Unreadable> {
 /// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`), and what the executed file
 /// is (`stat` of `/proc/PID/exe`: the file the kernel mapped).
 pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
-    let cmdline = read_proc(pid, "cmdline")?;
-    let argv = split_nul(&cmdline).iter().map(|a| lossy(a)).collect();
+    let argv = cmdline(pid)?;
     let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
         .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?;
     Ok((
@@ -114,30 +113,43 @@ pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable>
     ))
 }
 
-/// `/proc/PID/WHAT`, read whole (no size query first: `/proc` files say 0).
+/// The arguments of `pid` (`/proc/PID/cmdline`).
+pub fn cmdline(pid: Pid) -> Result<Vec<String>, Unreadable> {
+    let bytes = read_proc(pid, "cmdline")?;
+    Ok(split_nul(&bytes).iter().map(|a| lossy(a)).collect())
+}
+
+/// The first read of a `/proc` file: most command lines and environments fit, and a read that
+/// does not fill the buffer has reached the end (these files fill a read as far as they go).
+const FIRST_PROC_READ: usize = 64 << 10;
+
+/// `/proc/PID/WHAT`, read whole: usually one read (no size query first: `/proc` files say 0).
 fn read_proc(pid: Pid, what: &str) -> Result<Vec<u8>, Unreadable> {
     let fail = |e: std::io::Error| Unreadable(format!("/proc/{pid}/{what}: {e}"));
     let mut file = std::fs::File::open(format!("/proc/{pid}/{what}")).map_err(fail)?;
-    let mut out = Vec::with_capacity(4096);
+    let mut out = vec![0u8; FIRST_PROC_READ];
+    let mut len = 0;
     loop {
-        if out.len() == out.capacity() {
-            out.reserve(out.len());
-        }
-        let start = out.len();
-        out.resize(out.capacity(), 0);
-        match file.read(&mut out[start..]) {
-            Ok(0) => {
-                out.truncate(start);
-                return Ok(out);
+        match file.read(&mut out[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < out.len() {
+                    break;
+                }
             }
-            Ok(n) => out.truncate(start + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => out.truncate(start),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(fail(e)),
         }
-        if out.len() > MAX_ARG_BYTES {
+        if len > MAX_ARG_BYTES {
             return Err(Unreadable(format!("/proc/{pid}/{what}: too long to read")));
         }
+        if len == out.len() {
+            out.resize(out.len() * 2, 0);
+        }
     }
+    out.truncate(len);
+    Ok(out)
 }
 
 fn split_nul(bytes: &[u8]) -> Vec<Vec<u8>> {

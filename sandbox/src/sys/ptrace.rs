@@ -1,5 +1,5 @@
-//! The ptrace requests of the exec supervisor that `nix` does not cover, or covers only behind
-//! a union, and the signal check it makes while it waits for an answer.
+//! The ptrace request of the exec supervisor that `nix` does not cover, and the signal check it
+//! makes while it waits for an answer.
 
 use std::ffi::c_void;
 use std::io;
@@ -8,22 +8,6 @@ use nix::libc;
 use nix::unistd::Pid;
 
 use super::check;
-
-/// The syscall number and arguments of a tracee in a seccomp stop
-/// (`PTRACE_GET_SYSCALL_INFO`).
-pub fn seccomp_stop(pid: Pid) -> io::Result<(u64, [u64; 6])> {
-    let info = nix::sys::ptrace::syscall_info(pid).map_err(io::Error::from)?;
-    if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("pid {pid} is not in a seccomp stop (op {})", info.op),
-        ));
-    }
-    // SAFETY: `op` is PTRACE_SYSCALL_INFO_SECCOMP, so the kernel filled in the union's
-    // `seccomp` member (ptrace(2)); the union is plain integers, valid for any bytes.
-    let seccomp = unsafe { info.u.seccomp };
-    Ok((seccomp.nr, seccomp.args))
-}
 
 /// `PTRACE_LISTEN`: a tracee in a group-stop stays stopped but reports the next change (a
 /// SIGCONT, another signal), as job control expects.

@@ -1,0 +1,152 @@
+//! The supervisor's side of seccomp user notification: an exec waiting for its answer (see the
+//! module docs of [`super`]). Denials are decided here, early; what is allowed is only let on
+//! to its exec event, where [`Supervisor::after_exec`](super::Supervisor) decides.
+
+use std::os::fd::AsFd;
+
+use bridle_policy::rules::ExecFacts;
+use bridle_policy::{DecidedBy, Decision, Verdict};
+use nix::sys::ptrace::{self, Options};
+use nix::unistd::Pid;
+
+use super::{ExecOutcome, ExecRead, Mode, Stage, Supervisor, open_program, program_file, tracee};
+use crate::sys::notify::{self as unotify, Notification, Response};
+
+/// What becomes of an exec waiting at its notification.
+enum Answer {
+    /// On to its exec event (with the argv a person approved, if one was asked).
+    Proceed(Option<Vec<String>>),
+    /// It fails with `EACCES`.
+    Refuse,
+    /// The caller no longer waits: nothing to answer.
+    Gone,
+}
+
+impl Supervisor {
+    /// Receives one pending notification and answers it (or, for `ask`, answers once bridle
+    /// did). Called when the listener is readable.
+    pub fn on_notification(&mut self) {
+        let Mode::Notify(listener) = &self.mode else {
+            return;
+        };
+        // ENOENT: the caller went away since the poll; EINTR: a signal for this process.
+        let Ok(notification) = unotify::receive(listener.as_fd()) else {
+            return;
+        };
+        match self.at_notification(&notification) {
+            Answer::Proceed(approved) => self.let_exec(&notification, approved),
+            Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
+            Answer::Gone => {}
+        }
+    }
+
+    fn valid(&self, notification: &Notification) -> bool {
+        match &self.mode {
+            Mode::Notify(listener) => unotify::id_valid(listener.as_fd(), notification.id),
+            Mode::NoListener | Mode::Tree => false,
+        }
+    }
+
+    /// Answers `notification`; a caller gone meanwhile needs nothing (a signal interrupted its
+    /// exec, which it makes again, or it died).
+    fn respond(&self, notification: &Notification, response: Response) {
+        if let Mode::Notify(listener) = &self.mode {
+            let _ = unotify::respond(listener.as_fd(), notification.id, response);
+        }
+    }
+
+    /// The check at the notification: advisory (see the module docs).
+    fn at_notification(&mut self, notification: &Notification) -> Answer {
+        let pid = Pid::from_raw(notification.tid);
+        let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
+        let read = tracee::before_exec(pid, execveat, notification.args);
+        // What was read is of the caller only while it still waits (its tid not recycled).
+        if !self.valid(notification) {
+            return Answer::Gone;
+        }
+        // What cannot be read here is decided at the exec event, if the exec happens.
+        let Ok(read) = read else {
+            return Answer::Proceed(None);
+        };
+        // A file that is not there is not run either (the kernel fails the exec), or is
+        // decided at the exec event.
+        let Ok(file) = program_file(&read.path) else {
+            return Answer::Proceed(None);
+        };
+        let facts = self.facts(
+            pid,
+            &read,
+            &file,
+            || open_program(&read.path),
+            Stage::Before,
+        );
+        let verdict = self.decide(pid, &read, &facts);
+        let again = (pid.as_raw(), read.argv.clone());
+        let approved_before = self.traced.get(&pid.as_raw()).and_then(Option::as_ref);
+        match verdict.decision {
+            Decision::Allow => Answer::Proceed(None),
+            // Approved already, and the exec made again (a signal interrupted it).
+            Decision::Ask if approved_before == Some(&read.argv) => {
+                Answer::Proceed(Some(read.argv))
+            }
+            // A shell searching `PATH` tries the same exec in every directory: decided once.
+            _ if self.last_refused.as_ref() == Some(&again) => Answer::Refuse,
+            Decision::Deny => {
+                let record = self.record(pid, &read, &facts, &verdict);
+                self.report(record);
+                self.last_refused = Some(again);
+                Answer::Refuse
+            }
+            Decision::Ask => {
+                let record = self.record(pid, &read, &facts, &verdict);
+                if self.ask_and_report(record, ExecOutcome::Refused) {
+                    Answer::Proceed(Some(read.argv))
+                } else {
+                    self.last_refused = Some(again);
+                    Answer::Refuse
+                }
+            }
+        }
+    }
+
+    /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
+    /// the notification is still its, and continues the call. A caller that cannot be seized
+    /// gets `EPERM`, reported: it must not exec unchecked.
+    fn let_exec(&mut self, notification: &Notification, approved: Option<Vec<String>>) {
+        let tid = notification.tid;
+        let pid = Pid::from_raw(tid);
+        if !self.traced.contains_key(&tid) {
+            let options = Options::PTRACE_O_TRACEEXEC | Options::PTRACE_O_EXITKILL;
+            if let Err(e) = ptrace::seize(pid, options) {
+                if self.valid(notification) {
+                    self.report_unseizable(pid, e);
+                    self.respond(notification, Response::Fail(nix::libc::EPERM));
+                }
+                return;
+            }
+            self.traced.insert(tid, None);
+        }
+        if approved.is_some() {
+            self.traced.insert(tid, approved);
+        }
+        // Seized, and the notification still pending: the thread seized is the caller. (If
+        // not, it stays seized: its stops are passed on and any exec of it is decided at its
+        // exec event, as every exec is.)
+        if self.valid(notification) {
+            self.respond(notification, Response::Continue);
+        }
+    }
+
+    fn report_unseizable(&mut self, pid: Pid, error: nix::errno::Errno) {
+        let verdict = Verdict {
+            decision: Decision::Deny,
+            by: DecidedBy::Default,
+            reason: format!(
+                "the exec supervisor could not trace the process to check its exec (ptrace: {error})"
+            ),
+        };
+        let read = ExecRead::default();
+        let record = self.record(pid, &read, &ExecFacts::default(), &verdict);
+        self.report(record);
+    }
+}
