@@ -52,7 +52,7 @@ impl ToolHost for Noop {
         false
     }
 
-    fn call(&self, _name: &str, _arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, _call: &bridle_agent::log::ToolCall, note: &mut Notes<'_>) -> ToolOutcome {
         let _ = note(ToolNote::Decided {
             decision: bridle_policy::Decision::Allow,
             by: "bench".into(),

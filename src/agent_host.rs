@@ -169,11 +169,10 @@ impl bridle_agent::tools::ToolHost for LocalTools {
 
     fn call(
         &self,
-        name: &str,
-        arguments: &str,
+        call: &bridle_agent::log::ToolCall,
         note: &mut bridle_agent::tools::Notes<'_>,
     ) -> bridle_agent::tools::ToolOutcome {
-        bridle_agent::tools::ToolHost::call(&self.pipeline, name, arguments, note)
+        bridle_agent::tools::ToolHost::call(&self.pipeline, call, note)
     }
 
     fn add_tool(&self, owner: &str, tool: Arc<dyn bridle_exec::tool::Tool>) -> Result<(), String> {

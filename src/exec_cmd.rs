@@ -243,6 +243,7 @@ pub fn refused_by_rules(plan: &bridle_policy::Plan, argv: &[String]) -> Checked 
                 reason: verdict.reason.clone(),
                 justification: None,
                 escalation: None,
+                call_id: None,
             });
             let Some(text) = outcome.denial(plan.approval) else {
                 return Checked::Approved;

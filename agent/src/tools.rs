@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use bridle_exec::pipeline::Pipeline;
 use bridle_exec::tool::Tool;
 
+use crate::log::ToolCall;
+
 /// What the pipeline tells the loop while it handles a call, in order (the pipeline's own
 /// notes: no translation between the layers).
 pub use bridle_exec::approvals::PipelineNote as ToolNote;
@@ -30,11 +32,12 @@ pub trait ToolHost: Sync {
     /// waits for earlier calls and runs alone.
     fn concurrency_safe(&self, name: &str, arguments: &str) -> bool;
 
-    /// Runs one call through the pipeline. `arguments` is the raw text the model sent, which
-    /// may not be valid JSON; an invalid call is an error result the model can read. Every
-    /// decision is reported through `note` before it takes effect; when `note` fails (the
-    /// session log could not record it), the call must not run.
-    fn call(&self, name: &str, arguments: &str, note: &mut Notes<'_>) -> ToolOutcome;
+    /// Runs one call through the pipeline. `call.arguments` is the raw text the model sent,
+    /// which may not be valid JSON; an invalid call is an error result the model can read.
+    /// Every decision is reported through `note` before it takes effect; when `note` fails (the
+    /// session log could not record it), the call must not run. A question asked during the
+    /// call names `call.call_id`.
+    fn call(&self, call: &ToolCall, note: &mut Notes<'_>) -> ToolOutcome;
 
     /// Adds a plugin's tool, owned by `owner`; hosts without a registry refuse.
     fn add_tool(&self, owner: &str, tool: Arc<dyn Tool>) -> Result<(), String> {
@@ -86,13 +89,18 @@ impl ToolHost for Pipeline {
         Pipeline::concurrency_safe(self, name, arguments)
     }
 
-    fn call(&self, name: &str, arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, call: &ToolCall, note: &mut Notes<'_>) -> ToolOutcome {
         let note = Mutex::new(note);
         let observer = |n: ToolNote| -> Result<(), String> {
             let mut note = note.lock().map_err(|_| "the note lock was poisoned")?;
             (*note)(n)
         };
-        let result = self.call_observed(name, arguments, Some(&observer));
+        let result = self.call_identified(
+            Some(&call.call_id),
+            &call.name,
+            &call.arguments,
+            Some(&observer),
+        );
         let mut sandbox = serde_json::to_value(&result.sandbox).ok();
         // Who refused a call that never ran is part of what the log says about it.
         if let (Some(serde_json::Value::Object(facts)), Some(by)) = (&mut sandbox, result.denied_by)

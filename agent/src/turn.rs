@@ -706,7 +706,7 @@ impl<'h> Agent<'h> {
                 Ok(())
             };
             let mut failed = None;
-            let outcome = tools.call(&call.name, &call.arguments, &mut |n| {
+            let outcome = tools.call(call, &mut |n| {
                 note(n).inspect_err(|e| {
                     failed.get_or_insert(e.clone());
                 })

@@ -50,7 +50,8 @@ impl ToolHost for Host {
         name == "read"
     }
 
-    fn call(&self, name: &str, arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, call: &bridle_agent::log::ToolCall, note: &mut Notes<'_>) -> ToolOutcome {
+        let (name, arguments) = (call.name.as_str(), call.arguments.as_str());
         let fail = |content: String| ToolOutcome {
             ok: false,
             content,

@@ -34,10 +34,10 @@ impl ToolHost for NoTools {
         false
     }
 
-    fn call(&self, name: &str, _arguments: &str, _note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, call: &bridle_agent::log::ToolCall, _note: &mut Notes<'_>) -> ToolOutcome {
         ToolOutcome {
             ok: false,
-            content: format!("no tool {name}"),
+            content: format!("no tool {}", call.name),
             sandbox: None,
         }
     }

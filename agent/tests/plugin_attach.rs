@@ -50,7 +50,7 @@ impl ToolHost for Unguardable {
     fn concurrency_safe(&self, _name: &str, _arguments: &str) -> bool {
         false
     }
-    fn call(&self, _name: &str, _arguments: &str, _note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, _call: &bridle_agent::log::ToolCall, _note: &mut Notes<'_>) -> ToolOutcome {
         panic!("no call may run: the plugin's guard is not attached")
     }
 }

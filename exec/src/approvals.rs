@@ -70,6 +70,10 @@ pub struct ApprovalRequest {
     pub justification: Option<String>,
     /// The wider sandbox mode asked for, when this is an escalation.
     pub escalation: Option<SandboxMode>,
+    /// The tool call the question is about (an exec inside a `bash` call names that call);
+    /// filled in by the call's seam, `None` outside a call the agent made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 /// What a person said about a plan (the second question of the user-interaction seam).
@@ -258,6 +262,7 @@ pub struct Approvals<'o> {
     policy: ApprovalPolicy,
     answerer: AnswererRef<'o>,
     observer: Option<&'o Observer<'o>>,
+    call_id: Option<&'o str>,
 }
 
 impl std::fmt::Debug for Approvals<'_> {
@@ -265,6 +270,7 @@ impl std::fmt::Debug for Approvals<'_> {
         f.debug_struct("Approvals")
             .field("policy", &self.policy)
             .field("observed", &self.observer.is_some())
+            .field("call_id", &self.call_id)
             .finish_non_exhaustive()
     }
 }
@@ -276,6 +282,7 @@ impl Approvals<'static> {
             policy,
             answerer: AnswererRef::Owned(answerer),
             observer: None,
+            call_id: None,
         }
     }
 }
@@ -283,10 +290,21 @@ impl Approvals<'static> {
 impl<'o> Approvals<'o> {
     /// The same seam (policy and answerer) reporting to `observer`, for one call.
     pub fn observed<'p>(&'p self, observer: &'p Observer<'p>) -> Approvals<'p> {
+        self.for_call(observer, None)
+    }
+
+    /// The same seam for the call `call_id` (when the caller named it), reporting to
+    /// `observer`: every question asked through it names that call.
+    pub fn for_call<'p>(
+        &'p self,
+        observer: &'p Observer<'p>,
+        call_id: Option<&'p str>,
+    ) -> Approvals<'p> {
         Approvals {
             policy: self.policy,
             answerer: AnswererRef::Shared(self.answerer.get()),
             observer: Some(observer),
+            call_id,
         }
     }
 
@@ -312,6 +330,17 @@ impl<'o> Approvals<'o> {
         {
             return ApprovalOutcome::Unavailable;
         }
+        let named;
+        let request = match (self.call_id, &request.call_id) {
+            (Some(id), None) => {
+                named = ApprovalRequest {
+                    call_id: Some(id.to_owned()),
+                    ..request.clone()
+                };
+                &named
+            }
+            _ => request,
+        };
         let (outcome, by) = match self.policy {
             ApprovalPolicy::Never => (ApprovalOutcome::Rejected, "approval policy never"),
             ApprovalPolicy::Ask => (
@@ -397,6 +426,7 @@ mod tests {
             reason: "rule".into(),
             justification: None,
             escalation: None,
+            call_id: None,
         }
     }
 
@@ -472,6 +502,32 @@ mod tests {
                     by: "approval unavailable".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_question_asked_for_a_call_names_that_call_unless_it_names_its_own() {
+        type Seen = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
+        struct Named(Seen);
+        impl Answerer for Named {
+            fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome {
+                self.0.lock().unwrap().push(request.call_id.clone());
+                ApprovalOutcome::Rejected
+            }
+        }
+        let seen = Seen::default();
+        let seam = Approvals::new(ApprovalPolicy::Ask, Box::new(Named(seen.clone())));
+        let observer = |_: PipelineNote| -> Result<(), String> { Ok(()) };
+        seam.ask(&request());
+        seam.for_call(&observer, Some("call_7")).ask(&request());
+        let own = ApprovalRequest {
+            call_id: Some("call_1".into()),
+            ..request()
+        };
+        seam.for_call(&observer, Some("call_7")).ask(&own);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [None, Some("call_7".to_owned()), Some("call_1".to_owned())]
         );
     }
 

@@ -139,6 +139,7 @@ impl ExecObserver for CallExecs<'_> {
             reason: record.reason.clone(),
             justification: None,
             escalation: None,
+            call_id: None,
         };
         self.approvals.ask(&request) == ApprovalOutcome::AllowedOnce
     }

@@ -124,7 +124,8 @@ struct Entry {
     /// The profile's own policy: config options never go wider.
     ceiling: Ceiling,
     current: Mutex<Current>,
-    /// The latest call announced per tool name (what an approval question is about).
+    /// The latest call announced per tool name: what a question that names no call is about
+    /// (the plan review, a question of the network proxy).
     calls: Arc<Mutex<HashMap<String, String>>>,
     out: tokio::sync::mpsc::UnboundedSender<Out>,
 }

@@ -51,7 +51,10 @@ async fn ask(cx: &ConnectionTo<Client>, entry: &Entry, question: Question) {
             let asked = acp::permission_request(
                 &entry.id,
                 acp::Question::Approval,
-                &call_of(&request.tool),
+                &request
+                    .call_id
+                    .clone()
+                    .unwrap_or_else(|| call_of(&request.tool)),
                 &title,
                 &text,
             );

@@ -39,7 +39,7 @@ pub(super) fn readable_only(prepared: &Prepared, dirs: &[PathBuf]) -> Result<(),
 }
 
 /// Folds every event sealed into the log into updates for the client, in order; also
-/// remembers the latest call of each tool (approvals name it).
+/// remembers the latest call of each tool (for the questions that name no call).
 pub(super) fn watch(
     prepared: &mut Prepared,
     ceiling: Ceiling,

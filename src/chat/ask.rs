@@ -191,6 +191,7 @@ mod tests {
             reason: "rule `ask-rm` asks".into(),
             justification: None,
             escalation: None,
+            call_id: None,
         };
         let asking = {
             let answerer = answerer.clone();

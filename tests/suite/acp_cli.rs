@@ -215,6 +215,59 @@ fn an_escalation_is_asked_of_the_client_and_only_an_explicit_allow_runs_it() {
     assert_eq!(answers, ["rejected", "cancelled", "approved"]);
 }
 
+/// The exec supervisor's question about a program a `bash` call's script runs is asked of the
+/// client as part of that call (not of some other call, nor of none).
+#[test]
+fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = ExecEnv::new();
+    let pusher = e.write(
+        "push.sh",
+        "#!/bin/sh\ngit push origin HEAD:main\necho pushed=$?\n",
+    );
+    std::fs::set_permissions(&pusher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A read first, so the latest call of some other tool is on record too.
+    let script = r#"
+- tool_calls:
+    - name: read_file
+      arguments: {path: push.sh}
+- tool_calls:
+    - name: bash
+      arguments: {command: "./push.sh"}
+- text: done
+"#;
+    let record = Record::default();
+    let id = converse(
+        agent(&e, Some("workstation"), script, &record),
+        &record,
+        vec![Reply::Option("reject-once")],
+        async |cx| {
+            let session = new_session(&cx, &e).await?.session_id;
+            let answer = cx
+                .send_request(prompt(&session, "push"))
+                .block_task()
+                .await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            Ok(session)
+        },
+    );
+    let seen = record.0.lock().unwrap();
+    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
+    let bash_call = seen
+        .updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute => {
+                Some(c.tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .expect("the bash call was announced");
+    assert_eq!(seen.asked[0].tool_call.tool_call_id, bash_call);
+    let ran = results(&events(&e, &id.0));
+    assert!(ran[1].1.contains("pushed=126"), "{ran:?}");
+}
+
 /// A script whose one call runs two `sleep 60`s marked `mark`, then answers "never reached".
 fn sleeping_script(mark: &str) -> String {
     format!(

@@ -36,7 +36,7 @@ impl ToolHost for Gate {
         false
     }
 
-    fn call(&self, _name: &str, _arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, _call: &crate::log::ToolCall, note: &mut Notes<'_>) -> ToolOutcome {
         let _ = note(crate::tools::ToolNote::Decided {
             decision: bridle_policy::Decision::Allow,
             by: "test".into(),
@@ -462,7 +462,7 @@ impl ToolHost for Plain {
         false
     }
 
-    fn call(&self, _name: &str, _arguments: &str, _note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, _call: &crate::log::ToolCall, _note: &mut Notes<'_>) -> ToolOutcome {
         panic!("nothing runs in a session that did not start")
     }
 }

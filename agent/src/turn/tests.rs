@@ -24,7 +24,7 @@ impl ToolHost for Noop {
         false
     }
 
-    fn call(&self, _name: &str, _arguments: &str, note: &mut Notes<'_>) -> ToolOutcome {
+    fn call(&self, _call: &crate::log::ToolCall, note: &mut Notes<'_>) -> ToolOutcome {
         let _ = note(ToolNote::Decided {
             decision: bridle_policy::Decision::Allow,
             by: "test".into(),

@@ -586,6 +586,7 @@ async fn ask(shared: &Arc<Shared>, host: &str, port: u16, reason: &str) -> (Deci
             reason,
             justification: None,
             escalation: None,
+            call_id: None,
         };
         let outcome = shared.answerer.answer(&request);
         let who = shared.answerer.who();

@@ -127,8 +127,20 @@ impl Pipeline {
         raw_arguments: &str,
         observer: Option<&Observer<'_>>,
     ) -> ToolResult {
+        self.call_identified(None, name, raw_arguments, observer)
+    }
+
+    /// [`Pipeline::call_observed`] for the call `call_id`: every question asked during it,
+    /// the exec supervisor's included, names that call.
+    pub fn call_identified(
+        &self,
+        call_id: Option<&str>,
+        name: &str,
+        raw_arguments: &str,
+        observer: Option<&Observer<'_>>,
+    ) -> ToolResult {
         let none: &Observer<'_> = &unobserved;
-        let approvals = self.approvals.observed(observer.unwrap_or(none));
+        let approvals = self.approvals.for_call(observer.unwrap_or(none), call_id);
         let spec = &self.plan.spec;
         let Some(tool) = self.registry.tool(name) else {
             return ToolResult::plain(
@@ -343,6 +355,7 @@ impl Pipeline {
                     .as_ref()
                     .and_then(|e| e.justification.clone()),
                 escalation: declaration.escalation.as_ref().map(|e| e.mode),
+                call_id: None,
             };
             let outcome = approvals.ask(&request);
             if let Some(text) = outcome.denial(approvals.policy()) {
