@@ -124,8 +124,8 @@ struct Entry {
     /// The profile's own policy: config options never go wider.
     ceiling: Ceiling,
     current: Mutex<Current>,
-    /// The latest call announced per tool name: what a question that names no call is about
-    /// (the plan review, a question of the network proxy).
+    /// The latest call announced per tool name, and under "" of all: what a question that
+    /// names no call is about (the plan review, the network proxy's).
     calls: Arc<Mutex<HashMap<String, String>>>,
     out: tokio::sync::mpsc::UnboundedSender<Out>,
 }

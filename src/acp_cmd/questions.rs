@@ -36,7 +36,17 @@ pub(super) fn spawn_questions(
 
 /// One question, asked through `session/request_permission`.
 async fn ask(cx: &ConnectionTo<Client>, entry: &Entry, question: Question) {
-    let call_of = |tool: &str| lock(&entry.calls).get(tool).cloned().unwrap_or_default();
+    // A question that names no call is about the latest call of its tool (the plan review),
+    // or else the latest call announced (the network proxy's, whose allow-list is the
+    // session's: the connection came from a command still running).
+    let call_of = |tool: &str| {
+        let calls = lock(&entry.calls);
+        calls
+            .get(tool)
+            .or_else(|| calls.get(""))
+            .cloned()
+            .unwrap_or_default()
+    };
     match question {
         Question::Approval { request, reply } => {
             let arguments = request.arguments.to_string();

@@ -39,7 +39,8 @@ pub(super) fn readable_only(prepared: &Prepared, dirs: &[PathBuf]) -> Result<(),
 }
 
 /// Folds every event sealed into the log into updates for the client, in order; also
-/// remembers the latest call of each tool (for the questions that name no call).
+/// remembers the latest call of each tool, and under "" the latest of all (for the questions
+/// that name no call).
 pub(super) fn watch(
     prepared: &mut Prepared,
     ceiling: Ceiling,
@@ -52,7 +53,9 @@ pub(super) fn watch(
     }
     prepared.log.watch(move |_, event| {
         if let Event::ToolCall(call) = event {
-            lock(&calls).insert(call.name.clone(), call.call_id.clone());
+            let mut calls = lock(&calls);
+            calls.insert(call.name.clone(), call.call_id.clone());
+            calls.insert(String::new(), call.call_id.clone());
         }
         for update in fold.updates(event) {
             let _ = out.send(Out::Update(Box::new(update)));

@@ -268,6 +268,59 @@ fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
     assert!(ran[1].1.contains("pushed=126"), "{ran:?}");
 }
 
+/// The network proxy's question (its allow-list is the session's, so it knows no call) is
+/// asked as part of the latest call announced, here the command that connects.
+#[test]
+fn a_network_question_names_the_call_that_connects() {
+    use super::net_support::{NetEnv, Outside};
+    let probe = NetEnv::with_profile_tail(&[], &["asked.test"], "approval: ask\n");
+    let root = probe.server_root("srv");
+    std::fs::write(root.join("hello.txt"), "hello from outside\n").unwrap();
+    let server = Outside::http(&root);
+    let script = format!(
+        r#"
+- tool_calls:
+    - name: read_file
+      arguments: {{path: .}}
+- tool_calls:
+    - name: bash
+      arguments: {{command: "curl -sS --fail http://asked.test:{}/hello.txt"}}
+- text: done
+"#,
+        server.port
+    );
+    let record = Record::default();
+    let id = converse(
+        agent(&probe, Some(&probe.profile), &script, &record),
+        &record,
+        vec![Reply::Option("allow-once")],
+        async |cx| {
+            let session = new_session(&cx, &probe).await?.session_id;
+            let answer = cx
+                .send_request(prompt(&session, "fetch"))
+                .block_task()
+                .await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            Ok(session)
+        },
+    );
+    let seen = record.0.lock().unwrap();
+    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
+    let bash_call = seen
+        .updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute => {
+                Some(c.tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .expect("the bash call was announced");
+    assert_eq!(seen.asked[0].tool_call.tool_call_id, bash_call);
+    let ran = results(&events(&probe, &id.0));
+    assert!(ran[1].1.contains("hello from outside"), "{ran:?}");
+}
+
 /// A script whose one call runs two `sleep 60`s marked `mark`, then answers "never reached".
 fn sleeping_script(mark: &str) -> String {
     format!(
