@@ -215,6 +215,42 @@ fn an_escalation_is_asked_of_the_client_and_only_an_explicit_allow_runs_it() {
     assert_eq!(answers, ["rejected", "cancelled", "approved"]);
 }
 
+/// Runs `script` in one turn under `profile`, answering its one question with `reply`; checks
+/// the question named the turn's `bash` call. The results of the turn's calls.
+fn one_question_about_the_bash_call(
+    e: &ExecEnv,
+    profile: Option<&str>,
+    script: &str,
+    reply: &'static str,
+) -> Vec<(bool, String)> {
+    let record = Record::default();
+    let id = converse(
+        agent(e, profile, script, &record),
+        &record,
+        vec![Reply::Option(reply)],
+        async |cx| {
+            let session = new_session(&cx, e).await?.session_id;
+            let answer = cx.send_request(prompt(&session, "go")).block_task().await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            Ok(session)
+        },
+    );
+    let seen = record.0.lock().unwrap();
+    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
+    let bash_call = seen
+        .updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute => {
+                Some(c.tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .expect("the bash call was announced");
+    assert_eq!(seen.asked[0].tool_call.tool_call_id, bash_call);
+    results(&events(e, &id.0))
+}
+
 /// The exec supervisor's question about a program a `bash` call's script runs is asked of the
 /// client as part of that call (not of some other call, nor of none).
 #[test]
@@ -236,35 +272,7 @@ fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
       arguments: {command: "./push.sh"}
 - text: done
 "#;
-    let record = Record::default();
-    let id = converse(
-        agent(&e, Some("workstation"), script, &record),
-        &record,
-        vec![Reply::Option("reject-once")],
-        async |cx| {
-            let session = new_session(&cx, &e).await?.session_id;
-            let answer = cx
-                .send_request(prompt(&session, "push"))
-                .block_task()
-                .await?;
-            assert_eq!(answer.stop_reason, StopReason::EndTurn);
-            Ok(session)
-        },
-    );
-    let seen = record.0.lock().unwrap();
-    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
-    let bash_call = seen
-        .updates
-        .iter()
-        .find_map(|u| match u {
-            SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute => {
-                Some(c.tool_call_id.clone())
-            }
-            _ => None,
-        })
-        .expect("the bash call was announced");
-    assert_eq!(seen.asked[0].tool_call.tool_call_id, bash_call);
-    let ran = results(&events(&e, &id.0));
+    let ran = one_question_about_the_bash_call(&e, Some("workstation"), script, "reject-once");
     assert!(ran[1].1.contains("pushed=126"), "{ran:?}");
 }
 
@@ -289,35 +297,7 @@ fn a_network_question_names_the_call_that_connects() {
 "#,
         server.port
     );
-    let record = Record::default();
-    let id = converse(
-        agent(&probe, Some(&probe.profile), &script, &record),
-        &record,
-        vec![Reply::Option("allow-once")],
-        async |cx| {
-            let session = new_session(&cx, &probe).await?.session_id;
-            let answer = cx
-                .send_request(prompt(&session, "fetch"))
-                .block_task()
-                .await?;
-            assert_eq!(answer.stop_reason, StopReason::EndTurn);
-            Ok(session)
-        },
-    );
-    let seen = record.0.lock().unwrap();
-    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
-    let bash_call = seen
-        .updates
-        .iter()
-        .find_map(|u| match u {
-            SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute => {
-                Some(c.tool_call_id.clone())
-            }
-            _ => None,
-        })
-        .expect("the bash call was announced");
-    assert_eq!(seen.asked[0].tool_call.tool_call_id, bash_call);
-    let ran = results(&events(&probe, &id.0));
+    let ran = one_question_about_the_bash_call(&probe, Some(&probe.profile), &script, "allow-once");
     assert!(ran[1].1.contains("hello from outside"), "{ran:?}");
 }
 
