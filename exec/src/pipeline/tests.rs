@@ -37,6 +37,7 @@ fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from: None,
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
 }
