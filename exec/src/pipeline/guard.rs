@@ -125,7 +125,14 @@ impl ProtectedPaths {
             );
         }
         let hidden = |p: &PathBuf| spec.masked_paths.iter().any(|m| p.starts_with(m));
-        let read_only = |p: &PathBuf| spec.protected_paths.iter().any(|q| p.starts_with(q));
+        // A path that must stay absent is watched by the sandbox's init, which stops the run
+        // when it appears.
+        let read_only = |p: &PathBuf| {
+            spec.protected_paths
+                .iter()
+                .chain(&spec.must_stay_absent)
+                .any(|q| p.starts_with(q))
+        };
         // Outside the writable roots is read-only, except under full access.
         let kept = |p: &PathBuf| {
             hidden(p)
