@@ -465,7 +465,10 @@ mod tests {
             assert_eq!(plan.drop_privileges, !root);
             for g in [Guarantee::FsProtect, Guarantee::FsMask] {
                 let status = status_of(&spec, &probe, g);
-                assert!(status.provided_by.contains(&Mechanism::SeccompMountLock), "{status:?}");
+                assert!(
+                    status.provided_by.contains(&Mechanism::SeccompMountLock),
+                    "{status:?}"
+                );
             }
         }
         let chosen = planned(Some(SandboxMode::DangerFullAccess), None);

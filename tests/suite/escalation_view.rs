@@ -19,7 +19,11 @@ fn repository(env: &Env) {
     std::fs::create_dir_all(env.workspace.join(".git/objects")).unwrap();
     std::fs::create_dir_all(env.workspace.join(".git/refs")).unwrap();
     std::fs::write(env.workspace.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-    std::fs::write(env.workspace.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+    std::fs::write(
+        env.workspace.join(".git/config"),
+        "[core]\n\tbare = false\n",
+    )
+    .unwrap();
 }
 
 /// `bridle --profile workspace-write tool bash` of `script`, escalated to full access and
@@ -85,7 +89,8 @@ fn approved_full_access_escalation_writes_anywhere_but_the_protected_paths() {
     );
     let r = escalated(&env, &script, None);
     assert!(
-        r.stdout.contains("if approved, the command runs with full access")
+        r.stdout
+            .contains("if approved, the command runs with full access")
             && r.stdout.contains("protected paths stay read-only")
             && r.stdout.contains("session directory is hidden"),
         "the question must say what the command can and cannot do: {}",
@@ -214,7 +219,11 @@ fn the_session_directory_is_invisible_to_an_escalated_command() {
     std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
     let finished = running.finish(None);
     let errors = errors.join().unwrap();
-    assert_eq!(finished.outcome, bridle_sandbox::Outcome::Exited(0), "{out}{errors}");
+    assert_eq!(
+        finished.outcome,
+        bridle_sandbox::Outcome::Exited(0),
+        "{out}{errors}"
+    );
     assert!(!out.contains("secret-log"), "{out}");
     for marker in ["log-unreadable", "mask-refused", "state-pinned"] {
         assert!(out.contains(marker), "no `{marker}`: {out}{errors}");

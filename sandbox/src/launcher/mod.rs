@@ -447,8 +447,7 @@ impl Launch {
         let spec = &self.config.spec;
         let writes_roots =
             spec.mode == bridle_policy::SandboxMode::WorkspaceWrite || spec.protected_kept;
-        if !writes_roots || !spec.guarantees.contains(&Guarantee::FsProtect)
-        {
+        if !writes_roots || !spec.guarantees.contains(&Guarantee::FsProtect) {
             return None;
         }
         Inspector::begin(
