@@ -105,8 +105,9 @@ impl LocalTools {
         let replan = {
             let facts = facts.clone();
             let global = global.clone();
+            let from = plan.spec.mode;
             move |mode: SandboxMode| -> Result<Plan, String> {
-                replan(&facts, &global, &overrides, &temp_dir, &masks, mode)
+                replan(&facts, &global, &overrides, &temp_dir, &masks, from, mode)
             }
         };
         let pipeline = Pipeline::new(
@@ -203,6 +204,7 @@ fn replan(
     overrides: &Overrides,
     temp_dir: &std::path::Path,
     masks: &[(PathBuf, String)],
+    from: SandboxMode,
     mode: SandboxMode,
 ) -> Result<Plan, String> {
     let wider = facts
@@ -215,7 +217,7 @@ fn replan(
         )
         .map_err(|e| e.to_string())?;
     facts
-        .plan(&wider, temp_dir.to_path_buf(), masks)
+        .plan_escalation(&wider, temp_dir.to_path_buf(), masks, from)
         .map_err(|e| e.to_string())
 }
 
@@ -240,9 +242,22 @@ mod tests {
         std::fs::create_dir_all(&temp).unwrap();
         let sessions = home.path().join("sessions");
         let masks = vec![(sessions.clone(), "bridle's session directory".to_owned())];
-        for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
-            let wider =
-                replan(&facts, &global, &Overrides::default(), &temp, &masks, mode).unwrap();
+        for mode in [
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::ReadOnly,
+            SandboxMode::DangerFullAccess,
+        ] {
+            let from = SandboxMode::ReadOnly;
+            let wider = replan(
+                &facts,
+                &global,
+                &Overrides::default(),
+                &temp,
+                &masks,
+                from,
+                mode,
+            )
+            .unwrap();
             assert!(
                 wider.spec.masked_paths.contains(&sessions),
                 "{mode}: {:?}",

@@ -147,9 +147,31 @@ impl Facts {
         temp_dir: PathBuf,
         masks: &[(PathBuf, String)],
     ) -> Result<Plan, PolicyError> {
+        self.plan_with(policy, temp_dir, masks, None)
+    }
+
+    /// Like [`Facts::plan`], for one call escalated from a session in mode `from`.
+    pub fn plan_escalation(
+        &self,
+        policy: &Policy,
+        temp_dir: PathBuf,
+        masks: &[(PathBuf, String)],
+        from: bridle_policy::SandboxMode,
+    ) -> Result<Plan, PolicyError> {
+        self.plan_with(policy, temp_dir, masks, Some(from))
+    }
+
+    fn plan_with(
+        &self,
+        policy: &Policy,
+        temp_dir: PathBuf,
+        masks: &[(PathBuf, String)],
+        escalated_from: Option<bridle_policy::SandboxMode>,
+    ) -> Result<Plan, PolicyError> {
         // Discovery needs the roots the policy gives this workspace: a first plan names them
         // (and is dropped); the plan the session uses is made once, from the whole context.
         let mut ctx = self.plan_context(temp_dir);
+        ctx.escalated_from = escalated_from;
         let roots = bridle_policy::plan(policy, &ctx)?;
         ctx.found = bridle_exec::git_dirs::discover(&roots, &self.home);
         ctx.masks = masks.to_vec();
@@ -167,6 +189,7 @@ impl Facts {
             host_env: self.host_env.clone(),
             found: Vec::new(),
             masks: Vec::new(),
+            escalated_from: None,
         }
     }
 

@@ -55,6 +55,7 @@ fn world(answerer: Box<dyn Answerer>) -> World {
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from: None,
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();
     let launcher = std::path::PathBuf::from("/nonexistent/bridle");

@@ -352,6 +352,7 @@ mod tests {
             private_tmp: true,
             cache_home: None,
             exec_rules: None,
+            protected_kept: false,
         }
     }
 

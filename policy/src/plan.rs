@@ -45,6 +45,11 @@ pub struct PlanContext {
     /// Paths masked in the session whatever its mode asks (`path`, what it is): bridle's own
     /// session directory, say.
     pub masks: Vec<(PathBuf, String)>,
+    /// The session's mode, when this plan is for one call escalated from it (`None`: the
+    /// session's own plan). An escalation to `danger-full-access` from a confined mode keeps
+    /// the protected paths read-only and bridle's own directories hidden
+    /// ([`SandboxSpec::protected_kept`]).
+    pub escalated_from: Option<SandboxMode>,
 }
 
 /// Who or what decided a [`Verdict`].
@@ -168,6 +173,12 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     }
     let workspace = normalize(&ctx.workspace);
     let mode = policy.mode.value;
+    // Full access for one call of a confined session: still no write to the protected paths.
+    let kept = mode == SandboxMode::DangerFullAccess
+        && ctx
+            .escalated_from
+            .is_some_and(|from| from != SandboxMode::DangerFullAccess);
+    let content_mode = mode == SandboxMode::WorkspaceWrite || kept;
     let allow_dangerous = policy.allow_dangerous_workspace_root.value;
     check_root("workspace root", &workspace, ctx, allow_dangerous)?;
 
@@ -187,7 +198,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
 
     let readable_roots = expand_all(&policy.readable_roots, &mut provenance);
     let mut extra_roots = Vec::new();
-    if mode == SandboxMode::WorkspaceWrite {
+    if content_mode {
         for root in expand_all(&policy.writable_roots, &mut provenance) {
             check_root("writable root", &root, ctx, allow_dangerous)?;
             if root != workspace && !extra_roots.contains(&root) {
@@ -197,17 +208,17 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     }
     let temp_dir = normalize(&ctx.temp_dir);
     let mut writable_roots = Vec::new();
-    if mode == SandboxMode::WorkspaceWrite {
+    if content_mode {
         writable_roots.push(workspace.clone());
         writable_roots.extend(extra_roots.iter().cloned());
     }
-    if mode != SandboxMode::DangerFullAccess {
+    if mode != SandboxMode::DangerFullAccess || kept {
         writable_roots.push(temp_dir.clone());
         writable_roots.push(PathBuf::from("/dev/null"));
     }
 
     let mut protected = BTreeSet::new();
-    if mode == SandboxMode::WorkspaceWrite {
+    if content_mode {
         let content_roots: Vec<&PathBuf> = writable_roots
             .iter()
             .filter(|r| **r != temp_dir && r.as_path() != Path::new("/dev/null"))
@@ -242,6 +253,23 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
             }
         }
     }
+    if kept {
+        // Outside the content roots too: full access reaches everywhere else.
+        let config = normalize(&ctx.config_dir);
+        provenance.entry(config.clone()).or_insert(Origin::Found {
+            what: "bridle's configuration directory (deployer profiles)".into(),
+        });
+        protected.insert(config);
+        for layer in &policy.layers {
+            if let Some(file) = &layer.path {
+                let file = normalize(file);
+                provenance
+                    .entry(file.clone())
+                    .or_insert_with(|| Origin::file(&layer.name, 1, 1));
+                protected.insert(file);
+            }
+        }
+    }
     let masked_paths = if mode == SandboxMode::DangerFullAccess {
         Vec::new()
     } else {
@@ -270,13 +298,19 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     let guarantees = required_guarantees(
         mode,
         network,
-        !protected.is_empty(),
+        !protected.is_empty() || kept,
         !masked_paths.is_empty(),
         &limits,
     );
-    let accept_missing: BTreeSet<Guarantee> =
-        policy.accept_missing.iter().map(|g| g.value).collect();
+    // What keeps an escalation from the protected paths is not the profile's to waive.
+    let accept_missing: BTreeSet<Guarantee> = policy
+        .accept_missing
+        .iter()
+        .map(|g| g.value)
+        .filter(|g| !kept || !matches!(g, Guarantee::FsProtect | Guarantee::FsMask))
+        .collect();
     let seccomp = match (mode, network) {
+        (SandboxMode::DangerFullAccess, _) if kept => SeccompProfile::MountLock,
         (SandboxMode::DangerFullAccess, _) => SeccompProfile::None,
         (_, Network::Off) => SeccompProfile::ConfinedNoNetwork,
         (_, Network::AllowList) => SeccompProfile::ConfinedAllowList,
@@ -311,6 +345,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         private_tmp: mode != SandboxMode::DangerFullAccess,
         cache_home,
         exec_rules: ExecRules::of(&policy.command_rules),
+        protected_kept: kept,
     };
     let mut plan = Plan {
         spec,
@@ -430,8 +465,12 @@ fn required_guarantees(
             | Guarantee::Proc
             | Guarantee::Priv
             | Guarantee::Tty => confined,
-            Guarantee::FsProtect => mode == SandboxMode::WorkspaceWrite && protects,
-            Guarantee::FsMask => confined && masks,
+            // An escalation that keeps the protected paths plans `protects` for every mode.
+            Guarantee::FsProtect => {
+                (mode == SandboxMode::WorkspaceWrite || mode == SandboxMode::DangerFullAccess)
+                    && protects
+            }
+            Guarantee::FsMask => masks,
             Guarantee::Net => confined && network != Network::On,
             Guarantee::Tree | Guarantee::Fd | Guarantee::Env => true,
             Guarantee::Res => limits.any_os_limit(),
@@ -649,9 +688,9 @@ impl Plan {
 
     /// Masks `path` (for example bridle's own session directory) inside the sandbox, as if the
     /// profile listed it, recording `what` it is as its provenance. Returns whether it is
-    /// masked: `danger-full-access` masks nothing.
+    /// masked: `danger-full-access` masks nothing, unless it keeps the protected paths.
     fn mask_found(&mut self, path: &Path, what: &str) -> bool {
-        if self.spec.mode == SandboxMode::DangerFullAccess {
+        if self.spec.mode == SandboxMode::DangerFullAccess && !self.spec.protected_kept {
             return false;
         }
         let path = normalize(path);
@@ -668,9 +707,10 @@ impl Plan {
     }
 
     /// Protects paths found on disk in addition to the profile's, when they lie inside a
-    /// content root; others are ignored. Only `workspace-write` has protected paths.
+    /// content root; others are ignored. Only `workspace-write` (and an escalation that keeps
+    /// the protected paths) has protected paths.
     fn protect_found(&mut self, found: Vec<FoundPath>) {
-        if self.spec.mode != SandboxMode::WorkspaceWrite {
+        if self.spec.mode != SandboxMode::WorkspaceWrite && !self.spec.protected_kept {
             return;
         }
         let roots: Vec<PathBuf> = self
@@ -732,7 +772,7 @@ impl Plan {
             normalize(&spec.workspace.join(path))
         };
         let shown = path.display();
-        let mut verdict = if spec.mode == SandboxMode::DangerFullAccess {
+        let mut verdict = if spec.mode == SandboxMode::DangerFullAccess && !spec.protected_kept {
             Verdict {
                 decision: Decision::Allow,
                 by: DecidedBy::Mode { mode: spec.mode },
@@ -770,6 +810,14 @@ impl Plan {
                     path: protected.clone(),
                     origin,
                 },
+            }
+        } else if spec.mode == SandboxMode::DangerFullAccess {
+            Verdict {
+                decision: Decision::Allow,
+                by: DecidedBy::Mode { mode: spec.mode },
+                reason: format!(
+                    "write to `{shown}` allowed: mode danger-full-access keeps only the protected paths and bridle's own directories"
+                ),
             }
         } else if let Some(root) = spec
             .writable_roots

@@ -22,6 +22,10 @@ pub enum SeccompProfile {
     /// `confined-no-network`, except that inet sockets stay allowed: the sandbox's network
     /// namespace has only loopback, where the relay to bridle's proxy listens.
     ConfinedAllowList,
+    /// For a call escalated to `danger-full-access` from a confined session: deny only what
+    /// would undo or reach around its mount view (the mount family, `open_by_handle_at`,
+    /// `setns`, kernel modules, kexec); everything else is allowed.
+    MountLock,
 }
 
 /// Resource limits; `None` means unlimited.
@@ -141,4 +145,10 @@ pub struct SandboxSpec {
     /// sandbox; `None` when the policy has none (then no supervisor runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_rules: Option<ExecRules>,
+    /// `danger-full-access` for one call escalated from a confined session: full access except
+    /// that the protected paths stay read-only and bridle's own directories stay hidden (a mount
+    /// view that keeps them, in a PID namespace). `writable_roots` then names the roots whose
+    /// repositories are protected and inspected, not the only places the command may write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub protected_kept: bool,
 }

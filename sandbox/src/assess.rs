@@ -57,6 +57,9 @@ pub enum Mechanism {
     /// Network `allow-list`: bridle's proxy outside the sandbox decides each connection by
     /// host and port; a relay listener on the sandbox's loopback is the only way to it.
     AllowListProxy,
+    /// seccomp denial of the mount family (and what reaches past a mount view) for a command
+    /// escalated to full access, which keeps its mount view.
+    SeccompMountLock,
 }
 
 /// How one guarantee fares on this host.
@@ -108,6 +111,10 @@ pub struct MechanismPlan {
     pub drop_privileges: bool,
     /// Enforce the process limit with a pids cgroup (root, where RLIMIT_NPROC does not bind).
     pub cgroup_pids: bool,
+    /// Full access that keeps the protected paths (an escalated call): the full mount view in a
+    /// PID namespace, the mount-lock filter, no other confinement.
+    #[serde(default)]
+    pub full_view: bool,
 }
 
 /// The assessment of a spec on a host.
@@ -132,16 +139,25 @@ impl Assessment {
 /// Maps every required guarantee of `spec` to the mechanisms `probe` says are available.
 pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
     let confine = spec.mode != SandboxMode::DangerFullAccess;
-    let user_ns = confine && probe.user_ns.is_ok();
+    // Full access that keeps the protected paths: root keeps its real capabilities (no user
+    // namespace; the mount-lock filter holds the view), anyone else needs a user namespace to
+    // own the mount namespace, and runs without capabilities in it.
+    let full_view = spec.protected_kept && !confine;
+    let user_ns = if full_view {
+        !probe.root && probe.user_ns.is_ok()
+    } else {
+        confine && probe.user_ns.is_ok()
+    };
     let can_ns = user_ns || probe.root;
-    let mount_view = confine && can_ns && probe.mount_ns.is_ok() && probe.mount_api.is_ok();
+    let mount_view =
+        (confine || full_view) && can_ns && probe.mount_ns.is_ok() && probe.mount_api.is_ok();
     let pid_ns = mount_view && probe.pid_ns.is_ok();
     let network_off = spec.network == Network::Off;
     let allow_list = spec.network == Network::AllowList;
     let net_ns = confine && (network_off || allow_list) && can_ns && probe.net_ns.is_ok();
     let ipc_ns = confine && can_ns && probe.ipc_ns.is_ok();
     let landlock = confine && probe.landlock_pinned();
-    let seccomp = confine && probe.seccomp.is_ok() && probe.no_new_privs.is_ok();
+    let seccomp = (confine || full_view) && probe.seccomp.is_ok() && probe.no_new_privs.is_ok();
     let nnp = confine && probe.no_new_privs.is_ok();
     let block_unix = spec.unix_sockets == UnixSockets::Block;
     let plan = MechanismPlan {
@@ -156,8 +172,9 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
         seccomp,
         seccomp_network_off: network_off || allow_list,
         seccomp_deny_unix: block_unix,
-        drop_privileges: confine,
+        drop_privileges: confine || (full_view && !probe.root),
         cgroup_pids: probe.root && spec.limits.processes.is_some() && probe.cgroup_pids.is_ok(),
+        full_view,
     };
     let why_ns = || {
         let mut reasons = Vec::new();
@@ -199,6 +216,25 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                             "needs a read-only mount view (Landlock alone does not govern chmod, chown, utimes or xattr): {}",
                             why_ns()
                         ));
+                    }
+                }
+                // An escalation to full access: the mount view holds only if nothing in the
+                // sandbox can undo it or reach around it (host processes' /proc/PID/root).
+                Guarantee::FsProtect | Guarantee::FsMask if full_view => {
+                    if mount_view && pid_ns && seccomp {
+                        by.extend([Mechanism::MountView, Mechanism::PidNamespace, Mechanism::SeccompMountLock]);
+                        if !probe.root {
+                            by.push(Mechanism::CapabilityDrop);
+                        }
+                    } else if !mount_view {
+                        note = Some(format!("an escalation to full access keeps the protected paths only in a mount view: {}", why_ns()));
+                    } else if !pid_ns {
+                        note = Some(format!(
+                            "an escalation to full access needs a PID namespace, or the host's processes' /proc/PID/root reach around the mount view: {}",
+                            probe.pid_ns.as_ref().err().map_or("not available".to_string(), ToString::to_string)
+                        ));
+                    } else {
+                        note = Some(format!("an escalation to full access needs seccomp to deny the mount calls that would undo its view: {}", seccomp_why()));
                     }
                 }
                 Guarantee::FsMask => {
@@ -362,11 +398,19 @@ mod tests {
     }
 
     fn protecting_spec() -> SandboxSpec {
+        planned(None, None)
+    }
+
+    /// `workspace-write` planned in `mode`, for a call escalated from `from`.
+    fn planned(mode: Option<SandboxMode>, from: Option<SandboxMode>) -> SandboxSpec {
         let policy = bridle_policy::load(
             &bridle_policy::ShippedOnly,
             &bridle_policy::LoadRequest {
                 profile: "workspace-write".into(),
-                overrides: bridle_policy::Overrides::default(),
+                overrides: bridle_policy::Overrides {
+                    mode,
+                    ..bridle_policy::Overrides::default()
+                },
                 workspace_layer: None,
             },
         )
@@ -380,9 +424,136 @@ mod tests {
             cache_root: None,
             host_env: Default::default(),
             found: Vec::new(),
-            masks: Vec::new(),
+            masks: vec![(
+                "/home/dev/.local/state/bridle/sessions".into(),
+                "bridle's session directory".into(),
+            )],
+            escalated_from: from,
         };
         bridle_policy::plan(&policy, &ctx).unwrap().spec
+    }
+
+    fn full_access_kept() -> SandboxSpec {
+        planned(
+            Some(SandboxMode::DangerFullAccess),
+            Some(SandboxMode::WorkspaceWrite),
+        )
+    }
+
+    fn status_of(spec: &SandboxSpec, probe: &HostProbe, g: Guarantee) -> GuaranteeStatus {
+        assess(spec, probe)
+            .guarantees
+            .into_iter()
+            .find(|s| s.guarantee == g)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_escalation_to_full_access_keeps_its_view_and_nothing_else() {
+        let spec = full_access_kept();
+        for root in [false, true] {
+            let probe = HostProbe {
+                root,
+                ..capable_host()
+            };
+            let plan = assess(&spec, &probe).plan;
+            assert!(plan.full_view && plan.mount_view && plan.pid_ns && plan.seccomp);
+            assert!(!plan.confine && !plan.landlock && !plan.net_ns && !plan.ipc_ns);
+            // Root keeps its capabilities (the filter holds the view); anyone else owns the
+            // mount namespace through a user namespace it has no capabilities in.
+            assert_eq!(plan.user_ns, !root);
+            assert_eq!(plan.drop_privileges, !root);
+            for g in [Guarantee::FsProtect, Guarantee::FsMask] {
+                let status = status_of(&spec, &probe, g);
+                assert!(
+                    status.provided_by.contains(&Mechanism::SeccompMountLock),
+                    "{status:?}"
+                );
+            }
+        }
+        let chosen = planned(Some(SandboxMode::DangerFullAccess), None);
+        let plan = assess(&chosen, &capable_host()).plan;
+        assert!(!plan.full_view && !plan.mount_view && !plan.seccomp);
+    }
+
+    #[test]
+    fn an_escalation_to_full_access_is_refused_where_its_view_cannot_hold() {
+        let spec = full_access_kept();
+        let cases = [
+            (
+                HostProbe {
+                    user_ns: Err("EPERM".into()),
+                    root: false,
+                    ..capable_host()
+                },
+                "user namespace",
+            ),
+            (
+                HostProbe {
+                    seccomp: Err("EINVAL".into()),
+                    root: true,
+                    ..capable_host()
+                },
+                "seccomp",
+            ),
+            (
+                HostProbe {
+                    pid_ns: Err("EPERM".into()),
+                    ..capable_host()
+                },
+                "PID namespace",
+            ),
+        ];
+        for (probe, why) in cases {
+            let assessment = assess(&spec, &probe);
+            let refused = assessment.refusal().expect(why);
+            assert_eq!(refused.guarantee, Guarantee::FsProtect, "{why}");
+            assert!(
+                refused.note.as_deref().is_some_and(|n| n.contains(why)),
+                "{why}: {refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_mount_lock_filter_denies_what_undoes_a_view_and_nothing_else() {
+        use crate::seccomp::{evaluate, mount_lock_rules};
+        let table = mount_lock_rules();
+        let args = [0u64; 6];
+        for nr in [
+            nix::libc::SYS_mount,
+            nix::libc::SYS_umount2,
+            nix::libc::SYS_move_mount,
+            nix::libc::SYS_open_tree,
+            nix::libc::SYS_fsopen,
+            nix::libc::SYS_fsmount,
+            nix::libc::SYS_fsconfig,
+            nix::libc::SYS_fspick,
+            nix::libc::SYS_mount_setattr,
+            nix::libc::SYS_pivot_root,
+            nix::libc::SYS_open_by_handle_at,
+            nix::libc::SYS_setns,
+        ] {
+            assert!(evaluate(&table, nr, &args).is_some(), "{nr} allowed");
+        }
+        for nr in [
+            nix::libc::SYS_openat,
+            nix::libc::SYS_chroot,
+            nix::libc::SYS_unshare,
+            nix::libc::SYS_ptrace,
+            nix::libc::SYS_socket,
+        ] {
+            assert!(evaluate(&table, nr, &args).is_none(), "{nr} denied");
+        }
+        crate::seccomp::compile(
+            bridle_policy::SeccompProfile::MountLock,
+            crate::seccomp::SeccompOptions {
+                network_off: false,
+                netns_isolates: false,
+                deny_unix_sockets: false,
+            },
+        )
+        .expect("the mount-lock filter compiles");
     }
 
     fn protect_status(probe: &HostProbe) -> GuaranteeStatus {

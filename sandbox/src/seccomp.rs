@@ -354,6 +354,41 @@ const ALWAYS_DENIED_ARCH: &[(&str, i64, Guarantee)] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const ALWAYS_DENIED_ARCH: &[(&str, i64, Guarantee)] = &[];
 
+/// [`SeccompProfile::MountLock`]: a command escalated to full access (root included) keeps the
+/// mount view that holds the protected paths read-only and bridle's own directories hidden.
+/// Everything that changes, detaches or re-attaches a mount is denied (so no bind can be
+/// undone, remounted writable or cloned without its read-only children), and so is what
+/// reaches a file past the mount view: `open_by_handle_at` opens an inode by its handle
+/// through any mount of its filesystem (the writable `/`), `setns` enters another mount
+/// namespace from a descriptor, and kernel modules and kexec run code no view confines.
+const MOUNT_LOCK_DENIED: &[(&str, i64, Guarantee)] = &[
+    deny!(SYS_mount, Guarantee::FsProtect),
+    deny!(SYS_umount2, Guarantee::FsProtect),
+    deny!(SYS_move_mount, Guarantee::FsProtect),
+    deny!(SYS_open_tree, Guarantee::FsProtect),
+    deny!(SYS_fsopen, Guarantee::FsProtect),
+    deny!(SYS_fsmount, Guarantee::FsProtect),
+    deny!(SYS_fsconfig, Guarantee::FsProtect),
+    deny!(SYS_fspick, Guarantee::FsProtect),
+    deny!(SYS_mount_setattr, Guarantee::FsProtect),
+    deny!(SYS_pivot_root, Guarantee::FsProtect),
+    deny!(SYS_open_by_handle_at, Guarantee::FsProtect),
+    deny!(SYS_setns, Guarantee::FsProtect),
+    deny!(SYS_init_module, Guarantee::FsProtect),
+    deny!(SYS_finit_module, Guarantee::FsProtect),
+    deny!(SYS_kexec_load, Guarantee::FsProtect),
+    deny!(SYS_kexec_file_load, Guarantee::FsProtect),
+];
+
+/// The table of [`SeccompProfile::MountLock`] (see [`MOUNT_LOCK_DENIED`]).
+#[must_use]
+pub fn mount_lock_rules() -> Vec<DenyRule> {
+    MOUNT_LOCK_DENIED
+        .iter()
+        .map(|&(name, nr, guarantee)| row((name, nr), When::Always, libc::EPERM, guarantee))
+        .collect()
+}
+
 /// The part of a syscall's name after `SYS_`.
 fn bare(name: &'static str) -> &'static str {
     name.strip_prefix("SYS_").unwrap_or(name)
@@ -386,6 +421,7 @@ fn arg(index: u8, op: CmpOp) -> ArgCmp {
 pub fn rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> {
     let network_off = match profile {
         SeccompProfile::None => return Vec::new(),
+        SeccompProfile::MountLock => return mount_lock_rules(),
         SeccompProfile::Confined => options.network_off,
         // The allow-list keeps the socket rows of network off: inet is allowed only because
         // the sandbox's network namespace has nothing but loopback (the relay listens there).
@@ -581,6 +617,7 @@ pub fn profile_name(profile: SeccompProfile) -> &'static str {
         SeccompProfile::Confined => "confined",
         SeccompProfile::ConfinedNoNetwork => "confined-no-network",
         SeccompProfile::ConfinedAllowList => "confined-allow-list",
+        SeccompProfile::MountLock => "mount-lock",
     }
 }
 
@@ -609,7 +646,8 @@ pub fn compile(
         }
         SeccompProfile::Confined
         | SeccompProfile::ConfinedNoNetwork
-        | SeccompProfile::ConfinedAllowList => {}
+        | SeccompProfile::ConfinedAllowList
+        | SeccompProfile::MountLock => {}
     }
     let arch = running_arch().map_err(build_error)?;
     build_program(&rules(profile, options), arch, false).map_err(build_error)

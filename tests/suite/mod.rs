@@ -4,6 +4,7 @@ mod acp_support;
 mod chat_cli;
 mod chat_support;
 mod cli_flags;
+mod escalation_view;
 mod exec_defaults;
 mod exec_fs;
 mod exec_interference;

@@ -502,6 +502,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from: None,
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec
 }
@@ -517,6 +518,17 @@ pub fn bridle_in_pty(
     answer: Option<&str>,
     input: Option<&str>,
 ) -> Run {
+    run(&mut pty_command(args, home, cwd, answer, input))
+}
+
+/// The command [`bridle_in_pty`] runs (to change it before it runs: inject a fault, say).
+pub fn pty_command(
+    args: &[&str],
+    home: &Path,
+    cwd: &Path,
+    answer: Option<&str>,
+    input: Option<&str>,
+) -> Command {
     const DRIVER: &str = r#"
 import os, pty, sys, select, time
 answer, typed = sys.argv[1], sys.argv[2]
@@ -560,5 +572,5 @@ sys.exit(os.waitstatus_to_exitcode(status))
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("TERM", "dumb")
         .current_dir(cwd);
-    run(&mut cmd)
+    cmd
 }

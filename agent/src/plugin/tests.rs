@@ -113,6 +113,7 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from: None,
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();
     let registry = bridle_exec::schemas::registry(&["bash", "read_file"], false);

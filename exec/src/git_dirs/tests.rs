@@ -59,6 +59,7 @@ impl Repo {
             host_env: Default::default(),
             found: Vec::new(),
             masks: Vec::new(),
+            escalated_from: None,
         };
         plan(&policy, &ctx).unwrap()
     }

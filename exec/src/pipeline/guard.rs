@@ -39,10 +39,10 @@ pub trait Guard: Send + Sync {
 /// The shipped guard, always on: file-tool writes never reach a protected path (the plan's
 /// protected and must-stay-absent paths), bridle's own directories (the session directory,
 /// the profile files, the workspace's `.bridle/`), or git metadata (anything inside a `.git`
-/// of any repository), whatever a person approved. An escalated call must still run under a
-/// spec that keeps bridle's own directories masked and the protected paths protected; only an
-/// escalation to `danger-full-access`, which confines nothing, leaves what a command writes
-/// to the person who approved it (a file tool's writes are still guarded then).
+/// of any repository), whatever a person approved. An escalated command must still run under
+/// a spec that keeps bridle's own directories masked and the protected paths (the session's,
+/// the profile files, the workspace's `.bridle/`) read-only, `danger-full-access` included:
+/// an escalated spec that would not is denied.
 #[derive(Debug, Clone)]
 pub struct ProtectedPaths {
     /// The plan's protected and must-stay-absent paths.
@@ -113,6 +113,49 @@ impl ProtectedPaths {
     }
 }
 
+impl ProtectedPaths {
+    /// Why the spec an escalated command would run under does not keep what this guard keeps:
+    /// bridle's own directories hidden, every protected path read-only.
+    fn check_escalated_spec(&self, spec: &SandboxSpec) -> Option<String> {
+        use bridle_policy::SandboxMode;
+        if spec.mode == SandboxMode::DangerFullAccess && !spec.protected_kept {
+            return Some(
+                "the escalated sandbox (`danger-full-access` with no mount view) would keep neither the protected paths nor bridle's own directories"
+                    .to_owned(),
+            );
+        }
+        let hidden = |p: &PathBuf| spec.masked_paths.iter().any(|m| p.starts_with(m));
+        // A path that must stay absent is watched by the sandbox's init, which stops the run
+        // when it appears.
+        let read_only = |p: &PathBuf| {
+            spec.protected_paths
+                .iter()
+                .chain(&spec.must_stay_absent)
+                .any(|q| p.starts_with(q))
+        };
+        // Outside the writable roots is read-only, except under full access.
+        let kept = |p: &PathBuf| {
+            hidden(p)
+                || read_only(p)
+                || (spec.mode != SandboxMode::DangerFullAccess
+                    && !spec.writable_roots.iter().any(|r| p.starts_with(r)))
+        };
+        if let Some(p) = self.own.iter().find(|p| !hidden(p)) {
+            return Some(format!(
+                "the escalated sandbox would not hide bridle's own `{}`",
+                p.display()
+            ));
+        }
+        if let Some(p) = self.protected.iter().chain(&self.extra).find(|p| !kept(p)) {
+            return Some(format!(
+                "the escalated sandbox would leave the protected path `{}` writable",
+                p.display()
+            ));
+        }
+        None
+    }
+}
+
 impl Guard for ProtectedPaths {
     fn name(&self) -> &str {
         PROTECTED_PATHS
@@ -138,25 +181,11 @@ impl Guard for ProtectedPaths {
                 .effects
                 .iter()
                 .any(|e| matches!(e, Effect::Shell(_) | Effect::Exec(_)));
-        if escalated_shell && call.spec.mode == bridle_policy::SandboxMode::WorkspaceWrite {
-            let hidden = |p: &PathBuf| call.spec.masked_paths.iter().any(|m| p.starts_with(m));
-            let kept = |p: &PathBuf| {
-                hidden(p)
-                    || call.spec.protected_paths.iter().any(|q| p.starts_with(q))
-                    || !call.spec.writable_roots.iter().any(|r| p.starts_with(r))
-            };
-            if let Some(p) = self.own.iter().find(|p| !hidden(p)) {
-                return deny(format!(
-                    "the escalated sandbox would not hide bridle's own `{}`",
-                    p.display()
-                ));
-            }
-            if let Some(p) = self.protected.iter().find(|p| !kept(p)) {
-                return deny(format!(
-                    "the escalated sandbox would leave the protected path `{}` writable",
-                    p.display()
-                ));
-            }
+        if escalated_shell {
+            return self.check_escalated_spec(call.spec).map(|reason| Denial {
+                guard: PROTECTED_PATHS.to_owned(),
+                reason,
+            });
         }
         None
     }

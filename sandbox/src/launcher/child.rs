@@ -840,7 +840,7 @@ fn command_stage(
     sys::close_fds_from(u32::try_from(STATUS_FD + 1).unwrap_or(5))
         .map_err(|e| fail(Guarantee::Fd, format!("close_range: {e}")))?;
     sys::close_fd_range(3, u32::try_from(STATUS_FD - 1).unwrap_or(3));
-    if m.confine {
+    if m.confine || m.full_view {
         let status = std::fs::read_to_string("/proc/self/status").map_err(|e| {
             fail(
                 Guarantee::Priv,

@@ -240,6 +240,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         keep_in_hidden: Vec::new(),
         must_stay_absent: Vec::new(),
         absent_at_end: Vec::new(),
+        full_view: false,
     }
 }
 
@@ -444,9 +445,9 @@ impl Launch {
     /// git metadata (G-FS-PROTECT) and the command can write somewhere.
     fn inspector(&self) -> Option<Inspector> {
         let spec = &self.config.spec;
-        if spec.mode != bridle_policy::SandboxMode::WorkspaceWrite
-            || !spec.guarantees.contains(&Guarantee::FsProtect)
-        {
+        let writes_roots =
+            spec.mode == bridle_policy::SandboxMode::WorkspaceWrite || spec.protected_kept;
+        if !writes_roots || !spec.guarantees.contains(&Guarantee::FsProtect) {
             return None;
         }
         Inspector::begin(

@@ -36,6 +36,7 @@ use crate::sys;
 
 mod aside;
 pub mod cache;
+mod full_view;
 mod git_lock;
 pub mod inspect;
 mod placeholders;
@@ -108,6 +109,10 @@ pub struct MountPlan {
     /// creates there is moved aside when the run ends.
     #[serde(default)]
     pub absent_at_end: Vec<PathBuf>,
+    /// Full access except the protected paths and masks (see [`full_view`]): no read-only `/`,
+    /// no writable binds, the real `/dev`, `/run` and `/tmp`.
+    #[serde(default)]
+    pub full_view: bool,
 }
 
 /// A suffix for names bridle makes next to the user's files (moved-aside paths, placeholders
@@ -327,11 +332,23 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         }
     }
 
+    if spec.protected_kept {
+        full_view::extend(
+            spec,
+            &outermost,
+            &spec.masked_paths,
+            &mut protected,
+            &mut pins,
+        )?;
+    }
+
     let mut hidden = Vec::new();
     let mut keep_in_hidden = Vec::new();
     for dir in ["/run", "/var/run"] {
         let path = Path::new(dir);
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) && !is_within(path, &outermost)
+        if !spec.protected_kept
+            && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+            && !is_within(path, &outermost)
         {
             hidden.push(path.to_path_buf());
         }
@@ -368,6 +385,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     absent_at_end.sort();
     absent_at_end.dedup();
     let plan = MountPlan {
+        full_view: spec.protected_kept,
         cache_overlays: Vec::new(),
         read_only_in_tmp,
         writable: outermost,
@@ -541,6 +559,10 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         None::<&str>,
     )
     .map_err(|e| fail(FsWrite, format!("making mounts private: {e}")))?;
+    if plan.full_view {
+        build_full_view(plan)?;
+        return Ok(report);
+    }
 
     let writable: Vec<(PathBuf, OwnedFd)> = plan
         .writable
@@ -580,27 +602,6 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         .iter()
         .map(|p| Ok((p.clone(), clone_tree(p, Ipc)?)))
         .collect::<Result<_, MountFailure>>()?;
-
-    // Masked files share one empty, mode-000 file inside the session temp dir. Earlier
-    // commands of the session could write there: a symlink planted under the name is refused,
-    // never followed (its target would be truncated and bound over the masked files), and a
-    // FIFO is refused instead of blocking the launcher.
-    let mask_file = plan.temp_dir.join(".bridle-masked");
-    if !plan.masked_files.is_empty() {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o000)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(&mask_file)
-            .map_err(|e| {
-                fail(
-                    FsMask,
-                    format!("creating the mask file `{}`: {e}", mask_file.display()),
-                )
-            })?;
-    }
 
     // Before `/` is read-only, and before the writable roots are attached: the workspace may lie
     // inside a cache path, and must be seen on top of its overlay.
@@ -698,27 +699,8 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
     }
-    let mask_flags =
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    for dir in &plan.masked_dirs {
-        if !visible_in_view(dir)? {
-            continue;
-        }
-        mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", FsMask)?;
-    }
-    for file in &plan.masked_files {
-        if !visible_in_view(file)? {
-            continue;
-        }
-        // Each bind needs its own clone (attaching consumes it), made read-only before it is
-        // attached, so not even the mask file's metadata can be
-        // changed through a masked path.
-        let again = sys::open_tree_clone(&cstr(&mask_file)?)
-            .map_err(|e| fail(FsMask, format!("cloning the mask file: {e}")))?;
-        sys::mount_setattr_fd(again.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
-            .map_err(|e| fail(FsMask, format!("making the mask file read-only: {e}")))?;
-        attach(&again, file, FsMask)?;
-    }
+    // The mask file lives in the temp dir, attached writable by now.
+    mask_paths(plan, FsMask)?;
 
     build_dev(dev_nodes, plan.private_tmp)?;
     for dir in &plan.hidden {
@@ -740,6 +722,66 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         remount_read_only(dir, Ipc)?;
     }
     Ok(report)
+}
+
+/// The full view (see [`full_view`]), in a mount namespace whose mounts are private already:
+/// pins, protected paths read-only, masks; nothing else changes.
+fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
+    use Guarantee::{FsMask, FsProtect};
+    for pin in &plan.pins {
+        bind_onto_itself(pin, false, FsProtect)?;
+    }
+    for path in &plan.protected {
+        bind_onto_itself(path, true, FsProtect)?;
+    }
+    mask_paths(plan, FsMask)
+}
+
+/// Step 7: masked directories get an empty, mode-000, read-only tmpfs; masked files an empty,
+/// mode-000, read-only file.
+fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure> {
+    let mask_flags =
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    for dir in &plan.masked_dirs {
+        if !visible_in_view(dir)? {
+            continue;
+        }
+        mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", guarantee)?;
+    }
+    if plan.masked_files.is_empty() {
+        return Ok(());
+    }
+    // Masked files share one empty, mode-000 file inside the session temp dir. Earlier
+    // commands of the session could write there: a symlink planted under the name is refused,
+    // never followed (its target would be truncated and bound over the masked files), and a
+    // FIFO is refused instead of blocking the launcher.
+    let mask_file = plan.temp_dir.join(".bridle-masked");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o000)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&mask_file)
+        .map_err(|e| {
+            fail(
+                guarantee,
+                format!("creating the mask file `{}`: {e}", mask_file.display()),
+            )
+        })?;
+    for file in &plan.masked_files {
+        if !visible_in_view(file)? {
+            continue;
+        }
+        // Each bind needs its own clone (attaching consumes it), made read-only before it is
+        // attached, so not even the mask file's metadata can be changed through a masked path.
+        let again = sys::open_tree_clone(&cstr(&mask_file)?)
+            .map_err(|e| fail(guarantee, format!("cloning the mask file: {e}")))?;
+        sys::mount_setattr_fd(again.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| fail(guarantee, format!("making the mask file read-only: {e}")))?;
+        attach(&again, file, guarantee)?;
+    }
+    Ok(())
 }
 
 /// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private
