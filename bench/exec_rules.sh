@@ -7,6 +7,7 @@
 #   per exec: inside one sandbox, a C program times fork + exec + wait of /bin/true 2000 times
 #          (median per exec), and the CPU time of the sandbox's init (the supervisor) and of the
 #          children meanwhile, without rules and with;
+#   floor: bench/exec_floor.c, a do-nothing supervisor with the same syscalls per exec;
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
 #          execs), built clean inside `bridle exec`, without rules and with.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
@@ -26,6 +27,7 @@ mkdir -p "$PWD/bench/results"
 work=$(mktemp -d /tmp/bridle-bench-exec.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ws"
+repo=$PWD
 cd "$work/ws"
 git init -q .
 cat > norules.yaml <<'EOF'
@@ -89,6 +91,9 @@ int main(int argc, char **argv) {
 }
 EOF
 cc -O2 -o execloop execloop.c
+# The mechanism's floor outside bridle (see bench/exec_floor.c): a do-nothing supervisor with
+# the same syscalls and wake-ups per exec.
+cc -O2 -o exec_floor "$repo/bench/exec_floor.c"
 
 mkdir -p proj
 for i in $(seq 1 200); do
@@ -146,6 +151,10 @@ init_cpu = {k: [] for k in insiders}
 child_cpu = {k: [] for k in insiders}
 loop_cpu = {k: [] for k in insiders}
 make = {k: [] for k in insiders}
+# The floor: no supervisor work (0 0), the same syscalls as bridle's (2 0), and with the
+# listener's synchronous wake-ups (2 1).
+floors = {"allow": ("0", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
+floor = {k: {"median": [], "p10": [], "supervisor_cpu": [], "children_cpu": []} for k in floors}
 make_cpu = {k: [] for k in insiders}
 build = "cd proj && make clean >/dev/null && make -j2 >/dev/null"
 for k, (b, p) in spawners.items():  # warm-up
@@ -174,6 +183,11 @@ for n in range(rounds):
         init_cpu[k].append(init_us)
         child_cpu[k].append(child_us)
         loop_cpu[k].append(self_us)
+    for k, (mode, sync) in rotated(floors, n):
+        r = subprocess.run(["./exec_floor", mode, sync, "2000"], capture_output=True, text=True, check=True)
+        median, tenth, child_us, sup_us = map(float, r.stdout.split())
+        for f, v in (("median", median), ("p10", tenth), ("supervisor_cpu", sup_us), ("children_cpu", child_us)):
+            floor[k][f].append(v)
     for k, (b, p) in rotated(insiders, n + 1):
         cpu, start = children_cpu(), time.monotonic()
         inside(p, "sh", "-c", build, build=b)
@@ -195,6 +209,7 @@ res = {
     "make_cpu_s": med(make_cpu),
     "make_rounds_s": make,
 }
+res["floor"] = {k: {f: statistics.median(v) for f, v in d.items()} for k, d in floor.items()}
 res["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
 res["added_per_exec_us"] = res["per_exec_us"]["rules"] - res["per_exec_us"]["norules"]
 res["added_per_exec_p10_us"] = res["per_exec_p10_us"]["rules"] - res["per_exec_p10_us"]["norules"]
@@ -224,4 +239,10 @@ print(f"make -j2, 200 files, median of {rounds} rounds: no rules {res['make_s'][
       f"cpu {res['make_cpu_s']['norules']:.2f} s against {res['make_cpu_s']['rules']:.2f} s")
 if base:
     print(f"  the base build with rules: {res['make_s']['base-rules']:.2f} s, ratio {res['base_make_ratio']:.3f}")
+fl = res["floor"]
+for k in ("seize", "seize-sync"):
+    print(f"floor (bench/exec_floor.c, a do-nothing supervisor), {k:10}: added median "
+          f"{fl[k]['median'] - fl['allow']['median']:.1f} us, p10 {fl[k]['p10'] - fl['allow']['p10']:.1f} us; "
+          f"supervisor cpu {fl[k]['supervisor_cpu']:.1f} us, children cpu "
+          f"+{fl[k]['children_cpu'] - fl['allow']['children_cpu']:.1f} us per exec")
 PY

@@ -241,7 +241,13 @@ fn listener_and_tracer(e: &ExecEnv, profile: &str) -> (bool, i32) {
             })
         })
         .unwrap_or(false);
-    let tracer = tracer_of(pid);
+    // The marker's command line shows from its exec event on, while it is still stopped there
+    // (traced) until the supervisor decided: what must not happen is that it stays traced.
+    let mut tracer = tracer_of(pid);
+    wait_until(Duration::from_secs(10), || {
+        tracer = tracer_of(pid);
+        tracer == 0
+    });
     let _ = child.kill();
     let _ = child.wait();
     // The sandbox dies with bridle (parent-death signals), a moment later.

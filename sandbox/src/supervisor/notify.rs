@@ -60,10 +60,6 @@ impl Supervisor {
         let pid = Pid::from_raw(notification.tid);
         let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
         let read = tracee::before_exec(pid, execveat, notification.args);
-        // What was read is of the caller only while it still waits (its tid not recycled).
-        if !self.valid(notification) {
-            return Answer::Gone;
-        }
         // What cannot be read here is decided at the exec event, if the exec happens.
         let Ok(read) = read else {
             return Answer::Proceed(None);
@@ -81,6 +77,16 @@ impl Supervisor {
             Stage::Before,
         );
         let verdict = self.decide(pid, &read, &facts);
+        if verdict.decision == Decision::Allow {
+            // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
+            // only succeeds while the caller still waits, and allows nothing by itself.
+            return Answer::Proceed(None);
+        }
+        // A refusal or a question is reported: what was read is of the caller only while it
+        // still waits (its tid not recycled).
+        if !self.valid(notification) {
+            return Answer::Gone;
+        }
         let again = (pid.as_raw(), read.argv.clone());
         let approved_before = self.traced.get(&pid.as_raw()).and_then(Option::as_ref);
         match verdict.decision {
@@ -129,12 +135,13 @@ impl Supervisor {
         if approved.is_some() {
             self.traced.insert(tid, approved);
         }
-        // Seized, and the notification still pending: the thread seized is the caller. (If
-        // not, it stays seized: its stops are passed on and any exec of it is decided at its
-        // exec event, as every exec is.)
-        if self.valid(notification) {
-            self.respond(notification, Response::Continue);
-        }
+        // `CONTINUE` succeeds only while the caller still waits, and a waiting caller keeps
+        // its tid: so if it succeeds, the thread seized is the caller, with no
+        // `SECCOMP_IOCTL_NOTIF_ID_VALID` first (one syscall less at every exec). If it fails,
+        // the caller went away before or after the seize, and whatever now has its tid stays
+        // seized: its stops are passed on and any exec of it is decided at its exec event, as
+        // every exec is.
+        self.respond(notification, Response::Continue);
     }
 
     fn report_unseizable(&mut self, pid: Pid, error: nix::errno::Errno) {

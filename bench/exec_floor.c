@@ -1,0 +1,154 @@
+/* The floor of the exec supervisor's mechanism (issue 9): what seccomp user notification plus
+ * the ptrace attach around each exec cost on this machine with no work done at all. A minimal
+ * supervisor (this process) holds the listener of a filter that notifies on execve, and for
+ * each exec: poll (listener + signalfd), SECCOMP_IOCTL_NOTIF_RECV, PTRACE_SEIZE (exec event and
+ * EXITKILL), SECCOMP_IOCTL_NOTIF_SEND with CONTINUE, then at the exec event wait4 and
+ * PTRACE_DETACH: the same syscalls and wake-ups as bridle's supervisor, without reading or
+ * deciding anything. Its child times fork + exec + wait of /bin/true N times.
+ *
+ *   exec_floor MODE SYNC N
+ *     MODE 0: the filter allows execve (no supervisor work: the baseline)
+ *     MODE 1: notification and CONTINUE only
+ *     MODE 2: notification, seize, CONTINUE, exec event, detach (what bridle does)
+ *     SYNC 1: the listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6)
+ * Prints: the median and 10th percentile of one fork + exec + wait (us), the children's CPU
+ * per exec and the supervisor's CPU per exec (us). */
+#define _GNU_SOURCE
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+static double cpu_us(int who) {
+    struct rusage r;
+    getrusage(who, &r);
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static void send_fd(int sock, int fd) {
+    char c = 0, buf[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {&c, 1};
+    struct msghdr m = {0};
+    memset(buf, 0, sizeof buf);
+    m.msg_iov = &io, m.msg_iovlen = 1, m.msg_control = buf, m.msg_controllen = sizeof buf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET, cm->cmsg_type = SCM_RIGHTS, cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    if (sendmsg(sock, &m, 0) < 0) exit(2);
+}
+static int recv_fd(int sock) {
+    char c, buf[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {&c, 1};
+    struct msghdr m = {0};
+    int fd;
+    m.msg_iov = &io, m.msg_iovlen = 1, m.msg_control = buf, m.msg_controllen = sizeof buf;
+    if (recvmsg(sock, &m, 0) <= 0) exit(2);
+    memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
+    return fd;
+}
+
+int main(int argc, char **argv) {
+    int mode = argc > 1 ? atoi(argv[1]) : 2, sync = argc > 2 ? atoi(argv[2]) : 0;
+    int n = argc > 3 ? atoi(argv[3]) : 2000;
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) return 2;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, 0);
+    int sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+    pid_t loop = fork();
+    if (loop == 0) {
+        sigprocmask(SIG_UNBLOCK, &chld, 0);
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execve, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, mode ? SECCOMP_RET_USER_NOTIF : SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+        struct sock_fprog prog = {4, f};
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        int l = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        if (l < 0) return 2;
+        send_fd(sp[0], l);
+        close(l);
+        char go;
+        if (read(sp[0], &go, 1) != 1) return 2;
+        double *t = malloc(sizeof(double) * n);
+        for (int i = 0; i < n; i++) {
+            double start = now_us();
+            pid_t c = fork();
+            if (c == 0) {
+                execl("/bin/true", "true", (char *)0);
+                _exit(127);
+            }
+            int status;
+            waitpid(c, &status, 0);
+            t[i] = now_us() - start;
+        }
+        qsort(t, n, sizeof(double), cmp);
+        printf("%.1f %.1f %.1f ", t[n / 2], t[n / 10], cpu_us(RUSAGE_CHILDREN) / n);
+        fflush(stdout);
+        _exit(0);
+    }
+    int l = recv_fd(sp[1]);
+    if (sync && ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, 1UL) < 0) perror("SECCOMP_IOCTL_NOTIF_SET_FLAGS");
+    if (write(sp[1], "g", 1) != 1) return 2;
+    double before = cpu_us(RUSAGE_SELF);
+    for (int done = 0; !done;) {
+        struct pollfd fds[2] = {{sfd, POLLIN, 0}, {l, POLLIN, 0}};
+        if (poll(fds, 2, -1) < 0) continue;
+        if (fds[1].revents & POLLIN) {
+            struct seccomp_notif req;
+            memset(&req, 0, sizeof req);
+            if (ioctl(l, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0) {
+                if (mode == 2) ptrace(PTRACE_SEIZE, req.pid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL);
+                struct seccomp_notif_resp resp = {req.id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE};
+                ioctl(l, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+            }
+        }
+        if (fds[0].revents & POLLIN) {
+            struct signalfd_siginfo info[8];
+            if (read(sfd, info, sizeof info) < 0) continue;
+            for (;;) {
+                int st;
+                pid_t w = waitpid(-1, &st, WNOHANG | __WALL);
+                if (w <= 0) break;
+                if (w == loop && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                    done = 1;
+                    break;
+                }
+                if (WIFSTOPPED(st) && (st >> 8) == (SIGTRAP | (PTRACE_EVENT_EXEC << 8)))
+                    ptrace(PTRACE_DETACH, w, 0, 0);
+                else if (WIFSTOPPED(st))
+                    ptrace(PTRACE_CONT, w, 0, WSTOPSIG(st) == SIGTRAP ? 0 : WSTOPSIG(st));
+            }
+        }
+    }
+    printf("%.1f\n", (cpu_us(RUSAGE_SELF) - before) / n);
+    return 0;
+}
