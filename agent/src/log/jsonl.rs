@@ -1,6 +1,6 @@
 //! The JSONL backend: one record per line, appended with one `write` per batch and synced.
 
-use std::io::{BufRead, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -114,41 +114,44 @@ impl LogStore for JsonlStore {
         self.file
             .seek(std::io::SeekFrom::Start(0))
             .map_err(read_error)?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 16, &self.file);
-        let mut line = Vec::new();
+        let mut chunks = Chunks::new(&self.file);
         let mut offset = 0u64;
         let mut visiting = true;
         for index in 0u64.. {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(read_error)?;
-            if n == 0 {
-                return Ok(None);
+            let rest = chunks.rest();
+            // The common case: a record read in place, its end found by reading it.
+            if visiting
+                && let Some((raw, end)) = canonical::parse_record(rest)
+                && rest.get(end) == Some(&b'\n')
+            {
+                visiting = visit(Scanned::Exact(raw)).is_continue();
+                chunks.consume(end + 1);
+                offset += u64::try_from(end + 1).unwrap_or(u64::MAX);
+                continue;
             }
-            if line.last() != Some(&b'\n') {
-                return Ok(Some(TornTail {
+            let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+                if chunks.fill().map_err(read_error)? {
+                    continue;
+                }
+                let n = chunks.rest().len();
+                return Ok((n > 0).then_some(TornTail {
                     offset,
                     len: u64::try_from(n).unwrap_or(u64::MAX),
                 }));
-            }
-            offset += u64::try_from(n).unwrap_or(u64::MAX);
-            if !visiting {
-                continue;
-            }
-            let line = &line[..n - 1];
-            let scanned = match canonical::parse_line(line) {
-                Some(raw) => Scanned::Exact(raw),
-                None => {
-                    let record: Record =
-                        serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
-                            path: self.path.clone(),
-                            line: index + 1,
-                            reason: e.to_string(),
-                        })?;
-                    let data = record.stored_data(line);
-                    Scanned::Parsed(record, data)
-                }
             };
-            visiting = visit(scanned).is_continue();
+            if visiting {
+                let line = &rest[..newline];
+                let record: Record =
+                    serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
+                        path: self.path.clone(),
+                        line: index + 1,
+                        reason: e.to_string(),
+                    })?;
+                let data = record.stored_data(line);
+                visiting = visit(Scanned::Parsed(record, data)).is_continue();
+            }
+            chunks.consume(newline + 1);
+            offset += u64::try_from(newline + 1).unwrap_or(u64::MAX);
         }
         Ok(None)
     }
@@ -184,6 +187,59 @@ impl LogStore for JsonlStore {
             .and_then(|()| self.file.sync_all())
             .map_err(fail)?;
         Ok(Some(aside))
+    }
+}
+
+/// A file read in large chunks into one buffer, its lines parsed where they lie (not copied
+/// out one by one).
+struct Chunks<'f> {
+    file: &'f std::fs::File,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+impl<'f> Chunks<'f> {
+    const SIZE: usize = 1 << 18;
+
+    fn new(file: &'f std::fs::File) -> Self {
+        Self {
+            file,
+            buf: vec![0; Self::SIZE],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn rest(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+    }
+
+    /// Reads more after the unread bytes (moved to the front, the buffer doubled when they
+    /// fill it: a line longer than it); `false` at the end of the file.
+    fn fill(&mut self) -> std::io::Result<bool> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        loop {
+            match self.file.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
