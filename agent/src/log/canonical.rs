@@ -168,7 +168,7 @@ impl Cursor<'_> {
         let mut escaped = false;
         loop {
             self.skip_plain();
-            // At most a word's worth of bytes to the one to look at.
+            // At the byte to look at, or near the end.
             let b = loop {
                 let b = self.peek()?;
                 if SPECIAL[usize::from(b)] {
@@ -194,19 +194,22 @@ impl Cursor<'_> {
     /// Moves past a run of bytes that need no look (no quote, backslash or control
     /// character), eight at a time: most of a log is the text inside strings.
     fn skip_plain(&mut self) {
-        const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-        const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-        // Whether any byte of `w` is zero (exact as a yes/no, whatever the others hold).
-        let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS != 0;
+        const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+        const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+        // The high bit of each zero byte of `w`: the lowest one set is the first zero byte
+        // (those above it may be wrong, from the borrow).
+        let zeros = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
         while let Some(chunk) = self.b.get(self.i..self.i + 8) {
             let mut word = [0u8; 8];
             word.copy_from_slice(chunk);
-            let w = u64::from_ne_bytes(word);
+            let w = u64::from_le_bytes(word);
             // A byte below 0x20 is one whose top three bits are clear.
-            let control = has_zero(w & u64::from_ne_bytes([0xe0; 8]));
-            let quote = has_zero(w ^ u64::from_ne_bytes([b'"'; 8]));
-            let backslash = has_zero(w ^ u64::from_ne_bytes([b'\\'; 8]));
-            if control || quote || backslash {
+            let found = zeros(w & u64::from_le_bytes([0xe0; 8]))
+                | zeros(w ^ u64::from_le_bytes([b'"'; 8]))
+                | zeros(w ^ u64::from_le_bytes([b'\\'; 8]));
+            if found != 0 {
+                // Little-endian: the first byte in memory is the lowest.
+                self.i += usize::try_from(found.trailing_zeros() / 8).unwrap_or(0);
                 return;
             }
             self.i += 8;

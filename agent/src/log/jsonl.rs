@@ -117,7 +117,9 @@ impl LogStore for JsonlStore {
         let mut chunks = Chunks::new(&self.file);
         let mut offset = 0u64;
         let mut visiting = true;
-        for index in 0u64.. {
+        // The number of lines before this one.
+        let mut index = 0u64;
+        loop {
             let rest = chunks.rest();
             // The common case: a record read in place, its end found by reading it.
             if visiting
@@ -127,6 +129,7 @@ impl LogStore for JsonlStore {
                 visiting = visit(Scanned::Exact(raw)).is_continue();
                 chunks.consume(end + 1);
                 offset += u64::try_from(end + 1).unwrap_or(u64::MAX);
+                index += 1;
                 continue;
             }
             let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
@@ -152,8 +155,8 @@ impl LogStore for JsonlStore {
             }
             chunks.consume(newline + 1);
             offset += u64::try_from(newline + 1).unwrap_or(u64::MAX);
+            index += 1;
         }
-        Ok(None)
     }
 
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError> {
@@ -261,4 +264,87 @@ pub(crate) fn unique_beside(path: &Path, suffix: &str) -> std::io::Result<PathBu
         std::io::ErrorKind::AlreadyExists,
         format!("too many files named {}.{suffix}.*", path.display()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::Event;
+    use crate::log::chain::LogKey;
+
+    /// `count` records of about `size` bytes each, chained, written with the real writer.
+    fn log_of(dir: &Path, count: u64, size: usize) -> (PathBuf, Vec<Record>) {
+        let key = LogKey::load_or_create(dir).unwrap();
+        let mut prev = key.genesis("s");
+        let records: Vec<Record> = (0..count)
+            .map(|seq| {
+                let event = Event::ToolResult {
+                    call_id: format!("c{seq}"),
+                    ok: true,
+                    content: format!("line one\n\"two\"\t{}", "x".repeat(size)),
+                    sandbox: None,
+                };
+                let record = Record::seal(&key, &prev, seq, "t".into(), &event);
+                prev = crate::log::chain::from_hex(&record.hash).unwrap();
+                record
+            })
+            .collect();
+        let path = dir.join("s.jsonl");
+        drop(JsonlStore::create(&path, &records).unwrap());
+        (path, records)
+    }
+
+    fn scan_all(path: &Path) -> (Result<Option<TornTail>, AgentError>, Vec<(Record, bool)>) {
+        let mut seen = Vec::new();
+        let mut store = JsonlStore::open(path, false).unwrap();
+        let result = store.scan(&mut |scanned| {
+            seen.push(scanned.into_record());
+            Flow::Continue(())
+        });
+        (result, seen)
+    }
+
+    /// The file is read in chunks: records that straddle them, and one longer than a chunk,
+    /// come back as written, and bytes after the last newline are the torn tail.
+    #[test]
+    fn records_across_read_chunks_come_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut records) = log_of(dir.path(), 700, 1000);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let long = log_of(tempfile::tempdir().unwrap().path(), 1, 3 * Chunks::SIZE).1;
+        file.write_all(&lines(&long)).unwrap();
+        records.extend(long);
+        let complete = file.metadata().unwrap().len();
+        file.write_all(b"{\"seq\":701,\"ti").unwrap();
+        let (result, seen) = scan_all(&path);
+        assert_eq!(
+            result.unwrap(),
+            Some(TornTail {
+                offset: complete,
+                len: 14
+            })
+        );
+        assert_eq!(seen.len(), records.len());
+        for (i, ((record, exact), written)) in seen.into_iter().zip(&records).enumerate() {
+            assert_eq!(&record, written, "record {i}");
+            assert!(exact, "record {i} is stored as bridle writes it");
+        }
+    }
+
+    /// A line that is not a record is named by its number, wherever the chunks fall.
+    #[test]
+    fn a_line_that_is_not_a_record_is_named_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = log_of(dir.path(), 700, 1000);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"not a record\n").unwrap();
+        let err = scan_all(&path).0.unwrap_err().to_string();
+        assert!(err.contains(", line 701: "), "{err}");
+    }
 }
