@@ -294,7 +294,10 @@ mod tests {
         (path, records)
     }
 
-    fn scan_all(path: &Path) -> (Result<Option<TornTail>, AgentError>, Vec<(Record, bool)>) {
+    /// What a scan of the whole file returned, and each record it visited.
+    type Scan = (Result<Option<TornTail>, AgentError>, Vec<(Record, bool)>);
+
+    fn scan_all(path: &Path) -> Scan {
         let mut seen = Vec::new();
         let mut store = JsonlStore::open(path, false).unwrap();
         let result = store.scan(&mut |scanned| {
