@@ -111,6 +111,17 @@ fn denied_call(c: &mut Criterion) {
             assert!(!r.ok && r.denied_by.is_some(), "{r:?}");
         })
     });
+    // A command text never seen before each time: what a first call costs (the parse of a
+    // script seen lately on the thread is remembered).
+    let mut n = 0u64;
+    group.bench_function("denied bash (rule), new text", |b| {
+        b.iter(|| {
+            n += 1;
+            let bash = serde_json::json!({"command": format!("git push origin b{n}")}).to_string();
+            let r = pipeline.call_observed("bash", &bash, Some(&observer));
+            assert!(!r.ok && r.denied_by.is_some(), "{r:?}");
+        })
+    });
     group.finish();
 }
 

@@ -43,9 +43,16 @@ const SPECIAL: [bool; 256] = {
 /// The fields of `line` (without its newline) when it is byte for byte what bridle stores:
 /// `{"seq":N,"time":"..","type":"..","data":<canonical>[,"ignorable":true],"hash":".."}`
 /// with no escape in the time, type or hash. `None`: not sure; take the slow path.
+#[cfg(test)]
 pub fn parse_line(line: &[u8]) -> Option<RawRecord<'_>> {
-    let text = std::str::from_utf8(line).ok()?;
-    let mut c = Cursor { b: line, i: 0 };
+    parse_record(line).and_then(|(raw, end)| (end == line.len()).then_some(raw))
+}
+
+/// [`parse_line`] of the record `bytes` start with, and where it ends; what follows it is not
+/// looked at. A record taken apart holds no newline (every control character in a string is
+/// escaped), so when a newline follows it, it is the whole line.
+pub fn parse_record(bytes: &[u8]) -> Option<(RawRecord<'_>, usize)> {
+    let mut c = Cursor { b: bytes, i: 0 };
     c.eat(b"{\"seq\":")?;
     let seq = c.integer_u64()?;
     c.eat(b",\"time\":")?;
@@ -55,19 +62,21 @@ pub fn parse_line(line: &[u8]) -> Option<RawRecord<'_>> {
     c.eat(b",\"data\":")?;
     let start = c.i;
     c.value(0)?;
-    let data = text.get(start..c.i)?;
+    let data = (start, c.i);
     let ignorable = c.eat(b",\"ignorable\":true").is_some();
     c.eat(b",\"hash\":")?;
     let hash = c.plain_string()?;
     c.eat(b"}")?;
-    (c.i == line.len()).then_some(RawRecord {
+    let text = std::str::from_utf8(bytes.get(..c.i)?).ok()?;
+    let raw = RawRecord {
         seq,
         time: text.get(time.0..time.1)?,
         kind: text.get(kind.0..kind.1)?,
-        data,
+        data: text.get(data.0..data.1)?,
         ignorable,
         hash: text.get(hash.0..hash.1)?,
-    })
+    };
+    Some((raw, c.i))
 }
 
 /// Whether `data` is one JSON value exactly as serde_json writes it with sorted keys
@@ -81,16 +90,29 @@ pub fn is_canonical_value(data: &str) -> bool {
 }
 
 /// `text` as a JSON string, as serde_json writes it.
-pub fn quoted(text: &str) -> Vec<u8> {
+pub fn quoted(text: &str) -> String {
     if text.bytes().any(|b| SPECIAL[usize::from(b)]) {
         // Serialising a string cannot fail.
-        serde_json::to_vec(text).unwrap_or_default()
+        serde_json::to_string(text).unwrap_or_default()
     } else {
-        let mut out = Vec::with_capacity(text.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
+        let mut out = String::with_capacity(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
         out
+    }
+}
+
+/// `text` as a JSON string without its quotes, as serde_json writes it; borrowed when it
+/// needs no escape.
+pub fn quoted_inner(text: &str) -> std::borrow::Cow<'_, [u8]> {
+    if text.bytes().any(|b| SPECIAL[usize::from(b)]) {
+        let mut quoted = quoted(text).into_bytes();
+        quoted.pop();
+        quoted.remove(0);
+        std::borrow::Cow::Owned(quoted)
+    } else {
+        std::borrow::Cow::Borrowed(text.as_bytes())
     }
 }
 
@@ -145,11 +167,15 @@ impl Cursor<'_> {
         self.eat(b"\"")?;
         let mut escaped = false;
         loop {
-            let b = self.peek()?;
-            if !SPECIAL[usize::from(b)] {
+            self.skip_plain();
+            // At the byte to look at, or near the end.
+            let b = loop {
+                let b = self.peek()?;
+                if SPECIAL[usize::from(b)] {
+                    break b;
+                }
                 self.i += 1;
-                continue;
-            }
+            };
             match b {
                 b'"' => {
                     self.i += 1;
@@ -162,6 +188,31 @@ impl Cursor<'_> {
                 // A raw control character: serde_json escapes every one.
                 _ => return None,
             }
+        }
+    }
+
+    /// Moves past a run of bytes that need no look (no quote, backslash or control
+    /// character), eight at a time: most of a log is the text inside strings.
+    fn skip_plain(&mut self) {
+        const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+        const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+        // The high bit of each zero byte of `w`: the lowest one set is the first zero byte
+        // (those above it may be wrong, from the borrow).
+        let zeros = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+        while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let w = u64::from_le_bytes(word);
+            // A byte below 0x20 is one whose top three bits are clear.
+            let found = zeros(w & u64::from_le_bytes([0xe0; 8]))
+                | zeros(w ^ u64::from_le_bytes([b'"'; 8]))
+                | zeros(w ^ u64::from_le_bytes([b'\\'; 8]));
+            if found != 0 {
+                // Little-endian: the first byte in memory is the lowest.
+                self.i += usize::try_from(found.trailing_zeros() / 8).unwrap_or(0);
+                return;
+            }
+            self.i += 8;
         }
     }
 
@@ -345,6 +396,34 @@ mod tests {
         assert!(!is_canonical_value(&deep), "nesting serde_json refuses");
     }
 
+    /// Strings are scanned a word at a time: a byte that needs a look is seen wherever it
+    /// falls in a word, and a raw one is refused as the slow path refuses it.
+    #[test]
+    fn a_special_byte_is_seen_at_any_offset_in_a_long_string() {
+        for at in 0..20 {
+            for (special, canonical) in [
+                ("\\n", true),
+                ("\\\"", true),
+                ("\\u001f", true),
+                ("\u{7f}é", true),
+                ("\n", false),
+                ("\u{1f}", false),
+                ("\\/", false),
+                ("\"", false),
+            ] {
+                let data = format!(
+                    "{{\"k\":\"{}{special}{}\"}}",
+                    "a".repeat(at),
+                    "b".repeat(20)
+                );
+                assert_eq!(slow_path_canonical(&data), canonical, "{data:?}");
+                assert_eq!(is_canonical_value(&data), canonical, "{data:?}");
+            }
+            let cut = format!("{{\"k\":\"{}", "a".repeat(at));
+            assert!(!is_canonical_value(&cut), "{cut:?}");
+        }
+    }
+
     #[test]
     fn a_line_is_taken_apart_only_when_it_is_the_stored_form() {
         let hash = "ab".repeat(32);
@@ -382,7 +461,9 @@ mod tests {
     #[test]
     fn quoting_is_serde_jsons() {
         for text in ["plain", "quote \" back \\ tab \t nul \0 é"] {
-            assert_eq!(quoted(text), serde_json::to_vec(text).unwrap());
+            assert_eq!(quoted(text), serde_json::to_string(text).unwrap());
+            let whole = serde_json::to_vec(text).unwrap();
+            assert_eq!(*quoted_inner(text), whole[1..whole.len() - 1]);
         }
     }
 

@@ -1,6 +1,6 @@
 //! The JSONL backend: one record per line, appended with one `write` per batch and synced.
 
-use std::io::{BufRead, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -114,43 +114,49 @@ impl LogStore for JsonlStore {
         self.file
             .seek(std::io::SeekFrom::Start(0))
             .map_err(read_error)?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 16, &self.file);
-        let mut line = Vec::new();
+        let mut chunks = Chunks::new(&self.file);
         let mut offset = 0u64;
         let mut visiting = true;
-        for index in 0u64.. {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(read_error)?;
-            if n == 0 {
-                return Ok(None);
+        // The number of lines before this one.
+        let mut index = 0u64;
+        loop {
+            let rest = chunks.rest();
+            // The common case: a record read in place, its end found by reading it.
+            if visiting
+                && let Some((raw, end)) = canonical::parse_record(rest)
+                && rest.get(end) == Some(&b'\n')
+            {
+                visiting = visit(Scanned::Exact(raw)).is_continue();
+                chunks.consume(end + 1);
+                offset += u64::try_from(end + 1).unwrap_or(u64::MAX);
+                index += 1;
+                continue;
             }
-            if line.last() != Some(&b'\n') {
-                return Ok(Some(TornTail {
+            let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+                if chunks.fill().map_err(read_error)? {
+                    continue;
+                }
+                let n = chunks.rest().len();
+                return Ok((n > 0).then_some(TornTail {
                     offset,
                     len: u64::try_from(n).unwrap_or(u64::MAX),
                 }));
-            }
-            offset += u64::try_from(n).unwrap_or(u64::MAX);
-            if !visiting {
-                continue;
-            }
-            let line = &line[..n - 1];
-            let scanned = match canonical::parse_line(line) {
-                Some(raw) => Scanned::Exact(raw),
-                None => {
-                    let record: Record =
-                        serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
-                            path: self.path.clone(),
-                            line: index + 1,
-                            reason: e.to_string(),
-                        })?;
-                    let data = record.stored_data(line);
-                    Scanned::Parsed(record, data)
-                }
             };
-            visiting = visit(scanned).is_continue();
+            if visiting {
+                let line = &rest[..newline];
+                let record: Record =
+                    serde_json::from_slice(line).map_err(|e| AgentError::ParseLine {
+                        path: self.path.clone(),
+                        line: index + 1,
+                        reason: e.to_string(),
+                    })?;
+                let data = record.stored_data(line);
+                visiting = visit(Scanned::Parsed(record, data)).is_continue();
+            }
+            chunks.consume(newline + 1);
+            offset += u64::try_from(newline + 1).unwrap_or(u64::MAX);
+            index += 1;
         }
-        Ok(None)
     }
 
     fn set_aside_torn_tail(&mut self) -> Result<Option<PathBuf>, AgentError> {
@@ -187,6 +193,59 @@ impl LogStore for JsonlStore {
     }
 }
 
+/// A file read in large chunks into one buffer, its lines parsed where they lie (not copied
+/// out one by one).
+struct Chunks<'f> {
+    file: &'f std::fs::File,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+impl<'f> Chunks<'f> {
+    const SIZE: usize = 1 << 18;
+
+    fn new(file: &'f std::fs::File) -> Self {
+        Self {
+            file,
+            buf: vec![0; Self::SIZE],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn rest(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+    }
+
+    /// Reads more after the unread bytes (moved to the front, the buffer doubled when they
+    /// fill it: a line longer than it); `false` at the end of the file.
+    fn fill(&mut self) -> std::io::Result<bool> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        loop {
+            match self.file.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// A name beside `path` that does not exist yet: `path.SUFFIX`, `path.SUFFIX.1`, ...
 pub(crate) fn unique_beside(path: &Path, suffix: &str) -> std::io::Result<PathBuf> {
     let base = path.as_os_str().to_owned();
@@ -205,4 +264,90 @@ pub(crate) fn unique_beside(path: &Path, suffix: &str) -> std::io::Result<PathBu
         std::io::ErrorKind::AlreadyExists,
         format!("too many files named {}.{suffix}.*", path.display()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::Event;
+    use crate::log::chain::LogKey;
+
+    /// `count` records of about `size` bytes each, chained, written with the real writer.
+    fn log_of(dir: &Path, count: u64, size: usize) -> (PathBuf, Vec<Record>) {
+        let key = LogKey::load_or_create(dir).unwrap();
+        let mut prev = key.genesis("s");
+        let records: Vec<Record> = (0..count)
+            .map(|seq| {
+                let event = Event::ToolResult {
+                    call_id: format!("c{seq}"),
+                    ok: true,
+                    content: format!("line one\n\"two\"\t{}", "x".repeat(size)),
+                    sandbox: None,
+                };
+                let record = Record::seal(&key, &prev, seq, "t".into(), &event);
+                prev = crate::log::chain::from_hex(&record.hash).unwrap();
+                record
+            })
+            .collect();
+        let path = dir.join("s.jsonl");
+        drop(JsonlStore::create(&path, &records).unwrap());
+        (path, records)
+    }
+
+    /// What a scan of the whole file returned, and each record it visited.
+    type Scan = (Result<Option<TornTail>, AgentError>, Vec<(Record, bool)>);
+
+    fn scan_all(path: &Path) -> Scan {
+        let mut seen = Vec::new();
+        let mut store = JsonlStore::open(path, false).unwrap();
+        let result = store.scan(&mut |scanned| {
+            seen.push(scanned.into_record());
+            Flow::Continue(())
+        });
+        (result, seen)
+    }
+
+    /// The file is read in chunks: records that straddle them, and one longer than a chunk,
+    /// come back as written, and bytes after the last newline are the torn tail.
+    #[test]
+    fn records_across_read_chunks_come_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut records) = log_of(dir.path(), 700, 1000);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let long = log_of(tempfile::tempdir().unwrap().path(), 1, 3 * Chunks::SIZE).1;
+        file.write_all(&lines(&long)).unwrap();
+        records.extend(long);
+        let complete = file.metadata().unwrap().len();
+        file.write_all(b"{\"seq\":701,\"ti").unwrap();
+        let (result, seen) = scan_all(&path);
+        assert_eq!(
+            result.unwrap(),
+            Some(TornTail {
+                offset: complete,
+                len: 14
+            })
+        );
+        assert_eq!(seen.len(), records.len());
+        for (i, ((record, exact), written)) in seen.into_iter().zip(&records).enumerate() {
+            assert_eq!(&record, written, "record {i}");
+            assert!(exact, "record {i} is stored as bridle writes it");
+        }
+    }
+
+    /// A line that is not a record is named by its number, wherever the chunks fall.
+    #[test]
+    fn a_line_that_is_not_a_record_is_named_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = log_of(dir.path(), 700, 1000);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"not a record\n").unwrap();
+        let err = scan_all(&path).0.unwrap_err().to_string();
+        assert!(err.contains(", line 701: "), "{err}");
+    }
 }

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::canonical::{RawRecord, quoted};
+use std::borrow::Cow;
+
+use super::canonical::{RawRecord, quoted, quoted_inner};
 use super::chain::{self, Hash, LogKey};
 use super::event::Event;
 
@@ -83,12 +85,12 @@ impl Record {
     pub fn canonical_body(&self) -> Vec<u8> {
         // Serialising plain data cannot fail.
         let data = serde_json::to_vec(&self.data).unwrap_or_default();
-        self.body_parts(&data).concat()
+        self.body(&data).parts().concat()
     }
 
     /// [`Record::canonical_body`] in pieces around `data` (the data's canonical bytes).
-    fn body_parts<'a>(&'a self, data: &'a [u8]) -> [std::borrow::Cow<'a, [u8]>; 9] {
-        body_parts(data, self.ignorable, self.seq, &self.time, &self.kind)
+    fn body<'a>(&'a self, data: &'a [u8]) -> Body<'a> {
+        Body::new(data, self.ignorable, self.seq, &self.time, &self.kind)
     }
 
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
@@ -104,7 +106,7 @@ impl Record {
         prev: &Hash,
         data: &[u8],
     ) -> Result<Hash, String> {
-        check_link(key, prev, &self.hash, &self.body_parts(data))
+        check_link(key, prev, &self.hash, &self.body(data))
     }
 
     /// The typed event; `None` for an ignorable event of a type this version does not know.
@@ -168,14 +170,14 @@ impl RawRecord<'_> {
     /// Whether this record is the one that follows `prev` under `key`; returns its hash.
     /// The data's bytes are its canonical bytes, hashed as they are.
     pub fn check_link(&self, key: &LogKey, prev: &Hash) -> Result<Hash, String> {
-        let parts = body_parts(
+        let body = Body::new(
             self.data.as_bytes(),
             self.ignorable,
             self.seq,
             self.time,
             self.kind,
         );
-        check_link(key, prev, self.hash, &parts)
+        check_link(key, prev, self.hash, &body)
     }
 
     /// The typed event, parsed straight from the data's bytes (`buf` is scratch space);
@@ -187,7 +189,7 @@ impl RawRecord<'_> {
         // Tag first, so serde reads the data once, straight into the variant.
         buf.clear();
         buf.extend_from_slice(b"{\"type\":");
-        buf.extend_from_slice(&quoted(self.kind));
+        buf.extend_from_slice(quoted(self.kind).as_bytes());
         buf.extend_from_slice(b",\"data\":");
         buf.extend_from_slice(self.data.as_bytes());
         buf.push(b'}');
@@ -231,44 +233,65 @@ fn known_kind(kind: &str, ignorable: bool) -> Result<bool, String> {
 /// (`split`), whether or not a crate in the build turned on serde_json's `preserve_order`
 /// (the ACP SDK does), and kept in the line's order when read, so a line whose keys were
 /// reordered no longer matches its hash.
-fn body_parts<'a>(
+struct Body<'a> {
     data: &'a [u8],
     ignorable: bool,
-    seq: u64,
-    time: &str,
-    kind: &str,
-) -> [std::borrow::Cow<'a, [u8]>; 9] {
-    use std::borrow::Cow::{Borrowed, Owned};
-    [
-        Borrowed(b"{\"data\":"),
-        Borrowed(data),
-        Borrowed(if ignorable {
-            b",\"ignorable\":true,\"seq\":"
-        } else {
-            b",\"ignorable\":false,\"seq\":"
-        }),
-        Owned(seq.to_string().into_bytes()),
-        Borrowed(b",\"time\":"),
-        Owned(quoted(time)),
-        Borrowed(b",\"type\":"),
-        Owned(quoted(kind)),
-        Borrowed(b"}"),
-    ]
+    /// The decimal digits of the number, right-aligned, and where they start.
+    seq: ([u8; 20], usize),
+    /// The time and the type as JSON strings without their quotes.
+    time: Cow<'a, [u8]>,
+    kind: Cow<'a, [u8]>,
 }
 
-/// Whether the record stored with hash `hash` and canonical body `parts` follows `prev`.
-fn check_link(
-    key: &LogKey,
-    prev: &Hash,
-    hash: &str,
-    parts: &[std::borrow::Cow<'_, [u8]>],
-) -> Result<Hash, String> {
+impl<'a> Body<'a> {
+    // Built for every event verified: nothing is allocated unless a string needs escapes.
+    fn new(data: &'a [u8], ignorable: bool, seq: u64, time: &'a str, kind: &'a str) -> Self {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = seq;
+        loop {
+            at -= 1;
+            // A digit: below 10.
+            digits[at] = b'0' + u8::try_from(rest % 10).unwrap_or(0);
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        Self {
+            data,
+            ignorable,
+            seq: (digits, at),
+            time: quoted_inner(time),
+            kind: quoted_inner(kind),
+        }
+    }
+
+    fn parts(&self) -> [&[u8]; 9] {
+        [
+            b"{\"data\":",
+            self.data,
+            if self.ignorable {
+                b",\"ignorable\":true,\"seq\":"
+            } else {
+                b",\"ignorable\":false,\"seq\":"
+            },
+            &self.seq.0[self.seq.1..],
+            b",\"time\":\"",
+            &self.time,
+            b"\",\"type\":\"",
+            &self.kind,
+            b"\"}",
+        ]
+    }
+}
+
+/// Whether the record stored with hash `hash` and canonical body `body` follows `prev`.
+fn check_link(key: &LogKey, prev: &Hash, hash: &str, body: &Body<'_>) -> Result<Hash, String> {
     let stored = chain::from_hex(hash)
         .ok_or_else(|| format!("hash {hash:?} is not 64 lower-case hex digits"))?;
-    let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-    all.push(prev);
-    all.extend(parts.iter().map(AsRef::as_ref));
-    if stored == key.mac(&all) {
+    let [a, b, c, d, e, f, g, h, i] = body.parts();
+    if stored == key.mac(&[prev, a, b, c, d, e, f, g, h, i]) {
         Ok(stored)
     } else {
         Err(

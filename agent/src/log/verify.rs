@@ -188,10 +188,11 @@ fn two_threads(
 
 /// Records the chain linked, in order, for the events stage: their times and each event as
 /// `{"type":..,"data":..}` (tag first, so serde reads the data straight into the variant),
-/// all in one buffer reused from batch to batch.
+/// all in one buffer reused from batch to batch. It is text (the chain read every line as
+/// UTF-8), so serde does not check each string again.
 #[derive(Debug, Default)]
 struct Batch {
-    bytes: Vec<u8>,
+    bytes: String,
     items: Vec<Item>,
     records: Vec<Option<Record>>,
 }
@@ -227,32 +228,32 @@ impl Batch {
         &mut self,
         seq: u64,
         time: &str,
-        kind: (&str, Option<&[u8]>),
-        data: &[u8],
+        kind: (&str, Option<&str>),
+        data: &str,
         ignorable: bool,
     ) {
         let b = &mut self.bytes;
         let start = b.len();
-        b.extend_from_slice(time.as_bytes());
+        b.push_str(time);
         let time = start..b.len();
         let kind_at = b.len();
-        b.extend_from_slice(kind.0.as_bytes());
+        b.push_str(kind.0);
         let kind_range = kind_at..b.len();
         let tagged = b.len();
-        b.extend_from_slice(b"{\"type\":");
+        b.push_str("{\"type\":");
         match kind.1 {
-            Some(quoted) => b.extend_from_slice(quoted),
+            Some(quoted) => b.push_str(quoted),
             None => {
-                b.push(b'"');
-                b.extend_from_slice(kind.0.as_bytes());
-                b.push(b'"');
+                b.push('"');
+                b.push_str(kind.0);
+                b.push('"');
             }
         }
-        b.extend_from_slice(b",\"data\":");
+        b.push_str(",\"data\":");
         let data_at = b.len();
-        b.extend_from_slice(data);
+        b.push_str(data);
         let data_range = data_at..b.len();
-        b.push(b'}');
+        b.push('}');
         self.items.push(Item {
             seq,
             time,
@@ -312,13 +313,7 @@ impl<'a> Chain<'a> {
                     batch.records.push(Some(raw.to_record()));
                 }
                 // The strict scan let no escape into the type: it quotes as it is.
-                batch.push(
-                    seq,
-                    raw.time,
-                    (raw.kind, None),
-                    raw.data.as_bytes(),
-                    raw.ignorable,
-                );
+                batch.push(seq, raw.time, (raw.kind, None), raw.data, raw.ignorable);
             }
             Scanned::Parsed(_, None) => {
                 return Err((
@@ -332,11 +327,15 @@ impl<'a> Chain<'a> {
                     .check_link_with(self.key, &self.prev, &data)
                     .map_err(|e| (expected, e))?;
                 let quoted = super::canonical::quoted(&record.kind);
+                // serde_json writes text.
+                let Ok(data) = std::str::from_utf8(&data) else {
+                    return Err((expected, "its data is not UTF-8".to_owned()));
+                };
                 batch.push(
                     seq,
                     &record.time,
-                    (&record.kind, Some(quoted.as_slice())),
-                    &data,
+                    (&record.kind, Some(quoted.as_str())),
+                    data,
                     record.ignorable,
                 );
                 if self.records {
@@ -420,7 +419,7 @@ impl<'a> Events<'a> {
     ) -> Result<(), Problem> {
         let mut records = std::mem::take(&mut batch.records).into_iter();
         for item in &batch.items {
-            let text = |r: &Range<usize>| std::str::from_utf8(&batch.bytes[r.clone()]).ok();
+            let text = |r: &Range<usize>| batch.bytes.get(r.clone());
             let (Some(time), Some(kind)) = (text(&item.time), text(&item.kind)) else {
                 return Err((item.seq, "its time or type is not UTF-8".to_owned()));
             };
@@ -440,19 +439,23 @@ impl<'a> Events<'a> {
     }
 
     /// The typed event of `item`; `None` for one of an ignorable type nobody declares.
-    fn event(&mut self, item: &Item, kind: &str, bytes: &[u8]) -> Result<Option<Event>, Problem> {
+    fn event(&mut self, item: &Item, kind: &str, bytes: &str) -> Result<Option<Event>, Problem> {
         let seq = item.seq;
-        let data = &bytes[item.data.clone()];
+        let (Some(data), Some(tagged)) =
+            (bytes.get(item.data.clone()), bytes.get(item.tagged.clone()))
+        else {
+            return Err((seq, "its data is not UTF-8".to_owned()));
+        };
         let declared = self.kinds.filter(|k| k.declares(kind));
         let event = if Event::is_known_kind(kind) {
-            match serde_json::from_slice(&bytes[item.tagged.clone()]) {
+            match serde_json::from_str(tagged) {
                 Ok(event) => event,
                 // Said as a parse of the record says it (without positions in the batch).
-                Err(e) => return Err((seq, parse_error(kind, data, &e))),
+                Err(e) => return Err((seq, parse_error(kind, data.as_bytes(), &e))),
             }
         } else if declared.is_some() {
             let data =
-                serde_json::from_slice(data).map_err(|e| (seq, format!("{kind} data: {e}")))?;
+                serde_json::from_str(data).map_err(|e| (seq, format!("{kind} data: {e}")))?;
             Event::Plugin(PluginEvent {
                 kind: kind.to_owned(),
                 data,
@@ -475,7 +478,7 @@ impl<'a> Events<'a> {
         if let Some(kinds) = declared {
             let value = match &event {
                 Event::Plugin(plugin) => std::borrow::Cow::Borrowed(&plugin.data),
-                _ => std::borrow::Cow::Owned(serde_json::from_slice(data).unwrap_or_default()),
+                _ => std::borrow::Cow::Owned(serde_json::from_str(data).unwrap_or_default()),
             };
             kinds.validate(kind, &value).map_err(|e| (seq, e))?;
         }

@@ -19,6 +19,7 @@ mod walk;
 mod words;
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ops::ControlFlow;
 
 /// Scripts longer than this are not parsed: the whole text counts as hidden.
@@ -170,9 +171,50 @@ fn parse_tree(parser: &mut tree_sitter::Parser, text: &str) -> Option<tree_sitte
     tree
 }
 
+/// Scripts this short are remembered once parsed (see [`parse`]).
+const REMEMBERED_BYTES: usize = 4096;
+/// How many parsed scripts a thread remembers.
+const REMEMBERED: usize = 32;
+
+thread_local! {
+    /// The scripts parsed last on this thread, oldest first.
+    static RECENT: RefCell<VecDeque<(String, Script)>> = const { RefCell::new(VecDeque::new()) };
+}
+
 /// Parses `text` as a bash script. Total: any input gives a [`Script`], never a panic; what
 /// cannot be read is in [`Script::hidden`].
+///
+/// A parse depends on nothing but the text, so the last few short scripts parsed on this
+/// thread are remembered and a repeat is answered without parsing: an agent runs the same
+/// commands again and again, and retries one that was refused.
 pub fn parse(text: &str) -> Script {
+    if text.len() > REMEMBERED_BYTES {
+        return parse_afresh(text);
+    }
+    let known = RECENT.with(|recent| {
+        let recent = recent.try_borrow().ok()?;
+        recent
+            .iter()
+            .find(|(seen, _)| seen == text)
+            .map(|(_, script)| script.clone())
+    });
+    if let Some(script) = known {
+        return script;
+    }
+    let script = parse_afresh(text);
+    RECENT.with(|recent| {
+        if let Ok(mut recent) = recent.try_borrow_mut() {
+            if recent.len() >= REMEMBERED {
+                recent.pop_front();
+            }
+            recent.push_back((text.to_owned(), script.clone()));
+        }
+    });
+    script
+}
+
+/// [`parse`] without looking among the scripts remembered.
+fn parse_afresh(text: &str) -> Script {
     let mut script = Script::default();
     if text.contains('\0') {
         // bash cannot be given it; tree-sitter would stop reading there.
@@ -221,5 +263,37 @@ pub(crate) fn short(s: &str) -> String {
         let mut cut: String = one_line.chars().take(57).collect();
         cut.push_str("...");
         cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remembered parse is the parse of that text, however many others came between.
+    #[test]
+    fn a_repeated_script_parses_as_it_did_the_first_time() {
+        let texts: Vec<String> = (0..REMEMBERED * 2 + 3)
+            .map(|i| format!("git push origin b{i} | tee \"$x{i}\""))
+            .chain([
+                "ls\n".to_owned(),
+                "ls".to_owned(),
+                "(".to_owned(),
+                String::new(),
+            ])
+            .collect();
+        for round in 0..3 {
+            for (i, text) in texts.iter().enumerate() {
+                assert_eq!(parse(text), parse_afresh(text), "round {round}, {text:?}");
+                if i % 3 == 0 {
+                    let again = &texts[i / 2];
+                    assert_eq!(parse(again), parse_afresh(again), "{again:?}");
+                }
+            }
+        }
+        let long = "echo ok; ".repeat(REMEMBERED_BYTES / 9 + 1);
+        assert_eq!(parse(&long), parse_afresh(&long));
+        assert!(RECENT.with(|r| r.borrow().len()) <= REMEMBERED);
+        assert!(RECENT.with(|r| r.borrow().iter().all(|(t, _)| t.len() <= REMEMBERED_BYTES)));
     }
 }
