@@ -1,5 +1,5 @@
 //! Reading a stored record straight from its bytes, in one pass and without building a JSON
-//! value: [`parse_line`] takes a JSONL line apart when it is exactly what bridle writes (the
+//! value: [`parse_record`] takes a JSONL record apart when it is exactly what bridle writes (the
 //! envelope's fields in their order, the data compact with sorted keys, serde_json's escapes
 //! and integers), handing back the fields and the data's own bytes, which are then also its
 //! canonical bytes, so the hash is taken over them as they are.
@@ -48,8 +48,10 @@ pub fn parse_line(line: &[u8]) -> Option<RawRecord<'_>> {
     parse_record(line).and_then(|(raw, end)| (end == line.len()).then_some(raw))
 }
 
-/// [`parse_line`] of the record `bytes` start with, and where it ends; what follows it is not
-/// looked at. A record taken apart holds no newline (every control character in a string is
+/// The fields of the record `bytes` start with when it is byte for byte what bridle stores:
+/// `{"seq":N,"time":"..","type":"..","data":<canonical>[,"ignorable":true],"hash":".."}`
+/// with no escape in the time, type or hash, and where it ends; what follows it is not looked
+/// at (`None`: not sure; take the slow path). A record taken apart holds no newline (every control character in a string is
 /// escaped), so when a newline follows it, it is the whole line.
 pub fn parse_record(bytes: &[u8]) -> Option<(RawRecord<'_>, usize)> {
     let mut c = Cursor { b: bytes, i: 0 };
