@@ -182,7 +182,12 @@ fn two_threads(
             Ok(problem) => problem,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        Ok((scanned?, problem))
+        match (scanned, problem) {
+            // The events stage saw only lines the scan had read, so its problem comes before
+            // any line the scan then failed to read: the first in log order wins.
+            (Err(_), Some(problem)) => Ok((None, Some(problem))),
+            (scanned, problem) => Ok((scanned?, problem)),
+        }
     })
 }
 
@@ -545,6 +550,17 @@ mod tests {
     /// data of event `bad_data` replaced (and sealed) by one its type cannot read, and the
     /// stored bytes of event `bad_link` edited after sealing; then what `verify` says.
     fn first_problem(count: u64, bad_data: Option<u64>, bad_link: Option<u64>) -> (u64, String) {
+        first_problem_with(count, bad_data, bad_link, None)
+    }
+
+    /// [`first_problem`], with the line of event `garbage` (when given) replaced by text that
+    /// is not JSON.
+    fn first_problem_with(
+        count: u64,
+        bad_data: Option<u64>,
+        bad_link: Option<u64>,
+        garbage: Option<u64>,
+    ) -> (u64, String) {
         let dir = tempfile::tempdir().unwrap();
         let key = LogKey::load_or_create(dir.path()).unwrap();
         let mut prev = key.genesis(ID);
@@ -574,6 +590,15 @@ mod tests {
         }
         let path = dir.path().join(format!("{ID}.jsonl"));
         drop(JsonlStore::create(&path, &records).unwrap());
+        if let Some(garbage) = garbage {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| if i as u64 == garbage { "not json" } else { l })
+                .collect();
+            std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        }
         head::write(&head::path_for(&path), &key, ID, count - 1, &prev).unwrap();
         let v = SessionDir::existing(dir.path())
             .unwrap()
@@ -600,5 +625,14 @@ mod tests {
         assert!(what.contains("hash does not match"), "{what}");
         let (seq, what) = first_problem(count, Some(count - 1), None);
         assert_eq!(seq, count - 1, "{what}");
+    }
+
+    /// A line that is not a record, read ahead by the chain stage after an event the events
+    /// stage refuses, does not hide that earlier problem.
+    #[test]
+    fn an_unreadable_line_after_a_bad_event_does_not_hide_it() {
+        let (seq, what) = first_problem_with(3000, Some(1100), None, Some(1110));
+        assert_eq!(seq, 1100, "{what}");
+        assert!(what.starts_with("turn/start data: "), "{what}");
     }
 }
