@@ -516,6 +516,30 @@ mod tests {
     }
 
     #[test]
+    fn a_supervised_mount_lock_filter_also_denies_writing_other_processes() {
+        use crate::seccomp::{SeccompOptions, evaluate, mount_lock_rules, supervised_rules};
+        let options = SeccompOptions {
+            network_off: false,
+            netns_isolates: false,
+            deny_unix_sockets: false,
+        };
+        let supervised = supervised_rules(bridle_policy::SeccompProfile::MountLock, options);
+        let plain = mount_lock_rules();
+        let args = [0u64; 6];
+        for nr in [
+            nix::libc::SYS_ptrace,
+            nix::libc::SYS_process_vm_writev,
+            nix::libc::SYS_pidfd_getfd,
+        ] {
+            assert!(evaluate(&supervised, nr, &args).is_some(), "{nr} allowed");
+            assert!(
+                evaluate(&plain, nr, &args).is_none(),
+                "{nr} denied without rules"
+            );
+        }
+    }
+
+    #[test]
     fn the_mount_lock_filter_denies_what_undoes_a_view_and_nothing_else() {
         use crate::seccomp::{evaluate, mount_lock_rules};
         let table = mount_lock_rules();

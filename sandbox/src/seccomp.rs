@@ -380,6 +380,16 @@ const MOUNT_LOCK_DENIED: &[(&str, i64, Guarantee)] = &[
     deny!(SYS_kexec_file_load, Guarantee::FsProtect),
 ];
 
+/// What the exec supervisor's argument needs denied in a command it supervises (see
+/// `supervisor`, "The race"): nobody writes another process's memory or takes init's
+/// listener. The confined profiles deny these anyway; a mount-lock command under command rules
+/// gets them added.
+const SUPERVISED_DENIED: &[(&str, i64, Guarantee)] = &[
+    deny!(SYS_ptrace, Guarantee::Proc),
+    deny!(SYS_process_vm_writev, Guarantee::Proc),
+    deny!(SYS_pidfd_getfd, Guarantee::Proc),
+];
+
 /// The table of [`SeccompProfile::MountLock`] (see [`MOUNT_LOCK_DENIED`]).
 #[must_use]
 pub fn mount_lock_rules() -> Vec<DenyRule> {
@@ -678,7 +688,22 @@ pub fn compile_supervised(
     // The checks of `compile` (no filter for `none`, a supported architecture) first.
     compile(profile, options)?;
     let arch = running_arch().map_err(build_error)?;
-    build_program(&rules(profile, options), arch, true).map_err(build_error)
+    build_program(&supervised_rules(profile, options), arch, true).map_err(build_error)
+}
+
+/// The rule table of [`compile_supervised`]: [`rules`], plus what the exec supervisor needs
+/// denied where the profile does not deny it already (mount-lock).
+#[must_use]
+pub fn supervised_rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> {
+    let mut table = rules(profile, options);
+    if profile == SeccompProfile::MountLock {
+        table.extend(
+            SUPERVISED_DENIED.iter().map(|&(name, nr, guarantee)| {
+                row((name, nr), When::Always, libc::EPERM, guarantee)
+            }),
+        );
+    }
+    table
 }
 
 /// `SECCOMP_RET_USER_NOTIF` for the syscalls of [`EXEC_SYSCALLS`], placed right after the

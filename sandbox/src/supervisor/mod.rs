@@ -99,6 +99,11 @@
 //! command with fork, vfork, clone and exec events): each exec is checked at the exec event only
 //! (a denied process is killed, not refused), and a process started with `CLONE_UNTRACED`
 //! escapes it, so there it is a best effort, not a guarantee.
+//! A call escalated to full access from a confined session (the mount-lock filter, a PID
+//! namespace, no Landlock) is supervised by notification as above, and its filter adds the
+//! denials of ptrace, `process_vm_writev` and `pidfd_getfd`; but without Landlock another
+//! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
+//! for writing, so there too the rules are a best effort: a person approved full access.
 
 mod git;
 pub mod identity;
