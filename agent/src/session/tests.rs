@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::log::{Backend, NewSession, SessionDir, TurnEndReason};
+use crate::log::TurnEndReason;
 use crate::model::script::ScriptModel;
 use crate::tools::{Notes, ToolOutcome};
 
@@ -62,24 +62,9 @@ struct Fixture {
     release: Sender<()>,
 }
 
-/// A new session log in `dir`.
-fn new_log(dir: &std::path::Path) -> crate::log::SessionLog {
-    SessionDir::open(dir)
-        .unwrap()
-        .create(
-            Backend::Jsonl,
-            &NewSession {
-                workspace: "/w".into(),
-                profile: "p".into(),
-                policy_digest: "d".into(),
-            },
-        )
-        .unwrap()
-}
-
 fn fixture(script: &str, config: SessionConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log = new_log(dir.path());
+    let log = crate::log::scratch_session(dir.path());
     let model = ScriptModel::new("script:t", ScriptModel::parse("t", script).unwrap());
     let (started_tx, started) = channel();
     let (release, release_rx) = channel();
@@ -470,7 +455,7 @@ impl ToolHost for Plain {
 #[test]
 fn a_session_whose_plugins_cannot_attach_refuses_inputs_and_says_why_at_close() {
     let dir = tempfile::tempdir().unwrap();
-    let log = new_log(dir.path());
+    let log = crate::log::scratch_session(dir.path());
     let plan = crate::plan_mode::PlanMode::new("Plan first.").unwrap();
     let config = SessionConfig {
         agent: AgentConfig {

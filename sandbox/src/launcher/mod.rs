@@ -1013,18 +1013,11 @@ pub fn terminate_child(pid: i32) {
     let Ok(pidfd) = sys::pidfd_open(pid) else {
         return;
     };
-    if parent_of(pid) == Some(std::process::id()) {
+    if crate::supervisor::parent_of(pid).and_then(|p| u32::try_from(p).ok())
+        == Some(std::process::id())
+    {
         let _ = sys::pidfd_send_signal(std::os::fd::AsFd::as_fd(&pidfd), Signal::SIGTERM as i32);
     }
-}
-
-/// The parent pid of `pid`, from `/proc/PID/status`.
-fn parent_of(pid: i32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Whether a held signal (SIGTERM or SIGHUP, and SIGINT after [`hold_interruption`]) came.

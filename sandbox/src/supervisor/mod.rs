@@ -715,7 +715,7 @@ fn kill(pid: Pid) {
 }
 
 /// The parent of `pid` (`PPid` of `/proc/PID/status`).
-fn parent_of(pid: i32) -> Option<i32> {
+pub(crate) fn parent_of(pid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
