@@ -250,6 +250,16 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
                 if masked {
                     return Some(format!("`{}` is a masked path", path.display()));
                 }
+                // Full access keeps only the protected paths, the masks and the disks' nodes.
+                if spec.protected_kept {
+                    if path.starts_with("/dev") && lower.contains("read-only file system") {
+                        return Some(format!(
+                            "`{}` is a device node that reaches a disk or memory, hidden from a command escalated to full access",
+                            path.display()
+                        ));
+                    }
+                    continue;
+                }
                 if !inside_root {
                     return Some(format!(
                         "`{}` is outside the writable roots",
@@ -397,6 +407,34 @@ mod tests {
             )
             .is_some()
         );
+    }
+
+    #[test]
+    fn under_full_access_only_what_the_view_keeps_is_attributed() {
+        let s = SandboxSpec {
+            mode: bridle_policy::SandboxMode::DangerFullAccess,
+            protected_kept: true,
+            ..spec()
+        };
+        assert!(
+            attribute(&s, "bash: line 2: /dev/vda: Read-only file system")
+                .unwrap()
+                .contains("reaches a disk")
+        );
+        assert!(
+            attribute(
+                &s,
+                "sh: 1: cannot create /w/.git/hooks/x: Read-only file system"
+            )
+            .unwrap()
+            .contains("protected")
+        );
+        // Nothing else is read-only because of the sandbox there.
+        assert_eq!(
+            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system"),
+            None
+        );
+        assert_eq!(attribute(&s, "cat: /root/x: Permission denied"), None);
     }
 
     #[test]

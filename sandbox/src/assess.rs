@@ -60,6 +60,10 @@ pub enum Mechanism {
     /// seccomp denial of the mount family (and what reaches past a mount view) for a command
     /// escalated to full access, which keeps its mount view.
     SeccompMountLock,
+    /// Root escalated to full access: a user namespace that maps every id to itself, so root
+    /// keeps its power over files and has none over the host (device nodes, BPF, modules, raw
+    /// I/O, the host's mounts).
+    RootInUserNamespace,
 }
 
 /// How one guarantee fares on this host.
@@ -115,6 +119,10 @@ pub struct MechanismPlan {
     /// PID namespace, the mount-lock filter, no other confinement.
     #[serde(default)]
     pub full_view: bool,
+    /// With `user_ns`: map every id to itself (root escalated to full access), instead of the
+    /// caller's own id only.
+    #[serde(default)]
+    pub map_every_id: bool,
 }
 
 /// The assessment of a spec on a host.
@@ -139,16 +147,14 @@ impl Assessment {
 /// Maps every required guarantee of `spec` to the mechanisms `probe` says are available.
 pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
     let confine = spec.mode != SandboxMode::DangerFullAccess;
-    // Full access that keeps the protected paths: root keeps its real capabilities (no user
-    // namespace; the mount-lock filter holds the view), anyone else needs a user namespace to
-    // own the mount namespace, and runs without capabilities in it.
+    // Full access that keeps the protected paths runs in a user namespace, root included:
+    // anyone else owns the mount namespace through it and has no capabilities in it; root maps
+    // every id to itself there, so it stays root over files but holds no capability over the
+    // host (a device node, BPF, a module or raw I/O would reach around the view). The
+    // mount-lock filter keeps either from undoing the view.
     let full_view = spec.protected_kept && !confine;
-    let user_ns = if full_view {
-        !probe.root && probe.user_ns.is_ok()
-    } else {
-        confine && probe.user_ns.is_ok()
-    };
-    let can_ns = user_ns || probe.root;
+    let user_ns = (confine || full_view) && probe.user_ns.is_ok();
+    let can_ns = user_ns || (probe.root && !full_view);
     let mount_view =
         (confine || full_view) && can_ns && probe.mount_ns.is_ok() && probe.mount_api.is_ok();
     let pid_ns = mount_view && probe.pid_ns.is_ok();
@@ -175,6 +181,7 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
         drop_privileges: confine || (full_view && !probe.root),
         cgroup_pids: probe.root && spec.limits.processes.is_some() && probe.cgroup_pids.is_ok(),
         full_view,
+        map_every_id: full_view && user_ns && probe.root,
     };
     let why_ns = || {
         let mut reasons = Vec::new();
@@ -223,9 +230,11 @@ pub fn assess(spec: &SandboxSpec, probe: &HostProbe) -> Assessment {
                 Guarantee::FsProtect | Guarantee::FsMask if full_view => {
                     if mount_view && pid_ns && seccomp {
                         by.extend([Mechanism::MountView, Mechanism::PidNamespace, Mechanism::SeccompMountLock]);
-                        if !probe.root {
-                            by.push(Mechanism::CapabilityDrop);
-                        }
+                        by.push(if probe.root {
+                            Mechanism::RootInUserNamespace
+                        } else {
+                            Mechanism::CapabilityDrop
+                        });
                     } else if !mount_view {
                         note = Some(format!("an escalation to full access keeps the protected paths only in a mount view: {}", why_ns()));
                     } else if !pid_ns {
@@ -459,9 +468,10 @@ mod tests {
             let plan = assess(&spec, &probe).plan;
             assert!(plan.full_view && plan.mount_view && plan.pid_ns && plan.seccomp);
             assert!(!plan.confine && !plan.landlock && !plan.net_ns && !plan.ipc_ns);
-            // Root keeps its capabilities (the filter holds the view); anyone else owns the
-            // mount namespace through a user namespace it has no capabilities in.
-            assert_eq!(plan.user_ns, !root);
+            // Everyone runs in a user namespace: root maps every id to itself there (root over
+            // files, nothing over the host); anyone else has no capabilities in it.
+            assert!(plan.user_ns);
+            assert_eq!(plan.map_every_id, root);
             assert_eq!(plan.drop_privileges, !root);
             for g in [Guarantee::FsProtect, Guarantee::FsMask] {
                 let status = status_of(&spec, &probe, g);
@@ -484,6 +494,15 @@ mod tests {
                 HostProbe {
                     user_ns: Err("EPERM".into()),
                     root: false,
+                    ..capable_host()
+                },
+                "user namespace",
+            ),
+            // Root too: with its real capabilities it could make a device node of the disk.
+            (
+                HostProbe {
+                    user_ns: Err("EPERM".into()),
+                    root: true,
                     ..capable_host()
                 },
                 "user namespace",

@@ -48,6 +48,20 @@ fn escalated(env: &Env, script: &str, fault: Option<Fault>) -> Run {
     run(&mut cmd)
 }
 
+/// The output of the escalated command: the `content` of the tool result (the terminal also
+/// shows the question, which quotes the script and so every marker in it).
+fn command_output(r: &Run) -> String {
+    let result = r
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(r#"{"ok""#))
+        .unwrap_or_else(|| panic!("no tool result: {}", r.stdout));
+    let result: serde_json::Value = serde_json::from_str(result).unwrap();
+    assert_eq!(result["sandbox"]["escalated"], true, "{result}");
+    result["content"].as_str().unwrap().to_owned()
+}
+
 /// Removes a file outside the test's temp dir when the test ends.
 struct Outside(PathBuf);
 
@@ -92,12 +106,13 @@ fn approved_full_access_escalation_writes_anywhere_but_the_protected_paths() {
         r.stdout
             .contains("if approved, the command runs with full access")
             && r.stdout.contains("protected paths stay read-only")
-            && r.stdout.contains("session directory is hidden"),
+            && r.stdout.contains("device nodes are hidden")
+            && r.stdout.contains("no privilege over the host is kept"),
         "the question must say what the command can and cannot do: {}",
         r.stdout
     );
     r.assert_code(0);
-    assert!(r.stdout.contains(r#""escalated":true"#), "{}", r.stdout);
+    let out = command_output(&r);
     for marker in [
         "wrote-outside",
         "hook-refused",
@@ -112,9 +127,9 @@ fn approved_full_access_escalation_writes_anywhere_but_the_protected_paths() {
         "host-process-hidden",
         "network-reached",
     ] {
-        assert!(r.stdout.contains(marker), "no `{marker}`: {}", r.stdout);
+        assert!(out.contains(marker), "no `{marker}`: {out}");
     }
-    assert!(r.stdout.contains("Read-only file system"), "{}", r.stdout);
+    assert!(out.contains("Read-only file system"), "{out}");
     assert_eq!(std::fs::read_to_string(&outside.0).unwrap(), "report\n");
     assert_eq!(server.join().unwrap(), "hello-from-sandbox\n");
     assert!(!env.workspace.join(".git/hooks/pre-commit").exists());
@@ -128,24 +143,66 @@ fn approved_full_access_escalation_writes_anywhere_but_the_protected_paths() {
 }
 
 #[test]
+fn an_escalated_command_cannot_reach_the_disks_below_the_protected_files() {
+    let env = Env::new();
+    repository(&env);
+    // `find -type b` would trust readdir's type of the node under the mask: `test -b` stats.
+    let host_disks: Vec<String> = ["/dev/loop0", "/dev/vda", "/dev/sda", "/dev/nvme0n1"]
+        .into_iter()
+        .filter(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+        })
+        .map(str::to_owned)
+        .collect();
+    let script = format!(
+        "find /dev -exec test -b {{}} ';' -print | grep -q . && echo block-device-visible || echo no-block-device
+         for d in {disks}; do : > $d && echo wrote-$d || echo refused-$d; done
+         [ ! -e /dev/mem ] || : > /dev/mem || echo mem-refused
+         mknod ./disk b 7 0 && echo disk-node-made || echo disk-node-refused
+         mknod ./mem c 1 1 && echo mem-node-made || echo mem-node-refused
+         echo uid=$(id -u) map=$(awk '{{print $1, $2, $3}}' /proc/self/uid_map)",
+        disks = host_disks.join(" "),
+    );
+    let r = escalated(&env, &script, None);
+    r.assert_code(0);
+    let out = command_output(&r);
+    for marker in ["no-block-device", "disk-node-refused", "mem-node-refused"] {
+        assert!(out.contains(marker), "no `{marker}`: {out}");
+    }
+    for disk in &host_disks {
+        assert!(out.contains(&format!("refused-{disk}")), "{disk}: {out}");
+    }
+    for made in ["block-device-visible", "wrote-", "node-made"] {
+        assert!(!out.contains(made), "`{made}`: {out}");
+    }
+    assert!(!env.workspace.join("disk").exists() && !env.workspace.join("mem").exists());
+    // Root stays root over files, in a user namespace mapping every id to itself.
+    let uid = nix::unistd::geteuid().as_raw();
+    let map = if is_root() {
+        "map=0 0 4294967295".to_owned()
+    } else {
+        format!("map={uid} {uid} 1")
+    };
+    assert!(out.contains(&format!("uid={uid} {map}")), "{out}");
+}
+
+#[test]
 fn a_host_that_cannot_keep_the_protected_paths_refuses_the_escalation() {
     let env = Env::new();
     repository(&env);
     let outside = Outside(PathBuf::from("/var/tmp").join(token("escal-refused")));
-    // Root keeps its view by the mount-lock filter, anyone else by a user namespace.
-    let fault = if is_root() {
-        Fault::SeccompUnavailable
-    } else {
-        Fault::UserNamespacesDenied
-    };
-    let script = format!("echo ran > {}", path_str(&outside.0));
-    let r = escalated(&env, &script, Some(fault));
-    assert!(
-        r.stdout.contains("sandbox unavailable") && r.stdout.contains("G-FS-PROTECT"),
-        "{fault:?}: {}",
-        r.stdout
-    );
-    assert!(!outside.0.exists(), "{fault:?}: the refused escalation ran");
+    // Root too needs a user namespace: with its real capabilities it could make a disk's node.
+    for fault in [Fault::SeccompUnavailable, Fault::UserNamespacesDenied] {
+        let script = format!("echo ran > {}", path_str(&outside.0));
+        let r = escalated(&env, &script, Some(fault));
+        assert!(
+            r.stdout.contains("sandbox unavailable") && r.stdout.contains("G-FS-PROTECT"),
+            "{fault:?}: {}",
+            r.stdout
+        );
+        assert!(!outside.0.exists(), "{fault:?}: the refused escalation ran");
+    }
 }
 
 /// The session's spec escalated to full access, planned in-process, with `sessions` masked as

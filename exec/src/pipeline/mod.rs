@@ -325,8 +325,10 @@ impl Pipeline {
                 ask.push_str(&format!(
                     "; if approved, the command runs with full access (any file, the network, \
                      devices, other processes' sockets) except: the protected paths stay \
-                     read-only ({}, the profile files, bridle's configuration directory) and \
-                     bridle's session directory is hidden",
+                     read-only ({}, the profile files, bridle's configuration directory), \
+                     bridle's session directory and the disks' and memory's device nodes are \
+                     hidden, and no privilege over the host is kept (root stays root over \
+                     files only)",
                     protected_list(&call_plan.spec)
                 ));
             }

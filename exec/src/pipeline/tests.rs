@@ -340,7 +340,8 @@ fn a_question_about_a_full_access_command_says_what_it_can_and_cannot_do() {
         asked[0].contains("if approved, the command runs with full access")
             && asked[0].contains("the protected paths stay read-only (`")
             && asked[0].contains(".git/hooks")
-            && asked[0].contains("session directory is hidden")
+            && asked[0]
+                .contains("session directory and the disks' and memory's device nodes are hidden")
             && !asked[0].contains("note: the guard"),
         "{}",
         asked[0]

@@ -238,7 +238,9 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     };
     let mut supervisor = take_supervisor(&config)?;
 
-    if m.user_ns {
+    if m.user_ns && m.map_every_id {
+        enter_user_ns_mapping_every_id()?;
+    } else if m.user_ns {
         nix::sched::unshare(CloneFlags::CLONE_NEWUSER)
             .map_err(|e| fail(Guarantee::FsWrite, format!("unshare(CLONE_NEWUSER): {e}")))?;
         write_id_maps(config.uid, config.gid)?;
@@ -348,6 +350,64 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+}
+
+/// Root escalated to full access: a new user namespace in which every id maps to itself, so
+/// root stays root over every file but holds no capability over the host (`mknod` of a disk,
+/// BPF, modules, raw I/O are checked against the host's user namespace). A process cannot
+/// write such a map for itself (that needs `CAP_SETUID` over the parent namespace, which it
+/// left), so a helper forked before the unshare, still in the host's namespace, writes it.
+fn enter_user_ns_mapping_every_id() -> Result<(), Fail> {
+    use std::io::Write;
+    let why = |what: &str, e: &dyn std::fmt::Display| {
+        fail(
+            Guarantee::FsProtect,
+            format!("mapping every id in root's user namespace: {what}: {e}"),
+        )
+    };
+    let (go_read, go_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| why("creating a pipe", &e))?;
+    let (report_read, report_write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| why("creating a pipe", &e))?;
+    let launcher = getpid();
+    match sys::fork_single_threaded().map_err(|e| why("forking the helper", &e))? {
+        ForkResult::Child => {
+            drop(go_write);
+            drop(report_read);
+            let mut go = [0u8; 1];
+            let result = match std::fs::File::from(go_read).read(&mut go) {
+                Ok(1) => ["uid_map", "gid_map"].iter().try_for_each(|map| {
+                    let path = format!("/proc/{launcher}/{map}");
+                    std::fs::write(&path, "0 0 4294967295\n")
+                        .map_err(|e| format!("writing {path}: {e}"))
+                }),
+                // The launcher failed before unsharing: nothing to map.
+                _ => Err("the launcher did not enter its user namespace".to_owned()),
+            };
+            if let Err(message) = &result {
+                let _ = std::fs::File::from(report_write).write_all(message.as_bytes());
+            }
+            sys::exit_now(i32::from(result.is_err()))
+        }
+        ForkResult::Parent { child } => {
+            drop(go_read);
+            drop(report_write);
+            let unshared = nix::sched::unshare(CloneFlags::CLONE_NEWUSER);
+            if unshared.is_ok() {
+                let _ = nix::unistd::write(&go_write, b"1");
+            }
+            drop(go_write);
+            let mut report = String::new();
+            let _ = std::fs::File::from(report_read).read_to_string(&mut report);
+            let status = waitpid(child, None);
+            unshared.map_err(|e| why("unshare(CLONE_NEWUSER)", &e))?;
+            match status {
+                Ok(WaitStatus::Exited(_, 0)) if report.is_empty() => Ok(()),
+                Ok(_) if !report.is_empty() => Err(why("the helper", &report)),
+                other => Err(why("the helper", &format!("{other:?}"))),
+            }
+        }
+    }
 }
 
 /// PID 1 of the sandbox's PID namespace.

@@ -734,6 +734,13 @@ fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
     }
+    let disks = full_view::storage_nodes(Path::new("/dev"))?;
+    if !disks.is_empty() {
+        let mask_file = mask_file(plan, FsProtect)?;
+        for node in &disks {
+            attach_strict(&mask_clone(&mask_file, FsProtect)?, node, FsProtect)?;
+        }
+    }
     mask_paths(plan, FsMask)
 }
 
@@ -751,10 +758,21 @@ fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure
     if plan.masked_files.is_empty() {
         return Ok(());
     }
-    // Masked files share one empty, mode-000 file inside the session temp dir. Earlier
-    // commands of the session could write there: a symlink planted under the name is refused,
-    // never followed (its target would be truncated and bound over the masked files), and a
-    // FIFO is refused instead of blocking the launcher.
+    let mask_file = mask_file(plan, guarantee)?;
+    for file in &plan.masked_files {
+        if !visible_in_view(file)? {
+            continue;
+        }
+        attach(&mask_clone(&mask_file, guarantee)?, file, guarantee)?;
+    }
+    Ok(())
+}
+
+/// The empty, mode-000 file that masked files (and the full view's disk nodes) share, inside
+/// the session temp dir. Earlier commands of the session could write there: a symlink planted
+/// under the name is refused, never followed (its target would be truncated and bound over the
+/// masked files), and a FIFO is refused instead of blocking the launcher.
+fn mask_file(plan: &MountPlan, guarantee: Guarantee) -> Result<PathBuf, MountFailure> {
     let mask_file = plan.temp_dir.join(".bridle-masked");
     std::fs::OpenOptions::new()
         .write(true)
@@ -769,19 +787,18 @@ fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure
                 format!("creating the mask file `{}`: {e}", mask_file.display()),
             )
         })?;
-    for file in &plan.masked_files {
-        if !visible_in_view(file)? {
-            continue;
-        }
-        // Each bind needs its own clone (attaching consumes it), made read-only before it is
-        // attached, so not even the mask file's metadata can be changed through a masked path.
-        let again = sys::open_tree_clone(&cstr(&mask_file)?)
-            .map_err(|e| fail(guarantee, format!("cloning the mask file: {e}")))?;
-        sys::mount_setattr_fd(again.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
-            .map_err(|e| fail(guarantee, format!("making the mask file read-only: {e}")))?;
-        attach(&again, file, guarantee)?;
-    }
-    Ok(())
+    Ok(mask_file)
+}
+
+/// A clone of `mask_file` to attach over one path. Each bind needs its own clone (attaching
+/// consumes it), made read-only before it is attached, so not even the mask file's metadata
+/// can be changed through a masked path.
+fn mask_clone(mask_file: &Path, guarantee: Guarantee) -> Result<OwnedFd, MountFailure> {
+    let clone = sys::open_tree_clone(&cstr(mask_file)?)
+        .map_err(|e| fail(guarantee, format!("cloning the mask file: {e}")))?;
+    sys::mount_setattr_fd(clone.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
+        .map_err(|e| fail(guarantee, format!("making the mask file read-only: {e}")))?;
+    Ok(clone)
 }
 
 /// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private
