@@ -161,19 +161,31 @@ fn an_escalated_command_cannot_reach_the_disks_below_the_protected_files() {
          [ ! -e /dev/mem ] || : > /dev/mem || echo mem-refused
          mknod ./disk b 7 0 && echo disk-node-made || echo disk-node-refused
          mknod ./mem c 1 1 && echo mem-node-made || echo mem-node-refused
+         knob=$(find /sys/kernel -maxdepth 3 -type f -perm -u+w | head -1)
+         : >> $knob && echo sysfs-writable-$knob || echo sysfs-refused
          echo uid=$(id -u) map=$(awk '{{print $1, $2, $3}}' /proc/self/uid_map)",
         disks = host_disks.join(" "),
     );
     let r = escalated(&env, &script, None);
     r.assert_code(0);
     let out = command_output(&r);
-    for marker in ["no-block-device", "disk-node-refused", "mem-node-refused"] {
+    for marker in [
+        "no-block-device",
+        "disk-node-refused",
+        "mem-node-refused",
+        "sysfs-refused",
+    ] {
         assert!(out.contains(marker), "no `{marker}`: {out}");
     }
     for disk in &host_disks {
         assert!(out.contains(&format!("refused-{disk}")), "{disk}: {out}");
     }
-    for made in ["block-device-visible", "wrote-", "node-made"] {
+    for made in [
+        "block-device-visible",
+        "wrote-",
+        "node-made",
+        "sysfs-writable",
+    ] {
         assert!(!out.contains(made), "`{made}`: {out}");
     }
     assert!(!env.workspace.join("disk").exists() && !env.workspace.join("mem").exists());

@@ -9,8 +9,9 @@
 //! ~/project ~/old && mkdir -p ~/project/.git/hooks`) for bridle or git to read after the run.
 //!
 //! The real `/dev` stays, except the nodes that reach a disk below every file system (block
-//! devices, SCSI and NVMe pass-through, device-mapper's control) and physical memory or I/O
-//! ports: a command writing one of those writes the protected files' blocks past every bind.
+//! devices, SCSI and NVMe pass-through, device-mapper's control), physical memory, I/O ports or
+//! a device's DMA, and virtual keyboards: a command writing one of those writes the protected
+//! files' blocks past every bind, or types into a host session that is not in the view.
 //! Each gets the empty, read-only mask file bound over it. No node can be made again: `mknod`
 //! of a device needs a capability over the host's user namespace, which nobody in the view
 //! holds (root runs in a user namespace of its own that maps every id to itself).
@@ -107,7 +108,8 @@ pub(super) enum Node {
     Char,
 }
 
-/// The sysfs classes of character devices that pass commands straight to a disk.
+/// The sysfs paths of character devices that reach past the view: commands straight to a
+/// disk, a device's DMA (vfio), or keystrokes typed into the host's sessions (uinput, uhid).
 const STORAGE_CHAR_CLASSES: &[&str] = &[
     "/scsi_generic/",
     "/bsg/",
@@ -116,11 +118,15 @@ const STORAGE_CHAR_CLASSES: &[&str] = &[
     "/mtd/",
     "/ubi",
     "/misc/device-mapper",
+    "/vfio/",
+    "/misc/uinput",
+    "/misc/uhid",
 ];
 
-/// Whether a device node reaches storage or memory below the file systems: every block device;
-/// `/dev/mem`, `/dev/kmem` and `/dev/port` (major 1, minors 1, 2, 4); a character device whose
-/// sysfs path (`/sys/dev/char/MAJOR:MINOR`, resolved) is of a pass-through class.
+/// Whether a device node reaches storage or memory below the file systems, or the host's
+/// sessions: every block device; `/dev/mem`, `/dev/kmem` and `/dev/port` (major 1, minors 1,
+/// 2, 4); a character device whose sysfs path (`/sys/dev/char/MAJOR:MINOR`, resolved) is one
+/// of [`STORAGE_CHAR_CLASSES`].
 pub(super) fn reaches_storage(node: Node, major: u64, minor: u64, sysfs: Option<&Path>) -> bool {
     match node {
         Node::Block => true,
@@ -218,6 +224,9 @@ mod tests {
             "/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0",
             "/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/ng0n1",
             "/sys/devices/virtual/misc/device-mapper",
+            "/sys/devices/virtual/vfio/devices/vfio0",
+            "/sys/devices/virtual/misc/uinput",
+            "/sys/devices/virtual/misc/uhid",
         ] {
             assert!(
                 reaches_storage(Node::Char, 21, 0, sysfs(link).as_deref()),

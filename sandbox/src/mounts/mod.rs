@@ -741,6 +741,12 @@ fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
             attach_strict(&mask_clone(&mask_file, FsProtect)?, node, FsProtect)?;
         }
     }
+    // sysfs checks only the owner for most knobs, and root in its own user namespace is still
+    // uid 0 (a uevent helper would run outside the view): root gets a read-only /sys, as
+    // every sandbox's /proc/sys. Anyone else keeps it as the host has it (delegated cgroups).
+    if nix::unistd::geteuid().is_root() && Path::new("/sys").exists() {
+        bind_onto_itself(Path::new("/sys"), true, FsProtect)?;
+    }
     mask_paths(plan, FsMask)
 }
 
