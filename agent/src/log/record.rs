@@ -119,14 +119,20 @@ impl Record {
         if !known_kind(&self.kind, self.ignorable)? {
             return Ok(None);
         }
-        let kind = self.kind.clone();
-        let mut tagged = serde_json::Map::new();
-        tagged.insert("type".to_owned(), serde_json::Value::String(self.kind));
-        tagged.insert("data".to_owned(), self.data);
-        serde_json::from_value(serde_json::Value::Object(tagged))
-            .map(Some)
-            .map_err(|e| format!("{kind} data: {e}"))
+        event_from_value(&self.kind, self.data).map(Some)
     }
+}
+
+/// The event of type `kind` with `data`; the error says why the data does not fit the type.
+pub(super) fn event_from_value(kind: &str, data: serde_json::Value) -> Result<Event, String> {
+    let mut tagged = serde_json::Map::new();
+    tagged.insert(
+        "type".to_owned(),
+        serde_json::Value::String(kind.to_owned()),
+    );
+    tagged.insert("data".to_owned(), data);
+    serde_json::from_value(serde_json::Value::Object(tagged))
+        .map_err(|e| format!("{kind} data: {e}"))
 }
 
 /// A record as a store reads it back, before it is verified.

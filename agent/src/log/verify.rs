@@ -199,7 +199,7 @@ fn two_threads(
 struct Batch {
     bytes: String,
     items: Vec<Item>,
-    records: Vec<Option<Record>>,
+    records: Vec<Record>,
 }
 
 #[derive(Debug)]
@@ -315,7 +315,7 @@ impl<'a> Chain<'a> {
                     .check_link(self.key, &self.prev)
                     .map_err(|e| (expected, e))?;
                 if self.records {
-                    batch.records.push(Some(raw.to_record()));
+                    batch.records.push(raw.to_record());
                 }
                 // The strict scan let no escape into the type: it quotes as it is.
                 batch.push(seq, raw.time, (raw.kind, None), raw.data, raw.ignorable);
@@ -344,7 +344,7 @@ impl<'a> Chain<'a> {
                     record.ignorable,
                 );
                 if self.records {
-                    batch.records.push(Some(record));
+                    batch.records.push(record);
                 }
             }
         }
@@ -424,10 +424,11 @@ impl<'a> Events<'a> {
     ) -> Result<(), Problem> {
         let mut records = std::mem::take(&mut batch.records).into_iter();
         for item in &batch.items {
-            let text = |r: &Range<usize>| batch.bytes.get(r.clone());
-            let (Some(time), Some(kind)) = (text(&item.time), text(&item.kind)) else {
-                return Err((item.seq, "its time or type is not UTF-8".to_owned()));
-            };
+            // The ranges were cut where `Batch::push` appended whole strings.
+            let (time, kind) = (
+                &batch.bytes[item.time.clone()],
+                &batch.bytes[item.kind.clone()],
+            );
             let event = self.event(item, kind, &batch.bytes)?;
             self.check_place(item.seq, kind, event.as_ref())?;
             if let Some(event) = &event {
@@ -437,7 +438,7 @@ impl<'a> Events<'a> {
                 seq: item.seq,
                 time,
                 event,
-                record: records.next().flatten(),
+                record: records.next(),
             });
         }
         Ok(())
@@ -446,11 +447,7 @@ impl<'a> Events<'a> {
     /// The typed event of `item`; `None` for one of an ignorable type nobody declares.
     fn event(&mut self, item: &Item, kind: &str, bytes: &str) -> Result<Option<Event>, Problem> {
         let seq = item.seq;
-        let (Some(data), Some(tagged)) =
-            (bytes.get(item.data.clone()), bytes.get(item.tagged.clone()))
-        else {
-            return Err((seq, "its data is not UTF-8".to_owned()));
-        };
+        let (data, tagged) = (&bytes[item.data.clone()], &bytes[item.tagged.clone()]);
         let declared = self.kinds.filter(|k| k.declares(kind));
         let event = if Event::is_known_kind(kind) {
             match serde_json::from_str(tagged) {
@@ -525,14 +522,8 @@ fn parse_error(kind: &str, data: &[u8], fast: &serde_json::Error) -> String {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
         return format!("{kind} data: {fast}");
     };
-    let mut tagged = serde_json::Map::new();
-    tagged.insert(
-        "type".to_owned(),
-        serde_json::Value::String(kind.to_owned()),
-    );
-    tagged.insert("data".to_owned(), value);
-    match serde_json::from_value::<Event>(serde_json::Value::Object(tagged)) {
-        Err(e) => format!("{kind} data: {e}"),
+    match super::record::event_from_value(kind, value) {
+        Err(e) => e,
         Ok(_) => format!("{kind} data: {fast}"),
     }
 }
