@@ -576,6 +576,7 @@ mod tests {
             nix::libc::SYS_pivot_root,
             nix::libc::SYS_open_by_handle_at,
             nix::libc::SYS_setns,
+            nix::libc::SYS_bpf,
         ] {
             assert!(evaluate(&table, nr, &args).is_some(), "{nr} allowed");
         }

@@ -361,6 +361,9 @@ const ALWAYS_DENIED_ARCH: &[(&str, i64, Guarantee)] = &[];
 /// reaches a file past the mount view: `open_by_handle_at` opens an inode by its handle
 /// through any mount of its filesystem (the writable `/`), `setns` enters another mount
 /// namespace from a descriptor, and kernel modules and kexec run code no view confines.
+/// `bpf` too: a BPF object pinned on the host (`BPF_OBJ_GET`) is checked only by its file's
+/// permissions, which uid 0 passes in any user namespace, and host programs' maps (firewalls,
+/// security agents) would be writable.
 const MOUNT_LOCK_DENIED: &[(&str, i64, Guarantee)] = &[
     deny!(SYS_mount, Guarantee::FsProtect),
     deny!(SYS_umount2, Guarantee::FsProtect),
@@ -378,6 +381,7 @@ const MOUNT_LOCK_DENIED: &[(&str, i64, Guarantee)] = &[
     deny!(SYS_finit_module, Guarantee::FsProtect),
     deny!(SYS_kexec_load, Guarantee::FsProtect),
     deny!(SYS_kexec_file_load, Guarantee::FsProtect),
+    deny!(SYS_bpf, Guarantee::FsProtect),
 ];
 
 /// What the exec supervisor's argument needs denied in a command it supervises (see

@@ -161,6 +161,8 @@ fn an_escalated_command_cannot_reach_the_disks_below_the_protected_files() {
          [ ! -e /dev/mem ] || : > /dev/mem || echo mem-refused
          mknod ./disk b 7 0 && echo disk-node-made || echo disk-node-refused
          mknod ./mem c 1 1 && echo mem-node-made || echo mem-node-refused
+         test -c /dev/null && test -c /dev/urandom && test -c /dev/ptmx && echo ordinary-devices-kept
+         test -c /dev/kmsg && echo kmsg-visible || echo kmsg-hidden
          knob=$(find /sys/kernel -maxdepth 3 -type f -perm -u+w | head -1)
          : >> $knob && echo sysfs-writable-$knob || echo sysfs-refused
          echo uid=$(id -u) map=$(awk '{{print $1, $2, $3}}' /proc/self/uid_map)",
@@ -189,6 +191,16 @@ fn an_escalated_command_cannot_reach_the_disks_below_the_protected_files() {
         assert!(!out.contains(made), "`{made}`: {out}");
     }
     assert!(!env.workspace.join("disk").exists() && !env.workspace.join("mem").exists());
+    assert!(out.contains("ordinary-devices-kept"), "{out}");
+    // Root, whom file permissions do not stop, keeps only the listed character devices.
+    if Path::new("/dev/kmsg").exists() {
+        let kmsg = if is_root() {
+            "kmsg-hidden"
+        } else {
+            "kmsg-visible"
+        };
+        assert!(out.contains(kmsg), "{out}");
+    }
     // Root stays root over files, in a user namespace mapping every id to itself.
     let uid = nix::unistd::geteuid().as_raw();
     let map = if is_root() {

@@ -328,7 +328,7 @@ impl Pipeline {
                      read-only ({}, the profile files, bridle's configuration directory), \
                      bridle's session directory and the disks' and memory's device nodes are \
                      hidden, and no privilege over the host is kept (root stays root over \
-                     files only)",
+                     files and to the host's daemons)",
                     protected_list(&call_plan.spec)
                 ));
             }

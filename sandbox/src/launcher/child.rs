@@ -354,9 +354,9 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), Fail> {
 
 /// Root escalated to full access: a new user namespace in which every id maps to itself, so
 /// root stays root over every file but holds no capability over the host (`mknod` of a disk,
-/// BPF, modules, raw I/O are checked against the host's user namespace). A process cannot
-/// write such a map for itself (that needs `CAP_SETUID` over the parent namespace, which it
-/// left), so a helper forked before the unshare, still in the host's namespace, writes it.
+/// modules, raw I/O are checked against the host's user namespace). A process cannot write
+/// such a map for itself (that needs `CAP_SETUID` over the parent namespace, which it left),
+/// so a helper forked before the unshare, still in the parent namespace, writes it.
 fn enter_user_ns_mapping_every_id() -> Result<(), Fail> {
     use std::io::Write;
     let why = |what: &str, e: &dyn std::fmt::Display| {
@@ -369,6 +369,15 @@ fn enter_user_ns_mapping_every_id() -> Result<(), Fail> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| why("creating a pipe", &e))?;
     let (report_read, report_write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| why("creating a pipe", &e))?;
+    let maps = ["uid_map", "gid_map"].map(|map| {
+        std::fs::read_to_string(format!("/proc/self/{map}"))
+            .map_err(|e| e.to_string())
+            .and_then(|text| super::id_map::identity_of(&text))
+            .map(|identity| (map, identity))
+            .map_err(|e| why(&format!("reading /proc/self/{map}"), &e))
+    });
+    let [uid_map, gid_map] = maps;
+    let maps = [uid_map?, gid_map?];
     let launcher = getpid();
     match sys::fork_single_threaded().map_err(|e| why("forking the helper", &e))? {
         ForkResult::Child => {
@@ -376,10 +385,9 @@ fn enter_user_ns_mapping_every_id() -> Result<(), Fail> {
             drop(report_read);
             let mut go = [0u8; 1];
             let result = match std::fs::File::from(go_read).read(&mut go) {
-                Ok(1) => ["uid_map", "gid_map"].iter().try_for_each(|map| {
+                Ok(1) => maps.iter().try_for_each(|(map, identity)| {
                     let path = format!("/proc/{launcher}/{map}");
-                    std::fs::write(&path, "0 0 4294967295\n")
-                        .map_err(|e| format!("writing {path}: {e}"))
+                    std::fs::write(&path, identity).map_err(|e| format!("writing {path}: {e}"))
                 }),
                 // The launcher failed before unsharing: nothing to map.
                 _ => Err("the launcher did not enter its user namespace".to_owned()),

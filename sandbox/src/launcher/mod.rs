@@ -5,6 +5,7 @@
 //! the subprocess manager all build a [`Launch`] and spawn it; only stdio differs.
 
 mod child;
+mod id_map;
 pub mod protocol;
 
 use std::io::{BufRead, BufReader, Write};

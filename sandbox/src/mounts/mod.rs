@@ -36,6 +36,7 @@ use crate::sys;
 
 mod aside;
 pub mod cache;
+mod devices;
 mod full_view;
 mod git_lock;
 pub mod inspect;
@@ -734,17 +735,19 @@ fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
     }
-    let disks = full_view::storage_nodes(Path::new("/dev"))?;
-    if !disks.is_empty() {
+    // Root in its own user namespace is still uid 0, whom file permissions do not stop.
+    let root = nix::unistd::geteuid().is_root();
+    let nodes = devices::nodes_to_hide(root)?;
+    if !nodes.is_empty() {
         let mask_file = mask_file(plan, FsProtect)?;
-        for node in &disks {
+        for node in &nodes {
             attach_strict(&mask_clone(&mask_file, FsProtect)?, node, FsProtect)?;
         }
     }
-    // sysfs checks only the owner for most knobs, and root in its own user namespace is still
-    // uid 0 (a uevent helper would run outside the view): root gets a read-only /sys, as
-    // every sandbox's /proc/sys. Anyone else keeps it as the host has it (delegated cgroups).
-    if nix::unistd::geteuid().is_root() && Path::new("/sys").exists() {
+    // sysfs checks only the owner for most knobs (a uevent helper set there would run outside
+    // the view): root gets a read-only /sys, as every sandbox's /proc/sys. Anyone else keeps
+    // it as the host has it (delegated cgroups).
+    if root && Path::new("/sys").exists() {
         bind_onto_itself(Path::new("/sys"), true, FsProtect)?;
     }
     mask_paths(plan, FsMask)
@@ -896,6 +899,9 @@ pub fn mount_proc() -> Result<(), MountFailure> {
         "/proc/irq",
         "/proc/bus",
         "/proc/fs",
+        "/proc/scsi",
+        "/proc/acpi",
+        "/proc/driver",
     ] {
         let path = Path::new(knob);
         if path.exists() {
