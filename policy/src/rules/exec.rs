@@ -19,6 +19,7 @@ use crate::shell::{self, Word};
 use crate::vocab::Decision;
 
 use super::check::{Findings, check_explored, command_verdict};
+use super::programs::lookup;
 use super::views::Explorer;
 use super::{CommandRule, basename};
 
@@ -86,6 +87,52 @@ impl ExecRules {
                 reason: "an exec with an empty argument list denied".into(),
             };
         };
+        if let Some(verdict) = self.decide_plain(exec, first) {
+            return verdict;
+        }
+        self.decide_explored(exec, first)
+    }
+
+    /// The common exec (a compiler, `make`, `cat`): a program the exploration does not look
+    /// into (no wrapper, shell, interpreter, subcommands or `git-` form), known by no other
+    /// name, with nothing opaque. Its only view is the argv itself, so the rules are matched
+    /// against it directly; `None` for any other exec. Agrees with [`Self::decide_explored`]
+    /// (tested on random argvs).
+    fn decide_plain(&self, exec: &ExecFacts, first: &str) -> Option<Verdict> {
+        let name = basename(first);
+        if !exec.same_as.is_empty()
+            || exec.opaque.is_some()
+            || lookup(name).is_some()
+            || name.strip_prefix("git-").is_some_and(|s| !s.is_empty())
+        {
+            return None;
+        }
+        let mut findings = Findings::default();
+        for rule in &self.rules {
+            if rule.matches(&exec.argv)
+                && findings
+                    .matched
+                    .as_ref()
+                    .is_none_or(|(best, _)| rule.decision > best.decision)
+            {
+                findings.matched = Some((rule, String::new()));
+            }
+        }
+        let shown = exec.argv.join(" ");
+        if let Some((_, subject)) = &mut findings.matched {
+            subject.clone_from(&shown);
+        }
+        Some(command_verdict(
+            &findings,
+            format!(
+                "exec of `{}` allowed: no rule matched",
+                shell::short(&shown)
+            ),
+        ))
+    }
+
+    /// Every view of the exec explored (wrappers, scripts, aliases, other names), each matched.
+    fn decide_explored(&self, exec: &ExecFacts, first: &str) -> Verdict {
         let shown = exec.argv.join(" ");
         let words: Vec<Word> = exec.argv.iter().cloned().map(Word::Literal).collect();
         let mut starts = vec![words.clone()];
@@ -251,6 +298,60 @@ mod tests {
         assert_eq!(names, ["curl", "git", "npm", "wget"]);
         assert!(rules().names_git());
         assert_eq!(ExecRules::of(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// The direct match of a plain exec decides as the whole exploration does.
+        #[test]
+        fn the_plain_exec_shortcut_decides_as_the_exploration(
+            words in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "git", "/usr/bin/git", "push", "send-pack", "curl", "/bin/curl", "wget",
+                    "npm", "publish", "cc", "/usr/bin/cc", "-c", "x.c", "make", "-j2", "sh",
+                    "-c", "env", "sudo", "xargs", "git-push", "git-", "python3", "python3.12",
+                    "origin", "main", "--", "ld", "a b", "",
+                ]),
+                1..6,
+            ),
+            same_as in proptest::option::of(proptest::sample::select(vec!["git", "curl"])),
+        ) {
+            let r = rules();
+            let exec = ExecFacts {
+                argv: words.iter().map(|w| (*w).to_owned()).collect(),
+                same_as: same_as.into_iter().map(str::to_owned).collect(),
+                ..ExecFacts::default()
+            };
+            let first = exec.argv[0].clone();
+            if let Some(plain) = r.decide_plain(&exec, &first) {
+                proptest::prop_assert_eq!(plain, r.decide_explored(&exec, &first));
+            }
+        }
+    }
+
+    #[test]
+    fn plain_execs_take_the_shortcut_and_others_do_not() {
+        let r = rules();
+        for argv in [
+            "cc -c x.c -o x.o",
+            "/usr/bin/curl x",
+            "make -j2",
+            "ld -o a a.o",
+        ] {
+            let exec = facts(argv);
+            assert!(r.decide_plain(&exec, &exec.argv[0]).is_some(), "{argv}");
+        }
+        for argv in [
+            "git push",
+            "sh -c 'git push'",
+            "env curl x",
+            "git-push origin",
+            "npm publish",
+        ] {
+            let exec = facts(argv);
+            assert!(r.decide_plain(&exec, &exec.argv[0]).is_none(), "{argv}");
+        }
+        let v = r.decide(&facts("/bin/curl https://example.com"));
+        assert_eq!(rule_of(&v), Some("deny-curl"));
     }
 
     #[test]
