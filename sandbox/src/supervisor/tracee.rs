@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 /// a quarter of the stack limit; 2 MiB covers the default 8 MiB stack).
 pub const MAX_ARG_BYTES: usize = 4 << 20;
 /// The most pointers read from one argument or environment vector.
-const MAX_POINTERS: usize = 1 << 17;
+pub const MAX_POINTERS: usize = 1 << 17;
 /// Remote reads never cross a boundary of this size, so that one region is either all mapped
 /// or not at all (every page size is a multiple of it).
 const PAGE: u64 = 4096;
@@ -97,10 +97,19 @@ pub fn cwd_of(pid: Pid) -> Result<PathBuf, Unreadable> {
 }
 
 /// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`), and what the executed file
-/// is (`stat` of `/proc/PID/exe`: the file the kernel mapped).
-pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
-    let argv = cmdline(pid)?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
+/// is (`stat` of `/proc/PID/exe`: the file the kernel mapped). The arguments come from the new
+/// stack ([`super::stack`]), or from `/proc/PID/cmdline` where that stack is not laid out as
+/// the ELF loader lays it (`scratch` is reused from exec to exec).
+pub fn after_exec(
+    pid: Pid,
+    scratch: &mut super::stack::Scratch,
+) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
+    let argv = match super::stack::argv_at_exec(pid, scratch)? {
+        Some(argv) => argv,
+        None => cmdline(pid)?,
+    };
+    let exe = proc_path(pid, "exe");
+    let exe = std::fs::metadata(exe.as_path())
         .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?;
     Ok((
         ExecRead {
@@ -111,6 +120,31 @@ pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable>
         },
         exe,
     ))
+}
+
+/// `/proc/PID/WHAT` without an allocation (it is made at every exec).
+pub struct ProcPath {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl ProcPath {
+    pub fn as_path(&self) -> &Path {
+        Path::new(std::ffi::OsStr::from_bytes(&self.bytes[..self.len]))
+    }
+}
+
+/// `/proc/PID/WHAT` (`what` is one of this module's short names).
+pub fn proc_path(pid: Pid, what: &str) -> ProcPath {
+    use std::io::Write;
+    let mut bytes = [0u8; 48];
+    let len = {
+        let mut out = &mut bytes[..];
+        // A pid has at most 10 digits and `what` is short: it always fits.
+        let _ = write!(out, "/proc/{pid}/{what}");
+        48 - out.len()
+    };
+    ProcPath { bytes, len }
 }
 
 /// The arguments of `pid` (`/proc/PID/cmdline`).
@@ -127,7 +161,7 @@ const FIRST_PROC_READ: usize = 4 << 10;
 /// `/proc/PID/WHAT`, read whole: usually one read (no size query first: `/proc` files say 0).
 fn read_proc(pid: Pid, what: &str) -> Result<Vec<u8>, Unreadable> {
     let fail = |e: std::io::Error| Unreadable(format!("/proc/{pid}/{what}: {e}"));
-    let mut file = std::fs::File::open(format!("/proc/{pid}/{what}")).map_err(fail)?;
+    let mut file = std::fs::File::open(proc_path(pid, what).as_path()).map_err(fail)?;
     let mut out = vec![0u8; FIRST_PROC_READ];
     let mut len = 0;
     loop {
@@ -605,7 +639,8 @@ mod tests {
     #[test]
     fn the_own_process_can_be_read_after_its_exec() {
         let pid = nix::unistd::getpid();
-        let (read, exe) = after_exec(pid).unwrap();
+        // Not traced by itself: its registers cannot be read, so `/proc` is read.
+        let (read, exe) = after_exec(pid, &mut super::super::stack::Scratch::default()).unwrap();
         assert!(!read.argv.is_empty());
         assert!(exe.is_file());
         assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
