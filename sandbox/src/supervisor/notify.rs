@@ -24,6 +24,15 @@ enum Answer {
     Gone,
 }
 
+/// What a notification found, for its exec event: the argv a person `approved`, and the
+/// `facts` with their `verdict` unless they are opaque (see [`Traced`]).
+fn seen(approved: Option<Vec<String>>, facts: ExecFacts, verdict: Verdict) -> Traced {
+    Traced {
+        approved,
+        decided: facts.opaque.is_none().then_some((facts, verdict)),
+    }
+}
+
 impl Supervisor {
     /// Receives one pending notification and answers it (or, for `ask`, answers once bridle
     /// did). Called when the listener is readable.
@@ -79,17 +88,10 @@ impl Supervisor {
             Stage::Before,
         );
         let verdict = self.decide(pid, &read, &facts);
-        let decided = |approved| Traced {
-            approved,
-            decided: facts
-                .opaque
-                .is_none()
-                .then(|| (facts.clone(), verdict.clone())),
-        };
         if verdict.decision == Decision::Allow {
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
-            return Answer::Proceed(decided(None));
+            return Answer::Proceed(seen(None, facts, verdict));
         }
         // A refusal or a question is reported: what was read is of the caller only while it
         // still waits (its tid not recycled).
@@ -102,10 +104,10 @@ impl Supervisor {
             .get(&pid.as_raw())
             .and_then(|t| t.approved.as_ref());
         match verdict.decision {
-            Decision::Allow => Answer::Proceed(decided(None)),
+            Decision::Allow => Answer::Proceed(seen(None, facts, verdict)),
             // Approved already, and the exec made again (a signal interrupted it).
             Decision::Ask if approved_before == Some(&read.argv) => {
-                Answer::Proceed(decided(Some(read.argv.clone())))
+                Answer::Proceed(seen(Some(read.argv), facts, verdict))
             }
             // A shell searching `PATH` tries the same exec in every directory: decided once.
             _ if self.last_refused.as_ref() == Some(&again) => Answer::Refuse,
@@ -118,7 +120,7 @@ impl Supervisor {
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 if self.ask_and_report(record, ExecOutcome::Refused) {
-                    Answer::Proceed(decided(Some(read.argv.clone())))
+                    Answer::Proceed(seen(Some(read.argv), facts, verdict))
                 } else {
                     self.last_refused = Some(again);
                     Answer::Refuse

@@ -4,13 +4,14 @@
 //! into the caller's memory, read with `process_vm_readv`; another thread sharing that memory
 //! can change them afterwards, so this reading is advisory (it lets the caller get `EACCES`).
 //! After the exec (`PTRACE_EVENT_EXEC`, the new program loaded and not yet run, its process
-//! single-threaded with a memory of its own) `/proc/PID/cmdline`, `environ` and `exe` are
+//! single-threaded with a memory of its own) its arguments, `/proc/PID/environ` and `exe` are
 //! final: nothing else can write them, and this reading decides.
 //!
-//! Reads are batched, since each is a syscall at every exec: the path and the first page of
-//! the pointer vector in one `process_vm_readv`, then the start of every string in one more;
-//! only a string longer than its first read, or one that could not be read in the batch, is
-//! read on its own.
+//! Reads are batched, since each is a syscall at every exec: the pages of the path and of the
+//! pointer vector in one `process_vm_readv` (strings that start in those pages need no other
+//! read), then the start of every other string in one more; only a string longer than its
+//! first read, or one that could not be read in the batch, is read on its own. After the exec
+//! the arguments come from the new stack ([`super::stack`]).
 
 use std::collections::BTreeMap;
 use std::io::{IoSliceMut, Read};
@@ -204,7 +205,7 @@ pub fn env_after_exec(pid: Pid) -> Result<BTreeMap<String, String>, Unreadable> 
 pub fn env_before_exec(pid: Pid, envp: u64) -> Result<BTreeMap<String, String>, Unreadable> {
     let mut budget = MAX_ARG_BYTES;
     let first = first_pointers(pid, envp)?;
-    Ok(parse_env(read_vector(pid, envp, first, &mut budget)?))
+    Ok(parse_env(read_vector(pid, envp, first, &[], &mut budget)?))
 }
 
 /// A region of the tracee's memory, within one [`PAGE`].
@@ -298,26 +299,47 @@ fn finish_string(
     Ok(out)
 }
 
-/// The strings at `pointers`, their starts read in batches.
+/// Pages of the tracee read already, whole (their first address, their bytes): strings that
+/// start in one are not read again.
+type Pages<'a> = &'a [(u64, Vec<u8>)];
+
+/// The bytes from `at` to the end of its page, when that page is one of `pages`.
+fn in_pages(pages: Pages<'_>, at: u64) -> Option<Vec<u8>> {
+    let (base, bytes) = pages.iter().find(|(base, _)| at - at % PAGE == *base)?;
+    Some(bytes[usize::try_from(at - base).ok()?..].to_vec())
+}
+
+/// The strings at `pointers`, their starts taken from `pages` or read in batches.
 fn read_strings(
     pid: Pid,
     pointers: &[u64],
+    pages: Pages<'_>,
     budget: &mut usize,
 ) -> Result<Vec<Vec<u8>>, Unreadable> {
     let mut out = Vec::with_capacity(pointers.len());
     for batch in pointers.chunks(BATCH) {
-        let regions: Vec<Region> = batch.iter().map(|&p| region(p, FIRST_READ)).collect();
-        let starts = read_regions(pid, &regions)?;
-        for (&pointer, start) in batch.iter().zip(starts) {
+        let known: Vec<Option<Vec<u8>>> = batch.iter().map(|&p| in_pages(pages, p)).collect();
+        let regions: Vec<Region> = batch
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(&p, _)| region(p, FIRST_READ))
+            .collect();
+        let mut starts = if regions.is_empty() {
+            Vec::new()
+        } else {
+            read_regions(pid, &regions)?
+        }
+        .into_iter();
+        for (&pointer, known) in batch.iter().zip(known) {
+            let start = match known {
+                Some(bytes) => Some(bytes),
+                None => starts.next().flatten(),
+            };
             out.push(finish_string(pid, pointer, start, budget)?);
         }
     }
     Ok(out)
-}
-
-/// The first read of a pointer vector at `addr`: up to [`FIRST_POINTERS`] within its page.
-fn first_region(addr: u64) -> Region {
-    region(addr, FIRST_POINTERS * 8)
 }
 
 fn first_pointers(pid: Pid, addr: u64) -> Result<Option<Vec<u8>>, Unreadable> {
@@ -328,11 +350,12 @@ fn first_pointers(pid: Pid, addr: u64) -> Result<Option<Vec<u8>>, Unreadable> {
 }
 
 /// A NULL-terminated vector of string pointers at `addr` (argv or envp; `0` is empty), whose
-/// first bytes are `first` (read already, see [`first_region`]).
+/// first bytes are `first` (read already: up to the end of its page, or [`first_pointers`]).
 fn read_vector(
     pid: Pid,
     addr: u64,
     first: Option<Vec<u8>>,
+    pages: Pages<'_>,
     budget: &mut usize,
 ) -> Result<Vec<Vec<u8>>, Unreadable> {
     if addr == 0 {
@@ -372,7 +395,7 @@ fn read_vector(
         }
         at += u64::try_from(bytes.len()).unwrap_or(PAGE);
     }
-    read_strings(pid, &pointers, budget)
+    read_strings(pid, &pointers, pages, budget)
 }
 
 /// `AT_FDCWD`.
@@ -395,14 +418,22 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
         (AT_FDCWD, args[0], args[1], args[2], 0)
     };
     let mut budget = MAX_ARG_BYTES;
-    // The path and the start of argv in one read (a null argv is empty: nothing to read).
-    let mut regions = vec![region(path_at, FIRST_READ)];
-    if argv_at != 0 && argv_at.is_multiple_of(8) {
-        regions.push(first_region(argv_at));
+    // The pages of the path and of argv whole, in one read (a null argv is empty: nothing to
+    // read): the strings are often in the same pages (a program's constants next to the path,
+    // a shell's words next to their vector), which spares the second read.
+    let page_of = |at: u64| at - at % PAGE;
+    let mut starts = vec![page_of(path_at)];
+    if argv_at != 0 && argv_at.is_multiple_of(8) && page_of(argv_at) != starts[0] {
+        starts.push(page_of(argv_at));
     }
-    let mut first = read_regions(pid, &regions)?.into_iter();
-    let named = finish_string(pid, path_at, first.next().flatten(), &mut budget)?;
-    let argv = read_vector(pid, argv_at, first.next().flatten(), &mut budget)?;
+    let regions: Vec<Region> = starts.iter().map(|&at| region(at, PAGE)).collect();
+    let pages: Vec<(u64, Vec<u8>)> = starts
+        .into_iter()
+        .zip(read_regions(pid, &regions)?)
+        .filter_map(|(at, bytes)| Some((at, bytes?)))
+        .collect();
+    let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
+    let argv = read_vector(pid, argv_at, in_pages(&pages, argv_at), &pages, &mut budget)?;
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
@@ -506,7 +537,7 @@ mod tests {
         with_null.push(0);
         let addr = with_null.as_ptr() as u64;
         let mut budget = MAX_ARG_BYTES;
-        read_vector(me(), addr, first_pointers(me(), addr)?, &mut budget)
+        read_vector(me(), addr, first_pointers(me(), addr)?, &[], &mut budget)
     }
 
     #[test]
@@ -564,11 +595,11 @@ mod tests {
         let addr = g.addr(page - 16);
         let mut budget = MAX_ARG_BYTES;
         let first = first_pointers(me(), addr).unwrap();
-        assert!(read_vector(me(), addr, first, &mut budget).is_err());
+        assert!(read_vector(me(), addr, first, &[], &mut budget).is_err());
         // With the NULL in the page, it reads.
         g.first()[page - 8..].copy_from_slice(&0u64.to_ne_bytes());
         let first = first_pointers(me(), addr).unwrap();
-        let read = read_vector(me(), addr, first, &mut budget).unwrap();
+        let read = read_vector(me(), addr, first, &[], &mut budget).unwrap();
         assert_eq!(read, vec![b"ok".to_vec()]);
     }
 
@@ -608,6 +639,36 @@ mod tests {
         let mut no_argv = args(path);
         no_argv[1] = 0;
         assert!(before_exec(me(), false, no_argv).unwrap().argv.is_empty());
+    }
+
+    #[test]
+    fn strings_in_the_pages_read_with_the_path_are_read_whole_across_their_end() {
+        // The path, the vector and the strings in one page, one string running on into the
+        // next page, one in the page after it; and a path running into unmapped memory.
+        let mut buf = vec![0u8; 4 * 4096];
+        let base = buf.as_ptr() as u64;
+        let page = usize::try_from(PAGE - base % PAGE).unwrap();
+        let put = |buf: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+            buf[at..at + bytes.len()].copy_from_slice(bytes);
+            base + at as u64
+        };
+        let path = put(&mut buf, page, b"/bin/true\0");
+        let a0 = put(&mut buf, page + 16, b"true\0");
+        let across = put(&mut buf, page + 4096 - 3, b"across-the-end\0");
+        let later = put(&mut buf, page + 2 * 4096 + 5, b"later\0");
+        let mut vector = Vec::new();
+        for p in [a0, across, later, 0] {
+            vector.extend_from_slice(&p.to_ne_bytes());
+        }
+        let argv_at = put(&mut buf, page + 64, &vector);
+        let read = before_exec(me(), false, [path, argv_at, 0, 0, 0, 0]).unwrap();
+        assert_eq!(read.path, Path::new("/bin/true"));
+        assert_eq!(read.argv, ["true", "across-the-end", "later"]);
+        let mut g = Guarded::new();
+        let end = g.page;
+        g.first()[end - 4..].copy_from_slice(b"/bin");
+        let at = g.addr(end - 4);
+        assert!(before_exec(me(), false, [at, 0, 0, 0, 0, 0]).is_err());
     }
 
     #[test]
