@@ -304,9 +304,20 @@ fn finish_string(
 type Pages<'a> = &'a [(u64, Vec<u8>)];
 
 /// The bytes from `at` to the end of its page, when that page is one of `pages`.
-fn in_pages(pages: Pages<'_>, at: u64) -> Option<Vec<u8>> {
+fn page_rest(pages: Pages<'_>, at: u64) -> Option<&[u8]> {
     let (base, bytes) = pages.iter().find(|(base, _)| at - at % PAGE == *base)?;
-    Some(bytes[usize::try_from(at - base).ok()?..].to_vec())
+    bytes.get(usize::try_from(at - base).ok()?..)
+}
+
+/// The string at `at` up to its NUL (included), or to the end of its page, when that page is
+/// one of `pages`.
+fn in_pages(pages: Pages<'_>, at: u64) -> Option<Vec<u8>> {
+    let rest = page_rest(pages, at)?;
+    let end = rest
+        .iter()
+        .position(|b| *b == 0)
+        .map_or(rest.len(), |nul| nul + 1);
+    Some(rest[..end].to_vec())
 }
 
 /// The strings at `pointers`, their starts taken from `pages` or read in batches.
@@ -433,7 +444,8 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
         .filter_map(|(at, bytes)| Some((at, bytes?)))
         .collect();
     let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
-    let argv = read_vector(pid, argv_at, in_pages(&pages, argv_at), &pages, &mut budget)?;
+    let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
+    let argv = read_vector(pid, argv_at, first, &pages, &mut budget)?;
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
