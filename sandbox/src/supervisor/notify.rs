@@ -70,7 +70,7 @@ impl Supervisor {
     fn at_notification(&mut self, notification: &Notification) -> Answer {
         let pid = Pid::from_raw(notification.tid);
         let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
-        let read = tracee::before_exec(pid, execveat, notification.args);
+        let read = tracee::before_exec(pid, execveat, notification.args, &mut self.scratch);
         // What cannot be read here is decided at the exec event, if the exec happens.
         let Ok(read) = read else {
             return Answer::Proceed(Traced::default());

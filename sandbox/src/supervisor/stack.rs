@@ -31,10 +31,21 @@ const FIRST_READ: usize = 16 << 10;
 /// The most bytes one argument can have (the kernel's `MAX_ARG_STRLEN`, 32 pages).
 const MAX_ARG_STRLEN: usize = 32 * 4096;
 
-/// A buffer reused from exec to exec (allocated and zeroed once, not per exec).
+/// A buffer reused from exec to exec (allocated and zeroed once, not per exec: zeroing fresh
+/// buffers for each remote read was a few per cent of the supervisor's time).
 #[derive(Debug, Default)]
 pub struct Scratch {
     buf: Vec<u8>,
+}
+
+impl Scratch {
+    /// The first `len` bytes of the buffer (grown, and zeroed, only when it is shorter).
+    pub fn get(&mut self, len: usize) -> &mut [u8] {
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        &mut self.buf[..len]
+    }
 }
 
 /// Reads `buf.len()` bytes at `at` of `pid`: how many were read (fewer where the mapping ends:
@@ -70,10 +81,7 @@ pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String
     if !sp.is_multiple_of(8) {
         return Ok(None);
     }
-    if scratch.buf.len() < FIRST_READ {
-        scratch.buf.resize(FIRST_READ, 0);
-    }
-    let got = read_at(pid, sp, &mut scratch.buf[..FIRST_READ])?;
+    let got = read_at(pid, sp, scratch.get(FIRST_READ))?;
     let first = &scratch.buf[..got];
     let Some(argc) = word(first, 0).and_then(|n| usize::try_from(n).ok()) else {
         return Ok(None);

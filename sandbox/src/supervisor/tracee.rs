@@ -259,6 +259,37 @@ fn read_regions(pid: Pid, regions: &[Region]) -> Result<Vec<Option<Vec<u8>>>, Un
         .collect())
 }
 
+/// Reads the whole pages at `starts` of `pid` into `scratch` with one `process_vm_readv`: those
+/// read, until the first that is not mapped.
+fn read_pages<'a>(
+    pid: Pid,
+    starts: &[u64],
+    scratch: &'a mut super::stack::Scratch,
+) -> Result<Vec<(u64, &'a [u8])>, Unreadable> {
+    let page = usize::try_from(PAGE).unwrap_or(4096);
+    let buf = scratch.get(starts.len() * page);
+    let mut remote = Vec::with_capacity(starts.len());
+    for &at in starts {
+        let base = usize::try_from(at).map_err(|_| Unreadable("an address out of range".into()))?;
+        remote.push(RemoteIoVec { base, len: page });
+    }
+    let got = {
+        let mut local: Vec<IoSliceMut<'_>> = buf.chunks_mut(page).map(IoSliceMut::new).collect();
+        match process_vm_readv(pid, &mut local, &remote) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EFAULT) => 0,
+            Err(e) => return Err(Unreadable(format!("reading the memory of pid {pid}: {e}"))),
+        }
+    };
+    // A page is read whole or not at all.
+    Ok(starts
+        .iter()
+        .copied()
+        .zip(buf.chunks(page))
+        .take(got / page)
+        .collect())
+}
+
 /// Reads `len` bytes at `addr` of `pid` within its page; `None` when that page is not mapped.
 fn read_one(pid: Pid, at: u64, most: u64) -> Result<Option<Vec<u8>>, Unreadable> {
     Ok(read_regions(pid, &[region(at, most)])?.pop().flatten())
@@ -301,7 +332,7 @@ fn finish_string(
 
 /// Pages of the tracee read already, whole (their first address, their bytes): strings that
 /// start in one are not read again.
-type Pages<'a> = &'a [(u64, Vec<u8>)];
+type Pages<'a> = &'a [(u64, &'a [u8])];
 
 /// The bytes from `at` to the end of its page, when that page is one of `pages`.
 fn page_rest(pages: Pages<'_>, at: u64) -> Option<&[u8]> {
@@ -416,7 +447,12 @@ const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// The exec `pid` is about to make: `execve(path, argv, envp)` or `execveat(dirfd, path,
 /// argv, envp, flags)`, from the syscall's arguments (`execveat` tells which).
-pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead, Unreadable> {
+pub fn before_exec(
+    pid: Pid,
+    execveat: bool,
+    args: [u64; 6],
+    scratch: &mut super::stack::Scratch,
+) -> Result<ExecRead, Unreadable> {
     let (dirfd, path_at, argv_at, envp_at, flags) = if execveat {
         (
             i64::from_ne_bytes(args[0].to_ne_bytes()),
@@ -437,12 +473,7 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
     if argv_at != 0 && argv_at.is_multiple_of(8) && page_of(argv_at) != starts[0] {
         starts.push(page_of(argv_at));
     }
-    let regions: Vec<Region> = starts.iter().map(|&at| region(at, PAGE)).collect();
-    let pages: Vec<(u64, Vec<u8>)> = starts
-        .into_iter()
-        .zip(read_regions(pid, &regions)?)
-        .filter_map(|(at, bytes)| Some((at, bytes?)))
-        .collect();
+    let pages = read_pages(pid, &starts, scratch)?;
     let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
     let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
     let argv = read_vector(pid, argv_at, first, &pages, &mut budget)?;
@@ -472,6 +503,7 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervisor::stack::Scratch;
 
     #[test]
     fn environment_entries_split_at_the_first_equals() {
@@ -634,7 +666,7 @@ mod tests {
                 0,
             ]
         };
-        let read = before_exec(me(), false, args(path)).unwrap();
+        let read = before_exec(me(), false, args(path), &mut Scratch::default()).unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "--flag"]);
         assert_eq!(
@@ -643,14 +675,19 @@ mod tests {
         );
         let env = env_before_exec(me(), read.envp).unwrap();
         assert_eq!(env.get("K").map(String::as_str), Some("v"));
-        let read = before_exec(me(), false, args(rel)).unwrap();
+        let read = before_exec(me(), false, args(rel), &mut Scratch::default()).unwrap();
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(read.path, cwd.join("run.sh"));
         assert_eq!(read.cwd, Some(cwd));
         // A null argv is empty.
         let mut no_argv = args(path);
         no_argv[1] = 0;
-        assert!(before_exec(me(), false, no_argv).unwrap().argv.is_empty());
+        assert!(
+            before_exec(me(), false, no_argv, &mut Scratch::default())
+                .unwrap()
+                .argv
+                .is_empty()
+        );
     }
 
     #[test]
@@ -673,14 +710,20 @@ mod tests {
             vector.extend_from_slice(&p.to_ne_bytes());
         }
         let argv_at = put(&mut buf, page + 64, &vector);
-        let read = before_exec(me(), false, [path, argv_at, 0, 0, 0, 0]).unwrap();
+        let read = before_exec(
+            me(),
+            false,
+            [path, argv_at, 0, 0, 0, 0],
+            &mut Scratch::default(),
+        )
+        .unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "across-the-end", "later"]);
         let mut g = Guarded::new();
         let end = g.page;
         g.first()[end - 4..].copy_from_slice(b"/bin");
         let at = g.addr(end - 4);
-        assert!(before_exec(me(), false, [at, 0, 0, 0, 0, 0]).is_err());
+        assert!(before_exec(me(), false, [at, 0, 0, 0, 0, 0], &mut Scratch::default()).is_err());
     }
 
     #[test]
@@ -713,7 +756,7 @@ mod tests {
     fn the_own_process_can_be_read_after_its_exec() {
         let pid = nix::unistd::getpid();
         // Not traced by itself: its registers cannot be read, so `/proc` is read.
-        let (read, exe) = after_exec(pid, &mut super::super::stack::Scratch::default()).unwrap();
+        let (read, exe) = after_exec(pid, &mut Scratch::default()).unwrap();
         assert!(!read.argv.is_empty());
         assert!(exe.is_file());
         assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
