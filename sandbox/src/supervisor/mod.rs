@@ -35,8 +35,10 @@
 //!     stays seized. If it cannot be seized the exec fails with `EPERM` and the record says why.
 //! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
 //!   runs one instruction, the supervisor decides again on what is now final: the argv from
-//!   `/proc/PID/cmdline` (the new image's memory) and the executed file from `/proc/PID/exe`
-//!   (the environment from `/proc/PID/environ` where a rule needs it). Allowed: the supervisor
+//!   the new image's stack ([`stack`]; `/proc/PID/cmdline` where that stack is not the ELF
+//!   loader's layout) and the executed file from `/proc/PID/exe` (the environment from
+//!   `/proc/PID/environ` where a rule needs it); facts equal to the notification's keep its
+//!   verdict (the rules are a pure function of them). Allowed: the supervisor
 //!   detaches. Denied: the process is killed (SIGKILL) before its first instruction. (After a
 //!   non-leader thread's exec the process has the thread group's id; the event message gives
 //!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
