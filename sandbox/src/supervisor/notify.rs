@@ -17,7 +17,7 @@ use crate::sys::notify::{self as unotify, Notification, Response};
 /// What becomes of an exec waiting at its notification.
 enum Answer {
     /// On to its exec event, with what it found there.
-    Proceed(Traced),
+    Proceed(Box<Traced>),
     /// It fails with `EACCES`.
     Refuse,
     /// The caller no longer waits: nothing to answer.
@@ -26,11 +26,11 @@ enum Answer {
 
 /// What a notification found, for its exec event: the argv a person `approved`, and the
 /// `facts` with their `verdict` unless they are opaque (see [`Traced`]).
-fn seen(approved: Option<Vec<String>>, facts: ExecFacts, verdict: Verdict) -> Traced {
-    Traced {
+fn seen(approved: Option<Vec<String>>, facts: ExecFacts, verdict: Verdict) -> Box<Traced> {
+    Box::new(Traced {
         approved,
         decided: facts.opaque.is_none().then_some((facts, verdict)),
-    }
+    })
 }
 
 impl Supervisor {
@@ -45,7 +45,7 @@ impl Supervisor {
             return;
         };
         match self.at_notification(&notification) {
-            Answer::Proceed(seen) => self.let_exec(&notification, seen),
+            Answer::Proceed(seen) => self.let_exec(&notification, *seen),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
             Answer::Gone => {}
         }
@@ -73,12 +73,12 @@ impl Supervisor {
         let read = tracee::before_exec(pid, execveat, notification.args, &mut self.scratch);
         // What cannot be read here is decided at the exec event, if the exec happens.
         let Ok(read) = read else {
-            return Answer::Proceed(Traced::default());
+            return Answer::Proceed(Box::default());
         };
         // A file that is not there is not run either (the kernel fails the exec), or is
         // decided at the exec event.
         let Ok(file) = program_file(&read.path) else {
-            return Answer::Proceed(Traced::default());
+            return Answer::Proceed(Box::default());
         };
         let facts = self.facts(
             pid,

@@ -212,7 +212,7 @@ mod tests {
         unsafe {
             command.pre_exec(|| nix::sys::ptrace::traceme().map_err(std::io::Error::from));
         }
-        let child = command.spawn().expect("spawn /bin/true");
+        let mut child = command.spawn().expect("spawn /bin/true");
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
         let status = waitpid(pid, None).unwrap();
         assert!(
@@ -224,8 +224,8 @@ mod tests {
         );
         let from_stack = argv_at_exec(pid, &mut Scratch::default()).unwrap();
         let from_proc = cmdline(pid).unwrap();
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        let _ = waitpid(pid, None);
+        let _ = child.kill();
+        let _ = child.wait();
         (from_stack, from_proc)
     }
 
