@@ -177,6 +177,55 @@ fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the
     assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
 }
 
+#[test]
+fn an_interpreter_line_is_decided_on_the_argv_that_runs_however_odd_its_arguments() {
+    // The exec of a script is allowed at its notification (a text file called by its own
+    // name) and runs `/bin/echo` with the interpreter line's word: only the exec event sees
+    // that argv, which it reads from the new stack. Odd arguments (empty ones, bytes that are
+    // not UTF-8, 100,000 of them) must not make it read anything else.
+    use std::os::unix::fs::PermissionsExt;
+    let e = ExecEnv::new();
+    let profile = forbidding(&e);
+    for (name, word) in [("harmful.sh", "harmful"), ("neutral.sh", "neutral")] {
+        let path = e.write(name, format!("#!/bin/echo {word}\n"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |name: &str| {
+        let line = format!(
+            "./{name} '' \"$(printf '\\377\\376')\" $(seq 1 100000) '' last; echo status=$?"
+        );
+        run_within(
+            &mut e.exec_cmd(&["--profile", &profile], &[], &["bash", "-c", &line]),
+            std::time::Duration::from_secs(120),
+        )
+    };
+    let r = run("harmful.sh");
+    assert_eq!(r.value("status"), "137", "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        !r.stdout.contains("harmful"),
+        "a denied exec ran:\n{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("rule deny-harmful denied exec of"),
+        "{}",
+        r.stderr
+    );
+    let r = run("neutral.sh");
+    assert_eq!(r.value("status"), "0", "{}", r.stderr);
+    let printed = r.stdout.lines().next().unwrap_or_default();
+    let numbers: Vec<String> = (1..=100_000).map(|n| n.to_string()).collect();
+    let want = format!(
+        "neutral ./neutral.sh  \u{fffd}\u{fffd} {}  last",
+        numbers.join(" ")
+    );
+    assert!(
+        printed == want,
+        "echo printed {} bytes, not what it was given",
+        printed.len()
+    );
+}
+
 /// The host's git.
 fn host_git() -> &'static str {
     ["/usr/local/bin/git", "/usr/bin/git"]

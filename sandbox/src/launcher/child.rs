@@ -571,11 +571,13 @@ fn wait_for_work(signals: &SignalFd, supervisor: Option<&mut Supervisor>) -> Vec
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let (signalled, notified, hung_up) = {
         let listener = supervisor.as_deref().and_then(Supervisor::listener);
-        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-        if let Some(listener) = listener {
-            fds.push(PollFd::new(listener, PollFlags::POLLIN));
-        }
-        match poll(&mut fds, PollTimeout::NONE) {
+        // No allocation: this runs twice per exec of a supervised sandbox.
+        let mut all = [
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(listener.unwrap_or(signals.as_fd()), PollFlags::POLLIN),
+        ];
+        let fds = &mut all[..if listener.is_some() { 2 } else { 1 }];
+        match poll(fds, PollTimeout::NONE) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => return Vec::new(),
             // Never spin on a failing poll: wait for the signals alone.

@@ -35,8 +35,10 @@
 //!     stays seized. If it cannot be seized the exec fails with `EPERM` and the record says why.
 //! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
 //!   runs one instruction, the supervisor decides again on what is now final: the argv from
-//!   `/proc/PID/cmdline` (the new image's memory) and the executed file from `/proc/PID/exe`
-//!   (the environment from `/proc/PID/environ` where a rule needs it). Allowed: the supervisor
+//!   the new image's stack ([`stack`]; `/proc/PID/cmdline` where that stack is not the ELF
+//!   loader's layout) and the executed file from `/proc/PID/exe` (the environment from
+//!   `/proc/PID/environ` where a rule needs it); facts equal to the notification's keep its
+//!   verdict (the rules are a pure function of them). Allowed: the supervisor
 //!   detaches. Denied: the process is killed (SIGKILL) before its first instruction. (After a
 //!   non-leader thread's exec the process has the thread group's id; the event message gives
 //!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
@@ -109,6 +111,7 @@ mod git;
 pub mod identity;
 mod notify;
 pub mod record;
+mod stack;
 mod tracee;
 
 use std::collections::HashMap;
@@ -200,13 +203,28 @@ pub(crate) struct Supervisor {
     names_git: bool,
     identity: identity::Identity,
     mode: Mode,
-    /// The threads traced now, each with the argv a person approved at its notification (the
-    /// exec event of the same argv does not ask again).
-    traced: HashMap<i32, Option<Vec<String>>>,
+    /// The threads traced now, with what their notification found.
+    traced: HashMap<i32, Traced>,
     channel: Option<Channel>,
+    /// Reused by every exec event's read of the new stack.
+    scratch: stack::Scratch,
     /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
     /// every directory, which is one denial to report, not one per directory.
     last_refused: Option<(i32, Vec<String>)>,
+}
+
+/// A thread traced from its notification to its exec event.
+#[derive(Debug, Default)]
+struct Traced {
+    /// The argv a person approved at its notification: the exec event of the same argv does
+    /// not ask again.
+    approved: Option<Vec<String>>,
+    /// The facts its notification found and the rules' verdict on them. The rules' verdict is
+    /// a function of the facts alone ([`ExecRules::decide`] is pure), so the exec event, which
+    /// reads its own facts, needs not decide again when they are equal; unequal facts (a
+    /// rewritten argv, another file) are decided afresh. Not kept for opaque facts: there the
+    /// decision also reads files ([`Supervisor::decide`]).
+    decided: Option<(ExecFacts, Verdict)>,
 }
 
 /// The socket to bridle (see [`record`]).
@@ -237,6 +255,7 @@ impl Supervisor {
             traced: HashMap::new(),
             channel,
             last_refused: None,
+            scratch: stack::Scratch::default(),
         }
     }
 
@@ -249,7 +268,7 @@ impl Supervisor {
             )
         })?;
         self.mode = Mode::Tree;
-        self.traced.insert(command.as_raw(), None);
+        self.traced.insert(command.as_raw(), Traced::default());
         Ok(())
     }
 
@@ -336,16 +355,17 @@ impl Supervisor {
                 .and_then(|t| i32::try_from(t).ok())
                 .unwrap_or(pid.as_raw())
         };
-        let mut approved = self.traced.remove(&former).flatten();
+        let seen = self.traced.remove(&former).unwrap_or_default();
+        let mut approved = seen.approved;
         if former != pid.as_raw() {
-            approved = approved.or(self.traced.remove(&pid.as_raw()).flatten());
+            approved = approved.or(self.traced.remove(&pid.as_raw()).and_then(|t| t.approved));
         }
         // Tracing the tree, it stays traced; otherwise it is let go once allowed.
         let tree = matches!(self.mode, Mode::Tree);
         if tree {
-            self.traced.insert(pid.as_raw(), None);
+            self.traced.insert(pid.as_raw(), Traced::default());
         }
-        let (read, file) = match tracee::after_exec(pid) {
+        let (read, file) = match tracee::after_exec(pid, &mut self.scratch) {
             Ok(read) => read,
             Err(tracee::Unreadable(why)) => {
                 let verdict = Verdict {
@@ -361,15 +381,18 @@ impl Supervisor {
                 return;
             }
         };
-        let exe = format!("/proc/{pid}/exe");
+        let exe = tracee::proc_path(pid, "exe");
         let facts = self.facts(
             pid,
             &read,
             &file,
-            || open_program(Path::new(&exe)),
+            || open_program(exe.as_path()),
             Stage::After,
         );
-        let verdict = self.decide(pid, &read, &facts);
+        let verdict = match seen.decided {
+            Some((before, verdict)) if before == facts => verdict,
+            _ => self.decide(pid, &read, &facts),
+        };
         let allowed = match verdict.decision {
             Decision::Allow => true,
             Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
@@ -391,7 +414,7 @@ impl Supervisor {
             resume(pid, None);
         } else if ptrace::detach(pid, None).is_err() {
             // Still stopped and traced: let it go on as a tracee (its stops are passed on).
-            self.traced.insert(pid.as_raw(), None);
+            self.traced.insert(pid.as_raw(), Traced::default());
             resume(pid, None);
         }
     }

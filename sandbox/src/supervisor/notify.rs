@@ -9,17 +9,28 @@ use bridle_policy::{DecidedBy, Decision, Verdict};
 use nix::sys::ptrace::{self, Options};
 use nix::unistd::Pid;
 
-use super::{ExecOutcome, ExecRead, Mode, Stage, Supervisor, open_program, program_file, tracee};
+use super::{
+    ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file, tracee,
+};
 use crate::sys::notify::{self as unotify, Notification, Response};
 
 /// What becomes of an exec waiting at its notification.
 enum Answer {
-    /// On to its exec event (with the argv a person approved, if one was asked).
-    Proceed(Option<Vec<String>>),
+    /// On to its exec event, with what it found there.
+    Proceed(Box<Traced>),
     /// It fails with `EACCES`.
     Refuse,
     /// The caller no longer waits: nothing to answer.
     Gone,
+}
+
+/// What a notification found, for its exec event: the argv a person `approved`, and the
+/// `facts` with their `verdict` unless they are opaque (see [`Traced`]).
+fn seen(approved: Option<Vec<String>>, facts: ExecFacts, verdict: Verdict) -> Box<Traced> {
+    Box::new(Traced {
+        approved,
+        decided: facts.opaque.is_none().then_some((facts, verdict)),
+    })
 }
 
 impl Supervisor {
@@ -34,7 +45,7 @@ impl Supervisor {
             return;
         };
         match self.at_notification(&notification) {
-            Answer::Proceed(approved) => self.let_exec(&notification, approved),
+            Answer::Proceed(seen) => self.let_exec(&notification, *seen),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
             Answer::Gone => {}
         }
@@ -59,15 +70,15 @@ impl Supervisor {
     fn at_notification(&mut self, notification: &Notification) -> Answer {
         let pid = Pid::from_raw(notification.tid);
         let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
-        let read = tracee::before_exec(pid, execveat, notification.args);
+        let read = tracee::before_exec(pid, execveat, notification.args, &mut self.scratch);
         // What cannot be read here is decided at the exec event, if the exec happens.
         let Ok(read) = read else {
-            return Answer::Proceed(None);
+            return Answer::Proceed(Box::default());
         };
         // A file that is not there is not run either (the kernel fails the exec), or is
         // decided at the exec event.
         let Ok(file) = program_file(&read.path) else {
-            return Answer::Proceed(None);
+            return Answer::Proceed(Box::default());
         };
         let facts = self.facts(
             pid,
@@ -80,7 +91,7 @@ impl Supervisor {
         if verdict.decision == Decision::Allow {
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
-            return Answer::Proceed(None);
+            return Answer::Proceed(seen(None, facts, verdict));
         }
         // A refusal or a question is reported: what was read is of the caller only while it
         // still waits (its tid not recycled).
@@ -88,12 +99,15 @@ impl Supervisor {
             return Answer::Gone;
         }
         let again = (pid.as_raw(), read.argv.clone());
-        let approved_before = self.traced.get(&pid.as_raw()).and_then(Option::as_ref);
+        let approved_before = self
+            .traced
+            .get(&pid.as_raw())
+            .and_then(|t| t.approved.as_ref());
         match verdict.decision {
-            Decision::Allow => Answer::Proceed(None),
+            Decision::Allow => Answer::Proceed(seen(None, facts, verdict)),
             // Approved already, and the exec made again (a signal interrupted it).
             Decision::Ask if approved_before == Some(&read.argv) => {
-                Answer::Proceed(Some(read.argv))
+                Answer::Proceed(seen(Some(read.argv), facts, verdict))
             }
             // A shell searching `PATH` tries the same exec in every directory: decided once.
             _ if self.last_refused.as_ref() == Some(&again) => Answer::Refuse,
@@ -106,7 +120,7 @@ impl Supervisor {
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 if self.ask_and_report(record, ExecOutcome::Refused) {
-                    Answer::Proceed(Some(read.argv))
+                    Answer::Proceed(seen(Some(read.argv), facts, verdict))
                 } else {
                     self.last_refused = Some(again);
                     Answer::Refuse
@@ -118,7 +132,7 @@ impl Supervisor {
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
     /// the notification is still its, and continues the call. A caller that cannot be seized
     /// gets `EPERM`, reported: it must not exec unchecked.
-    fn let_exec(&mut self, notification: &Notification, approved: Option<Vec<String>>) {
+    fn let_exec(&mut self, notification: &Notification, seen: Traced) {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
         if !self.traced.contains_key(&tid) {
@@ -130,11 +144,14 @@ impl Supervisor {
                 }
                 return;
             }
-            self.traced.insert(tid, None);
         }
-        if approved.is_some() {
-            self.traced.insert(tid, approved);
+        // What this notification found replaces what an earlier one of the thread found
+        // (an `execvp` trying `PATH`), except an approval, which a repeated exec keeps.
+        let entry = self.traced.entry(tid).or_default();
+        if seen.approved.is_some() {
+            entry.approved = seen.approved;
         }
+        entry.decided = seen.decided;
         // `CONTINUE` succeeds only while the caller still waits, and a waiting caller keeps
         // its tid: so if it succeeds, the thread seized is the caller, with no
         // `SECCOMP_IOCTL_NOTIF_ID_VALID` first (one syscall less at every exec). If it fails,

@@ -4,13 +4,14 @@
 //! into the caller's memory, read with `process_vm_readv`; another thread sharing that memory
 //! can change them afterwards, so this reading is advisory (it lets the caller get `EACCES`).
 //! After the exec (`PTRACE_EVENT_EXEC`, the new program loaded and not yet run, its process
-//! single-threaded with a memory of its own) `/proc/PID/cmdline`, `environ` and `exe` are
+//! single-threaded with a memory of its own) its arguments, `/proc/PID/environ` and `exe` are
 //! final: nothing else can write them, and this reading decides.
 //!
-//! Reads are batched, since each is a syscall at every exec: the path and the first page of
-//! the pointer vector in one `process_vm_readv`, then the start of every string in one more;
-//! only a string longer than its first read, or one that could not be read in the batch, is
-//! read on its own.
+//! Reads are batched, since each is a syscall at every exec: the pages of the path and of the
+//! pointer vector in one `process_vm_readv` (strings that start in those pages need no other
+//! read), then the start of every other string in one more; only a string longer than its
+//! first read, or one that could not be read in the batch, is read on its own. After the exec
+//! the arguments come from the new stack ([`super::stack`]).
 
 use std::collections::BTreeMap;
 use std::io::{IoSliceMut, Read};
@@ -24,7 +25,7 @@ use nix::unistd::Pid;
 /// a quarter of the stack limit; 2 MiB covers the default 8 MiB stack).
 pub const MAX_ARG_BYTES: usize = 4 << 20;
 /// The most pointers read from one argument or environment vector.
-const MAX_POINTERS: usize = 1 << 17;
+pub const MAX_POINTERS: usize = 1 << 17;
 /// Remote reads never cross a boundary of this size, so that one region is either all mapped
 /// or not at all (every page size is a multiple of it).
 const PAGE: u64 = 4096;
@@ -97,10 +98,19 @@ pub fn cwd_of(pid: Pid) -> Result<PathBuf, Unreadable> {
 }
 
 /// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`), and what the executed file
-/// is (`stat` of `/proc/PID/exe`: the file the kernel mapped).
-pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
-    let argv = cmdline(pid)?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe"))
+/// is (`stat` of `/proc/PID/exe`: the file the kernel mapped). The arguments come from the new
+/// stack ([`super::stack`]), or from `/proc/PID/cmdline` where that stack is not laid out as
+/// the ELF loader lays it (`scratch` is reused from exec to exec).
+pub fn after_exec(
+    pid: Pid,
+    scratch: &mut super::stack::Scratch,
+) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
+    let argv = match super::stack::argv_at_exec(pid, scratch)? {
+        Some(argv) => argv,
+        None => cmdline(pid)?,
+    };
+    let exe = proc_path(pid, "exe");
+    let exe = std::fs::metadata(exe.as_path())
         .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?;
     Ok((
         ExecRead {
@@ -111,6 +121,31 @@ pub fn after_exec(pid: Pid) -> Result<(ExecRead, std::fs::Metadata), Unreadable>
         },
         exe,
     ))
+}
+
+/// `/proc/PID/WHAT` without an allocation (it is made at every exec).
+pub struct ProcPath {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl ProcPath {
+    pub fn as_path(&self) -> &Path {
+        Path::new(std::ffi::OsStr::from_bytes(&self.bytes[..self.len]))
+    }
+}
+
+/// `/proc/PID/WHAT` (`what` is one of this module's short names).
+pub fn proc_path(pid: Pid, what: &str) -> ProcPath {
+    use std::io::Write;
+    let mut bytes = [0u8; 48];
+    let len = {
+        let mut out = &mut bytes[..];
+        // A pid has at most 10 digits and `what` is short: it always fits.
+        let _ = write!(out, "/proc/{pid}/{what}");
+        48 - out.len()
+    };
+    ProcPath { bytes, len }
 }
 
 /// The arguments of `pid` (`/proc/PID/cmdline`).
@@ -127,7 +162,7 @@ const FIRST_PROC_READ: usize = 4 << 10;
 /// `/proc/PID/WHAT`, read whole: usually one read (no size query first: `/proc` files say 0).
 fn read_proc(pid: Pid, what: &str) -> Result<Vec<u8>, Unreadable> {
     let fail = |e: std::io::Error| Unreadable(format!("/proc/{pid}/{what}: {e}"));
-    let mut file = std::fs::File::open(format!("/proc/{pid}/{what}")).map_err(fail)?;
+    let mut file = std::fs::File::open(proc_path(pid, what).as_path()).map_err(fail)?;
     let mut out = vec![0u8; FIRST_PROC_READ];
     let mut len = 0;
     loop {
@@ -170,7 +205,7 @@ pub fn env_after_exec(pid: Pid) -> Result<BTreeMap<String, String>, Unreadable> 
 pub fn env_before_exec(pid: Pid, envp: u64) -> Result<BTreeMap<String, String>, Unreadable> {
     let mut budget = MAX_ARG_BYTES;
     let first = first_pointers(pid, envp)?;
-    Ok(parse_env(read_vector(pid, envp, first, &mut budget)?))
+    Ok(parse_env(read_vector(pid, envp, first, &[], &mut budget)?))
 }
 
 /// A region of the tracee's memory, within one [`PAGE`].
@@ -224,6 +259,37 @@ fn read_regions(pid: Pid, regions: &[Region]) -> Result<Vec<Option<Vec<u8>>>, Un
         .collect())
 }
 
+/// Reads the whole pages at `starts` of `pid` into `scratch` with one `process_vm_readv`: those
+/// read, until the first that is not mapped.
+fn read_pages<'a>(
+    pid: Pid,
+    starts: &[u64],
+    scratch: &'a mut super::stack::Scratch,
+) -> Result<Vec<(u64, &'a [u8])>, Unreadable> {
+    let page = usize::try_from(PAGE).unwrap_or(4096);
+    let buf = scratch.get(starts.len() * page);
+    let mut remote = Vec::with_capacity(starts.len());
+    for &at in starts {
+        let base = usize::try_from(at).map_err(|_| Unreadable("an address out of range".into()))?;
+        remote.push(RemoteIoVec { base, len: page });
+    }
+    let got = {
+        let mut local: Vec<IoSliceMut<'_>> = buf.chunks_mut(page).map(IoSliceMut::new).collect();
+        match process_vm_readv(pid, &mut local, &remote) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EFAULT) => 0,
+            Err(e) => return Err(Unreadable(format!("reading the memory of pid {pid}: {e}"))),
+        }
+    };
+    // A page is read whole or not at all.
+    Ok(starts
+        .iter()
+        .copied()
+        .zip(buf.chunks(page))
+        .take(got / page)
+        .collect())
+}
+
 /// Reads `len` bytes at `addr` of `pid` within its page; `None` when that page is not mapped.
 fn read_one(pid: Pid, at: u64, most: u64) -> Result<Option<Vec<u8>>, Unreadable> {
     Ok(read_regions(pid, &[region(at, most)])?.pop().flatten())
@@ -264,26 +330,58 @@ fn finish_string(
     Ok(out)
 }
 
-/// The strings at `pointers`, their starts read in batches.
+/// Pages of the tracee read already, whole (their first address, their bytes): strings that
+/// start in one are not read again.
+type Pages<'a> = &'a [(u64, &'a [u8])];
+
+/// The bytes from `at` to the end of its page, when that page is one of `pages`.
+fn page_rest(pages: Pages<'_>, at: u64) -> Option<&[u8]> {
+    let (base, bytes) = pages.iter().find(|(base, _)| at - at % PAGE == *base)?;
+    bytes.get(usize::try_from(at - base).ok()?..)
+}
+
+/// The string at `at` up to its NUL (included), or to the end of its page, when that page is
+/// one of `pages`.
+fn in_pages(pages: Pages<'_>, at: u64) -> Option<Vec<u8>> {
+    let rest = page_rest(pages, at)?;
+    let end = rest
+        .iter()
+        .position(|b| *b == 0)
+        .map_or(rest.len(), |nul| nul + 1);
+    Some(rest[..end].to_vec())
+}
+
+/// The strings at `pointers`, their starts taken from `pages` or read in batches.
 fn read_strings(
     pid: Pid,
     pointers: &[u64],
+    pages: Pages<'_>,
     budget: &mut usize,
 ) -> Result<Vec<Vec<u8>>, Unreadable> {
     let mut out = Vec::with_capacity(pointers.len());
     for batch in pointers.chunks(BATCH) {
-        let regions: Vec<Region> = batch.iter().map(|&p| region(p, FIRST_READ)).collect();
-        let starts = read_regions(pid, &regions)?;
-        for (&pointer, start) in batch.iter().zip(starts) {
+        let known: Vec<Option<Vec<u8>>> = batch.iter().map(|&p| in_pages(pages, p)).collect();
+        let regions: Vec<Region> = batch
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(&p, _)| region(p, FIRST_READ))
+            .collect();
+        let mut starts = if regions.is_empty() {
+            Vec::new()
+        } else {
+            read_regions(pid, &regions)?
+        }
+        .into_iter();
+        for (&pointer, known) in batch.iter().zip(known) {
+            let start = match known {
+                Some(bytes) => Some(bytes),
+                None => starts.next().flatten(),
+            };
             out.push(finish_string(pid, pointer, start, budget)?);
         }
     }
     Ok(out)
-}
-
-/// The first read of a pointer vector at `addr`: up to [`FIRST_POINTERS`] within its page.
-fn first_region(addr: u64) -> Region {
-    region(addr, FIRST_POINTERS * 8)
 }
 
 fn first_pointers(pid: Pid, addr: u64) -> Result<Option<Vec<u8>>, Unreadable> {
@@ -294,11 +392,12 @@ fn first_pointers(pid: Pid, addr: u64) -> Result<Option<Vec<u8>>, Unreadable> {
 }
 
 /// A NULL-terminated vector of string pointers at `addr` (argv or envp; `0` is empty), whose
-/// first bytes are `first` (read already, see [`first_region`]).
+/// first bytes are `first` (read already: up to the end of its page, or [`first_pointers`]).
 fn read_vector(
     pid: Pid,
     addr: u64,
     first: Option<Vec<u8>>,
+    pages: Pages<'_>,
     budget: &mut usize,
 ) -> Result<Vec<Vec<u8>>, Unreadable> {
     if addr == 0 {
@@ -338,7 +437,7 @@ fn read_vector(
         }
         at += u64::try_from(bytes.len()).unwrap_or(PAGE);
     }
-    read_strings(pid, &pointers, budget)
+    read_strings(pid, &pointers, pages, budget)
 }
 
 /// `AT_FDCWD`.
@@ -348,7 +447,12 @@ const AT_EMPTY_PATH: u64 = 0x1000;
 
 /// The exec `pid` is about to make: `execve(path, argv, envp)` or `execveat(dirfd, path,
 /// argv, envp, flags)`, from the syscall's arguments (`execveat` tells which).
-pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead, Unreadable> {
+pub fn before_exec(
+    pid: Pid,
+    execveat: bool,
+    args: [u64; 6],
+    scratch: &mut super::stack::Scratch,
+) -> Result<ExecRead, Unreadable> {
     let (dirfd, path_at, argv_at, envp_at, flags) = if execveat {
         (
             i64::from_ne_bytes(args[0].to_ne_bytes()),
@@ -361,14 +465,18 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
         (AT_FDCWD, args[0], args[1], args[2], 0)
     };
     let mut budget = MAX_ARG_BYTES;
-    // The path and the start of argv in one read (a null argv is empty: nothing to read).
-    let mut regions = vec![region(path_at, FIRST_READ)];
-    if argv_at != 0 && argv_at.is_multiple_of(8) {
-        regions.push(first_region(argv_at));
+    // The pages of the path and of argv whole, in one read (a null argv is empty: nothing to
+    // read): the strings are often in the same pages (a program's constants next to the path,
+    // a shell's words next to their vector), which spares the second read.
+    let page_of = |at: u64| at - at % PAGE;
+    let mut starts = vec![page_of(path_at)];
+    if argv_at != 0 && argv_at.is_multiple_of(8) && page_of(argv_at) != starts[0] {
+        starts.push(page_of(argv_at));
     }
-    let mut first = read_regions(pid, &regions)?.into_iter();
-    let named = finish_string(pid, path_at, first.next().flatten(), &mut budget)?;
-    let argv = read_vector(pid, argv_at, first.next().flatten(), &mut budget)?;
+    let pages = read_pages(pid, &starts, scratch)?;
+    let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
+    let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
+    let argv = read_vector(pid, argv_at, first, &pages, &mut budget)?;
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
@@ -395,6 +503,7 @@ pub fn before_exec(pid: Pid, execveat: bool, args: [u64; 6]) -> Result<ExecRead,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervisor::stack::Scratch;
 
     #[test]
     fn environment_entries_split_at_the_first_equals() {
@@ -472,7 +581,7 @@ mod tests {
         with_null.push(0);
         let addr = with_null.as_ptr() as u64;
         let mut budget = MAX_ARG_BYTES;
-        read_vector(me(), addr, first_pointers(me(), addr)?, &mut budget)
+        read_vector(me(), addr, first_pointers(me(), addr)?, &[], &mut budget)
     }
 
     #[test]
@@ -530,11 +639,11 @@ mod tests {
         let addr = g.addr(page - 16);
         let mut budget = MAX_ARG_BYTES;
         let first = first_pointers(me(), addr).unwrap();
-        assert!(read_vector(me(), addr, first, &mut budget).is_err());
+        assert!(read_vector(me(), addr, first, &[], &mut budget).is_err());
         // With the NULL in the page, it reads.
         g.first()[page - 8..].copy_from_slice(&0u64.to_ne_bytes());
         let first = first_pointers(me(), addr).unwrap();
-        let read = read_vector(me(), addr, first, &mut budget).unwrap();
+        let read = read_vector(me(), addr, first, &[], &mut budget).unwrap();
         assert_eq!(read, vec![b"ok".to_vec()]);
     }
 
@@ -557,7 +666,7 @@ mod tests {
                 0,
             ]
         };
-        let read = before_exec(me(), false, args(path)).unwrap();
+        let read = before_exec(me(), false, args(path), &mut Scratch::default()).unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "--flag"]);
         assert_eq!(
@@ -566,14 +675,55 @@ mod tests {
         );
         let env = env_before_exec(me(), read.envp).unwrap();
         assert_eq!(env.get("K").map(String::as_str), Some("v"));
-        let read = before_exec(me(), false, args(rel)).unwrap();
+        let read = before_exec(me(), false, args(rel), &mut Scratch::default()).unwrap();
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(read.path, cwd.join("run.sh"));
         assert_eq!(read.cwd, Some(cwd));
         // A null argv is empty.
         let mut no_argv = args(path);
         no_argv[1] = 0;
-        assert!(before_exec(me(), false, no_argv).unwrap().argv.is_empty());
+        assert!(
+            before_exec(me(), false, no_argv, &mut Scratch::default())
+                .unwrap()
+                .argv
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn strings_in_the_pages_read_with_the_path_are_read_whole_across_their_end() {
+        // The path, the vector and the strings in one page, one string running on into the
+        // next page, one in the page after it; and a path running into unmapped memory.
+        let mut buf = vec![0u8; 4 * 4096];
+        let base = buf.as_ptr() as u64;
+        let page = usize::try_from(PAGE - base % PAGE).unwrap();
+        let put = |buf: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+            buf[at..at + bytes.len()].copy_from_slice(bytes);
+            base + at as u64
+        };
+        let path = put(&mut buf, page, b"/bin/true\0");
+        let a0 = put(&mut buf, page + 16, b"true\0");
+        let across = put(&mut buf, page + 4096 - 3, b"across-the-end\0");
+        let later = put(&mut buf, page + 2 * 4096 + 5, b"later\0");
+        let mut vector = Vec::new();
+        for p in [a0, across, later, 0] {
+            vector.extend_from_slice(&p.to_ne_bytes());
+        }
+        let argv_at = put(&mut buf, page + 64, &vector);
+        let read = before_exec(
+            me(),
+            false,
+            [path, argv_at, 0, 0, 0, 0],
+            &mut Scratch::default(),
+        )
+        .unwrap();
+        assert_eq!(read.path, Path::new("/bin/true"));
+        assert_eq!(read.argv, ["true", "across-the-end", "later"]);
+        let mut g = Guarded::new();
+        let end = g.page;
+        g.first()[end - 4..].copy_from_slice(b"/bin");
+        let at = g.addr(end - 4);
+        assert!(before_exec(me(), false, [at, 0, 0, 0, 0, 0], &mut Scratch::default()).is_err());
     }
 
     #[test]
@@ -605,7 +755,8 @@ mod tests {
     #[test]
     fn the_own_process_can_be_read_after_its_exec() {
         let pid = nix::unistd::getpid();
-        let (read, exe) = after_exec(pid).unwrap();
+        // Not traced by itself: its registers cannot be read, so `/proc` is read.
+        let (read, exe) = after_exec(pid, &mut Scratch::default()).unwrap();
         assert!(!read.argv.is_empty());
         assert!(exe.is_file());
         assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
