@@ -78,7 +78,9 @@ impl ExecRecord {
     /// main (pid 7)`, and what happened when that is more than a refused exec.
     pub fn message(&self) -> String {
         let args: Vec<&str> = self.argv.iter().skip(1).map(String::as_str).collect();
-        let mut what = crate::supervisor::short(&if args.is_empty() {
+        let mut what = crate::supervisor::short(&if self.program.is_empty() {
+            "a program it could not read".to_owned()
+        } else if args.is_empty() {
             self.program.clone()
         } else {
             format!("{} {}", self.program, args.join(" "))
@@ -99,6 +101,9 @@ impl ExecRecord {
                 self.pid,
                 self.answer.as_deref().unwrap_or("not approved")
             ),
+            _ if self.rule.is_none() => {
+                format!("exec of {what} (pid {}) denied: {}", self.pid, self.reason)
+            }
             _ => format!("rule {rule} denied exec of {what} (pid {})", self.pid),
         };
         match self.outcome {
@@ -256,6 +261,20 @@ mod tests {
             asked.message().contains("needs approval"),
             "{}",
             asked.message()
+        );
+    }
+
+    #[test]
+    fn a_kill_no_rule_decided_says_why() {
+        let mut unreadable = record(Decision::Deny, ExecOutcome::Killed);
+        unreadable.rule = None;
+        unreadable.program = String::new();
+        unreadable.argv = Vec::new();
+        unreadable.reason = "the exec supervisor could not read what runs: eperm".into();
+        assert_eq!(
+            unreadable.message(),
+            "exec of a program it could not read (pid 7) denied: the exec supervisor could not \
+             read what runs: eperm; the process was killed at the exec, before it ran"
         );
     }
 

@@ -49,18 +49,17 @@ impl Scratch {
 }
 
 /// Reads `buf.len()` bytes at `at` of `pid`: how many were read (fewer where the mapping ends:
-/// the kernel copies page by page and stops at the first one that is not mapped).
+/// the kernel copies page by page and stops at the first one that is not mapped). Any error
+/// reads nothing, so the caller falls back to `/proc/PID/cmdline`: a non-dumpable image (an
+/// execute-only file of an owner the sandbox's user namespace does not map) refuses
+/// `process_vm_readv` even to its tracer, where `/proc` may still answer.
 fn read_at(pid: Pid, at: u64, buf: &mut [u8]) -> Result<usize, Unreadable> {
     let base = usize::try_from(at).map_err(|_| Unreadable("an address out of range".into()))?;
     let remote = [RemoteIoVec {
         base,
         len: buf.len(),
     }];
-    match process_vm_readv(pid, &mut [std::io::IoSliceMut::new(buf)], &remote) {
-        Ok(n) => Ok(n),
-        Err(nix::errno::Errno::EFAULT) => Ok(0),
-        Err(e) => Err(Unreadable(format!("reading the stack of pid {pid}: {e}"))),
-    }
+    Ok(process_vm_readv(pid, &mut [std::io::IoSliceMut::new(buf)], &remote).unwrap_or(0))
 }
 
 fn word(bytes: &[u8], index: usize) -> Option<u64> {
@@ -112,6 +111,11 @@ pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String
     }
     let start = pointer(0);
     let env = pointer(argc + 1);
+    // The strings lie above the pointer vectors; anything else (an x32 task's 32-bit words
+    // read as 64-bit ones) is not guessed at.
+    if start < sp.saturating_add(u64::try_from(words * 8).unwrap_or(u64::MAX)) {
+        return Ok(None);
+    }
     // Where the strings end: at the environment's first string; without an environment, at
     // most one string's length past the last argument.
     let len = if env != 0 {
