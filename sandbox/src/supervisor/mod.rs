@@ -213,12 +213,30 @@ pub(crate) struct Supervisor {
     last_refused: Option<(i32, Vec<String>)>,
 }
 
+/// An exec a person approved: its argv, and the file (device, inode) the question was about.
+/// Another file run with the same argv (a path swapped after the question) is asked about again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Approved {
+    argv: Vec<String>,
+    file: (u64, u64),
+}
+
+impl Approved {
+    fn of(argv: &[String], file: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Approved {
+            argv: argv.to_vec(),
+            file: (file.dev(), file.ino()),
+        }
+    }
+}
+
 /// A thread traced from its notification to its exec event.
 #[derive(Debug, Default)]
 struct Traced {
-    /// The argv a person approved at its notification: the exec event of the same argv does
-    /// not ask again.
-    approved: Option<Vec<String>>,
+    /// What a person approved at its notification: the exec event of the same argv and the
+    /// same file does not ask again.
+    approved: Option<Approved>,
     /// The facts its notification found and the rules' verdict on them. The rules' verdict is
     /// a function of the facts alone ([`ExecRules::decide`] is pure), so the exec event, which
     /// reads its own facts, needs not decide again when they are equal; unequal facts (a
@@ -395,7 +413,7 @@ impl Supervisor {
         };
         let allowed = match verdict.decision {
             Decision::Allow => true,
-            Decision::Ask if approved.as_ref() == Some(&read.argv) => true,
+            Decision::Ask if approved == Some(Approved::of(&read.argv, &file)) => true,
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 self.ask_and_report(record, ExecOutcome::Killed)

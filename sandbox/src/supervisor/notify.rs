@@ -10,7 +10,8 @@ use nix::sys::ptrace::{self, Options};
 use nix::unistd::Pid;
 
 use super::{
-    ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file, tracee,
+    Approved, ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file,
+    tracee,
 };
 use crate::sys::notify::{self as unotify, Notification, Response};
 
@@ -24,9 +25,9 @@ enum Answer {
     Gone,
 }
 
-/// What a notification found, for its exec event: the argv a person `approved`, and the
-/// `facts` with their `verdict` unless they are opaque (see [`Traced`]).
-fn seen(approved: Option<Vec<String>>, facts: ExecFacts, verdict: Verdict) -> Box<Traced> {
+/// What a notification found, for its exec event: what a person `approved`, and the `facts`
+/// with their `verdict` unless they are opaque (see [`Traced`]).
+fn seen(approved: Option<Approved>, facts: ExecFacts, verdict: Verdict) -> Box<Traced> {
     Box::new(Traced {
         approved,
         decided: facts.opaque.is_none().then_some((facts, verdict)),
@@ -99,6 +100,7 @@ impl Supervisor {
             return Answer::Gone;
         }
         let again = (pid.as_raw(), read.argv.clone());
+        let approved_now = Approved::of(&read.argv, &file);
         let approved_before = self
             .traced
             .get(&pid.as_raw())
@@ -106,8 +108,8 @@ impl Supervisor {
         match verdict.decision {
             Decision::Allow => Answer::Proceed(seen(None, facts, verdict)),
             // Approved already, and the exec made again (a signal interrupted it).
-            Decision::Ask if approved_before == Some(&read.argv) => {
-                Answer::Proceed(seen(Some(read.argv), facts, verdict))
+            Decision::Ask if approved_before == Some(&approved_now) => {
+                Answer::Proceed(seen(Some(approved_now), facts, verdict))
             }
             // A shell searching `PATH` tries the same exec in every directory: decided once.
             _ if self.last_refused.as_ref() == Some(&again) => Answer::Refuse,
@@ -120,7 +122,7 @@ impl Supervisor {
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 if self.ask_and_report(record, ExecOutcome::Refused) {
-                    Answer::Proceed(seen(Some(read.argv), facts, verdict))
+                    Answer::Proceed(seen(Some(approved_now), facts, verdict))
                 } else {
                     self.last_refused = Some(again);
                     Answer::Refuse
