@@ -485,3 +485,71 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
         );
     }
 }
+
+/// An approval at an exec holds for the file the question named: a path swapped to another
+/// file while the person answers (a copy of git, so the rules decide the same) is asked about
+/// again; answered no, the exec is killed and nothing is pushed.
+#[test]
+fn an_approval_does_not_carry_over_to_a_file_swapped_in_after_the_question() {
+    const DRIVER: &str = r#"
+import os, pty, sys, select, time
+link, other = sys.argv[1], sys.argv[2]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[3], sys.argv[3:])
+out, asked, start = b"", 0, time.time()
+while time.time() - start < 30:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if fd in r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        while out.count(b"[y/N]") > asked:
+            asked += 1
+            if asked == 1:
+                # While the exec waits for the answer, before the kernel resolves the path.
+                os.symlink(other, link + ".new")
+                os.replace(link + ".new", link)
+            os.write(fd, b"y\n" if asked == 1 else b"n\n")
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.stdout.write("\nquestions=%d\n" % asked)
+"#;
+    let e = with_remote();
+    let git_path = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let git_path = git_path.trim();
+    let copy = e.workspace.join("git-copy");
+    std::fs::copy(git_path, &copy).unwrap();
+    let link = e.workspace.join("link");
+    std::os::unix::fs::symlink(git_path, &link).unwrap();
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(DRIVER)
+        .arg(&link)
+        .arg(&copy)
+        .arg(env!("CARGO_BIN_EXE_bridle"))
+        .args(["--profile", "workstation", "exec", "--", "sh", "-c"])
+        .arg("cd repo && ../link push -q origin HEAD:main; echo rc=$?")
+        .env_clear()
+        .env("HOME", &e.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("TERM", "dumb")
+        .current_dir(&e.workspace)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("questions=2"), "asked once only:\n{text}");
+    assert!(text.contains("rc=137"), "{text}");
+    assert_nothing_pushed(&e, "a swapped file ran on another file's approval");
+}
