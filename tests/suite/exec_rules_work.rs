@@ -4,7 +4,7 @@
 //! untraced process execs nothing; a supervisor that dies takes its sandbox with it).
 
 use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
-use super::support::{ExecEnv, bridle_in_pty, run_bounded, run_within};
+use super::support::{ExecEnv, bridle_in_pty, path_str, pty_command, run, run_bounded, run_within};
 
 #[track_caller]
 fn assert_no_exec_denied(r: &super::support::Run, what: &str) {
@@ -491,34 +491,6 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
 /// again; answered no, the exec is killed and nothing is pushed.
 #[test]
 fn an_approval_does_not_carry_over_to_a_file_swapped_in_after_the_question() {
-    const DRIVER: &str = r#"
-import os, pty, sys, select, time
-link, other = sys.argv[1], sys.argv[2]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(sys.argv[3], sys.argv[3:])
-out, asked, start = b"", 0, time.time()
-while time.time() - start < 30:
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if fd in r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-        while out.count(b"[y/N]") > asked:
-            asked += 1
-            if asked == 1:
-                # While the exec waits for the answer, before the kernel resolves the path.
-                os.symlink(other, link + ".new")
-                os.replace(link + ".new", link)
-            os.write(fd, b"y\n" if asked == 1 else b"n\n")
-os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-sys.stdout.write("\nquestions=%d\n" % asked)
-"#;
     let e = with_remote();
     let git_path = String::from_utf8(
         std::process::Command::new("sh")
@@ -533,23 +505,31 @@ sys.stdout.write("\nquestions=%d\n" % asked)
     std::fs::copy(git_path, &copy).unwrap();
     let link = e.workspace.join("link");
     std::os::unix::fs::symlink(git_path, &link).unwrap();
-    let out = std::process::Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(DRIVER)
-        .arg(&link)
-        .arg(&copy)
-        .arg(env!("CARGO_BIN_EXE_bridle"))
-        .args(["--profile", "workstation", "exec", "--", "sh", "-c"])
-        .arg("cd repo && ../link push -q origin HEAD:main; echo rc=$?")
-        .env_clear()
-        .env("HOME", &e.home)
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("TERM", "dumb")
-        .current_dir(&e.workspace)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("questions=2"), "asked once only:\n{text}");
+    let mut cmd = pty_command(
+        &[
+            "--profile",
+            "workstation",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "cd repo && ../link push -q origin HEAD:main; echo rc=$?",
+        ],
+        &e.home,
+        &e.workspace,
+        Some("y,n"),
+        None,
+    );
+    cmd.env(
+        "BRIDLE_TEST_PTY_SWAP",
+        format!("{}|{}", path_str(&link), path_str(&copy)),
+    );
+    let r = run(&mut cmd);
+    let text = &r.stdout;
+    assert!(
+        text.matches("[y/N]").count() == 2,
+        "asked once only:\n{text}"
+    );
     assert!(text.contains("rc=137"), "{text}");
     assert_nothing_pushed(&e, "a swapped file ran on another file's approval");
 }

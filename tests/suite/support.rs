@@ -509,8 +509,10 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
 
 /// Runs `bridle ARGS...` in a fresh pseudo-terminal (python's `pty.fork`, so it has a
 /// controlling terminal), in `cwd` with `home` as HOME. `answer` is typed when an approval
-/// prompt (`[y/N]`) appears; `input` is typed one second after the start. Returns what the
-/// terminal showed and the exit status.
+/// prompt (`[y/N]`) appears (`"y,n"`: one answer per prompt, in turn; prompts beyond them stay
+/// unanswered); `input` is typed one second after the start. With `BRIDLE_TEST_PTY_SWAP` set
+/// to `LINK|TARGET` on the [`pty_command`], LINK becomes a symlink to TARGET when the first
+/// prompt shows, before it is answered. Returns what the terminal showed and the exit status.
 pub fn bridle_in_pty(
     args: &[&str],
     home: &Path,
@@ -531,13 +533,15 @@ pub fn pty_command(
 ) -> Command {
     const DRIVER: &str = r#"
 import os, pty, sys, select, time
-answer, typed = sys.argv[1], sys.argv[2]
+answers, typed = [a for a in sys.argv[1].split(",") if a], sys.argv[2]
 argv = sys.argv[3:]
+# LINK|TARGET: LINK made a symlink to TARGET when the first question shows, before its answer.
+swap = os.environ.pop("BRIDLE_TEST_PTY_SWAP", "")
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(argv[0], argv)
 out = b""
-answered = not answer
+asked = 0
 sent = not typed
 start = time.time()
 while time.time() - start < 20:
@@ -550,9 +554,13 @@ while time.time() - start < 20:
         if not chunk:
             break
         out += chunk
-        if not answered and b"[y/N]" in out:
-            os.write(fd, answer.encode() + b"\n")
-            answered = True
+        while asked < len(answers) and out.count(b"[y/N]") > asked:
+            if asked == 0 and swap:
+                link, target = swap.split("|")
+                os.symlink(target, link + ".new")
+                os.replace(link + ".new", link)
+            os.write(fd, answers[asked].encode() + b"\n")
+            asked += 1
     if not sent and time.time() - start > 1.0:
         os.write(fd, typed.encode())
         sent = True
