@@ -81,7 +81,11 @@ fn shipped_profiles_load_from_disk_the_same_as_embedded() {
 /// The spec with the allow-list's origins (which name the file as it was loaded) cleared.
 fn without_list_origins(mut spec: bridle_policy::SandboxSpec) -> bridle_policy::SandboxSpec {
     // The rules the spec carries for the exec supervisor, likewise.
-    for rule in spec.exec_rules.iter_mut().flat_map(|r| r.rules.iter_mut()) {
+    for rule in spec
+        .exec_rules
+        .iter_mut()
+        .flat_map(|r| r.rules_mut().iter_mut())
+    {
         rule.origin = bridle_policy::Origin::Builtin;
     }
     if let Some(list) = &mut spec.allow_list {

@@ -10,7 +10,8 @@
 //!   when it happens. Only [`ExecFacts::opaque`], something the supervisor itself cannot
 //!   see, asks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +29,72 @@ use super::{CommandRule, basename};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecRules {
     /// The rules, in the order the policy lists them.
-    pub rules: Vec<CommandRule>,
+    rules: Vec<CommandRule>,
+    /// Which rules can match an argv, by its first word (built at the first decision).
+    #[serde(skip)]
+    by_first: FirstWords,
+}
+
+/// The rules that can match an argv whose first word's basename is a given name: those whose
+/// prefix starts with that name, and those with an empty prefix (they match every argv), in
+/// the policy's order. The supervisor decides at every exec, just after the exec'ing program
+/// evicted its data from the caches: matching every rule there touched each rule's strings.
+#[derive(Default)]
+struct FirstWords(OnceLock<FirstWordIndex>);
+
+struct FirstWordIndex {
+    by_name: HashMap<String, Vec<usize>>,
+    any: Vec<usize>,
+}
+
+impl FirstWords {
+    fn get(&self, rules: &[CommandRule]) -> &FirstWordIndex {
+        self.0.get_or_init(|| {
+            let any: Vec<usize> = (0..rules.len())
+                .filter(|&i| rules[i].prefix.is_empty())
+                .collect();
+            let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, rule) in rules.iter().enumerate() {
+                for name in rule.prefix.first().into_iter().flatten() {
+                    let list = by_name.entry(name.clone()).or_insert_with(|| any.clone());
+                    if !list.contains(&i) {
+                        list.push(i);
+                    }
+                }
+            }
+            for list in by_name.values_mut() {
+                list.sort_unstable();
+            }
+            FirstWordIndex { by_name, any }
+        })
+    }
+}
+
+impl FirstWordIndex {
+    fn candidates(&self, name: &str) -> &[usize] {
+        self.by_name.get(name).unwrap_or(&self.any)
+    }
+}
+
+// Derived from the rules alone: a copy builds its own, and it takes no part in equality.
+impl Clone for FirstWords {
+    fn clone(&self) -> Self {
+        FirstWords::default()
+    }
+}
+
+impl PartialEq for FirstWords {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for FirstWords {}
+
+impl std::fmt::Debug for FirstWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FirstWords")
+    }
 }
 
 /// What the supervisor knows about one exec.
@@ -53,7 +119,19 @@ impl ExecRules {
     pub fn of(rules: &[CommandRule]) -> Option<ExecRules> {
         (!rules.is_empty()).then(|| ExecRules {
             rules: rules.to_vec(),
+            by_first: FirstWords::default(),
         })
+    }
+
+    /// The rules, in the order the policy lists them.
+    pub fn rules(&self) -> &[CommandRule] {
+        &self.rules
+    }
+
+    /// The rules, to change (the index of their first words is built again afterwards).
+    pub fn rules_mut(&mut self) -> &mut [CommandRule] {
+        self.by_first = FirstWords::default();
+        &mut self.rules
     }
 
     /// Every program name a rule starts with (`git`, `curl`, `sudo`, ...): the programs the
@@ -107,28 +185,32 @@ impl ExecRules {
         {
             return None;
         }
-        let mut findings = Findings::default();
-        for rule in &self.rules {
-            if rule.matches(&exec.argv)
-                && findings
-                    .matched
-                    .as_ref()
-                    .is_none_or(|(best, _)| rule.decision > best.decision)
+        let mut matched: Option<&CommandRule> = None;
+        for &i in self.by_first.get(&self.rules).candidates(name) {
+            let rule = &self.rules[i];
+            if rule.matches(&exec.argv) && matched.is_none_or(|best| rule.decision > best.decision)
             {
-                findings.matched = Some((rule, String::new()));
+                matched = Some(rule);
             }
         }
         let shown = exec.argv.join(" ");
-        if let Some((_, subject)) = &mut findings.matched {
-            subject.clone_from(&shown);
-        }
-        Some(command_verdict(
-            &findings,
-            format!(
-                "exec of `{}` allowed: no rule matched",
-                shell::short(&shown)
-            ),
-        ))
+        let Some(rule) = matched else {
+            // No `format!`: this is nearly every exec's verdict.
+            let mut reason = String::with_capacity(shown.len().min(64) + 40);
+            reason.push_str("exec of `");
+            reason.push_str(&shell::short(&shown));
+            reason.push_str("` allowed: no rule matched");
+            return Some(Verdict {
+                decision: Decision::Allow,
+                by: DecidedBy::Default,
+                reason,
+            });
+        };
+        let findings = Findings {
+            matched: Some((rule, shown)),
+            ..Findings::default()
+        };
+        Some(command_verdict(&findings, String::new()))
     }
 
     /// Every view of the exec explored (wrappers, scripts, aliases, other names), each matched.
@@ -181,17 +263,42 @@ mod tests {
             justification: None,
             origin: Origin::Builtin,
         };
-        ExecRules {
-            rules: vec![
-                rule(
-                    "deny-git-push",
-                    &[&["git"], &["push", "send-pack"]],
-                    Decision::Deny,
-                ),
-                rule("deny-curl", &[&["curl", "wget"]], Decision::Deny),
-                rule("ask-npm-publish", &[&["npm"], &["publish"]], Decision::Ask),
-            ],
-        }
+        ExecRules::of(&[
+            rule(
+                "deny-git-push",
+                &[&["git"], &["push", "send-pack"]],
+                Decision::Deny,
+            ),
+            rule("deny-curl", &[&["curl", "wget"]], Decision::Deny),
+            rule("ask-npm-publish", &[&["npm"], &["publish"]], Decision::Ask),
+        ])
+        .unwrap()
+    }
+
+    /// Rules sharing first words, an explicit allow among them, and one matching every argv:
+    /// the strictest matching rule decides, the first of equals.
+    fn overlapping_rules() -> ExecRules {
+        let rule = |id: &str, prefix: &[&[&str]], decision| CommandRule {
+            id: id.into(),
+            prefix: prefix
+                .iter()
+                .map(|alts| alts.iter().map(|a| (*a).to_owned()).collect())
+                .collect(),
+            decision,
+            justification: None,
+            origin: Origin::Builtin,
+        };
+        ExecRules::of(&[
+            rule("allow-make", &[&["make"]], Decision::Allow),
+            rule("ask-cc", &[&["cc", "ld"]], Decision::Ask),
+            rule("deny-cc-c", &[&["cc"], &["-c"]], Decision::Deny),
+            rule("ask-curl", &[&["curl"]], Decision::Ask),
+            rule("deny-curl", &[&["curl", "wget"]], Decision::Deny),
+            rule("also-deny-curl", &[&["curl"]], Decision::Deny),
+            rule("allow-everything", &[], Decision::Allow),
+            rule("deny-git-push", &[&["git"], &["push"]], Decision::Deny),
+        ])
+        .unwrap()
     }
 
     fn facts(argv: &str) -> ExecFacts {
@@ -314,8 +421,9 @@ mod tests {
                 1..6,
             ),
             same_as in proptest::option::of(proptest::sample::select(vec!["git", "curl"])),
+            overlapping in proptest::bool::ANY,
         ) {
-            let r = rules();
+            let r = if overlapping { overlapping_rules() } else { rules() };
             let exec = ExecFacts {
                 argv: words.iter().map(|w| (*w).to_owned()).collect(),
                 same_as: same_as.into_iter().map(str::to_owned).collect(),

@@ -2,6 +2,9 @@
 //! programs with global options, and shell builtins that run code ([`PROGRAMS`]), and reading
 //! their options.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use crate::shell::Word;
 
 /// git's global options that take a value (the next word, or glued with `=`).
@@ -496,15 +499,40 @@ pub(super) const PROGRAMS: &[Program] = &[
 
 /// The row for a command named `name` (a basename).
 pub(super) fn lookup(name: &str) -> Option<&'static Program> {
-    if let Some(p) = PROGRAMS.iter().find(|p| p.names.contains(&name)) {
-        return Some(p);
+    let index = index();
+    if let Some(&row) = index.by_name.get(name) {
+        return PROGRAMS.get(row);
     }
     let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     if bare.is_empty() || bare == name {
         return None;
     }
-    PROGRAMS.iter().find(|p| {
-        matches!(p.role, Role::Shell | Role::Interpreter { .. }) && p.names.contains(&bare)
+    index.versioned.get(bare).and_then(|&row| PROGRAMS.get(row))
+}
+
+/// Where each name of [`PROGRAMS`] is: the first row naming it, and for names that also match
+/// with a version suffix (shells, interpreters), the first such row. A lookup is made at every
+/// exec the supervisor decides, where scanning the table meant a few hundred cache lines
+/// touched after the exec'ing program had evicted them.
+struct Index {
+    by_name: HashMap<&'static str, usize>,
+    versioned: HashMap<&'static str, usize>,
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        let mut versioned = HashMap::new();
+        for (row, program) in PROGRAMS.iter().enumerate() {
+            for &name in program.names {
+                by_name.entry(name).or_insert(row);
+                if matches!(program.role, Role::Shell | Role::Interpreter { .. }) {
+                    versioned.entry(name).or_insert(row);
+                }
+            }
+        }
+        Index { by_name, versioned }
     })
 }
 
@@ -622,5 +650,63 @@ impl Program {
         }
         starts.sort_unstable();
         starts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the index replaced: the first row naming `name`, or for a versioned shell or
+    /// interpreter name the first such row naming it without the version.
+    fn scanned(name: &str) -> Option<&'static Program> {
+        if let Some(p) = PROGRAMS.iter().find(|p| p.names.contains(&name)) {
+            return Some(p);
+        }
+        let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        if bare.is_empty() || bare == name {
+            return None;
+        }
+        PROGRAMS.iter().find(|p| {
+            matches!(p.role, Role::Shell | Role::Interpreter { .. }) && p.names.contains(&bare)
+        })
+    }
+
+    #[test]
+    fn the_index_finds_the_row_a_scan_of_the_table_finds() {
+        let mut names: Vec<String> = PROGRAMS
+            .iter()
+            .flat_map(|p| p.names.iter())
+            .flat_map(|n| {
+                [
+                    n.to_string(),
+                    format!("{n}3"),
+                    format!("{n}3.12"),
+                    format!("{n}."),
+                ]
+            })
+            .collect();
+        names.extend(
+            [
+                "true",
+                "cc1",
+                "",
+                "3",
+                ".",
+                "git-upload-pack",
+                "python",
+                "bash5",
+            ]
+            .map(String::from),
+        );
+        for name in &names {
+            // Rows are told apart by their names (each row's list is its own).
+            assert_eq!(
+                lookup(name).map(|p| p.names),
+                scanned(name).map(|p| p.names),
+                "{name}"
+            );
+        }
+        assert!(lookup("python3.12").is_some() && lookup("true").is_none());
     }
 }
