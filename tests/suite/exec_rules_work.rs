@@ -533,3 +533,54 @@ fn an_approval_does_not_carry_over_to_a_file_swapped_in_after_the_question() {
     assert!(text.contains("rc=137"), "{text}");
     assert_nothing_pushed(&e, "a swapped file ran on another file's approval");
 }
+
+/// Execs of files that are not there, answered by the supervisor at the notification, fail as
+/// they fail without it: the same errors (`ENOENT`, `ENOTDIR`), `PATH` searched past missing
+/// directories, and a file made after a failed exec runs.
+#[test]
+fn execs_of_missing_files_fail_as_they_do_without_the_supervisor() {
+    let e = ExecEnv::new();
+    e.write(
+        "missing.py",
+        r##"import os, sys
+def attempt(what, run):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            run()
+        except OSError as err:
+            os._exit(err.errno)
+    _, status = os.waitpid(pid, 0)
+    print(what, os.waitstatus_to_exitcode(status))
+attempt("absolute", lambda: os.execv("/no/such/program", ["program"]))
+attempt("relative", lambda: os.execv("no-such-program", ["program"]))
+attempt("not-a-dir", lambda: os.execv("/etc/passwd/program", ["program"]))
+env = dict(os.environ, PATH="/no/such/dir:/also/not/here:/usr/bin:/bin")
+attempt("path-search", lambda: os.execvpe("true", ["true"], env))
+attempt("before-made", lambda: os.execv("./made-later", ["made-later"]))
+with open("made-later", "w") as f:
+    f.write("#!/bin/sh\nexit 7\n")
+os.chmod("made-later", 0o755)
+attempt("after-made", lambda: os.execv("./made-later", ["made-later"]))
+"##,
+    );
+    let norules = e.profile(
+        "norules.yaml",
+        "extends: ci-locked\nrules:\n  commands: {replace: []}\n",
+    );
+    let mut outputs = Vec::new();
+    for profile in ["ci-locked", norules.as_str()] {
+        let _ = std::fs::remove_file(e.workspace.join("made-later"));
+        let r =
+            run_bounded(&mut e.exec_cmd(&["--profile", profile], &[], &["python3", "missing.py"]));
+        r.assert_ok();
+        assert_no_exec_denied(&r, profile);
+        outputs.push(r.stdout.clone());
+    }
+    assert_eq!(
+        outputs[0],
+        "absolute 2\nrelative 2\nnot-a-dir 20\npath-search 0\nbefore-made 2\nafter-made 7\n",
+        "under ci-locked"
+    );
+    assert_eq!(outputs[0], outputs[1], "with rules and without");
+}

@@ -9,6 +9,7 @@ use bridle_policy::{DecidedBy, Decision, Verdict};
 use nix::sys::ptrace::{self, Options};
 use nix::unistd::Pid;
 
+use super::tracee::Pending;
 use super::{
     Approved, ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file,
     tracee,
@@ -21,6 +22,8 @@ enum Answer {
     Proceed(Box<Traced>),
     /// It fails with `EACCES`.
     Refuse,
+    /// It fails with this error, as the kernel would fail it.
+    Fail(i32),
     /// The caller no longer waits: nothing to answer.
     Gone,
 }
@@ -48,6 +51,7 @@ impl Supervisor {
         match self.at_notification(&notification) {
             Answer::Proceed(seen) => self.let_exec(&notification, *seen),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
+            Answer::Fail(errno) => self.respond(&notification, Response::Fail(errno)),
             Answer::Gone => {}
         }
     }
@@ -71,15 +75,34 @@ impl Supervisor {
     fn at_notification(&mut self, notification: &Notification) -> Answer {
         let pid = Pid::from_raw(notification.tid);
         let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
-        let read = tracee::before_exec(pid, execveat, notification.args, &mut self.scratch);
-        // What cannot be read here is decided at the exec event, if the exec happens.
-        let Ok(read) = read else {
-            return Answer::Proceed(Box::default());
-        };
-        // A file that is not there is not run either (the kernel fails the exec), or is
-        // decided at the exec event.
-        let Ok(file) = program_file(&read.path) else {
-            return Answer::Proceed(Box::default());
+        let pending = tracee::before_exec(
+            pid,
+            execveat,
+            notification.args,
+            &mut self.scratch,
+            program_file,
+        );
+        let (read, file) = match pending {
+            Ok(Pending::Exec(read, file)) => (read, file),
+            // A path that names nothing fails the exec as the kernel would fail it: the command
+            // has this process's root and mount view and cannot change them (`keeps_view`).
+            // Nothing runs, so nothing needs tracing; a file made meanwhile is as if made after
+            // the exec. (Where the command could not even search a directory on the way, the
+            // kernel would say `EACCES`: this says `ENOENT`.)
+            Ok(Pending::NoFile {
+                error,
+                in_proc: false,
+            }) if self.keeps_view
+                && matches!(
+                    error.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                return Answer::Fail(error.raw_os_error().unwrap_or(nix::libc::ENOENT));
+            }
+            // What cannot be read or checked here is decided at the exec event, if the exec
+            // happens.
+            Ok(Pending::NoFile { .. }) | Err(_) => return Answer::Proceed(Box::default()),
         };
         let facts = self.facts(
             pid,

@@ -445,14 +445,31 @@ const AT_FDCWD: i64 = -100;
 /// `AT_EMPTY_PATH`.
 const AT_EMPTY_PATH: u64 = 0x1000;
 
+/// What an exec waiting at its notification names.
+#[derive(Debug)]
+pub enum Pending<T> {
+    /// The exec, and what the check of its file found.
+    Exec(ExecRead, T),
+    /// The check of the file failed: `error`; `in_proc` when the path is one the supervisor
+    /// made up below `/proc/PID/fd` (an `execveat` relative to a descriptor).
+    NoFile {
+        error: std::io::Error,
+        in_proc: bool,
+    },
+}
+
 /// The exec `pid` is about to make: `execve(path, argv, envp)` or `execveat(dirfd, path,
-/// argv, envp, flags)`, from the syscall's arguments (`execveat` tells which).
-pub fn before_exec(
+/// argv, envp, flags)`, from the syscall's arguments (`execveat` tells which), and what
+/// `file` says of the file it names (`stat`). When `file` fails, the arguments are not read:
+/// a shell or `execvp` searching `PATH` makes several execs of missing files for each one
+/// that runs, and the arguments are most of the reading.
+pub fn before_exec<T>(
     pid: Pid,
     execveat: bool,
     args: [u64; 6],
     scratch: &mut super::stack::Scratch,
-) -> Result<ExecRead, Unreadable> {
+    file: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> Result<Pending<T>, Unreadable> {
     let (dirfd, path_at, argv_at, envp_at, flags) = if execveat {
         (
             i64::from_ne_bytes(args[0].to_ne_bytes()),
@@ -469,18 +486,20 @@ pub fn before_exec(
     // read): the strings are often in the same pages (a program's constants next to the path,
     // a shell's words next to their vector), which spares the second read.
     let page_of = |at: u64| at - at % PAGE;
-    let mut starts = vec![page_of(path_at)];
-    if argv_at != 0 && argv_at.is_multiple_of(8) && page_of(argv_at) != starts[0] {
-        starts.push(page_of(argv_at));
-    }
-    let pages = read_pages(pid, &starts, scratch)?;
-    let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
-    let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
-    let argv = read_vector(pid, argv_at, first, &pages, &mut budget)?;
+    let first_page = page_of(path_at);
+    let both = [first_page, page_of(argv_at)];
+    let two = argv_at != 0 && argv_at.is_multiple_of(8) && both[1] != first_page;
+    let pages = read_pages(pid, &both[..if two { 2 } else { 1 }], scratch)?;
+    let named = match whole_in_pages(&pages, path_at) {
+        Some(named) => named.to_vec(),
+        None => finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?,
+    };
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
+    let mut in_proc = false;
     let path = if named.as_os_str().is_empty() && flags & AT_EMPTY_PATH != 0 {
+        in_proc = true;
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}"))
     } else if named.is_absolute() {
         named.to_path_buf()
@@ -490,14 +509,55 @@ pub fn before_exec(
         cwd = Some(dir);
         path
     } else {
+        in_proc = true;
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}")).join(named)
     };
-    Ok(ExecRead {
-        path,
-        argv: argv.iter().map(|a| lossy(a)).collect(),
-        cwd,
-        envp: envp_at,
-    })
+    let file = match file(&path) {
+        Ok(file) => file,
+        Err(error) => return Ok(Pending::NoFile { error, in_proc }),
+    };
+    let argv = match argv_within_pages(&pages, argv_at) {
+        Some(argv) => argv,
+        None => {
+            let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
+            let argv = read_vector(pid, argv_at, first, &pages, &mut budget)?;
+            argv.iter().map(|a| lossy(a)).collect()
+        }
+    };
+    Ok(Pending::Exec(
+        ExecRead {
+            path,
+            argv,
+            cwd,
+            envp: envp_at,
+        },
+        file,
+    ))
+}
+
+/// The string at `at` up to its NUL (excluded), when it ends within its page, one of `pages`.
+fn whole_in_pages(pages: Pages<'_>, at: u64) -> Option<&[u8]> {
+    let rest = page_rest(pages, at)?;
+    rest.get(..rest.iter().position(|b| *b == 0)?)
+}
+
+/// The usual argv, read with no more than the pages of the path and of argv: the pointer
+/// vector and every argument lie in `pages`. `None` for anything else, which the general
+/// reading handles (and reports on).
+fn argv_within_pages(pages: Pages<'_>, argv_at: u64) -> Option<Vec<String>> {
+    if argv_at == 0 || !argv_at.is_multiple_of(8) {
+        return None;
+    }
+    let mut argv = Vec::new();
+    for word in page_rest(pages, argv_at)?.chunks_exact(8) {
+        let pointer = u64::from_ne_bytes(word.try_into().ok()?);
+        if pointer == 0 {
+            return Some(argv);
+        }
+        argv.push(lossy(whole_in_pages(pages, pointer)?));
+    }
+    // The vector goes on past the pages read.
+    None
 }
 
 #[cfg(test)]
@@ -569,6 +629,14 @@ mod tests {
         fn drop(&mut self) {
             // SAFETY: unmaps exactly the mapping `new` made; nothing refers to it any more.
             unsafe { nix::libc::munmap(self.base.cast(), 2 * self.page) };
+        }
+    }
+
+    /// `execve` with `args` read from this process, its file taken to be there.
+    fn read_before(args: [u64; 6]) -> Result<ExecRead, Unreadable> {
+        match before_exec(me(), false, args, &mut Scratch::default(), |_| Ok(()))? {
+            Pending::Exec(read, ()) => Ok(read),
+            Pending::NoFile { error, .. } => panic!("the file check passes: {error}"),
         }
     }
 
@@ -666,7 +734,7 @@ mod tests {
                 0,
             ]
         };
-        let read = before_exec(me(), false, args(path), &mut Scratch::default()).unwrap();
+        let read = read_before(args(path)).unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "--flag"]);
         assert_eq!(
@@ -675,19 +743,34 @@ mod tests {
         );
         let env = env_before_exec(me(), read.envp).unwrap();
         assert_eq!(env.get("K").map(String::as_str), Some("v"));
-        let read = before_exec(me(), false, args(rel), &mut Scratch::default()).unwrap();
+        let read = read_before(args(rel)).unwrap();
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(read.path, cwd.join("run.sh"));
         assert_eq!(read.cwd, Some(cwd));
         // A null argv is empty.
         let mut no_argv = args(path);
         no_argv[1] = 0;
-        assert!(
-            before_exec(me(), false, no_argv, &mut Scratch::default())
-                .unwrap()
-                .argv
-                .is_empty()
-        );
+        assert!(read_before(no_argv).unwrap().argv.is_empty());
+    }
+
+    #[test]
+    fn the_arguments_of_an_exec_whose_file_is_missing_are_not_read() {
+        // An argv pointing into inaccessible memory: unreadable, unless the file check
+        // failed first.
+        let g = Guarded::new();
+        let path = b"/no/such/program\0";
+        let argv = [g.addr(g.page), 0];
+        let args = [path.as_ptr() as u64, argv.as_ptr() as u64, 0, 0, 0, 0];
+        let missing = before_exec(me(), false, args, &mut Scratch::default(), |p| {
+            assert_eq!(p, Path::new("/no/such/program"));
+            std::fs::metadata(p)
+        });
+        assert!(matches!(
+            missing,
+            Ok(Pending::NoFile { ref error, in_proc: false })
+                if error.kind() == std::io::ErrorKind::NotFound
+        ));
+        assert!(read_before(args).is_err());
     }
 
     #[test]
@@ -710,20 +793,14 @@ mod tests {
             vector.extend_from_slice(&p.to_ne_bytes());
         }
         let argv_at = put(&mut buf, page + 64, &vector);
-        let read = before_exec(
-            me(),
-            false,
-            [path, argv_at, 0, 0, 0, 0],
-            &mut Scratch::default(),
-        )
-        .unwrap();
+        let read = read_before([path, argv_at, 0, 0, 0, 0]).unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "across-the-end", "later"]);
         let mut g = Guarded::new();
         let end = g.page;
         g.first()[end - 4..].copy_from_slice(b"/bin");
         let at = g.addr(end - 4);
-        assert!(before_exec(me(), false, [at, 0, 0, 0, 0, 0], &mut Scratch::default()).is_err());
+        assert!(read_before([at, 0, 0, 0, 0, 0]).is_err());
     }
 
     #[test]

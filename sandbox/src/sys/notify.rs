@@ -49,27 +49,6 @@ fn install(program: &[libc::sock_filter], flags: libc::c_ulong) -> io::Result<Ow
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (`libc` does not have it yet).
-const SYNC_WAKE_UP: libc::c_ulong = 1;
-
-/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` with `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6): the
-/// caller and the supervisor wake each other on the waker's CPU, as one does who hands over and
-/// waits (each waits while the other runs), instead of the scheduler placing the woken one on
-/// another CPU, which an idle virtual CPU makes slow. Only a scheduling hint: nothing is decided
-/// differently with or without it (`EINVAL` on an older kernel).
-pub fn set_sync_wake_up(listener: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: SET_FLAGS takes its flags as the argument itself, not a pointer: no memory is
-    // read or written.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
-            SYNC_WAKE_UP,
-        )
-    };
-    check(ret.into()).map(drop)
-}
-
 /// One notification: the id to answer, the calling thread (in the receiver's PID namespace),
 /// and the syscall with its arguments.
 #[derive(Debug, Clone, Copy)]
