@@ -427,36 +427,6 @@ fn arg(index: u8, op: CmpOp) -> ArgCmp {
     ArgCmp { index, op }
 }
 
-/// Whether a command under `profile`'s filter keeps the root directory and the mount view it
-/// was started with: `chroot`, `pivot_root`, `unshare`, `setns` and the mount family all denied,
-/// whatever the arguments. Then the exec supervisor, in that view, resolves an exec's path as
-/// the command's kernel does.
-#[must_use]
-pub fn keeps_its_view(profile: SeccompProfile) -> bool {
-    let options = SeccompOptions {
-        network_off: false,
-        netns_isolates: false,
-        deny_unix_sockets: false,
-    };
-    let table = rules(profile, options);
-    [
-        libc::SYS_chroot,
-        libc::SYS_pivot_root,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-        libc::SYS_mount,
-        libc::SYS_move_mount,
-        libc::SYS_fsmount,
-        libc::SYS_open_tree,
-    ]
-    .iter()
-    .all(|&nr| {
-        table
-            .iter()
-            .any(|r| r.nr == nr && matches!(r.when, When::Always))
-    })
-}
-
 /// The rule table for `profile` under `options`, for the architecture this crate is built for.
 /// Empty for [`SeccompProfile::None`], whatever the options. The network is off (socket rows
 /// present) when the profile is [`SeccompProfile::ConfinedNoNetwork`] or

@@ -68,20 +68,6 @@ fn none_profile_has_an_empty_table() {
 }
 
 #[test]
-fn only_the_confined_filters_keep_the_command_in_its_root_and_mount_view() {
-    for profile in [
-        SeccompProfile::Confined,
-        SeccompProfile::ConfinedNoNetwork,
-        SeccompProfile::ConfinedAllowList,
-    ] {
-        assert!(super::keeps_its_view(profile), "{profile:?}");
-    }
-    // An escalated command may `chroot` and `unshare`; no filter allows everything.
-    assert!(!super::keeps_its_view(SeccompProfile::MountLock));
-    assert!(!super::keeps_its_view(SeccompProfile::None));
-}
-
-#[test]
 fn always_denied_syscalls_are_denied_with_eperm_in_every_confined_table() {
     let mut expected = vec![
         libc::SYS_ptrace,

@@ -534,9 +534,10 @@ fn an_approval_does_not_carry_over_to_a_file_swapped_in_after_the_question() {
     assert_nothing_pushed(&e, "a swapped file ran on another file's approval");
 }
 
-/// Execs of files that are not there, answered by the supervisor at the notification, fail as
-/// they fail without it: the same errors (`ENOENT`, `ENOTDIR`), `PATH` searched past missing
-/// directories, and a file made after a failed exec runs.
+/// Execs of files that are not there (whose argv the supervisor does not read) fail as they fail
+/// without it: the same errors (`ENOENT`, `ENOTDIR`), `PATH` searched past missing
+/// directories, a file made after a failed exec runs; and a file named through the caller's own
+/// descriptors (`/proc/self/fd/N`, `/dev/fd/N`: missing where the supervisor looks) runs.
 #[test]
 fn execs_of_missing_files_fail_as_they_do_without_the_supervisor() {
     let e = ExecEnv::new();
@@ -557,6 +558,10 @@ attempt("relative", lambda: os.execv("no-such-program", ["program"]))
 attempt("not-a-dir", lambda: os.execv("/etc/passwd/program", ["program"]))
 env = dict(os.environ, PATH="/no/such/dir:/also/not/here:/usr/bin:/bin")
 attempt("path-search", lambda: os.execvpe("true", ["true"], env))
+fd = os.open("/bin/true", os.O_RDONLY)
+os.dup2(fd, 20)
+attempt("own-fd", lambda: os.execv("/proc/self/fd/20", ["true"]))
+attempt("dev-fd", lambda: os.execv("/dev/fd/20", ["true"]))
 attempt("before-made", lambda: os.execv("./made-later", ["made-later"]))
 with open("made-later", "w") as f:
     f.write("#!/bin/sh\nexit 7\n")
@@ -579,7 +584,7 @@ attempt("after-made", lambda: os.execv("./made-later", ["made-later"]))
     }
     assert_eq!(
         outputs[0],
-        "absolute 2\nrelative 2\nnot-a-dir 20\npath-search 0\nbefore-made 2\nafter-made 7\n",
+        "absolute 2\nrelative 2\nnot-a-dir 20\npath-search 0\nown-fd 0\ndev-fd 0\nbefore-made 2\nafter-made 7\n",
         "under ci-locked"
     );
     assert_eq!(outputs[0], outputs[1], "with rules and without");

@@ -22,12 +22,9 @@
 //!   (`process_vm_readv`) and decides (before a refusal or a question is reported it checks
 //!   that the notification is still valid: the tid still names the caller, not a recycled
 //!   pid):
-//!   - a path that names nothing (`ENOENT`, `ENOTDIR` from `stat`, as a shell or `execvp`
-//!     searching `PATH` makes several times for each exec that runs): the exec fails with that
-//!     error, as the kernel would fail it, and its argv is not read (a confined command has
-//!     the supervisor's root and mount view and cannot change them:
-//!     [`SupervisorConfig::keeps_view`]; a file made meanwhile is as if made after the exec;
-//!     nothing runs, so nothing is traced);
+//!   - a file that is not there (`stat` fails: a shell or `execvp` searching `PATH` makes
+//!     several such execs for each one that runs): its argv is not read, and the exec goes on
+//!     as an allowed one (the kernel fails it, or it is decided at its exec event);
 //!   - deny: the exec fails with `EACCES` (an ordinary failed exec, on every architecture);
 //!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
 //!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
@@ -50,10 +47,10 @@
 //!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
 //!   and the exit of a seized thread forgets it.
 //! - The listener is not set to wake on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
-//!   with it, the caller woken by the answer (and the program let go at its exec event)
+//!   with it, the caller woken by the answer (and the program let go at its exec event) often
 //!   preempted the supervisor on that CPU, which then served no other exec until that program
-//!   gave the CPU up; a `make -j2` took 1.11× its time without rules, against 1.05× without
-//!   the flag (`bench/RESULTS.md`).
+//!   gave the CPU up (`make -j2` of 200 files, alternating runs: 3.20 s with the flag, 3.03 s
+//!   without, 2.89 s without rules; `bench/RESULTS.md`).
 //!
 //! # Why a race cannot change what runs
 //!
@@ -149,10 +146,6 @@ pub struct SupervisorConfig {
     pub rules: ExecRules,
     /// The programs the rules name, resolved when the session started.
     pub programs: Vec<KnownProgram>,
-    /// The command's filter keeps it in the supervisor's root and mount view
-    /// ([`crate::seccomp::keeps_its_view`]), so a path the supervisor finds missing is missing
-    /// for the command too.
-    pub keeps_view: bool,
 }
 
 impl SupervisorConfig {
@@ -162,11 +155,7 @@ impl SupervisorConfig {
         let rules = spec.exec_rules.clone()?;
         let names: Vec<String> = rules.program_names().into_iter().collect();
         let programs = identity::resolve(&names, spec.env.get("PATH").map(String::as_str));
-        Some(SupervisorConfig {
-            rules,
-            programs,
-            keeps_view: crate::seccomp::keeps_its_view(spec.seccomp),
-        })
+        Some(SupervisorConfig { rules, programs })
     }
 }
 
@@ -216,8 +205,6 @@ enum Mode {
 pub(crate) struct Supervisor {
     rules: ExecRules,
     names_git: bool,
-    /// See [`SupervisorConfig::keeps_view`].
-    keeps_view: bool,
     identity: identity::Identity,
     mode: Mode,
     /// The threads traced now, with what their notification found.
@@ -284,7 +271,6 @@ impl Supervisor {
         });
         Supervisor {
             names_git: config.rules.names_git(),
-            keeps_view: config.keeps_view,
             rules: config.rules,
             identity: identity::Identity::new(config.programs),
             mode: Mode::NoListener,

@@ -22,8 +22,6 @@ enum Answer {
     Proceed(Box<Traced>),
     /// It fails with `EACCES`.
     Refuse,
-    /// It fails with this error, as the kernel would fail it.
-    Fail(i32),
     /// The caller no longer waits: nothing to answer.
     Gone,
 }
@@ -51,7 +49,6 @@ impl Supervisor {
         match self.at_notification(&notification) {
             Answer::Proceed(seen) => self.let_exec(&notification, *seen),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
-            Answer::Fail(errno) => self.respond(&notification, Response::Fail(errno)),
             Answer::Gone => {}
         }
     }
@@ -84,25 +81,12 @@ impl Supervisor {
         );
         let (read, file) = match pending {
             Ok(Pending::Exec(read, file)) => (read, file),
-            // A path that names nothing fails the exec as the kernel would fail it: the command
-            // has this process's root and mount view and cannot change them (`keeps_view`).
-            // Nothing runs, so nothing needs tracing; a file made meanwhile is as if made after
-            // the exec. (Where the command could not even search a directory on the way, the
-            // kernel would say `EACCES`: this says `ENOENT`.)
-            Ok(Pending::NoFile {
-                error,
-                in_proc: false,
-            }) if self.keeps_view
-                && matches!(
-                    error.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                return Answer::Fail(error.raw_os_error().unwrap_or(nix::libc::ENOENT));
-            }
-            // What cannot be read or checked here is decided at the exec event, if the exec
-            // happens.
-            Ok(Pending::NoFile { .. }) | Err(_) => return Answer::Proceed(Box::default()),
+            // What cannot be read here is decided at the exec event, if the exec happens. A
+            // file that is not there is not run either (the kernel fails the exec), or is
+            // decided at the exec event. (Not answered here with the error the supervisor's
+            // `stat` saw: the path is resolved in this process, where `/proc/self/fd/N`,
+            // `/dev/fd/N` or a symlink to them name other files than in the caller.)
+            Ok(Pending::NoFile) | Err(_) => return Answer::Proceed(Box::default()),
         };
         let facts = self.facts(
             pid,

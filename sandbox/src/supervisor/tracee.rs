@@ -450,12 +450,9 @@ const AT_EMPTY_PATH: u64 = 0x1000;
 pub enum Pending<T> {
     /// The exec, and what the check of its file found.
     Exec(ExecRead, T),
-    /// The check of the file failed: `error`; `in_proc` when the path is one the supervisor
-    /// made up below `/proc/PID/fd` (an `execveat` relative to a descriptor).
-    NoFile {
-        error: std::io::Error,
-        in_proc: bool,
-    },
+    /// The check of the file failed (as the supervisor resolves the path: `/proc/self/fd/N`
+    /// names its own descriptor, not the caller's).
+    NoFile,
 }
 
 /// The exec `pid` is about to make: `execve(path, argv, envp)` or `execveat(dirfd, path,
@@ -497,9 +494,7 @@ pub fn before_exec<T>(
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
-    let mut in_proc = false;
     let path = if named.as_os_str().is_empty() && flags & AT_EMPTY_PATH != 0 {
-        in_proc = true;
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}"))
     } else if named.is_absolute() {
         named.to_path_buf()
@@ -509,12 +504,10 @@ pub fn before_exec<T>(
         cwd = Some(dir);
         path
     } else {
-        in_proc = true;
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}")).join(named)
     };
-    let file = match file(&path) {
-        Ok(file) => file,
-        Err(error) => return Ok(Pending::NoFile { error, in_proc }),
+    let Ok(file) = file(&path) else {
+        return Ok(Pending::NoFile);
     };
     let argv = match argv_within_pages(&pages, argv_at) {
         Some(argv) => argv,
@@ -636,7 +629,7 @@ mod tests {
     fn read_before(args: [u64; 6]) -> Result<ExecRead, Unreadable> {
         match before_exec(me(), false, args, &mut Scratch::default(), |_| Ok(()))? {
             Pending::Exec(read, ()) => Ok(read),
-            Pending::NoFile { error, .. } => panic!("the file check passes: {error}"),
+            Pending::NoFile => panic!("the file check passes"),
         }
     }
 
@@ -765,11 +758,7 @@ mod tests {
             assert_eq!(p, Path::new("/no/such/program"));
             std::fs::metadata(p)
         });
-        assert!(matches!(
-            missing,
-            Ok(Pending::NoFile { ref error, in_proc: false })
-                if error.kind() == std::io::ErrorKind::NotFound
-        ));
+        assert!(matches!(missing, Ok(Pending::NoFile)));
         assert!(read_before(args).is_err());
     }
 
