@@ -252,8 +252,8 @@ mod tests {
     use super::*;
     use crate::origin::Origin;
 
-    fn rules() -> ExecRules {
-        let rule = |id: &str, prefix: &[&[&str]], decision| CommandRule {
+    fn rule(id: &str, prefix: &[&[&str]], decision: Decision) -> CommandRule {
+        CommandRule {
             id: id.into(),
             prefix: prefix
                 .iter()
@@ -262,7 +262,10 @@ mod tests {
             decision,
             justification: None,
             origin: Origin::Builtin,
-        };
+        }
+    }
+
+    fn rules() -> ExecRules {
         ExecRules::of(&[
             rule(
                 "deny-git-push",
@@ -278,16 +281,6 @@ mod tests {
     /// Rules sharing first words, an explicit allow among them, and one matching every argv:
     /// the strictest matching rule decides, the first of equals.
     fn overlapping_rules() -> ExecRules {
-        let rule = |id: &str, prefix: &[&[&str]], decision| CommandRule {
-            id: id.into(),
-            prefix: prefix
-                .iter()
-                .map(|alts| alts.iter().map(|a| (*a).to_owned()).collect())
-                .collect(),
-            decision,
-            justification: None,
-            origin: Origin::Builtin,
-        };
         ExecRules::of(&[
             rule("allow-make", &[&["make"]], Decision::Allow),
             rule("ask-cc", &[&["cc", "ld"]], Decision::Ask),

@@ -487,10 +487,7 @@ pub fn before_exec<T>(
     let both = [first_page, page_of(argv_at)];
     let two = argv_at != 0 && argv_at.is_multiple_of(8) && both[1] != first_page;
     let pages = read_pages(pid, &both[..if two { 2 } else { 1 }], scratch)?;
-    let named = match whole_in_pages(&pages, path_at) {
-        Some(named) => named.to_vec(),
-        None => finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?,
-    };
+    let named = finish_string(pid, path_at, in_pages(&pages, path_at), &mut budget)?;
     let named = Path::new(std::ffi::OsStr::from_bytes(&named));
     // Where the file is, as the supervisor (same mount view) can open it.
     let mut cwd = None;
