@@ -11,7 +11,9 @@
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
 #          execs), built clean inside `bridle exec`, without rules and with.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
-# no supervisor (no listener, nothing traced). The load average is recorded at the start and the end.
+# no supervisor (no listener, nothing traced). The load average is recorded at the start and the end,
+# and the host's steal time (on a VM: time its CPUs were given to others) over the rounds and per
+# make run.
 # The order of the variants rotates from round to round. Writes bench/results/exec_rules.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +124,12 @@ def inside(profile, *argv, build=bridle):
         sys.exit(f"{profile}: {argv}: {r.returncode}\n{r.stderr}")
     return r.stdout
 
+def cpu_ticks():
+    """(steal, all) of the machine's CPU time so far, in clock ticks (`/proc/stat`): steal is
+    time the host ran something else on this VM's CPUs, which slows wake-ups most."""
+    fields = [int(f) for f in open("/proc/stat").readline().split()[1:9]]
+    return fields[7], sum(fields)
+
 def children_cpu():
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
     return u.ru_utime + u.ru_stime
@@ -156,6 +164,8 @@ make = {k: [] for k in insiders}
 floors = {"allow": ("0", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
 floor = {k: {"median": [], "p10": [], "supervisor_cpu": [], "children_cpu": []} for k in floors}
 make_cpu = {k: [] for k in insiders}
+make_steal = {k: [] for k in insiders}
+run_start_ticks = cpu_ticks()
 build = "cd proj && make clean >/dev/null && make -j2 >/dev/null"
 for k, (b, p) in spawners.items():  # warm-up
     for _ in range(3):
@@ -189,10 +199,12 @@ for n in range(rounds):
         for f, v in (("median", median), ("p10", tenth), ("supervisor_cpu", sup_us), ("children_cpu", child_us)):
             floor[k][f].append(v)
     for k, (b, p) in rotated(insiders, n + 1):
-        cpu, start = children_cpu(), time.monotonic()
+        cpu, ticks, start = children_cpu(), cpu_ticks(), time.monotonic()
         inside(p, "sh", "-c", build, build=b)
         make[k].append(time.monotonic() - start)
         make_cpu[k].append(children_cpu() - cpu)
+        after = cpu_ticks()
+        make_steal[k].append((after[0] - ticks[0]) / max(1, after[1] - ticks[1]))
 
 med = lambda d: {k: statistics.median(v) for k, v in d.items()}
 res = {
@@ -211,34 +223,48 @@ res = {
 }
 res["floor"] = {k: {f: statistics.median(v) for f, v in d.items()} for k, d in floor.items()}
 res["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
+end_ticks = cpu_ticks()
+res["steal_share"] = (end_ticks[0] - run_start_ticks[0]) / max(1, end_ticks[1] - run_start_ticks[1])
+res["make_steal_share_rounds"] = make_steal
 res["added_per_exec_us"] = res["per_exec_us"]["rules"] - res["per_exec_us"]["norules"]
 res["added_per_exec_p10_us"] = res["per_exec_p10_us"]["rules"] - res["per_exec_p10_us"]["norules"]
 res["added_cpu_per_exec_us"] = sum(
     res[f][ "rules"] - res[f]["norules"]
     for f in ("init_cpu_per_exec_us", "children_cpu_per_exec_us", "parent_cpu_per_exec_us"))
 res["make_ratio"] = res["make_s"]["rules"] / res["make_s"]["norules"]
+# Paired by round (each round ran every variant once, close in time): less moved by a change of
+# the host's load between rounds than the ratio of the medians.
+paired = lambda d, k, f: statistics.median(f(a, b) for a, b in zip(d[k], d["norules"]))
+res["added_per_exec_paired_us"] = paired(per_exec, "rules", lambda a, b: a - b)
+res["make_ratio_paired"] = paired(make, "rules", lambda a, b: a / b)
 if base:
     res["base_added_per_exec_us"] = res["per_exec_us"]["base-rules"] - res["per_exec_us"]["norules"]
     res["base_make_ratio"] = res["make_s"]["base-rules"] / res["make_s"]["norules"]
+    res["base_added_per_exec_paired_us"] = paired(per_exec, "base-rules", lambda a, b: a - b)
+    res["base_make_ratio_paired"] = paired(make, "base-rules", lambda a, b: a / b)
 json.dump(res, open(out, "w"), indent=2)
-print(f"load average: {' '.join(res['loadavg_at_start'])} at the start, {' '.join(res['loadavg_at_end'])} at the end")
+print(f"load average: {' '.join(res['loadavg_at_start'])} at the start, {' '.join(res['loadavg_at_end'])} at the end; "
+      f"host steal {100 * res['steal_share']:.1f} % of the CPU time of the measured rounds")
 for k in spawners:
     print(f"spawn {k:14} wall {res['spawn_ms'][k]:7.2f} ms  cpu {res['spawn_cpu_ms'][k]:6.2f} ms")
 print(f"fork+exec+wait of /bin/true, median of {rounds} rounds of 2000: "
       f"no rules {res['per_exec_us']['norules']:.1f} us, rules {res['per_exec_us']['rules']:.1f} us, "
       f"added {res['added_per_exec_us']:.1f} us  (target <= 100 us); 10th percentile: added "
-      f"{res['added_per_exec_p10_us']:.1f} us")
+      f"{res['added_per_exec_p10_us']:.1f} us; paired by round: added {res['added_per_exec_paired_us']:.1f} us")
 if base:
-    print(f"  the base build with rules: {res['per_exec_us']['base-rules']:.1f} us, added {res['base_added_per_exec_us']:.1f} us")
+    print(f"  the base build with rules: {res['per_exec_us']['base-rules']:.1f} us, added {res['base_added_per_exec_us']:.1f} us"
+          f" (paired {res['base_added_per_exec_paired_us']:.1f} us)")
 for k in insiders:
     print(f"  cpu per exec, {k:8}: init {res['init_cpu_per_exec_us'][k]:.1f} us, children "
           f"{res['children_cpu_per_exec_us'][k]:.1f} us, the loop {res['parent_cpu_per_exec_us'][k]:.1f} us")
 print(f"  added cpu per exec: {res['added_cpu_per_exec_us']:.1f} us")
 print(f"make -j2, 200 files, median of {rounds} rounds: no rules {res['make_s']['norules']:.2f} s, "
       f"rules {res['make_s']['rules']:.2f} s, ratio {res['make_ratio']:.3f}  (target <= 1.05); "
-      f"cpu {res['make_cpu_s']['norules']:.2f} s against {res['make_cpu_s']['rules']:.2f} s")
+      f"cpu {res['make_cpu_s']['norules']:.2f} s against {res['make_cpu_s']['rules']:.2f} s; paired by round: ratio "
+      f"{res['make_ratio_paired']:.3f}")
 if base:
-    print(f"  the base build with rules: {res['make_s']['base-rules']:.2f} s, ratio {res['base_make_ratio']:.3f}")
+    print(f"  the base build with rules: {res['make_s']['base-rules']:.2f} s, ratio {res['base_make_ratio']:.3f}"
+          f" (paired {res['base_make_ratio_paired']:.3f})")
 fl = res["floor"]
 for k in ("seize", "seize-sync"):
     print(f"floor (bench/exec_floor.c, a do-nothing supervisor), {k:10}: added median "
