@@ -165,7 +165,6 @@ floors = {"allow": ("0", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
 floor = {k: {"median": [], "p10": [], "supervisor_cpu": [], "children_cpu": []} for k in floors}
 make_cpu = {k: [] for k in insiders}
 make_steal = {k: [] for k in insiders}
-run_start_ticks = cpu_ticks()
 build = "cd proj && make clean >/dev/null && make -j2 >/dev/null"
 for k, (b, p) in spawners.items():  # warm-up
     for _ in range(3):
@@ -179,6 +178,7 @@ def rotated(d, by):
     by %= len(items)
     return items[by:] + items[:by]
 
+run_start_ticks = cpu_ticks()
 for n in range(rounds):
     for i in range(runs):
         for k, (b, p) in rotated(spawners, n * runs + i):

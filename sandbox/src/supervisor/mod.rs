@@ -36,13 +36,14 @@
 //!     seized is the caller (no separate validity check is needed).
 //!     A thread already seized (an earlier exec of it failed, e.g. `execvp` searching `PATH`)
 //!     stays seized. If it cannot be seized the exec fails with `EPERM` and the record says why.
+//!     When the notification found the file, the supervisor then looks up `/proc/PID/exe` once,
+//!     while the kernel loads the program, and ignores the answer: the first lookup of a new
+//!     pid makes its `/proc` entries, the slow part of the lookup the exec event makes.
 //! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
 //!   runs one instruction, the supervisor decides again on what is now final: the argv from
 //!   the new image's stack ([`stack`]; `/proc/PID/cmdline` where that stack is not the ELF
 //!   loader's layout) and the executed file from `/proc/PID/exe` (the environment from
-//!   `/proc/PID/environ` where a rule needs it; `exe` is looked up once already, unused, right
-//!   after the `CONTINUE`, while the kernel loads the program: the first lookup of a new pid
-//!   makes its `/proc` entries, the slow part); facts equal to the notification's keep its
+//!   `/proc/PID/environ` where a rule needs it); facts equal to the notification's keep its
 //!   verdict (the rules are a pure function of them). Allowed: the supervisor
 //!   detaches. Denied: the process is killed (SIGKILL) before its first instruction. (After a
 //!   non-leader thread's exec the process has the thread group's id; the event message gives

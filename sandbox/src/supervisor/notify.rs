@@ -18,8 +18,8 @@ use crate::sys::notify::{self as unotify, Notification, Response};
 
 /// What becomes of an exec waiting at its notification.
 enum Answer {
-    /// On to its exec event, with what it found there, and whether the file it names is
-    /// there (only then does an exec event follow).
+    /// On to its exec event, with what it found there, and whether it found the file the exec
+    /// names (then the exec usually succeeds: see [`warm_proc_entries`]).
     Proceed(Box<Traced>, bool),
     /// It fails with `EACCES`.
     Refuse,
@@ -141,8 +141,8 @@ impl Supervisor {
 
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
     /// the notification is still its, and continues the call. A caller that cannot be seized
-    /// gets `EPERM`, reported: it must not exec unchecked. When the file is there (`file`),
-    /// the exec event follows: see [`warm_proc_entries`].
+    /// gets `EPERM`, reported: it must not exec unchecked. `file`: the notification found the
+    /// file the exec names.
     fn let_exec(&mut self, notification: &Notification, seen: Traced, file: bool) {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
@@ -189,11 +189,12 @@ impl Supervisor {
     }
 }
 
-/// Looks up `/proc/PID/exe` of a thread let on to its exec, while the kernel loads the
-/// program, so that the exec event, which must read it, finds the entries made: the first
-/// lookup of a new pid makes its `/proc/PID` and `exe` entries (most of the 17 µs that read
-/// took at every exec event; the second lookup takes a few). What this finds is not used: it
-/// may be the file before the exec or after it; the exec event reads what runs.
+/// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the
+/// kernel loads the program, so that the exec event, which must read it and holds the process
+/// stopped meanwhile, finds the entries made: the first lookup of a new pid makes its
+/// `/proc/PID` and `exe` entries (most of the 17 µs that read took at every exec event; the
+/// second lookup takes a few). What this finds is not used: it may be the file before the exec
+/// or after it; the exec event reads what runs (proc resolves the link at every lookup).
 fn warm_proc_entries(pid: Pid) {
     let _ = std::fs::metadata(tracee::proc_path(pid, "exe").as_path());
 }
