@@ -34,6 +34,39 @@ fn git_status_commit_and_log_keep_working_under_ci_locked() {
     );
 }
 
+/// The supervisor waits for execs and stops with epoll; where epoll cannot be had it waits
+/// with `poll`, deciding the same.
+#[test]
+fn without_epoll_the_supervisor_still_decides_every_exec() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "work.sh",
+        "git status --short\ngit -c user.name=t -c user.email=t@e commit -qam change --allow-empty\np=push\ngit $p origin HEAD:main\necho push=$?",
+    );
+    let mut cmd = e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]);
+    bridle_sandbox::fault::inject(&mut cmd, bridle_sandbox::fault::Fault::EpollUnavailable)
+        .unwrap();
+    let r = run_bounded(&mut cmd);
+    r.assert_ok();
+    assert!(
+        r.stdout.contains("push=126\nend"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("rule deny-git-push denied exec of"),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_pushed(&e, "without epoll");
+    assert_eq!(
+        git(&e.workspace.join("repo"), &["log", "-1", "--format=%s"]).trim(),
+        "change"
+    );
+}
+
 #[test]
 fn make_with_a_c_compiler_keeps_working_under_ci_locked() {
     let e = ExecEnv::new();

@@ -36,6 +36,7 @@ use nix::unistd::{ForkResult, Pid, getpid, getppid};
 use super::protocol::{
     CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
 };
+use super::wait::Waiter;
 use crate::supervisor::Supervisor;
 use crate::{landlock_rules, mounts, privileges, relay, seccomp, sys};
 
@@ -459,7 +460,7 @@ fn init(
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
 /// remaining descendant before returning. With an exec `supervisor`, its listener is answered
 /// and the stops of the threads it traces are handed to it, in one loop with the signals
-/// (`poll` on the listener and a signalfd).
+/// (see [`Waiter`]: epoll, or `poll`, on the listener and a signalfd).
 fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervisor>) -> i32 {
     // Traced tasks include threads, which only `__WALL` reports.
     let flags = if supervisor.is_some() {
@@ -495,6 +496,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             return 125;
         }
     };
+    let mut waiter = Waiter::new(&signals, supervisor.is_some());
     let mut result: Option<i32> = None;
     // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
     // reparented here exit with SIGCHLD too), so the loop waits only after one.
@@ -532,7 +534,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             }
             return code;
         }
-        for signal in wait_for_work(&signals, supervisor.as_deref_mut()) {
+        for signal in waiter.wait(&signals, supervisor.as_deref_mut()) {
             match signal {
                 Signal::SIGCHLD => reap = true,
                 Signal::SIGUSR1 => {
@@ -563,77 +565,6 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             }
         }
     }
-}
-
-/// Blocks until a signal of `signals` is pending or the supervisor's listener has an exec
-/// waiting (which is answered here); returns the signals taken.
-fn wait_for_work(signals: &SignalFd, supervisor: Option<&mut Supervisor>) -> Vec<Signal> {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let (signalled, notified, hung_up) = {
-        let listener = supervisor.as_deref().and_then(Supervisor::listener);
-        // No allocation: this runs twice per exec of a supervised sandbox.
-        let mut all = [
-            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
-            PollFd::new(listener.unwrap_or(signals.as_fd()), PollFlags::POLLIN),
-        ];
-        let fds = &mut all[..if listener.is_some() { 2 } else { 1 }];
-        match poll(fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Vec::new(),
-            // Never spin on a failing poll: wait for the signals alone.
-            Err(_) => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                return signals
-                    .read_signal()
-                    .ok()
-                    .flatten()
-                    .and_then(|info| Signal::try_from(i32::try_from(info.ssi_signo).ok()?).ok())
-                    .into_iter()
-                    .collect();
-            }
-        }
-        let ready = |fd: &PollFd<'_>| fd.revents().unwrap_or(PollFlags::empty());
-        let notified = fds
-            .get(1)
-            .is_some_and(|fd| ready(fd).contains(PollFlags::POLLIN));
-        let hung_up = fds
-            .get(1)
-            .is_some_and(|fd| ready(fd).intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
-        (
-            ready(&fds[0]).contains(PollFlags::POLLIN),
-            notified,
-            hung_up,
-        )
-    };
-    if let Some(s) = supervisor {
-        if notified {
-            s.on_notification();
-        } else if hung_up {
-            s.listener_closed();
-        }
-    }
-    if signalled {
-        read_signals(signals)
-    } else {
-        Vec::new()
-    }
-}
-
-/// The signals pending on `signals` (a non-blocking signalfd), taken in one read.
-fn read_signals(signals: &SignalFd) -> Vec<Signal> {
-    // `struct signalfd_siginfo` is 128 bytes, its signal number the first u32.
-    const INFO: usize = 128;
-    let mut buf = [0u8; INFO * 8];
-    let Ok(n) = nix::unistd::read(signals.as_fd(), &mut buf) else {
-        return Vec::new();
-    };
-    buf[..n]
-        .chunks_exact(INFO)
-        .filter_map(|info| {
-            let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
-            Signal::try_from(i32::try_from(signo).ok()?).ok()
-        })
-        .collect()
 }
 
 /// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they

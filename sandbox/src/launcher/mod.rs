@@ -7,6 +7,7 @@
 mod child;
 mod id_map;
 pub mod protocol;
+mod wait;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
