@@ -26,8 +26,8 @@ pub enum Fault {
     /// `sendmsg` fails with EPERM: no descriptor can be passed over a unix socket (the relay
     /// of network `allow-list` cannot reach bridle).
     FdPassingDenied,
-    /// `epoll_create1` and `epoll_create` fail with ENOSYS (the exec supervisor's loop then
-    /// waits with `poll`).
+    /// `epoll_create1` (and, on x86_64, `epoll_create`) fails with ENOSYS (the exec
+    /// supervisor's loop then waits with `poll`).
     EpollUnavailable,
 }
 

@@ -9,9 +9,10 @@ use nix::sys::signalfd::SignalFd;
 use crate::supervisor::Supervisor;
 
 /// How the loop waits: with an exec supervisor, an epoll set of the signalfd and the listener,
-/// made once (`poll` registers on both descriptors' wait queues and queries both again at each
-/// of the two wake-ups per exec, the listener's query under the mutex the exec'ing task holds
-/// while it queues its notification); otherwise, or where the set cannot be made, `poll`.
+/// made once; otherwise, or where the set cannot be made, `poll`. (`poll` registers on both
+/// descriptors' wait queues, queries both and unregisters at each of the two wake-ups per exec;
+/// the set queries a descriptor only when it is ready, and the listener's query takes the
+/// mutex under which the exec'ing task queues its notification.)
 pub(super) struct Waiter {
     epoll: Option<nix::sys::epoll::Epoll>,
     /// The listener is in the set (it leaves it when it is closed).
@@ -86,8 +87,8 @@ impl Waiter {
         if listener.contains(EpollFlags::EPOLLIN) {
             s.on_notification();
         } else if listener.intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR) {
-            // Out of the set before it is closed: a registration outliving its descriptor
-            // would keep reporting the hang-up, and the loop would spin.
+            // Out of the set before it is closed (epoll drops it itself only when the last
+            // reference to the listener goes, which this need not rely on).
             if let Some(l) = s.listener() {
                 let _ = epoll.delete(l);
             }
