@@ -103,7 +103,7 @@ pub(super) fn script(e: &ExecEnv, name: &str, body: &str) -> String {
 }
 
 #[track_caller]
-fn assert_attributed(text: &str, what: &str) {
+pub(super) fn assert_attributed(text: &str, what: &str) {
     assert!(
         text.contains("rule deny-git-push denied exec of") && text.contains("(pid "),
         "{what}: no `bridle: rule deny-git-push denied exec of ... (pid N)` in\n{text}"

@@ -64,8 +64,8 @@ impl Waiter {
                 }
                 self.listening = true;
             }
-            None => self.listening = false,
-            Some(_) => {}
+            // In the set already, or gone (`listener_closed` took it out first).
+            _ => {}
         }
         let mut events = [EpollEvent::empty(); 2];
         let ready = match epoll.wait(&mut events, EpollTimeout::NONE) {
