@@ -131,6 +131,12 @@ impl LocalTools {
         self.runner.terminate_running();
     }
 
+    /// Has the runs ask `check` whether the session's turn was cancelled (see
+    /// [`SandboxRunner::cancel_with`]).
+    pub fn cancel_runs_with(&self, check: bridle_exec::run::CancelCheck) {
+        self.runner.cancel_with(check);
+    }
+
     /// Closes the persistent terminal (its whole tree); returns why the sandbox stopped it,
     /// when it did.
     pub fn close_terminal(&self) -> Option<String> {

@@ -100,6 +100,18 @@ pub struct SandboxRunner {
     proxy: Option<std::sync::Arc<crate::net::NetProxy>>,
     /// The launchers of this runner's runs in progress (see [`SandboxRunner::terminate_running`]).
     running: Arc<std::sync::Mutex<Vec<u32>>>,
+    /// Whether the session's running turn was cancelled (see [`SandboxRunner::cancel_with`]).
+    cancelled: Arc<std::sync::OnceLock<CancelCheck>>,
+}
+
+/// Says whether the turn that runs commands was cancelled.
+#[derive(Clone)]
+pub struct CancelCheck(pub Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for CancelCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CancelCheck")
+    }
 }
 
 impl SandboxRunner {
@@ -110,13 +122,30 @@ impl SandboxRunner {
             spills: Arc::new(SpillBudget::new()),
             proxy: None,
             running: Arc::default(),
+            cancelled: Arc::default(),
         }
     }
 
+    /// Has this runner (and its clones) ask `check` whether the session's running turn was
+    /// cancelled, each time a run is listed: a cancel that came while the run was being
+    /// started (before [`SandboxRunner::terminate_running`] could see it) still kills it.
+    /// Set once; later calls change nothing.
+    pub fn cancel_with(&self, check: CancelCheck) {
+        let _ = self.cancelled.set(check);
+    }
+
     /// Lists the launcher `pid` among this runner's runs in progress while the guard lives.
+    /// When the turn was cancelled already, the run's tree is killed at once.
     pub fn register(&self, pid: u32) -> RunningGuard {
         if let Ok(mut l) = self.running.lock() {
             l.push(pid);
+        }
+        // Listed first, asked second: a cancel sets its flag before it kills what is listed,
+        // so either it sees this run or this check sees the flag.
+        if self.cancelled.get().is_some_and(|c| (c.0)())
+            && let Ok(pid) = i32::try_from(pid)
+        {
+            bridle_sandbox::launcher::terminate_child(pid);
         }
         RunningGuard {
             list: Arc::clone(&self.running),
@@ -207,6 +236,12 @@ impl Runner for SandboxRunner {
             return Ok(refused(Refusal {
                 guarantee: None,
                 cause: "cancelled: bridle was asked to stop".to_owned(),
+            }));
+        }
+        if self.cancelled.get().is_some_and(|c| (c.0)()) {
+            return Ok(refused(Refusal {
+                guarantee: None,
+                cause: "cancelled: the turn was cancelled".to_owned(),
             }));
         }
         let mut running = match sandbox.spawn(launch) {

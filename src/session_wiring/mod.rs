@@ -288,6 +288,9 @@ impl Prepared {
         let id = self.log.id().to_owned();
         let host: Arc<dyn bridle_agent::tools::ToolHost + Send> = tools.clone();
         let session = Session::start(self.log, model, host, config);
+        tools.cancel_runs_with(bridle_exec::run::CancelCheck(Arc::new(
+            session.cancel_check(),
+        )));
         Ok(Live {
             session,
             id,

@@ -32,6 +32,7 @@ mod protect;
 mod protect_git;
 mod protect_new_repos;
 mod rules_cli;
+mod run_cancel;
 mod run_cli;
 mod run_json_cli;
 mod run_log_cli;

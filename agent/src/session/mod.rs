@@ -265,6 +265,17 @@ impl Session {
         }
     }
 
+    /// A check of whether the running turn was cancelled, for what runs the turn's tools: a
+    /// tool that was being started when [`Session::cancel_because`] ran its hook is killed
+    /// once it is listed (the flag is set before the hook runs).
+    pub fn cancel_check(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let inbox = Arc::clone(&self.inbox);
+        move || {
+            let state = inbox.lock();
+            state.running.is_some() && state.cancel.is_some()
+        }
+    }
+
     /// Drops the inputs no step has taken yet (queued turns, steering not yet included) and
     /// returns their ids: a front end that leaves must not have them run with nobody there.
     pub fn discard_pending(&self) -> Vec<String> {
