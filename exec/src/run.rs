@@ -134,6 +134,10 @@ impl SandboxRunner {
         let _ = self.cancelled.set(check);
     }
 
+    fn turn_cancelled(&self) -> bool {
+        self.cancelled.get().is_some_and(|c| (c.0)())
+    }
+
     /// Lists the launcher `pid` among this runner's runs in progress while the guard lives.
     /// When the turn was cancelled already, the run's tree is killed at once.
     pub fn register(&self, pid: u32) -> RunningGuard {
@@ -142,7 +146,7 @@ impl SandboxRunner {
         }
         // Listed first, asked second: a cancel sets its flag before it kills what is listed,
         // so either it sees this run or this check sees the flag.
-        if self.cancelled.get().is_some_and(|c| (c.0)())
+        if self.turn_cancelled()
             && let Ok(pid) = i32::try_from(pid)
         {
             bridle_sandbox::launcher::terminate_child(pid);
@@ -238,7 +242,7 @@ impl Runner for SandboxRunner {
                 cause: "cancelled: bridle was asked to stop".to_owned(),
             }));
         }
-        if self.cancelled.get().is_some_and(|c| (c.0)()) {
+        if self.turn_cancelled() {
             return Ok(refused(Refusal {
                 guarantee: None,
                 cause: "cancelled: the turn was cancelled".to_owned(),

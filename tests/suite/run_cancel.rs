@@ -7,40 +7,13 @@ use std::time::{Duration, Instant};
 
 use bridle_exec::run::{CancelCheck, RunRequest, RunStatus, Runner, SandboxRunner};
 
-use super::support::{ExecEnv, assert_no_survivor, processes_with, token};
-
-fn spec(e: &ExecEnv) -> bridle_policy::SandboxSpec {
-    let policy = bridle_policy::load(
-        &bridle_policy::FsProfileSource,
-        &bridle_policy::LoadRequest {
-            profile: "workspace-write".into(),
-            overrides: bridle_policy::Overrides::default(),
-            workspace_layer: None,
-        },
-    )
-    .unwrap();
-    let temp = e.home.join("session-tmp");
-    std::fs::create_dir_all(&temp).unwrap();
-    let ctx = bridle_policy::PlanContext {
-        workspace: e.workspace.clone(),
-        home: e.home.clone(),
-        state_dir: e.home.join(".local/state/bridle"),
-        config_dir: e.home.join(".config/bridle"),
-        temp_dir: temp,
-        cache_root: None,
-        host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
-        found: Vec::new(),
-        masks: Vec::new(),
-        escalated_from: None,
-    };
-    bridle_policy::plan(&policy, &ctx).unwrap().spec
-}
+use super::support::{ExecEnv, assert_no_survivor, processes_with, spec_for, token};
 
 fn request(e: &ExecEnv, command: &str) -> RunRequest {
     RunRequest {
         argv: vec!["bash".into(), "-c".into(), command.into()],
         cwd: e.workspace.clone(),
-        spec: spec(e),
+        spec: spec_for(e),
         timeout: Some(Duration::from_secs(60)),
         stdin: Vec::new(),
         output_cap: 4096,
