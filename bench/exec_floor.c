@@ -7,12 +7,15 @@
  * deciding anything. Its child times fork + exec + wait of /bin/true N times.
  *
  *   exec_floor MODE SYNC N
+ *   exec_floor MODE SYNC 0 COMMAND [ARG...]
  *     MODE 0: the filter allows execve (no supervisor work: the baseline)
  *     MODE 1: notification and CONTINUE only
  *     MODE 2: notification, seize, CONTINUE, exec event, detach (what bridle does)
  *     SYNC 1: the listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6)
  * Prints: the median and 10th percentile of one fork + exec + wait (us), the children's CPU
- * per exec and the supervisor's CPU per exec (us). */
+ * per exec and the supervisor's CPU per exec (us). With N 0 it runs COMMAND (and everything
+ * it starts) under the filter instead, and prints the supervisor's CPU in all (us): the
+ * mechanism's floor for a whole build. */
 #define _GNU_SOURCE
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -75,6 +78,11 @@ static int recv_fd(int sock) {
 int main(int argc, char **argv) {
     int mode = argc > 1 ? atoi(argv[1]) : 2, sync = argc > 2 ? atoi(argv[2]) : 0;
     int n = argc > 3 ? atoi(argv[3]) : 2000;
+    if (n <= 0 && argc < 5) {
+        fprintf(stderr, "usage: exec_floor MODE SYNC N | exec_floor MODE SYNC 0 COMMAND [ARG...]\n");
+        return 2;
+    }
+    int failed = 0;
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) return 2;
     sigset_t chld;
@@ -98,6 +106,10 @@ int main(int argc, char **argv) {
         close(l);
         char go;
         if (read(sp[0], &go, 1) != 1) return 2;
+        if (n == 0) {
+            execvp(argv[4], argv + 4);
+            _exit(127);
+        }
         double *t = malloc(sizeof(double) * n);
         for (int i = 0; i < n; i++) {
             double start = now_us();
@@ -139,6 +151,7 @@ int main(int argc, char **argv) {
                 pid_t w = waitpid(-1, &st, WNOHANG | __WALL);
                 if (w <= 0) break;
                 if (w == loop && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                    failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
                     done = 1;
                     break;
                 }
@@ -149,6 +162,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    printf("%.1f\n", (cpu_us(RUSAGE_SELF) - before) / n);
-    return 0;
+    printf("%.1f\n", (cpu_us(RUSAGE_SELF) - before) / (n ? n : 1));
+    return failed;
 }

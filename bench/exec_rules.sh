@@ -9,7 +9,10 @@
 #          children meanwhile, without rules and with;
 #   floor: bench/exec_floor.c, a do-nothing supervisor with the same syscalls per exec;
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
-#          execs), built clean inside `bridle exec`, without rules and with.
+#          execs), built clean inside `bridle exec`, without rules and with; and, outside
+#          bridle, under the floor's do-nothing supervisor: its filter allowing every exec (the
+#          floor's baseline), notifying only, and notifying with the exec event (bridle's
+#          mechanism), which bounds from below what any supervisor of this design costs here.
 # "Without rules" is ci-locked with `rules.commands` replaced by nothing: the same sandbox, and
 # no supervisor (no listener, nothing traced). The load average is recorded at the start and the end,
 # and the host's steal time (on a VM: time its CPUs were given to others) over the rounds and per
@@ -164,6 +167,10 @@ make = {k: [] for k in insiders}
 floors = {"allow": ("0", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
 floor = {k: {"median": [], "p10": [], "supervisor_cpu": [], "children_cpu": []} for k in floors}
 make_cpu = {k: [] for k in insiders}
+# make under the floor's supervisor (outside bridle): the filter allowing every exec, notifying
+# only, and with the exec event.
+make_floors = {"allow": "0", "notify": "1", "seize": "2"}
+make_floor = {k: [] for k in make_floors}
 make_steal = {k: [] for k in insiders}
 build = "cd proj && make clean >/dev/null && make -j2 >/dev/null"
 for k, (b, p) in spawners.items():  # warm-up
@@ -205,6 +212,11 @@ for n in range(rounds):
         make_cpu[k].append(children_cpu() - cpu)
         after = cpu_ticks()
         make_steal[k].append((after[0] - ticks[0]) / max(1, after[1] - ticks[1]))
+    for k, mode in rotated(make_floors, n):
+        start = time.monotonic()
+        subprocess.run(["./exec_floor", mode, "0", "0", "sh", "-c", build], check=True,
+                       stdout=subprocess.DEVNULL)
+        make_floor[k].append(time.monotonic() - start)
 
 med = lambda d: {k: statistics.median(v) for k, v in d.items()}
 res = {
@@ -222,6 +234,12 @@ res = {
     "make_rounds_s": make,
 }
 res["floor"] = {k: {f: statistics.median(v) for f, v in d.items()} for k, d in floor.items()}
+res["make_floor_s"] = med(make_floor)
+res["make_floor_rounds_s"] = make_floor
+res["make_floor_ratio_paired"] = {
+    k: statistics.median(a / b for a, b in zip(make_floor[k], make_floor["allow"]))
+    for k in ("notify", "seize")}
+res["make_ratio_over_floor"] = res["make_ratio_paired"] / res["make_floor_ratio_paired"]["seize"]
 res["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
 end_ticks = cpu_ticks()
 res["steal_share"] = (end_ticks[0] - run_start_ticks[0]) / max(1, end_ticks[1] - run_start_ticks[1])
@@ -265,6 +283,10 @@ print(f"make -j2, 200 files, median of {rounds} rounds: no rules {res['make_s'][
 if base:
     print(f"  the base build with rules: {res['make_s']['base-rules']:.2f} s, ratio {res['base_make_ratio']:.3f}"
           f" (paired {res['base_make_ratio_paired']:.3f})")
+mf = res["make_floor_ratio_paired"]
+print(f"  make -j2 outside bridle under the floor's supervisor: {res['make_floor_s']['allow']:.2f} s allowing every exec; "
+      f"paired ratio {mf['notify']:.3f} notifying only, {mf['seize']:.3f} with the exec event (the mechanism's floor); "
+      f"bridle's paired ratio over the floor's: {res['make_ratio_over_floor']:.3f}")
 fl = res["floor"]
 for k in ("seize", "seize-sync"):
     print(f"floor (bench/exec_floor.c, a do-nothing supervisor), {k:10}: added median "
