@@ -1648,3 +1648,115 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
         }
     }
 }
+
+/// The supervised filter keeps a waiting exec's memory to the caller: no sharing it with a
+/// process that is neither a thread nor a suspended `vfork` parent, no AIO, no `MADV_FREE`.
+/// Threads, `fork`, `vfork` and `posix_spawn` keep working, and without command rules (the
+/// plain table) nothing of this is denied.
+#[test]
+fn the_supervised_table_keeps_a_waiting_execs_memory_to_its_caller() {
+    let sigchld = u64::from(libc::SIGCHLD.cast_unsigned());
+    let flags = |f: i32| u64::from(f.cast_unsigned());
+    let thread = flags(
+        libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID,
+    );
+    let vfork = flags(libc::CLONE_VM | libc::CLONE_VFORK) | sigchld;
+    let shared_vm = flags(libc::CLONE_VM) | sigchld;
+    let vfork_for_parent = flags(libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT);
+    let free = args3(0x1000, 4096, u64::from(MADV_FREE));
+    let dontneed = args3(0x1000, 4096, flags(libc::MADV_DONTNEED));
+    for profile in CONFINED
+        .into_iter()
+        .chain([SeccompProfile::ConfinedAllowList])
+    {
+        for options in all_options() {
+            let supervised = supervised_rules(profile, options);
+            let plain = rules(profile, options);
+            for allowed in [sigchld, thread, vfork] {
+                let args = args3(allowed, 0, 0);
+                assert_eq!(
+                    denied(&supervised, libc::SYS_clone, args),
+                    None,
+                    "{allowed:#x}"
+                );
+            }
+            for refused in [shared_vm, vfork_for_parent, shared_vm | 0x1_0000_0000] {
+                let args = args3(refused, 0, 0);
+                assert_eq!(
+                    denied(&supervised, libc::SYS_clone, args),
+                    Some(libc::EPERM)
+                );
+                assert_eq!(denied(&plain, libc::SYS_clone, args), None);
+            }
+            assert_eq!(
+                denied(&supervised, libc::SYS_io_setup, [0; 6]),
+                Some(libc::ENOSYS)
+            );
+            assert_eq!(
+                denied(&supervised, libc::SYS_madvise, free),
+                Some(libc::EINVAL)
+            );
+            assert_eq!(denied(&supervised, libc::SYS_madvise, dontneed), None);
+            assert_eq!(denied(&plain, libc::SYS_io_setup, [0; 6]), None);
+            assert_eq!(denied(&plain, libc::SYS_madvise, free), None);
+            compile_supervised(profile, options).expect("compiles");
+        }
+    }
+    // A mount-lock command (full access) keeps its host view: none of this is added there.
+    let lock = supervised_rules(SeccompProfile::MountLock, options(false, false, false));
+    assert_eq!(denied(&lock, libc::SYS_io_setup, [0; 6]), None);
+}
+
+#[test]
+fn settled_exec_constants_match_libc() {
+    assert_eq!(
+        [CLONE_VM, CLONE_VFORK, CLONE_PARENT, CLONE_THREAD],
+        [
+            libc::CLONE_VM,
+            libc::CLONE_VFORK,
+            libc::CLONE_PARENT,
+            libc::CLONE_THREAD
+        ]
+        .map(i32::cast_unsigned)
+    );
+    assert_eq!(MADV_FREE, libc::MADV_FREE.cast_unsigned());
+}
+
+/// The compiled supervised program agrees with its table on the rows added for it.
+#[test]
+fn the_compiled_supervised_program_agrees_with_its_table() {
+    let mut values = probe_values();
+    values.extend([
+        0x100, 0x4100, 0x8100, 0x1_0100, 0xc100, 0x1_8100, 0x4111, 0x111,
+    ]);
+    for profile in CONFINED {
+        let options = options(false, false, false);
+        let table = supervised_rules(profile, options);
+        let program = compile_supervised(profile, options).expect("compiles");
+        // The program begins with the exec notification; these syscalls come after it.
+        for nr in [libc::SYS_clone, libc::SYS_madvise, libc::SYS_io_setup] {
+            for &a0 in &values {
+                for &a2 in &values {
+                    let args = args3(a0, 0, a2);
+                    let expected = match denied(&table, nr, args) {
+                        Some(errno) => libc::SECCOMP_RET_ERRNO | errno.cast_unsigned(),
+                        None => libc::SECCOMP_RET_ALLOW,
+                    };
+                    assert_eq!(
+                        run(&program, &data(nr, args)),
+                        expected,
+                        "nr {nr} {args:x?}"
+                    );
+                }
+            }
+        }
+    }
+}

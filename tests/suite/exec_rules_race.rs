@@ -10,8 +10,11 @@ use super::support::{ExecEnv, is_root, run_bounded, run_within};
 /// `harmful` (one atomic store each) while the main thread execs `echo WORD` (mode `thread`) or
 /// `posix_spawn`s it (mode `spawn`: the child shares the memory that thread writes), or first
 /// fails an exec of a file that is not there and then execs (mode `seized`: the supervisor
-/// holds the thread from the failed exec on, as for `execvp` searching `PATH`). Each
-/// echo prints what it was given; a status line per attempt says how it ended.
+/// holds the thread from the failed exec on, as for `execvp` searching `PATH`). In modes
+/// `shared` and `file` the execing process has one thread and the word is in memory another
+/// process writes: a `MAP_SHARED` page it stores into, or a private mapping of a file it
+/// `pwrite`s (pages not yet copied on write show the file). Each echo prints what it was
+/// given; a status line per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -19,6 +22,10 @@ const RACER: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +48,7 @@ int main(int argc, char **argv) {
     int attempts = atoi(argv[1]);
     int spawn = strcmp(argv[2], "spawn") == 0;
     int seized = strcmp(argv[2], "seized") == 0;
+    int shared = strcmp(argv[2], "shared") == 0, file = strcmp(argv[2], "file") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
@@ -49,8 +57,49 @@ int main(int argc, char **argv) {
         if (pid < 0) return 3;
         if (pid == 0) {
             if (seized) {
+                /* Relative, in the writable workspace: not settled at the notification. */
                 char *missing[] = {"echo", "neutral", NULL};
-                execve("/nonexistent/echo", missing, environ);
+                execve("./no-such-dir/echo", missing, environ);
+            }
+            if (shared || file) {
+                char *page;
+                int fd = -1;
+                if (shared) {
+                    page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+                    if (page == MAP_FAILED) _exit(7);
+                    memcpy(page, "neutral", 8);
+                } else {
+                    fd = open("racer.page", O_RDWR | O_CREAT | O_TRUNC, 0600);
+                    if (fd < 0 || pwrite(fd, "neutral", 8, 0) != 8) _exit(7);
+                    page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+                    if (page == MAP_FAILED) _exit(7);
+                }
+                /* The flipper is flipping (and dies with this process) before the exec. */
+                volatile int *started = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+                if (started == MAP_FAILED) _exit(7);
+                pid_t parent = getpid();
+                pid_t flipper = fork();
+                if (flipper < 0) _exit(7);
+                if (flipper == 0) {
+                    prctl(PR_SET_PDEATHSIG, SIGKILL);
+                    if (getppid() != parent) _exit(0);
+                    *started = 1;
+                    for (;;) {
+                        if (shared) {
+                            union { char text[8]; unsigned long long bits; } harmful = { "harmful" }, neutral = { "neutral" };
+                            __atomic_store_n((unsigned long long *)page, harmful.bits, __ATOMIC_RELAXED);
+                            __atomic_store_n((unsigned long long *)page, neutral.bits, __ATOMIC_RELAXED);
+                        } else {
+                            pwrite(fd, "harmful", 8, 0);
+                            pwrite(fd, "neutral", 8, 0);
+                        }
+                    }
+                }
+                while (!*started) {}
+                char *args[] = {"echo", page, NULL};
+                execve(echo, args, environ);
+                kill(flipper, SIGKILL);
+                _exit(126);
             }
             pthread_t t;
             if (pthread_create(&t, NULL, flip, NULL) != 0) _exit(4);
@@ -175,6 +224,131 @@ fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the
     assert_eq!(forbidden_ran, 0, "a denied exec ran:\n{}", r.stdout);
     let count = |key: &str| r.value(key).parse::<u32>().unwrap();
     assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
+}
+
+/// A single-threaded process whose argv another process can write is decided at its exec
+/// event, never at the notification alone.
+fn single_threaded_race(mode: &str) {
+    let e = ExecEnv::new();
+    build_racer(&e);
+    let profile = forbidding(&e);
+    let attempts = 1_000;
+    let r = race(&e, &profile, attempts, mode);
+    let count = |key: &str| r.value(key).parse::<u32>().unwrap();
+    let forbidden_ran = r.stdout.lines().filter(|l| *l == "harmful").count();
+    assert_eq!(forbidden_ran, 0, "{mode}: a denied exec ran:\n{}", r.stdout);
+    assert!(!r.stdout.contains("unexpected="), "{mode}: {}", r.stdout);
+    assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
+    assert!(
+        count("killed") > 0,
+        "{mode}: the race never happened:\n{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn argv_in_memory_another_process_writes_through_map_shared_is_decided_at_the_exec_event() {
+    single_threaded_race("shared");
+}
+
+#[test]
+fn argv_in_a_private_mapping_of_a_file_another_process_writes_is_decided_at_the_exec_event() {
+    single_threaded_race("file");
+}
+
+/// What would let another process change a waiting exec's memory is refused in a supervised
+/// sandbox, and only there: a `clone` sharing the memory that is neither a thread nor a
+/// `vfork`, AIO, `MADV_FREE`; threads, `vfork` and `posix_spawn` work.
+#[test]
+fn a_supervised_sandbox_refuses_sharing_memory_aio_and_lazy_freeing() {
+    let e = ExecEnv::new();
+    let source = e.write(
+        "sharing.c",
+        r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/aio_abi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+static int child(void *unused) { (void)unused; return 0; }
+static void *thread(void *unused) { return unused; }
+static const char *said(long r) { return r < 0 ? strerror(errno) : "ok"; }
+int main(void) {
+    char *stack = malloc(1 << 16);
+    long c = clone(child, stack + (1 << 16), CLONE_VM | SIGCHLD, NULL);
+    printf("clone_vm=%s\n", said(c));
+    if (c > 0) waitpid(c, NULL, 0);
+    aio_context_t ctx = 0;
+    printf("io_setup=%s\n", said(syscall(SYS_io_setup, 8, &ctx)));
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("madv_free=%s\n", said(madvise(m, 4096, MADV_FREE)));
+    printf("madv_dontneed=%s\n", said(madvise(m, 4096, MADV_DONTNEED)));
+    pthread_t t;
+    printf("thread=%s\n", pthread_create(&t, NULL, thread, NULL) == 0 ? "ok" : "failed");
+    pthread_join(t, NULL);
+    pid_t v = vfork();
+    if (v == 0) _exit(0);
+    printf("vfork=%s\n", said(v));
+    waitpid(v, NULL, 0);
+    pid_t s;
+    char *argv[] = {"true", NULL};
+    printf("posix_spawn=%s\n", posix_spawn(&s, "/bin/true", NULL, NULL, argv, environ) == 0 ? "ok" : "failed");
+    waitpid(s, NULL, 0);
+    return 0;
+}
+"#,
+    );
+    let out = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(e.workspace.join("sharing"))
+        .arg(&source)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let supervised = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["./sharing"]));
+    supervised.assert_ok();
+    for (key, want) in [
+        ("clone_vm", "Operation not permitted"),
+        ("io_setup", "Function not implemented"),
+        ("madv_free", "Invalid argument"),
+        ("madv_dontneed", "ok"),
+        ("thread", "ok"),
+        ("vfork", "ok"),
+        ("posix_spawn", "ok"),
+    ] {
+        assert_eq!(
+            supervised.value(key),
+            want,
+            "{key} under rules: {}",
+            supervised.stdout
+        );
+    }
+    // Without command rules (no supervisor) nothing of this changes.
+    let plain =
+        run_bounded(&mut e.exec_cmd(&["--profile", "workspace-write"], &[], &["./sharing"]));
+    plain.assert_ok();
+    for key in ["clone_vm", "io_setup", "madv_free"] {
+        assert_eq!(
+            plain.value(key),
+            "ok",
+            "{key} without rules: {}",
+            plain.stdout
+        );
+    }
 }
 
 #[test]

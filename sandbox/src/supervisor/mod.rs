@@ -29,7 +29,11 @@
 //!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
 //!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
 //!     channel, the answer is no;
-//!   - allow (or approved): the supervisor attaches to that thread with `PTRACE_SEIZE`
+//!   - allow, where what was read is final ([`settled`]: one thread and no sharer of its
+//!     memory but suspended `vfork` parents, the strings in private anonymous memory, a native
+//!     program on read-only mounts): `CONTINUE`, untraced, and this is the decision; likewise a
+//!     file that is not there, in directories that cannot change (the kernel fails the exec);
+//!   - allow (or approved) otherwise: the supervisor attaches to that thread with `PTRACE_SEIZE`
 //!     (`PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL` only: no fork or clone tracing) and lets the
 //!     call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). That answer succeeds only while the
 //!     caller still waits, and a waiting caller keeps its tid, so when it succeeds the thread
@@ -60,9 +64,9 @@
 //! The check at the notification reads memory the caller shares with other threads (and, for
 //! `vfork`/`posix_spawn`, with its parent, or with other processes through `MAP_SHARED`,
 //! `memfd` or file mappings): anyone sharing it can rewrite argv after that read and before
-//! the kernel copies it. So that check only decides denials early; its `CONTINUE` never allows
-//! anything by itself, even in a single-threaded caller. What is allowed to run is decided at
-//! `PTRACE_EVENT_EXEC`, when:
+//! the kernel copies it. So that check decides denials early, and allows only where
+//! [`settled`] shows that no one else can write what it read and the program cannot change;
+//! everything else allowed to run is decided at `PTRACE_EVENT_EXEC`, when:
 //!
 //! - the exec has replaced the memory of the process (a fresh `mm` that no other task shares:
 //!   `de_thread` has killed every other thread of the thread group, and a `vfork` parent got
@@ -114,10 +118,12 @@
 //! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
+pub mod formats;
 mod git;
 pub mod identity;
 mod notify;
 pub mod record;
+mod settled;
 mod stack;
 mod tracee;
 
@@ -149,6 +155,11 @@ pub struct SupervisorConfig {
     pub rules: ExecRules,
     /// The programs the rules name, resolved when the session started.
     pub programs: Vec<KnownProgram>,
+    /// Where an exec allowed at its notification may be let go without its exec event when
+    /// what it read is final ([`settled`]): the `binfmt_misc` entries then. `None` where it may
+    /// not: the command is not under Landlock in the read-only mount view with the confined
+    /// filter, or the entries cannot be known.
+    pub settle: Option<Vec<formats::Entry>>,
 }
 
 impl SupervisorConfig {
@@ -158,8 +169,32 @@ impl SupervisorConfig {
         let rules = spec.exec_rules.clone()?;
         let names: Vec<String> = rules.program_names().into_iter().collect();
         let programs = identity::resolve(&names, spec.env.get("PATH").map(String::as_str));
-        Some(SupervisorConfig { rules, programs })
+        let settle = settles(spec).then(formats::registered).flatten();
+        Some(SupervisorConfig {
+            rules,
+            programs,
+            settle,
+        })
     }
+}
+
+/// Whether `spec` gives what [`settled`] relies on: Landlock (no writing `/proc/PID/mem`) and
+/// the read-only mount view, which the confined modes have and require, and the confined
+/// filter (its supervised rows; ptrace and `process_vm_writev` denied).
+fn settles(spec: &SandboxSpec) -> bool {
+    use bridle_policy::{Guarantee, SandboxMode, SeccompProfile};
+    let needed = [Guarantee::FsWrite, Guarantee::Proc];
+    spec.mode != SandboxMode::DangerFullAccess
+        && !spec.protected_kept
+        && matches!(
+            spec.seccomp,
+            SeccompProfile::Confined
+                | SeccompProfile::ConfinedNoNetwork
+                | SeccompProfile::ConfinedAllowList
+        )
+        && needed
+            .iter()
+            .all(|g| spec.guarantees.contains(g) && !spec.accept_missing.contains(g))
 }
 
 /// The ptrace options of the whole-tree tracing used where there is no seccomp filter.
@@ -215,6 +250,8 @@ pub(crate) struct Supervisor {
     channel: Option<Channel>,
     /// Reused by every exec event's read of the new stack.
     scratch: stack::Scratch,
+    /// Where execs may be settled at their notification ([`settled`]).
+    settler: Option<settled::Settler>,
     /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
     /// every directory, which is one denial to report, not one per directory.
     last_refused: Option<(i32, Vec<String>)>,
@@ -281,6 +318,7 @@ impl Supervisor {
             channel,
             last_refused: None,
             scratch: stack::Scratch::default(),
+            settler: config.settle.map(settled::Settler::new),
         }
     }
 
@@ -404,7 +442,7 @@ impl Supervisor {
             }
         };
         let exe = tracee::proc_path(pid, "exe");
-        let facts = self.facts(
+        let (facts, _) = self.facts(
             pid,
             &read,
             &file,
@@ -474,7 +512,8 @@ impl Supervisor {
     }
 
     /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
-    /// its content be needed).
+    /// its content be needed), and whether that took more than the path and argv: the
+    /// environment or the working directory (git's configuration, the dynamic loader).
     fn facts(
         &mut self,
         pid: Pid,
@@ -482,7 +521,7 @@ impl Supervisor {
         file: &std::fs::Metadata,
         open: impl FnOnce() -> std::io::Result<std::fs::File>,
         stage: Stage,
-    ) -> ExecFacts {
+    ) -> (ExecFacts, bool) {
         let argv0 = read
             .argv
             .first()
@@ -519,7 +558,9 @@ impl Supervisor {
         }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;
-        facts
+        let loader = names.iter().any(|n| n == LOADER);
+        let more = loader || (self.names_git && is_git);
+        (facts, more)
     }
 
     /// The record of a decision (its outcome is set by the caller).

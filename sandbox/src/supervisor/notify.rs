@@ -1,6 +1,7 @@
 //! The supervisor's side of seccomp user notification: an exec waiting for its answer (see the
-//! module docs of [`super`]). Denials are decided here, early; what is allowed is only let on
-//! to its exec event, where [`Supervisor::after_exec`](super::Supervisor) decides.
+//! module docs of [`super`]). Denials are decided here, early; what is allowed is let on to its
+//! exec event, where [`Supervisor::after_exec`](super::Supervisor) decides, unless what this
+//! read is final ([`super::settled`]): then the answer here is the decision.
 
 use std::os::fd::AsFd;
 
@@ -21,6 +22,9 @@ enum Answer {
     /// On to its exec event, with what it found there, and whether it found the file the exec
     /// names (then the exec usually succeeds: see [`warm_proc_entries`]).
     Proceed(Box<Traced>, bool),
+    /// It goes on untraced: what the notification read is final, and allowed (or names no
+    /// file, so the kernel fails it).
+    Settled,
     /// It fails with `EACCES`.
     Refuse,
     /// The caller no longer waits: nothing to answer.
@@ -49,6 +53,9 @@ impl Supervisor {
         };
         match self.at_notification(&notification) {
             Answer::Proceed(seen, file) => self.let_exec(&notification, *seen, file),
+            // `CONTINUE` succeeds only while the caller still waits, so what was read was of
+            // the caller (a waiting caller keeps its tid).
+            Answer::Settled => self.respond(&notification, Response::Continue),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
             Answer::Gone => {}
         }
@@ -80,16 +87,27 @@ impl Supervisor {
             &mut self.scratch,
             program_file,
         );
+        let untraced = !self.traced.contains_key(&notification.tid);
         let (read, file) = match pending {
             Ok(Pending::Exec(read, file)) => (read, file),
+            Ok(Pending::NoFile(missing))
+                if untraced
+                    && !missing.relative
+                    && self
+                        .settler
+                        .as_mut()
+                        .is_some_and(|s| s.missing(pid, &missing.path, missing.extent).is_ok()) =>
+            {
+                return Answer::Settled;
+            }
             // What cannot be read here is decided at the exec event, if the exec happens. A
             // file that is not there is not run either (the kernel fails the exec), or is
             // decided at the exec event. (Not answered here with the error the supervisor's
             // `stat` saw: the path is resolved in this process, where `/proc/self/fd/N`,
             // `/dev/fd/N` or a symlink to them name other files than in the caller.)
-            Ok(Pending::NoFile) | Err(_) => return Answer::Proceed(Box::default(), false),
+            Ok(Pending::NoFile(_)) | Err(_) => return Answer::Proceed(Box::default(), false),
         };
-        let facts = self.facts(
+        let (facts, read_more) = self.facts(
             pid,
             &read,
             &file,
@@ -98,6 +116,16 @@ impl Supervisor {
         );
         let verdict = self.decide(pid, &read, &facts);
         if verdict.decision == Decision::Allow {
+            let settled = untraced
+                && !read_more
+                && read.cwd.is_none()
+                && self
+                    .settler
+                    .as_mut()
+                    .is_some_and(|s| s.exec(pid, &read, &file).is_ok());
+            if settled {
+                return Answer::Settled;
+            }
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
             return Answer::Proceed(seen(None, facts, verdict), true);

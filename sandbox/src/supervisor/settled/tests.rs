@@ -1,0 +1,239 @@
+#![allow(unsafe_code, reason = "tests fork children whose memory they inspect")]
+
+use std::os::unix::fs::symlink;
+
+use nix::libc;
+use nix::sys::wait::waitpid;
+use nix::unistd::{ForkResult, fork};
+
+use super::*;
+
+/// A settler whose read-only mounts are everything outside `/tmp` and the test's directory.
+fn settler_with_writable(writable: &'static Path) -> Settler {
+    thread_local! { static WRITABLE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) }; }
+    WRITABLE.with(|w| *w.borrow_mut() = Some(writable.to_path_buf()));
+    fn view(path: &Path) -> bool {
+        WRITABLE.with(|w| !w.borrow().as_ref().is_some_and(|dir| path.starts_with(dir)))
+    }
+    let mut settler = Settler::new(Vec::new());
+    settler.read_only = view;
+    // One read-only mount of everything: nothing is shown writable elsewhere.
+    settler.mounts = Some(mounts::parse(b"1 0 1:1 / / ro - ext4 /dev/x ro\n"));
+    settler
+}
+
+fn leaked_tempdir() -> &'static Path {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::fs::canonicalize(dir.path()).unwrap();
+    std::mem::forget(dir);
+    Box::leak(path.into_boxed_path())
+}
+
+#[test]
+fn a_program_reached_through_read_only_directories_and_symlinks_resolves_to_its_file() {
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    let sh = std::fs::metadata("/bin/sh").unwrap();
+    // /bin is a symlink on merged-usr systems, /bin/sh one to dash: both followed.
+    match settler.resolve(Path::new("/bin/sh")).unwrap() {
+        Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
+        Found::Fails => panic!("/bin/sh resolves"),
+    }
+    match settler.resolve(Path::new("/usr/../bin/./sh")).unwrap() {
+        Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
+        Found::Fails => panic!("/usr/../bin/./sh resolves"),
+    }
+}
+
+#[test]
+fn a_path_through_a_writable_directory_is_not_settled() {
+    let ws = leaked_tempdir();
+    std::fs::copy("/bin/true", ws.join("true")).unwrap();
+    symlink("/bin/true", ws.join("link")).unwrap();
+    let mut settler = settler_with_writable(ws);
+    for path in [ws.join("true"), ws.join("link"), ws.join("missing")] {
+        assert!(settler.resolve(&path).is_err(), "{}", path.display());
+    }
+    // A symlink from a read-only place into the writable one is followed into it: the
+    // lookup there is what is refused.
+    assert!(settler.resolve(&ws.join("link")).is_err());
+}
+
+#[test]
+fn a_missing_file_in_a_read_only_directory_fails_in_the_kernel_too() {
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    for path in ["/usr/bin/no-such-program-here", "/etc/passwd/x", "/usr/bin"] {
+        assert!(
+            matches!(settler.resolve(Path::new(path)), Ok(Found::Fails)),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_directory_a_writable_mount_also_shows_is_not_settled() {
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    // `/usr` shown read-only, and writable again at `/srv/usr` (a bind mount of it).
+    settler.mounts = Some(mounts::parse(
+        b"1 0 1:1 / / ro - ext4 /dev/x ro\n2 1 1:1 /usr /srv/usr rw - ext4 /dev/x rw\n",
+    ));
+    assert_eq!(
+        settler.resolve(Path::new("/usr/bin/env")).err(),
+        Some(NotSettled("a writable mount shows the same directory"))
+    );
+}
+
+#[test]
+fn relative_paths_and_paths_below_proc_are_not_settled() {
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    for path in ["bin/true", "/proc/self/exe", "/proc/self/fd/0", "/dev/fd/0"] {
+        assert!(settler.resolve(Path::new(path)).is_err(), "{path}");
+    }
+}
+
+#[test]
+fn on_this_hosts_own_writable_root_nothing_is_settled() {
+    // Outside a sandbox's view the root is writable (the test host), so the real check
+    // refuses the same program the view above takes.
+    if read_only(Path::new("/")) {
+        return;
+    }
+    let mut settler = Settler::new(Vec::new());
+    assert!(settler.resolve(Path::new("/bin/sh")).is_err());
+}
+
+#[test]
+fn the_stat_line_is_read_after_the_commands_last_parenthesis() {
+    let line = b"42 (a) (b c) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 123 \
+                 4096 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+    assert_eq!(parse_stat(line), Some((3, 7)));
+    assert_eq!(parse_stat(b"42 (x"), None);
+}
+
+/// A child forked from this process, stopped in `read` until dropped: its memory is a copy of
+/// this process's at the fork (the same addresses), and it has one thread.
+struct Child {
+    pid: Pid,
+    release: std::os::fd::OwnedFd,
+}
+
+impl Child {
+    fn fork() -> Child {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        // SAFETY: the child only makes the async-signal-safe calls read and _exit.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let mut byte = 0u8;
+                // SAFETY: reads one byte into a live local from the pipe's read end.
+                unsafe {
+                    libc::read(
+                        std::os::fd::AsRawFd::as_raw_fd(&read_end),
+                        (&raw mut byte).cast(),
+                        1,
+                    );
+                    libc::_exit(0)
+                }
+            }
+            ForkResult::Parent { child } => Child {
+                pid: child,
+                release: write_end,
+            },
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = nix::unistd::write(&self.release, b"x");
+        let _ = waitpid(self.pid, None);
+    }
+}
+
+#[test]
+fn strings_on_a_single_threaded_processs_heap_and_stack_are_settled() {
+    let heap = b"/usr/bin/true\0".to_vec();
+    let stack = *b"--version\0";
+    let child = Child::fork();
+    let extents = [
+        (heap.as_ptr() as u64, heap.len() as u64),
+        (stack.as_ptr() as u64, stack.len() as u64),
+    ];
+    let mut settler = Settler::new(Vec::new());
+    assert_eq!(settler.memory_settled(child.pid, &extents), Ok(()));
+    // A literal of this program: a private mapping of the running executable, which cannot
+    // be opened for writing while it runs.
+    let literal = "a string in the program's file";
+    let extent = (literal.as_ptr() as u64, literal.len() as u64);
+    assert_eq!(settler.memory_settled(child.pid, &[extent]), Ok(()));
+}
+
+#[test]
+fn strings_in_shared_file_or_kernel_written_memory_are_not_settled() {
+    // SAFETY: a new shared anonymous mapping of one page; nothing else refers to it.
+    let shared = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(shared, libc::MAP_FAILED);
+    // A private mapping of a file that can be written (here: by this process).
+    let file = tempfile::tempfile().unwrap();
+    file.set_len(4096).unwrap();
+    // SAFETY: a new private read-only mapping of a file this test owns.
+    let private = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0,
+        )
+    };
+    assert_ne!(private, libc::MAP_FAILED);
+    // SAFETY: getauxval reads this process's auxiliary vector; it takes an integer only.
+    let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    let heap = Box::new([1u8; 64]);
+    let child = Child::fork();
+    for (what, extent) in [
+        ("shared", (shared as u64, 16)),
+        ("a writable file", (private as u64, 16)),
+        ("vdso", (vdso, 16)),
+        ("unmapped", (8, 16)),
+        (
+            "heap running into nothing",
+            (heap.as_ptr() as u64, u64::MAX / 2),
+        ),
+    ] {
+        let mut settler = Settler::new(Vec::new());
+        assert!(
+            settler.memory_settled(child.pid, &[extent]).is_err(),
+            "{what}"
+        );
+    }
+    drop(child);
+    // SAFETY: unmaps exactly the shared mapping made above; nothing refers to it any more.
+    unsafe { libc::munmap(shared, 4096) };
+    // SAFETY: likewise for the private mapping of the file.
+    unsafe { libc::munmap(private, 4096) };
+}
+
+#[test]
+fn a_process_with_other_threads_is_not_settled() {
+    // This test process runs the harness's threads.
+    let heap = Box::new([1u8; 64]);
+    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
+    let me = Pid::this();
+    assert_eq!(
+        Settler::new(Vec::new()).memory_settled(me, &[(heap.as_ptr() as u64, 64)]),
+        Err(NotSettled("the process has other threads"))
+    );
+}

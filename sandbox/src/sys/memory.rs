@@ -1,0 +1,114 @@
+//! What the exec supervisor asks the kernel about another process's memory: whether two
+//! processes share it (`kcmp`), and which mapping holds an address (`PROCMAP_QUERY`).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use nix::libc;
+
+use super::check;
+
+/// `KCMP_VM` (include/uapi/linux/kcmp.h).
+const KCMP_VM: libc::c_int = 1;
+/// `_IOWR('f', 17, struct procmap_query)` (include/uapi/linux/fs.h, Linux 6.11).
+const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
+/// `PROCMAP_QUERY_VMA_SHARED`.
+const VMA_SHARED: u64 = 0x08;
+
+/// Whether processes `a` and `b` share one memory (`kcmp(a, b, KCMP_VM)`).
+pub fn same_memory(a: i32, b: i32) -> io::Result<bool> {
+    // SAFETY: kcmp with KCMP_VM compares two processes' `mm` and takes no pointers (idx1 and
+    // idx2 are unused for this type); it reads and writes no memory of the caller.
+    let ret = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0usize, 0usize) };
+    Ok(check(ret)? == 0)
+}
+
+/// `struct procmap_query`.
+#[repr(C)]
+#[derive(Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+
+/// A mapping of another process, as `PROCMAP_QUERY` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// Its first address and the one after its last.
+    pub start: u64,
+    pub end: u64,
+    /// `MAP_SHARED` (or shared memory).
+    pub shared: bool,
+    /// A file backs it (its inode, or a device: any file, special or not).
+    pub file_backed: bool,
+    /// The backing file's device (major, minor) and inode, when `file_backed`.
+    pub device: (u32, u32),
+    /// See `device`.
+    pub inode: u64,
+    /// The kernel's name for it: `[heap]`, `[stack]`, `[vdso]`, `[anon:NAME]`, a path, or empty.
+    pub name: Vec<u8>,
+}
+
+/// The mapping holding `addr` in the process whose `/proc/PID/maps` is `maps`; `None` when no
+/// mapping holds it.
+pub fn mapping_at(maps: BorrowedFd<'_>, addr: u64) -> io::Result<Option<Mapping>> {
+    const NAME: u32 = 256;
+    let mut name = [0u8; NAME as usize];
+    let mut query = ProcmapQuery {
+        size: std::mem::size_of::<ProcmapQuery>() as u64,
+        query_addr: addr,
+        vma_name_size: NAME,
+        vma_name_addr: name.as_mut_ptr() as u64,
+        ..ProcmapQuery::default()
+    };
+    // SAFETY: PROCMAP_QUERY reads `size` bytes of the live `query` and writes its out fields,
+    // and writes at most `vma_name_size` bytes to `name`, a live local buffer of that length;
+    // no build id is asked for (size 0, null address).
+    let ret = unsafe { libc::ioctl(maps.as_raw_fd(), PROCMAP_QUERY, &mut query) };
+    match check(ret.into()) {
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = usize::try_from(query.vma_name_size)
+        .unwrap_or(0)
+        .min(name.len());
+    // The size counts the terminating NUL.
+    let name = name[..len]
+        .split(|b| *b == 0)
+        .next()
+        .unwrap_or(&[])
+        .to_vec();
+    Ok(Some(Mapping {
+        start: query.vma_start,
+        end: query.vma_end,
+        shared: query.vma_flags & VMA_SHARED != 0,
+        file_backed: query.inode != 0 || query.dev_major != 0 || query.dev_minor != 0,
+        device: (query.dev_major, query.dev_minor),
+        inode: query.inode,
+        name,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_struct_has_the_kernels_size() {
+        assert_eq!(std::mem::size_of::<ProcmapQuery>(), 0x68);
+    }
+}
