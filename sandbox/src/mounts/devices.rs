@@ -95,7 +95,7 @@ pub(super) fn devtmpfs_mounts(mountinfo: &str) -> Vec<PathBuf> {
 }
 
 /// A mountinfo path: space, tab, newline and backslash are written as `\ooo`.
-fn unescape(field: &str) -> PathBuf {
+pub(crate) fn unescape(field: &str) -> PathBuf {
     use std::os::unix::ffi::OsStringExt;
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -36,7 +36,7 @@ use crate::sys;
 
 mod aside;
 pub mod cache;
-mod devices;
+pub(crate) mod devices;
 mod full_view;
 mod git_lock;
 pub mod inspect;

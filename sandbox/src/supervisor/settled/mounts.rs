@@ -3,8 +3,9 @@
 //! filesystem (a host bind mount of a writable root elsewhere, seen read-only in the view
 //! while the root itself is mounted writable)?
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use crate::mounts::devices::unescape;
 
 /// One line of `/proc/self/mountinfo`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,30 +75,6 @@ pub(super) fn parse(text: &[u8]) -> Option<Mounts> {
         });
     }
     Some(Mounts(mounts))
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space, and tab, newline, backslash).
-fn unescape(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)))
-            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
-        match octal {
-            Some(byte) => {
-                out.push(byte);
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsStr::from_bytes(&out))
 }
 
 #[cfg(test)]
