@@ -4,7 +4,8 @@
 //!
 //! Memory: the kernel copies the path and argv from the caller's memory after the answer. The
 //! caller waits in the kernel meanwhile, so only another task can change them, and:
-//! - the caller's thread group has one thread (`/proc/PID/stat`; a waiting thread creates none);
+//! - the caller's thread group has one thread (the link count of `/proc/PID/task`; a waiting
+//!   thread creates none);
 //! - every other process sharing that memory is a `vfork` parent, suspended until the exec is
 //!   over, that has one thread itself (walked up with `kcmp(KCMP_VM)` while the parent shares
 //!   it): the command's filter refuses `clone` with `CLONE_VM` unless `CLONE_THREAD` or
@@ -44,10 +45,12 @@ use nix::sys::statvfs::{FsFlags, statvfs};
 use nix::unistd::Pid;
 
 mod mounts;
+mod process;
 
 use super::formats::{self, Entry};
 use super::tracee::ExecRead;
 use crate::sys::memory;
+use process::Process;
 
 /// Why an exec goes on to its exec event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,10 +297,10 @@ impl Settler {
     /// Whether nothing but `pid` can write `extents` of its memory while it waits (see the
     /// module docs).
     fn memory_settled(&mut self, pid: Pid, extents: &[(u64, u64)]) -> Result<(), NotSettled> {
-        let (threads, mut parent) = threads_and_parent(pid.as_raw())?;
-        if threads != 1 {
-            return Err(NotSettled("the process has other threads"));
-        }
+        let mut caller = Process::open(pid.as_raw())?;
+        let mut parent = caller
+            .single_threaded_parent()?
+            .ok_or(NotSettled("the process has other threads"))?;
         let mut sharer = pid.as_raw();
         let mut walked = 0;
         while parent > 0 {
@@ -310,16 +313,15 @@ impl Settler {
             if walked > MAX_SHARERS {
                 return Err(NotSettled("too many vfork parents"));
             }
-            let (threads, next) = threads_and_parent(parent)?;
-            if threads != 1 {
-                return Err(NotSettled("a vfork parent has other threads"));
-            }
+            let next = process::parent_if_single_threaded(parent)?
+                .ok_or(NotSettled("a vfork parent has other threads"))?;
             sharer = parent;
             parent = next;
         }
-        let maps = std::fs::File::open(format!("/proc/{pid}/maps"))
-            .map_err(|_| NotSettled("the process's mappings cannot be read"))?;
-        let mut known: Option<memory::Mapping> = None;
+        let maps = caller.maps()?;
+        // The mappings found so far, each checked once: the strings of an exec are often in
+        // two (a program's constants, the stack), alternating.
+        let mut found: Vec<memory::Mapping> = Vec::new();
         let mut queries = 0;
         for &(start, len) in extents {
             let end = start
@@ -327,58 +329,52 @@ impl Settler {
                 .ok_or(NotSettled("an argument wraps"))?;
             let mut at = start;
             while at < end {
-                let mapping = match known.take() {
-                    Some(m) if m.start <= at && at < m.end => m,
-                    _ => {
-                        queries += 1;
-                        if queries > MAX_QUERIES {
-                            return Err(NotSettled("the arguments span too many mappings"));
-                        }
-                        memory::mapping_at(maps.as_fd(), at)
-                            .map_err(|_| NotSettled("the process's mappings cannot be read"))?
-                            .filter(|m| m.start <= at)
-                            .ok_or(NotSettled("an argument is not mapped"))?
-                    }
-                };
-                if !private_anonymous(&mapping) && !self.unwritable_file(pid, &mapping) {
+                if let Some(m) = found.iter().find(|m| m.start <= at && at < m.end) {
+                    at = m.end;
+                    continue;
+                }
+                queries += 1;
+                if queries > MAX_QUERIES {
+                    return Err(NotSettled("the arguments span too many mappings"));
+                }
+                let mapping = memory::mapping_at(maps.as_fd(), at)
+                    .map_err(|_| NotSettled("the process's mappings cannot be read"))?
+                    .filter(|m| m.start <= at)
+                    .ok_or(NotSettled("an argument is not mapped"))?;
+                if !private_anonymous(&mapping) && !self.unwritable_file(&mut caller, &mapping) {
                     return Err(NotSettled("an argument is in memory others can write"));
                 }
                 at = mapping.end;
-                known = Some(mapping);
+                found.push(mapping);
             }
         }
         Ok(())
     }
 
-    /// Whether `mapping` of `pid` is a private mapping of a file nothing can write, so that its
-    /// pages (the file's, or the process's own copies once written) cannot change: the process's
-    /// own executable (which cannot be opened for writing while it runs: `ETXTBSY`), or a file
-    /// whose name resolves through read-only directories to the same file with one link (a
-    /// library: the strings of `system`'s `sh -c`).
-    fn unwritable_file(&mut self, pid: Pid, mapping: &memory::Mapping) -> bool {
+    /// Whether `mapping` of `caller` is a private mapping of a file nothing can write, so that
+    /// its pages (the file's, or the process's own copies once written) cannot change: the
+    /// process's own executable (which cannot be opened for writing while it runs: `ETXTBSY`),
+    /// or a file whose name resolves through read-only directories to the same file with one
+    /// link (a library: the strings of `system`'s `sh -c`).
+    fn unwritable_file(&mut self, caller: &mut Process, mapping: &memory::Mapping) -> bool {
         use nix::sys::stat::{major, minor};
         if mapping.shared || !mapping.file_backed {
             return false;
         }
-        let same = |meta: &std::fs::Metadata| {
-            let dev = meta.dev();
+        let same = |(dev, ino): (u64, u64)| {
             (
                 u32::try_from(major(dev)).ok(),
                 u32::try_from(minor(dev)).ok(),
             ) == (Some(mapping.device.0), Some(mapping.device.1))
-                && meta.ino() == mapping.inode
+                && ino == mapping.inode
         };
-        if std::fs::metadata(format!("/proc/{pid}/exe")).is_ok_and(|m| same(&m)) {
+        // A file that resolves through read-only directories to one link cannot be written
+        // (the resolution is kept: no syscall after the first), whatever its name is now.
+        let name = Path::new(std::ffi::OsStr::from_bytes(&mapping.name));
+        if name.is_absolute() && matches!(self.resolve(name), Ok(Found::File(id)) if same(id)) {
             return true;
         }
-        let name = Path::new(std::ffi::OsStr::from_bytes(&mapping.name));
-        if !name.is_absolute() {
-            return false;
-        }
-        match (self.resolve(name), std::fs::metadata(name)) {
-            (Ok(Found::File(id)), Ok(meta)) => same(&meta) && id == (meta.dev(), meta.ino()),
-            _ => false,
-        }
+        caller.exe().is_some_and(same)
     }
 }
 
@@ -391,24 +387,6 @@ fn private_anonymous(mapping: &memory::Mapping) -> bool {
             || name == b"[heap]"
             || name == b"[stack]"
             || name.starts_with(b"[anon:"))
-}
-
-/// The number of threads of `pid`'s thread group and its parent (`/proc/PID/stat`).
-fn threads_and_parent(pid: i32) -> Result<(u64, i32), NotSettled> {
-    let unreadable = NotSettled("the process's status cannot be read");
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).map_err(|_| unreadable)?;
-    parse_stat(&stat).ok_or(unreadable)
-}
-
-/// `(num_threads, ppid)` of a `/proc/PID/stat` line: after the command's closing parenthesis,
-/// state, ppid, then 15 fields, then num_threads.
-fn parse_stat(stat: &[u8]) -> Option<(u64, i32)> {
-    let close = stat.iter().rposition(|b| *b == b')')?;
-    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let parent = fields.get(1)?.parse().ok()?;
-    let threads = fields.get(17)?.parse().ok()?;
-    Some((threads, parent))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! What the exec supervisor asks the kernel about another process's memory: whether two
-//! processes share it (`kcmp`), and which mapping holds an address (`PROCMAP_QUERY`).
+//! processes share it (`kcmp`), which mapping holds an address (`PROCMAP_QUERY`), and which
+//! process is a process's parent (`PIDFD_GET_INFO`), the one that may share it after `vfork`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -21,6 +22,44 @@ pub fn same_memory(a: i32, b: i32) -> io::Result<bool> {
     // idx2 are unused for this type); it reads and writes no memory of the caller.
     let ret = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0usize, 0usize) };
     Ok(check(ret)? == 0)
+}
+
+/// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` of its first version (64 bytes,
+/// Linux 6.13).
+const PIDFD_GET_INFO: libc::c_ulong = 0xC040_FF0B;
+/// `PIDFD_INFO_PID`: the pid, tgid and ppid fields are wanted.
+const PIDFD_INFO_PID: u64 = 0x01;
+
+/// `struct pidfd_info`, its first version.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ids: [u32; 8],
+    exit_code: i32,
+}
+
+const _: () = assert!(std::mem::size_of::<PidfdInfo>() == 64);
+
+/// The parent of the process whose pidfd is `pidfd` (`PIDFD_GET_INFO`; `ENOTTY` or `EINVAL`
+/// before Linux 6.13, `ESRCH` once it has exited).
+pub fn parent_of(pidfd: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_PID,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: PIDFD_GET_INFO reads the `mask` of and writes at most the size the request
+    // encodes (64 bytes, the size of `PidfdInfo`) to the live `info`.
+    let ret = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO, &raw mut info) };
+    check(ret.into())?;
+    if info.mask & PIDFD_INFO_PID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    i32::try_from(info.ppid).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
 
 /// `struct procmap_query`.

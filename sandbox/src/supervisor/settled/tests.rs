@@ -109,8 +109,8 @@ fn on_this_hosts_own_writable_root_nothing_is_settled() {
 fn the_stat_line_is_read_after_the_commands_last_parenthesis() {
     let line = b"42 (a) (b c) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 123 \
                  4096 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
-    assert_eq!(parse_stat(line), Some((3, 7)));
-    assert_eq!(parse_stat(b"42 (x"), None);
+    assert_eq!(process::parse_stat(line), Some((3, 7)));
+    assert_eq!(process::parse_stat(b"42 (x"), None);
 }
 
 /// A child forked from this process, stopped in `read` until dropped: its memory is a copy of
@@ -236,4 +236,44 @@ fn a_process_with_other_threads_is_not_settled() {
         Settler::new(Vec::new()).memory_settled(me, &[(heap.as_ptr() as u64, 64)]),
         Err(NotSettled("the process has other threads"))
     );
+}
+
+#[test]
+fn a_single_threaded_processs_parent_is_found_by_its_pidfd_and_its_stat_alike() {
+    let child = Child::fork();
+    let me = Pid::this().as_raw();
+    let process = process::Process::open(child.pid.as_raw()).unwrap();
+    assert_eq!(process.single_threaded_parent(), Ok(Some(me)));
+    assert_eq!(
+        process::parent_if_single_threaded(child.pid.as_raw()),
+        Ok(Some(me))
+    );
+    // The stat fallback, for kernels without PIDFD_GET_INFO, reads the same.
+    let dir = nix::fcntl::open(
+        format!("/proc/{}", child.pid).as_str(),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .unwrap();
+    assert_eq!(
+        process::threads_and_parent_at(std::os::fd::AsFd::as_fd(&dir)),
+        Ok((1, me))
+    );
+    let pidfd = crate::sys::pidfd_open(child.pid.as_raw()).unwrap();
+    let lacks = std::env::var("BRIDLE_HOST_LACKS")
+        .is_ok_and(|v| v.split(',').any(|f| f.trim() == "pidfd-info"));
+    match crate::sys::memory::parent_of(std::os::fd::AsFd::as_fd(&pidfd)) {
+        Ok(parent) => assert_eq!(parent, me),
+        Err(e) => assert!(
+            lacks,
+            "PIDFD_GET_INFO (Linux 6.13) failed: {e} (set BRIDLE_HOST_LACKS=pidfd-info on hosts without it)"
+        ),
+    }
+}
+
+#[test]
+fn the_thread_count_comes_from_the_task_directory() {
+    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
+    let me = process::Process::open(Pid::this().as_raw()).unwrap();
+    assert_eq!(me.single_threaded_parent(), Ok(None));
 }
