@@ -38,7 +38,10 @@ impl Process {
 
     /// Its parent, if its thread group has one thread; `None` if it has more.
     pub(super) fn single_threaded_parent(&self) -> Result<Option<i32>, NotSettled> {
-        single_threaded_parent(self.pid, self.dir.as_fd())
+        let dir = self.dir.as_fd();
+        parent_if_one_thread(self.pid, fstatat(dir, "task", AtFlags::empty()), || {
+            threads_and_parent_at(dir)
+        })
     }
 
     /// Its `maps`, for `PROCMAP_QUERY`.
@@ -66,30 +69,28 @@ impl Process {
 /// [`Process::single_threaded_parent`] of another process (a `vfork` parent), by its pid: its
 /// entries are made already (it made the exec's caller), so they are looked up by path.
 pub(super) fn parent_if_single_threaded(pid: i32) -> Result<Option<i32>, NotSettled> {
-    let task =
-        nix::sys::stat::stat(format!("/proc/{pid}/task").as_str()).map_err(|_| UNREADABLE)?;
-    if task.st_nlink != 3 {
-        return Ok(None);
-    }
-    match parent_by_pidfd(pid) {
-        Some(parent) => Ok(Some(parent)),
-        None => Process::open(pid)?.single_threaded_parent(),
-    }
+    let task = nix::sys::stat::stat(format!("/proc/{pid}/task").as_str());
+    parent_if_one_thread(pid, task, || {
+        threads_and_parent_at(Process::open(pid)?.dir.as_fd())
+    })
 }
 
 /// The thread count from the link count of `task` (two, and one per thread: the kernel adds
 /// the count of the thread group when it reports it), then the parent from a pidfd
 /// (`PIDFD_GET_INFO`), or, where the kernel has not that request or `pid` names no
 /// thread-group leader, from `stat`. Each of these is cheaper than making and reading `stat`.
-fn single_threaded_parent(pid: i32, dir: BorrowedFd<'_>) -> Result<Option<i32>, NotSettled> {
-    let task = fstatat(dir, "task", AtFlags::empty()).map_err(|_| UNREADABLE)?;
-    if task.st_nlink != 3 {
+fn parent_if_one_thread(
+    pid: i32,
+    task: nix::Result<nix::sys::stat::FileStat>,
+    stat: impl FnOnce() -> Result<(u64, i32), NotSettled>,
+) -> Result<Option<i32>, NotSettled> {
+    if task.map_err(|_| UNREADABLE)?.st_nlink != 3 {
         return Ok(None);
     }
     if let Some(parent) = parent_by_pidfd(pid) {
         return Ok(Some(parent));
     }
-    let (threads, parent) = threads_and_parent_at(dir)?;
+    let (threads, parent) = stat()?;
     Ok((threads == 1).then_some(parent))
 }
 
