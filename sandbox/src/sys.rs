@@ -159,6 +159,27 @@ pub fn close_fds_from(first: u32) -> io::Result<()> {
     check(ret).map(drop)
 }
 
+/// Whether the file at `path` (not followed if a symlink) has a POSIX access ACL
+/// (`lgetxattr` of `system.posix_acl_access` asking its size: `ENODATA` when there is none).
+/// An ACL may grant a named user less than its mode grants others.
+pub fn has_access_acl(path: &CStr) -> io::Result<bool> {
+    // SAFETY: both strings are NUL-terminated and outlive the call; a null buffer of size 0
+    // asks for the value's size only, so the kernel writes no memory.
+    let ret = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    match check(c_long::try_from(ret).unwrap_or(-1)) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Clears the close-on-exec flag so `fd` survives exec (used in a `pre_exec` hook; no
 /// allocation).
 pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {

@@ -32,7 +32,8 @@
 //!   - allow, where what was read is final ([`settled`]: one thread and no sharer of its
 //!     memory but suspended `vfork` parents, the strings in private anonymous memory, a native
 //!     program on read-only mounts): `CONTINUE`, untraced, and this is the decision; likewise a
-//!     file that is not there, in directories that cannot change (the kernel fails the exec);
+//!     file that is not there, in directories that cannot change (the kernel fails the exec),
+//!     answered with the kernel's error itself where that error is the same for every caller;
 //!   - allow (or approved) otherwise: the supervisor attaches to that thread with `PTRACE_SEIZE`
 //!     (`PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL` only: no fork or clone tracing) and lets the
 //!     call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). That answer succeeds only while the

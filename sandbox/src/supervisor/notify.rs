@@ -27,6 +27,8 @@ enum Answer {
     Settled,
     /// It fails with `EACCES`.
     Refuse,
+    /// It fails with this error, the one the kernel would fail it with (it names nothing).
+    Fail(i32),
     /// The caller no longer waits: nothing to answer.
     Gone,
 }
@@ -57,6 +59,7 @@ impl Supervisor {
             // the caller (a waiting caller keeps its tid).
             Answer::Settled => self.respond(&notification, Response::Continue),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
+            Answer::Fail(errno) => self.respond(&notification, Response::Fail(errno)),
             Answer::Gone => {}
         }
     }
@@ -90,6 +93,15 @@ impl Supervisor {
         let untraced = !self.traced.contains_key(&notification.tid);
         let (read, file) = match pending {
             Ok(Pending::Exec(read, file)) => (read, file),
+            // A try of a `PATH` search, answered with the kernel's own error: the call then
+            // never reads the caller's memory, so nothing about it needs checking.
+            Ok(Pending::NoFile(missing))
+                if !missing.relative
+                    && let Some(errno) =
+                        self.settler.as_mut().and_then(|s| s.failure(&missing.path)) =>
+            {
+                return Answer::Fail(errno);
+            }
             Ok(Pending::NoFile(missing))
                 if untraced
                     && !missing.relative

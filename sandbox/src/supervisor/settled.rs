@@ -30,7 +30,9 @@
 //! one link (no name in a writable root for the same inode). Such a file cannot be written
 //! either, so what it is (a native ELF program that no `binfmt_misc` entry claims: not a
 //! script, whose interpreter the kernel reads from it) holds. A path that names nothing there
-//! (a try of a `PATH` search) fails in the kernel too.
+//! (a try of a `PATH` search) fails in the kernel too; where the error is the same for every
+//! caller ([`Settler::failure`]) the supervisor answers it with that error, and the caller's
+//! memory, which the kernel then never reads, needs no check.
 //!
 //! Everything else goes to the exec event, as before.
 
@@ -68,8 +70,9 @@ const MAX_QUERIES: usize = 256;
 pub struct Settler {
     /// The `binfmt_misc` entries (see [`formats::registered`]).
     formats: Vec<Entry>,
-    /// Directories found on read-only mounts: their entries cannot change.
-    stable_dirs: HashSet<PathBuf>,
+    /// Directories found on read-only mounts (their entries cannot change), and whether
+    /// anyone may search them (the execute bit for others).
+    stable_dirs: HashMap<PathBuf, bool>,
     /// What the resolution of a path found: a stable file (device, inode), a stable absence,
     /// or why it is not settled. A path resolved through directories that cannot change
     /// resolves the same way for the whole session, and one that could is never settled: so
@@ -92,15 +95,16 @@ const MAX_KEPT: usize = 4096;
 enum Found {
     /// A regular file, on a read-only mount, with one link.
     File((u64, u64)),
-    /// Nothing the kernel can run: it fails the exec.
-    Fails,
+    /// Nothing the kernel can run: it fails the exec; with the error it fails with for any
+    /// caller, where that is known (see [`Settler::failure`]).
+    Fails(Option<i32>),
 }
 
 impl Settler {
     pub fn new(formats: Vec<Entry>) -> Settler {
         Settler {
             formats,
-            stable_dirs: HashSet::new(),
+            stable_dirs: HashMap::new(),
             resolved: HashMap::new(),
             native: HashSet::new(),
             read_only,
@@ -118,7 +122,7 @@ impl Settler {
     ) -> Result<(), NotSettled> {
         let id = match self.resolve(&read.path)? {
             Found::File(id) => id,
-            Found::Fails => return Err(NotSettled("the file changed since it was found")),
+            Found::Fails(_) => return Err(NotSettled("the file changed since it was found")),
         };
         if id != (file.dev(), file.ino()) {
             return Err(NotSettled("the file changed since it was found"));
@@ -158,8 +162,27 @@ impl Settler {
     /// in the caller's memory) and names nothing that can come into existence.
     pub fn missing(&mut self, pid: Pid, path: &Path, extent: (u64, u64)) -> Result<(), NotSettled> {
         match self.resolve(path)? {
-            Found::Fails => self.memory_settled(pid, &[extent]),
+            Found::Fails(_) => self.memory_settled(pid, &[extent]),
             Found::File(_) => Err(NotSettled("the file appeared since it was looked for")),
+        }
+    }
+
+    /// The error the kernel's exec of `path`, which the notification did not find, fails with
+    /// for any caller, where the supervisor may answer it with that error instead of letting
+    /// the call go on: the path names nothing, through directories that cannot change and
+    /// that anyone may search, at a step that is missing (`ENOENT`) or not a directory
+    /// (`ENOTDIR`). Failing an exec runs nothing, so the caller's memory does not matter: the
+    /// kernel never reads it. Other failures (a directory, a device, a loop of symlinks) are
+    /// left to the kernel.
+    pub fn failure(&mut self, path: &Path) -> Option<i32> {
+        // A longer path fails before any lookup (`ENAMETOOLONG`).
+        let limit = usize::try_from(nix::libc::PATH_MAX).unwrap_or(0);
+        if path.as_os_str().len() >= limit {
+            return None;
+        }
+        match self.resolve(path) {
+            Ok(Found::Fails(errno)) => errno,
+            Ok(Found::File(_)) | Err(_) => None,
         }
     }
 
@@ -182,6 +205,9 @@ impl Settler {
         let mut at = PathBuf::from("/");
         let mut todo: Vec<std::ffi::OsString> = components(path);
         let mut links = 0;
+        // Whether every directory walked so far may be searched by anyone: then a step that
+        // is missing fails the same way for every caller.
+        let mut searchable = true;
         while let Some(name) = todo.pop() {
             match name.as_bytes() {
                 b"." => continue,
@@ -191,13 +217,15 @@ impl Settler {
                 }
                 _ => {}
             }
-            self.stable_dir(&at)?;
+            searchable &= self.stable_dir(&at)?;
             let next = at.join(&name);
             let meta = match std::fs::symlink_metadata(&next) {
                 Ok(meta) => meta,
                 Err(e) => {
                     return match e.raw_os_error() {
-                        Some(nix::libc::ENOENT | nix::libc::ENOTDIR) => Ok(Found::Fails),
+                        Some(errno @ (nix::libc::ENOENT | nix::libc::ENOTDIR)) => {
+                            Ok(Found::Fails(searchable.then_some(errno)))
+                        }
                         _ => Err(NotSettled("a step of the path cannot be looked up")),
                     };
                 }
@@ -205,7 +233,7 @@ impl Settler {
             if meta.file_type().is_symlink() {
                 links += 1;
                 if links > MAX_LINKS {
-                    return Ok(Found::Fails);
+                    return Ok(Found::Fails(None));
                 }
                 let target = std::fs::read_link(&next)
                     .map_err(|_| NotSettled("a symlink cannot be read"))?;
@@ -217,9 +245,9 @@ impl Settler {
                 at = next;
             } else if !todo.is_empty() {
                 // A file in the middle of the path: the kernel fails with ENOTDIR.
-                return Ok(Found::Fails);
+                return Ok(Found::Fails(searchable.then_some(nix::libc::ENOTDIR)));
             } else if !meta.is_file() {
-                return Ok(Found::Fails);
+                return Ok(Found::Fails(None));
             } else {
                 if !(self.read_only)(&next) {
                     return Err(NotSettled("the file is on a writable mount"));
@@ -232,12 +260,14 @@ impl Settler {
             }
         }
         // The path ends at a directory: the kernel fails with EACCES.
-        Ok(Found::Fails)
+        Ok(Found::Fails(None))
     }
 
-    fn stable_dir(&mut self, dir: &Path) -> Result<(), NotSettled> {
-        if self.stable_dirs.contains(dir) {
-            return Ok(());
+    /// Whether `dir` is on a read-only mount (its entries cannot change), and then whether
+    /// anyone may search it.
+    fn stable_dir(&mut self, dir: &Path) -> Result<bool, NotSettled> {
+        if let Some(&searchable) = self.stable_dirs.get(dir) {
+            return Ok(searchable);
         }
         if dir.starts_with("/proc") {
             return Err(NotSettled("a path below /proc"));
@@ -246,8 +276,12 @@ impl Settler {
             return Err(NotSettled("a directory of the path is on a writable mount"));
         }
         self.not_writable_elsewhere(dir)?;
-        self.stable_dirs.insert(dir.to_path_buf());
-        Ok(())
+        // Searchable by others, and no ACL that could grant a named user less.
+        let searchable = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
+            && std::ffi::CString::new(dir.as_os_str().as_bytes())
+                .is_ok_and(|c| crate::sys::has_access_acl(&c).is_ok_and(|acl| !acl));
+        self.stable_dirs.insert(dir.to_path_buf(), searchable);
+        Ok(searchable)
     }
 
     /// A read-only mount's view of a directory or file that a writable mount also shows (a

@@ -37,11 +37,11 @@ fn a_program_reached_through_read_only_directories_and_symlinks_resolves_to_its_
     // /bin is a symlink on merged-usr systems, /bin/sh one to dash: both followed.
     match settler.resolve(Path::new("/bin/sh")).unwrap() {
         Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
-        Found::Fails => panic!("/bin/sh resolves"),
+        Found::Fails(_) => panic!("/bin/sh resolves"),
     }
     match settler.resolve(Path::new("/usr/../bin/./sh")).unwrap() {
         Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
-        Found::Fails => panic!("/usr/../bin/./sh resolves"),
+        Found::Fails(_) => panic!("/usr/../bin/./sh resolves"),
     }
 }
 
@@ -65,10 +65,65 @@ fn a_missing_file_in_a_read_only_directory_fails_in_the_kernel_too() {
     let mut settler = settler_with_writable(ws);
     for path in ["/usr/bin/no-such-program-here", "/etc/passwd/x", "/usr/bin"] {
         assert!(
-            matches!(settler.resolve(Path::new(path)), Ok(Found::Fails)),
+            matches!(settler.resolve(Path::new(path)), Ok(Found::Fails(_))),
             "{path}"
         );
     }
+}
+
+/// The errno of a real exec of `path` by this process.
+fn exec_error(path: &Path) -> Option<i32> {
+    std::process::Command::new(path)
+        .spawn()
+        .map(|mut child| {
+            let _ = child.wait();
+        })
+        .err()
+        .and_then(|e| e.raw_os_error())
+}
+
+#[test]
+fn a_missing_step_is_answered_with_the_error_the_kernels_exec_gives() {
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    for (path, errno) in [
+        ("/usr/bin/no-such-program-here", libc::ENOENT),
+        ("/no/such/dir/program", libc::ENOENT),
+        ("/etc/passwd/x", libc::ENOTDIR),
+        ("/usr/../usr/bin/no-such-program-here", libc::ENOENT),
+    ] {
+        let path = Path::new(path);
+        assert_eq!(settler.failure(path), Some(errno), "{}", path.display());
+        assert_eq!(exec_error(path), Some(errno), "{}", path.display());
+    }
+    // A directory (EACCES), a program that is there, a path in a writable place, below /proc,
+    // relative, or longer than the kernel takes: left to the kernel.
+    let long = format!("/{}", "a/".repeat(2100));
+    for path in [
+        "/usr/bin",
+        "/bin/sh",
+        &format!("{}/missing", ws.display()),
+        "/proc/self/fd/99",
+        "bin/missing",
+        &long,
+    ] {
+        assert_eq!(settler.failure(Path::new(path)), None, "{path}");
+    }
+}
+
+#[test]
+fn a_missing_step_below_a_directory_others_cannot_search_is_left_to_the_kernel() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = leaked_tempdir();
+    // Outside the writable one: read-only in this settler's view.
+    let closed = leaked_tempdir();
+    let open = leaked_tempdir();
+    std::fs::set_permissions(closed, std::fs::Permissions::from_mode(0o710)).unwrap();
+    std::fs::set_permissions(open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut settler = settler_with_writable(ws);
+    // A caller outside the directory's owner and group gets EACCES from the kernel, not ENOENT.
+    assert_eq!(settler.failure(&closed.join("program")), None);
+    assert_eq!(settler.failure(&open.join("program")), Some(libc::ENOENT));
 }
 
 #[test]
