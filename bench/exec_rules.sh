@@ -4,9 +4,10 @@
 #   spawn: `bridle exec -- true` with no command rules, with command rules (ci-locked), and, when
 #          BRIDLE_BASE names another build of bridle (main's), that build with no rules and with
 #          rules; wall time and CPU time (user + system of bridle and everything it ran);
-#   per exec: inside one sandbox, a C program times fork + exec + wait of /bin/true 2000 times
+#   per exec: inside one sandbox, a C program times fork + exec + wait of /bin/true 400 times
 #          (median per exec), and the CPU time of the sandbox's init (the supervisor) and of the
-#          children meanwhile, without rules and with;
+#          children meanwhile, without rules and with, five such runs of each per round, paired
+#          run by run;
 #   floor: bench/exec_floor.c, a do-nothing supervisor with the same syscalls per exec;
 #   make -j2: a C project of 200 files (200 compiler driver runs, each cc1 and as: about 600
 #          programs, 1,217 execs counting the tries of PATH searches), built clean inside
@@ -149,6 +150,8 @@ for name, want in (("norules", False), ("rules", True)):
     refused = r.stdout.strip() == "126"
     assert refused == want, f"{name}: git push exited {r.stdout.strip()}, supervised expected: {want}"
 
+# fork + exec + wait: PAIRS runs of EXECS execs per variant and round.
+PAIRS, EXECS = 5, 400
 spawners = {k: (bridle, p) for k, p in profiles.items()}
 # Inside a sandbox: this build without and with rules, and the base build with rules (without
 # rules the base runs the same untraced sandbox).
@@ -198,13 +201,18 @@ for n in range(rounds):
             inside(p, "true", build=b)
             spawn_wall[k].append((time.monotonic() - start) * 1000)
             spawn_cpu[k].append((children_cpu() - cpu) * 1000)
-    for k, (b, p) in rotated(insiders, n):
-        median, tenth, init_us, child_us, self_us = map(float, inside(p, "./execloop", "2000", build=b).split())
-        per_exec[k].append(median)
-        p10[k].append(tenth)
-        init_cpu[k].append(init_us)
-        child_cpu[k].append(child_us)
-        loop_cpu[k].append(self_us)
+    # Short runs, alternating: the host's speed drifts between phases seconds long (the same
+    # loop without rules measured 800 us per exec in one and 1,050 in the next), so a pair is
+    # two runs a fraction of a second apart.
+    for sub in range(PAIRS):
+        for k, (b, p) in rotated(insiders, n * PAIRS + sub):
+            median, tenth, init_us, child_us, self_us = map(
+                float, inside(p, "./execloop", str(EXECS), build=b).split())
+            per_exec[k].append(median)
+            p10[k].append(tenth)
+            init_cpu[k].append(init_us)
+            child_cpu[k].append(child_us)
+            loop_cpu[k].append(self_us)
     for k, (mode, sync) in rotated(floors, n):
         r = subprocess.run(["./exec_floor", mode, sync, "2000"], capture_output=True, text=True, check=True)
         median, tenth, child_us, sup_us = map(float, r.stdout.split())
@@ -257,8 +265,8 @@ res["added_cpu_per_exec_us"] = sum(
     res[f][ "rules"] - res[f]["norules"]
     for f in ("init_cpu_per_exec_us", "children_cpu_per_exec_us", "parent_cpu_per_exec_us"))
 res["make_ratio"] = res["make_s"]["rules"] / res["make_s"]["norules"]
-# Paired by round (each round ran every variant once, close in time): less moved by a change of
-# the host's load between rounds than the ratio of the medians.
+# Paired by round (each round ran every variant once, close in time; per exec, each of the
+# round's short runs): less moved by a change of the host's speed than the medians.
 paired = lambda d, k, f: statistics.median(f(a, b) for a, b in zip(d[k], d["norules"]))
 res["added_per_exec_paired_us"] = paired(per_exec, "rules", lambda a, b: a - b)
 res["make_ratio_paired"] = paired(make, "rules", lambda a, b: a / b)
@@ -273,10 +281,10 @@ print(f"load average: {' '.join(res['loadavg_at_start'])} at the start, {' '.joi
       f"host steal {100 * res['steal_share']:.1f} % of the CPU time of the measured rounds")
 for k in spawners:
     print(f"spawn {k:14} wall {res['spawn_ms'][k]:7.2f} ms  cpu {res['spawn_cpu_ms'][k]:6.2f} ms")
-print(f"fork+exec+wait of /bin/true, median of {rounds} rounds of 2000: "
+print(f"fork+exec+wait of /bin/true, median of {rounds * PAIRS} runs of {EXECS}: "
       f"no rules {res['per_exec_us']['norules']:.1f} us, rules {res['per_exec_us']['rules']:.1f} us, "
       f"added {res['added_per_exec_us']:.1f} us  (target <= 100 us); 10th percentile: added "
-      f"{res['added_per_exec_p10_us']:.1f} us; paired by round: added {res['added_per_exec_paired_us']:.1f} us")
+      f"{res['added_per_exec_p10_us']:.1f} us; paired run by run: added {res['added_per_exec_paired_us']:.1f} us")
 if base:
     print(f"  the base build with rules: {res['per_exec_us']['base-rules']:.1f} us, added {res['base_added_per_exec_us']:.1f} us"
           f" (paired {res['base_added_per_exec_paired_us']:.1f} us)")

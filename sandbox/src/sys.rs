@@ -15,6 +15,7 @@ pub mod fs_context;
 pub mod memory;
 pub mod notify;
 pub mod ptrace;
+pub mod sched;
 
 /// Converts a raw syscall return into `io::Result`.
 fn check(ret: c_long) -> io::Result<c_long> {

@@ -15,6 +15,7 @@ mod exec_priv;
 mod exec_proc;
 mod exec_rules;
 mod exec_rules_race;
+mod exec_rules_sched;
 mod exec_rules_work;
 mod exec_tree;
 mod fail_closed;
