@@ -167,9 +167,10 @@ init_cpu = {k: [] for k in insiders}
 child_cpu = {k: [] for k in insiders}
 loop_cpu = {k: [] for k in insiders}
 make = {k: [] for k in insiders}
-# The floor: no supervisor work (0 0), the same syscalls as bridle's (2 0), and with the
-# listener's synchronous wake-ups (2 1).
-floors = {"allow": ("0", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
+# The floor: no supervisor work (0 0), the notification answered at once (1 0: what any
+# supervisor of this design costs at the least), the same syscalls as bridle's exec event path
+# (2 0), and with the listener's synchronous wake-ups (2 1).
+floors = {"allow": ("0", "0"), "notify": ("1", "0"), "seize": ("2", "0"), "seize-sync": ("2", "1")}
 floor = {k: {"median": [], "p10": [], "supervisor_cpu": [], "children_cpu": []} for k in floors}
 make_cpu = {k: [] for k in insiders}
 # make under the floor's supervisor (outside bridle): the filter allowing every exec, notifying
@@ -306,7 +307,7 @@ print(f"  make -j2 outside bridle under the floor's supervisor: {res['make_floor
       f"bridle's paired ratio over the floor's: {res['make_ratio_over_floor']:.3f}")
 print(f"  the checks, last build: {res['make_floor_checks_report']}")
 fl = res["floor"]
-for k in ("seize", "seize-sync"):
+for k in ("notify", "seize", "seize-sync"):
     print(f"floor (bench/exec_floor.c, a do-nothing supervisor), {k:10}: added median "
           f"{fl[k]['median'] - fl['allow']['median']:.1f} us, p10 {fl[k]['p10'] - fl['allow']['p10']:.1f} us; "
           f"supervisor cpu {fl[k]['supervisor_cpu']:.1f} us, children cpu "

@@ -24,10 +24,11 @@ pub(super) struct Waiter {
 /// its CPU before it got back to waiting (its answer is the last thing it does): the
 /// supervisor then stayed runnable there until the program exited, and the woken program's
 /// parent, woken by that exit, was moved to the other CPU, an idle one that had to be woken
-/// first. With a short slice the supervisor's deadline comes first, so it finishes, sleeps,
-/// and everything of one exec stays on one CPU (fork + exec + wait of `/bin/true`: about
-/// 45 µs less per exec; `bench/RESULTS.md`). What the thread forks or spawns gets the default
-/// slice back.
+/// first. With a short slice the supervisor's deadline comes first: where the woken program
+/// still preempts it, the supervisor runs first when the program exits, goes back to waiting
+/// at once, and the parent runs on the CPU it was woken on (fork + exec + wait of `/bin/true`:
+/// 45 to 70 µs less per exec; `bench/RESULTS.md`). What the thread forks or spawns gets the
+/// default slice back.
 const SUPERVISOR_SLICE_NS: u64 = 100_000;
 
 /// The epoll data of the signalfd and of the listener.

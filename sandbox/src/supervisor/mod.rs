@@ -59,6 +59,8 @@
 //!   preempted the supervisor on that CPU, which then served no other exec until that program
 //!   gave the CPU up (`make -j2` of 200 files, alternating runs: 3.20 s with the flag, 3.03 s
 //!   without, 2.89 s without rules; `bench/RESULTS.md`).
+//! - The supervising thread asks for the kernel's shortest scheduler slice, which its children
+//!   do not inherit (`SUPERVISOR_SLICE_NS` in `launcher/wait.rs` says why).
 //!
 //! # Why a race cannot change what runs
 //!
