@@ -37,6 +37,13 @@ pub mod supervisor;
 mod sys;
 pub mod tty;
 
+/// Whether `BRIDLE_HOST_LACKS` (comma-separated) declares that this host lacks `feature`: a
+/// kernel-dependent test then checks the rest instead of failing.
+#[cfg(test)]
+fn host_lacks(feature: &str) -> bool {
+    std::env::var("BRIDLE_HOST_LACKS").is_ok_and(|v| v.split(',').any(|f| f.trim() == feature))
+}
+
 pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
 pub use error::SandboxError;
 pub use launcher::{

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use super::support::{ExecEnv, run, run_bounded};
+use super::support::{ExecEnv, host_lacks, run, run_bounded};
 
 /// The `se.slice` of a `/proc/PID/sched` text, in nanoseconds.
 fn slice(sched: &str) -> Option<u64> {
@@ -13,12 +13,6 @@ fn slice(sched: &str) -> Option<u64> {
         .find(|l| l.starts_with("se.slice"))
         .and_then(|l| l.split(':').nth(1))
         .and_then(|v| v.trim().parse().ok())
-}
-
-/// Kernels before 6.12 have no slice per task; a host that says so is checked for the rest.
-fn host_lacks_custom_slices() -> bool {
-    std::env::var("BRIDLE_HOST_LACKS")
-        .is_ok_and(|v| v.split(',').any(|f| f.trim() == "custom-slice"))
 }
 
 /// The slices of the command and of init (`/proc/self/sched`, `/proc/1/sched`) in a sandbox
@@ -46,7 +40,8 @@ fn the_supervisor_runs_in_short_slices_and_what_it_starts_keeps_the_default() {
         slice(&outside.stdout).expect("se.slice in /proc/self/sched (kernel 6.6 or later)");
     let (command, init) = slices_inside(&e, "ci-locked");
     assert_eq!(command, Some(default), "the command under command rules");
-    if !host_lacks_custom_slices() {
+    // Kernels before 6.12 have no slice per task; a host that says so is checked for the rest.
+    if !host_lacks("custom-slice") {
         assert_eq!(
             init,
             Some(100_000),

@@ -8,11 +8,7 @@
 
 use serde_json::Value;
 
-use super::support::{Env, run};
-
-fn host_lacks(feature: &str) -> bool {
-    std::env::var("BRIDLE_HOST_LACKS").is_ok_and(|v| v.split(',').any(|f| f.trim() == feature))
-}
+use super::support::{Env, host_lacks, run};
 
 fn probe_json(env: &Env, profile: &str) -> (Option<i32>, Value) {
     let r = run(env.bridle().args(["--profile", profile, "probe", "--json"]));

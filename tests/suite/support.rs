@@ -582,3 +582,8 @@ sys.exit(os.waitstatus_to_exitcode(status))
         .current_dir(cwd);
     cmd
 }
+
+/// Whether `BRIDLE_HOST_LACKS` (comma-separated) declares that this host lacks `feature`.
+pub fn host_lacks(feature: &str) -> bool {
+    std::env::var("BRIDLE_HOST_LACKS").is_ok_and(|v| v.split(',').any(|f| f.trim() == feature))
+}

@@ -10,6 +10,11 @@ use super::check;
 /// defaults again, not with what is set here.
 const RESET_ON_FORK: u64 = 0x01;
 
+/// The size of `struct sched_attr` as these calls pass it (its first version, 48 bytes).
+fn attr_size() -> u32 {
+    u32::try_from(std::mem::size_of::<libc::sched_attr>()).unwrap_or(u32::MAX)
+}
+
 /// The calling thread's `struct sched_attr` (its first version: the policy, flags, nice and
 /// runtime).
 fn attributes() -> io::Result<libc::sched_attr> {
@@ -23,10 +28,10 @@ fn attributes() -> io::Result<libc::sched_attr> {
         sched_deadline: 0,
         sched_period: 0,
     };
-    let size = u32::try_from(std::mem::size_of::<libc::sched_attr>()).unwrap_or(u32::MAX);
-    // SAFETY: sched_getattr writes at most `size` bytes, the size of `attr`, which it points
-    // at; pid 0 is the calling thread and flags must be 0.
-    let ret = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &raw mut attr, size, 0u32) };
+    // SAFETY: sched_getattr writes at most `attr_size()` bytes, the size of `attr`, which it
+    // points at; pid 0 is the calling thread and flags must be 0.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &raw mut attr, attr_size(), 0u32) };
     check(ret)?;
     Ok(attr)
 }
@@ -45,7 +50,7 @@ pub fn set_fair_slice(runtime_ns: u64) -> io::Result<()> {
     if !fair {
         return Ok(());
     }
-    attr.size = u32::try_from(std::mem::size_of::<libc::sched_attr>()).unwrap_or(u32::MAX);
+    attr.size = attr_size();
     attr.sched_runtime = runtime_ns;
     attr.sched_flags = RESET_ON_FORK;
     // SAFETY: sched_setattr reads `attr.size` bytes from the pointer, which points at `attr`
@@ -73,8 +78,7 @@ mod tests {
 
     #[test]
     fn a_thread_given_a_short_slice_keeps_it_and_what_it_starts_gets_the_default() {
-        let lacks = std::env::var("BRIDLE_HOST_LACKS")
-            .is_ok_and(|v| v.split(',').any(|f| f.trim() == "custom-slice"));
+        let lacks = crate::host_lacks("custom-slice");
         let default = slice_of_a_new_process().expect("se.slice in /proc/self/sched");
         // A thread of its own, so the test harness's threads are left as they are.
         let (own, started) = std::thread::spawn(|| {

@@ -315,8 +315,7 @@ fn a_single_threaded_processs_parent_is_found_by_its_pidfd_and_its_stat_alike() 
         Ok((1, me))
     );
     let pidfd = crate::sys::pidfd_open(child.pid.as_raw()).unwrap();
-    let lacks = std::env::var("BRIDLE_HOST_LACKS")
-        .is_ok_and(|v| v.split(',').any(|f| f.trim() == "pidfd-info"));
+    let lacks = crate::host_lacks("pidfd-info");
     match crate::sys::memory::parent_of(std::os::fd::AsFd::as_fd(&pidfd)) {
         Ok(parent) => assert_eq!(parent, me),
         Err(e) => assert!(
