@@ -13,8 +13,10 @@ use super::support::{ExecEnv, is_root, run_bounded, run_within};
 /// holds the thread from the failed exec on, as for `execvp` searching `PATH`). In modes
 /// `shared` and `file` the execing process has one thread and the word is in memory another
 /// process writes: a `MAP_SHARED` page it stores into, or a private mapping of a file it
-/// `pwrite`s (pages not yet copied on write show the file). Each echo prints what it was
-/// given; a status line per attempt says how it ended.
+/// `pwrite`s (pages not yet copied on write show the file). In mode `leaderless` another
+/// thread `posix_spawn`s once the main thread has exited (the process lives on in its threads,
+/// its leader a zombie with no memory of its own). Each echo prints what it was given; a
+/// status line per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,6 +26,7 @@ const RACER: &str = r#"
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -43,12 +46,36 @@ static void *flip(void *unused) {
     return NULL;
 }
 
+/* posix_spawn of `echo WORD` once the process's main thread has exited; exits with how the
+ * echo ended. */
+static void *spawn_without_leader(void *path) {
+    char stat[512];
+    for (int tries = 0;; tries++) {
+        FILE *f = fopen("/proc/self/stat", "r");
+        if (!f) _exit(8);
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        char *close = strrchr(stat, ')');
+        if (close && close[1] == ' ' && close[2] == 'Z') break;
+        if (tries > 100000) _exit(8);
+        sched_yield();
+    }
+    char *args[] = {"echo", word.text, NULL};
+    pid_t child;
+    if (posix_spawn(&child, path, NULL, NULL, args, environ) != 0) _exit(126);
+    int status;
+    if (waitpid(child, &status, 0) < 0) _exit(5);
+    _exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int attempts = atoi(argv[1]);
     int spawn = strcmp(argv[2], "spawn") == 0;
     int seized = strcmp(argv[2], "seized") == 0;
     int shared = strcmp(argv[2], "shared") == 0, file = strcmp(argv[2], "file") == 0;
+    int leaderless = strcmp(argv[2], "leaderless") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
@@ -103,6 +130,10 @@ int main(int argc, char **argv) {
             }
             pthread_t t;
             if (pthread_create(&t, NULL, flip, NULL) != 0) _exit(4);
+            if (leaderless) {
+                if (pthread_create(&t, NULL, spawn_without_leader, (void *)echo) != 0) _exit(4);
+                pthread_exit(NULL);
+            }
             char *args[] = {"echo", word.text, NULL};
             if (spawn) {
                 pid_t child;
@@ -226,9 +257,9 @@ fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the
     assert_eq!(count("ran") + count("refused") + count("killed"), attempts);
 }
 
-/// A single-threaded process whose argv another process can write is decided at its exec
-/// event, never at the notification alone.
-fn single_threaded_race(mode: &str) {
+/// An exec whose argv another task can write (in `mode`, see the racer) is decided at its
+/// exec event, never at the notification alone: the race happens, and nothing denied runs.
+fn race_decided_at_the_exec_event(mode: &str) {
     let e = ExecEnv::new();
     build_racer(&e);
     let profile = forbidding(&e);
@@ -247,13 +278,18 @@ fn single_threaded_race(mode: &str) {
 }
 
 #[test]
+fn posix_spawn_from_a_thread_whose_main_thread_has_exited_is_decided_at_the_exec_event() {
+    race_decided_at_the_exec_event("leaderless");
+}
+
+#[test]
 fn argv_in_memory_another_process_writes_through_map_shared_is_decided_at_the_exec_event() {
-    single_threaded_race("shared");
+    race_decided_at_the_exec_event("shared");
 }
 
 #[test]
 fn argv_in_a_private_mapping_of_a_file_another_process_writes_is_decided_at_the_exec_event() {
-    single_threaded_race("file");
+    race_decided_at_the_exec_event("file");
 }
 
 /// What would let another process change a waiting exec's memory is refused in a supervised

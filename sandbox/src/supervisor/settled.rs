@@ -8,7 +8,8 @@
 //!   thread creates none);
 //! - every other process sharing that memory is a `vfork` parent, suspended until the exec is
 //!   over, that has one thread itself (walked up with `kcmp(KCMP_VM)` while the parent shares
-//!   it): the command's filter refuses `clone` with `CLONE_VM` unless `CLONE_THREAD` or
+//!   it; a parent whose leader has no memory, having exited before its threads, compares as
+//!   sharing nothing, so it must have one): the command's filter refuses `clone` with `CLONE_VM` unless `CLONE_THREAD` or
 //!   `CLONE_VFORK` is set, and with `CLONE_PARENT` (which would hide the sharer from this walk);
 //! - every byte of the path, of the pointer vector and of each argument lies in private
 //!   memory nothing else changes (`PROCMAP_QUERY`): anonymous, or a private mapping of the
@@ -339,7 +340,14 @@ impl Settler {
         let mut walked = 0;
         while parent > 0 {
             match memory::same_memory(sharer, parent) {
-                Ok(false) => break,
+                // The parent's leader compared: a leader gone before its threads has no
+                // memory to compare, and one of its threads may be the sharer.
+                Ok(false) => match memory::has_memory(parent) {
+                    Ok(true) => break,
+                    Ok(false) | Err(_) => {
+                        return Err(NotSettled("the parent's memory cannot be compared"));
+                    }
+                },
                 Ok(true) => {}
                 Err(_) => return Err(NotSettled("the parent's memory cannot be compared")),
             }

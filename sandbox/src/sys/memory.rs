@@ -24,6 +24,35 @@ pub fn same_memory(a: i32, b: i32) -> io::Result<bool> {
     Ok(check(ret)? == 0)
 }
 
+/// Whether process `pid` has a memory (`mm`) at all: a thread-group leader that has exited
+/// while its other threads run on has none, and `kcmp` then finds it sharing nobody's, whatever
+/// its threads share. Told by reading one byte at address 0 of it (`process_vm_readv`): the
+/// kernel looks the memory up before the address, so `ESRCH` means none (or no such process),
+/// and a fault (or, where page 0 is mapped, the byte) means one.
+pub fn has_memory(pid: i32) -> io::Result<bool> {
+    let mut byte = 0u8;
+    let local = libc::iovec {
+        iov_base: (&raw mut byte).cast(),
+        iov_len: 1,
+    };
+    let remote = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 1,
+    };
+    // SAFETY: process_vm_readv writes at most `local.iov_len` (1) bytes to `local.iov_base`,
+    // the live `byte`, and reads the other process's memory only; `remote` is not
+    // dereferenced here.
+    let ret = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
+    match check(ret as libc::c_long) {
+        Ok(_) => Ok(true),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::EFAULT) => Ok(true),
+            Some(libc::ESRCH) => Ok(false),
+            _ => Err(e),
+        },
+    }
+}
+
 /// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` of its first version (64 bytes,
 /// Linux 6.13).
 const PIDFD_GET_INFO: libc::c_ulong = 0xC040_FF0B;
@@ -145,6 +174,22 @@ pub fn mapping_at(maps: BorrowedFd<'_>, addr: u64) -> io::Result<Option<Mapping>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_process_has_a_memory_and_one_that_has_exited_has_none() {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        assert!(has_memory(i32::try_from(std::process::id()).unwrap()).unwrap());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        // Exited and not reaped: a zombie, whose memory is gone.
+        waitid(
+            Id::Pid(nix::unistd::Pid::from_raw(pid)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(!has_memory(pid).unwrap());
+        child.wait().unwrap();
+    }
 
     #[test]
     fn the_query_struct_has_the_kernels_size() {
