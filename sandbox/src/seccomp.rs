@@ -401,17 +401,23 @@ const CLONE_PARENT: u32 = 0x0000_8000;
 const CLONE_THREAD: u32 = 0x0001_0000;
 /// `madvise`'s `MADV_FREE`.
 const MADV_FREE: u32 = 8;
+/// `mmap`'s type bits (`MAP_TYPE`), and `MAP_DROPPABLE` (Linux 6.11) among them.
+const MAP_TYPE: u32 = 0x0f;
+const MAP_DROPPABLE: u32 = 0x08;
 
 /// What lets the exec supervisor take an exec's argv as final at its notification (see
-/// `supervisor::settled`): no process but the caller's own suspended `vfork` parents shares its
-/// memory, and nothing asynchronous changes that memory while the caller waits.
+/// `supervisor::settled`): no process but the caller's threads and its `vfork` parent can
+/// share its memory (the settler counts the threads and compares the parent's memory), and
+/// nothing asynchronous changes that memory while the caller waits.
 ///
 /// | syscall | denied when | errno | why |
 /// |---|---|---|---|
-/// | `clone` | `CLONE_VM` without `CLONE_THREAD` or `CLONE_VFORK` | `EPERM` | a process sharing the caller's memory that is neither one of its threads (counted) nor a suspended `vfork` parent (checked) |
+/// | `clone` | `CLONE_VM` without `CLONE_THREAD` or `CLONE_VFORK` | `EPERM` | a process sharing the caller's memory that is neither one of its threads (counted) nor its `vfork` parent (compared) |
 /// | `clone` | `CLONE_VM` and `CLONE_PARENT` without `CLONE_THREAD` | `EPERM` | a `vfork` child whose sharer is not its parent |
 /// | `io_setup` | always | `ENOSYS` | an AIO read (`O_DIRECT`) completing into the memory later; `ENOSYS` is what kernels without AIO answer, and libaio users fall back |
 /// | `madvise` | advice is `MADV_FREE` | `EINVAL` | a lazily freed page reads back as zeros after reclaim; `EINVAL` is what kernels before 4.5 answer, and allocators fall back to `MADV_DONTNEED` |
+/// | `process_madvise` | advice is `MADV_FREE` | `EINVAL` | the same, asked of the process's own memory (which takes any advice) |
+/// | `mmap` | type is `MAP_DROPPABLE` | `EINVAL` | its pages read back as zeros once reclaimed; `EINVAL` is what kernels before 6.11 answer (glibc then keeps its random state in ordinary memory) |
 fn settled_exec_rows() -> Vec<DenyRule> {
     let masked = |mask: u32, value: u32| When::All(vec![arg(0, CmpOp::MaskedEq { mask, value })]);
     vec![
@@ -439,6 +445,24 @@ fn settled_exec_rows() -> Vec<DenyRule> {
         row(
             sys!(SYS_madvise),
             When::All(vec![arg(2, CmpOp::Eq(MADV_FREE))]),
+            libc::EINVAL,
+            Guarantee::Proc,
+        ),
+        row(
+            sys!(SYS_process_madvise),
+            When::All(vec![arg(3, CmpOp::Eq(MADV_FREE))]),
+            libc::EINVAL,
+            Guarantee::Proc,
+        ),
+        row(
+            sys!(SYS_mmap),
+            When::All(vec![arg(
+                3,
+                CmpOp::MaskedEq {
+                    mask: MAP_TYPE,
+                    value: MAP_DROPPABLE,
+                },
+            )]),
             libc::EINVAL,
             Guarantee::Proc,
         ),

@@ -1650,7 +1650,8 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
 }
 
 /// The supervised filter keeps a waiting exec's memory to the caller: no sharing it with a
-/// process that is neither a thread nor a suspended `vfork` parent, no AIO, no `MADV_FREE`.
+/// process that is neither a thread nor a suspended `vfork` parent, no AIO, no `MADV_FREE`
+/// (by `madvise` or `process_madvise`), no `MAP_DROPPABLE`.
 /// Threads, `fork`, `vfork` and `posix_spawn` keep working, and without command rules (the
 /// plain table) nothing of this is denied.
 #[test]
@@ -1707,6 +1708,42 @@ fn the_supervised_table_keeps_a_waiting_execs_memory_to_its_caller() {
             assert_eq!(denied(&supervised, libc::SYS_madvise, dontneed), None);
             assert_eq!(denied(&plain, libc::SYS_io_setup, [0; 6]), None);
             assert_eq!(denied(&plain, libc::SYS_madvise, free), None);
+            // process_madvise's advice and mmap's flags are its fourth argument.
+            let fourth = |v: i32| [0, 0, 0, u64::from(v.cast_unsigned()), 0, 0];
+            let droppable = fourth(0x08 | libc::MAP_ANONYMOUS);
+            assert_eq!(
+                denied(
+                    &supervised,
+                    libc::SYS_process_madvise,
+                    fourth(libc::MADV_FREE)
+                ),
+                Some(libc::EINVAL)
+            );
+            assert_eq!(
+                denied(&supervised, libc::SYS_mmap, droppable),
+                Some(libc::EINVAL)
+            );
+            for kept in [
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                libc::MAP_SHARED_VALIDATE,
+                libc::MAP_PRIVATE | libc::MAP_FIXED | libc::MAP_STACK,
+            ] {
+                assert_eq!(denied(&supervised, libc::SYS_mmap, fourth(kept)), None);
+            }
+            assert_eq!(
+                denied(
+                    &supervised,
+                    libc::SYS_process_madvise,
+                    fourth(libc::MADV_COLD)
+                ),
+                None
+            );
+            assert_eq!(denied(&plain, libc::SYS_mmap, droppable), None);
+            assert_eq!(
+                denied(&plain, libc::SYS_process_madvise, fourth(libc::MADV_FREE)),
+                None
+            );
             compile_supervised(profile, options).expect("compiles");
         }
     }
@@ -1741,21 +1778,29 @@ fn the_compiled_supervised_program_agrees_with_its_table() {
         let options = options(false, false, false);
         let table = supervised_rules(profile, options);
         let program = compile_supervised(profile, options).expect("compiles");
+        let agrees = |nr: c_long, args: [u64; 6]| {
+            let expected = match denied(&table, nr, args) {
+                Some(errno) => libc::SECCOMP_RET_ERRNO | errno.cast_unsigned(),
+                None => libc::SECCOMP_RET_ALLOW,
+            };
+            assert_eq!(
+                run(&program, &data(nr, args)),
+                expected,
+                "nr {nr} {args:x?}"
+            );
+        };
         // The program begins with the exec notification; these syscalls come after it.
         for nr in [libc::SYS_clone, libc::SYS_madvise, libc::SYS_io_setup] {
             for &a0 in &values {
                 for &a2 in &values {
-                    let args = args3(a0, 0, a2);
-                    let expected = match denied(&table, nr, args) {
-                        Some(errno) => libc::SECCOMP_RET_ERRNO | errno.cast_unsigned(),
-                        None => libc::SECCOMP_RET_ALLOW,
-                    };
-                    assert_eq!(
-                        run(&program, &data(nr, args)),
-                        expected,
-                        "nr {nr} {args:x?}"
-                    );
+                    agrees(nr, args3(a0, 0, a2));
                 }
+            }
+        }
+        // process_madvise's advice and mmap's flags are the fourth argument.
+        for nr in [libc::SYS_mmap, libc::SYS_process_madvise] {
+            for &a3 in values.iter().chain(&[0x08, 0x18, 0x28, 0x0a, 0x22, 0x4022]) {
+                agrees(nr, [0, 0, 0, a3, 0, 0]);
             }
         }
     }

@@ -15,7 +15,13 @@ use super::support::{ExecEnv, is_root, run_bounded, run_within};
 /// process writes: a `MAP_SHARED` page it stores into, or a private mapping of a file it
 /// `pwrite`s (pages not yet copied on write show the file). In mode `leaderless` another
 /// thread `posix_spawn`s once the main thread has exited (the process lives on in its threads,
-/// its leader a zombie with no memory of its own). Each echo prints what it was given; a
+/// its leader a zombie with no memory of its own). In mode `exiting` a thread writes `harmful`
+/// once, after a delay that varies from attempt to attempt, and exits at once (gone from the
+/// thread count, its write still in the memory); mode `exiting-path` does the same to the path
+/// (a directory, `dirname WORD/`, until the thread completes it) of `echo harmful`. In mode
+/// `dying-parent` the exec is a `vfork` child's whose parent dies meanwhile (killed after a
+/// varying delay): the kernel then writes 0 to the parent's `clear_child_tid`, which it pointed
+/// into the argument `harmfulXYZW`, leaving `harmful`. Each echo prints what it was given; a
 /// status line per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
@@ -29,6 +35,7 @@ const RACER: &str = r#"
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +76,66 @@ static void *spawn_without_leader(void *path) {
     _exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
 }
 
+/* Mode exiting: one store after a delay, then this thread alone exits. */
+static volatile long delay;
+static void *flip_once(void *unused) {
+    (void)unused;
+    union { char text[8]; unsigned long long bits; } harmful = { "harmful" };
+    for (volatile long i = 0; i < delay; i++) {}
+    __atomic_store_n(&word.bits, harmful.bits, __ATOMIC_RELAXED);
+    syscall(SYS_exit, 0);
+    return NULL;
+}
+
+/* Mode exiting-path: the path, a directory until its last name is stored (its first byte
+ * last, so the path changes in one store). */
+static char path[256];
+static size_t dir_len;
+static const char *last_name;
+static void *complete_path(void *unused) {
+    (void)unused;
+    for (volatile long i = 0; i < delay; i++) {}
+    memcpy(path + dir_len + 1, last_name + 1, strlen(last_name));
+    __atomic_store_n(&path[dir_len], last_name[0], __ATOMIC_RELAXED);
+    syscall(SYS_exit, 0);
+    return NULL;
+}
+
+/* Mode dying-parent: a vfork child's exec whose parent is killed meanwhile; exits with how the
+ * child ended (0 when the parent died before it made one). */
+static char truncated[16] = "harmfulXYZW";
+static int dying_parent(const char *echo) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    volatile int *ready = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ready == MAP_FAILED) return 7;
+    pid_t parent = fork();
+    if (parent < 0) return 3;
+    if (parent == 0) {
+        syscall(SYS_set_tid_address, truncated + 7);
+        *ready = 1;
+        pid_t child = vfork();
+        if (child == 0) {
+            char *args[] = {"echo", truncated, NULL};
+            execve(echo, args, environ);
+            _exit(126);
+        }
+        int status;
+        waitpid(child, &status, 0);
+        _exit(0);
+    }
+    while (!*ready) {}
+    for (volatile long i = 0; i < delay; i++) {}
+    kill(parent, SIGKILL);
+    int code = 0;
+    for (;;) {
+        int status;
+        pid_t w = waitpid(-1, &status, 0);
+        if (w < 0) break;
+        if (w != parent) code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    }
+    return code;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int attempts = atoi(argv[1]);
@@ -76,13 +143,31 @@ int main(int argc, char **argv) {
     int seized = strcmp(argv[2], "seized") == 0;
     int shared = strcmp(argv[2], "shared") == 0, file = strcmp(argv[2], "file") == 0;
     int leaderless = strcmp(argv[2], "leaderless") == 0;
+    int exiting = strcmp(argv[2], "exiting") == 0;
+    int exiting_path = strcmp(argv[2], "exiting-path") == 0;
+    int dying = strcmp(argv[2], "dying-parent") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
         fflush(stdout);
+        delay = 1000 + (long)i * 7919 % 150000;
         pid_t pid = fork();
         if (pid < 0) return 3;
         if (pid == 0) {
+            if (dying) _exit(dying_parent(echo));
+            if (exiting || exiting_path) {
+                pthread_t t;
+                char *args[] = {"echo", exiting ? word.text : "harmful", NULL};
+                if (exiting_path) {
+                    last_name = strrchr(echo, '/') + 1;
+                    dir_len = (size_t)(last_name - echo);
+                    if (dir_len + strlen(last_name) + 1 > sizeof path) _exit(7);
+                    memcpy(path, echo, dir_len);
+                }
+                if (pthread_create(&t, NULL, exiting ? flip_once : complete_path, NULL) != 0) _exit(4);
+                execve(exiting ? echo : path, args, environ);
+                _exit(126);
+            }
             if (seized) {
                 /* Relative, in the writable workspace: not settled at the notification. */
                 char *missing[] = {"echo", "neutral", NULL};
@@ -283,6 +368,21 @@ fn posix_spawn_from_a_thread_whose_main_thread_has_exited_is_decided_at_the_exec
 }
 
 #[test]
+fn a_thread_that_rewrote_argv_and_exited_before_the_check_gets_no_denied_exec_to_run() {
+    race_decided_at_the_exec_event("exiting");
+}
+
+#[test]
+fn a_thread_that_completed_the_path_and_exited_before_the_check_gets_no_denied_exec_to_run() {
+    race_decided_at_the_exec_event("exiting-path");
+}
+
+#[test]
+fn a_vfork_parent_dying_while_its_child_execs_gets_no_denied_exec_to_run() {
+    race_decided_at_the_exec_event("dying-parent");
+}
+
+#[test]
 fn argv_in_memory_another_process_writes_through_map_shared_is_decided_at_the_exec_event() {
     race_decided_at_the_exec_event("shared");
 }
@@ -294,7 +394,8 @@ fn argv_in_a_private_mapping_of_a_file_another_process_writes_is_decided_at_the_
 
 /// What would let another process change a waiting exec's memory is refused in a supervised
 /// sandbox, and only there: a `clone` sharing the memory that is neither a thread nor a
-/// `vfork`, AIO, `MADV_FREE`; threads, `vfork` and `posix_spawn` work.
+/// `vfork`, AIO, lazily freed memory (`MADV_FREE` by `madvise` or `process_madvise`) and
+/// droppable memory (`MAP_DROPPABLE`); threads, `vfork` and `posix_spawn` work.
 #[test]
 fn a_supervised_sandbox_refuses_sharing_memory_aio_and_lazy_freeing() {
     let e = ExecEnv::new();
@@ -313,6 +414,7 @@ fn a_supervised_sandbox_refuses_sharing_memory_aio_and_lazy_freeing() {
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 extern char **environ;
@@ -329,6 +431,12 @@ int main(void) {
     char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     printf("madv_free=%s\n", said(madvise(m, 4096, MADV_FREE)));
     printf("madv_dontneed=%s\n", said(madvise(m, 4096, MADV_DONTNEED)));
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    struct iovec range = { m, 4096 };
+    printf("process_madv_free=%s\n", said(syscall(SYS_process_madvise, self, &range, 1, MADV_FREE, 0)));
+    printf("process_madv_cold=%s\n", said(syscall(SYS_process_madvise, self, &range, 1, MADV_COLD, 0)));
+    void *droppable = mmap(NULL, 4096, PROT_READ | PROT_WRITE, 0x08 /* MAP_DROPPABLE */ | MAP_ANONYMOUS, -1, 0);
+    printf("map_droppable=%s\n", droppable == MAP_FAILED ? strerror(errno) : "ok");
     pthread_t t;
     printf("thread=%s\n", pthread_create(&t, NULL, thread, NULL) == 0 ? "ok" : "failed");
     pthread_join(t, NULL);
@@ -362,6 +470,9 @@ int main(void) {
         ("io_setup", "Function not implemented"),
         ("madv_free", "Invalid argument"),
         ("madv_dontneed", "ok"),
+        ("process_madv_free", "Invalid argument"),
+        ("process_madv_cold", "ok"),
+        ("map_droppable", "Invalid argument"),
         ("thread", "ok"),
         ("vfork", "ok"),
         ("posix_spawn", "ok"),
@@ -377,7 +488,13 @@ int main(void) {
     let plain =
         run_bounded(&mut e.exec_cmd(&["--profile", "workspace-write"], &[], &["./sharing"]));
     plain.assert_ok();
-    for key in ["clone_vm", "io_setup", "madv_free"] {
+    for key in [
+        "clone_vm",
+        "io_setup",
+        "madv_free",
+        "process_madv_free",
+        "map_droppable",
+    ] {
         assert_eq!(
             plain.value(key),
             "ok",

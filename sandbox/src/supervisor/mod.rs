@@ -29,9 +29,9 @@
 //!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
 //!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
 //!     channel, the answer is no;
-//!   - allow, where what was read is final ([`settled`]: one thread and no sharer of its
-//!     memory but suspended `vfork` parents, the strings in private anonymous memory, a native
-//!     program on read-only mounts): `CONTINUE`, untraced, and this is the decision; likewise a
+//!   - allow, where what was read is final ([`settled`]: one thread, not a `vfork` child, what
+//!     was read read again unchanged once nobody else could write it, the strings in private
+//!     memory nothing else changes, a native program on read-only mounts): `CONTINUE`, untraced, and this is the decision; likewise a
 //!     file that is not there, in directories that cannot change (the kernel fails the exec),
 //!     answered with the kernel's error itself where that error is the same for every caller;
 //!   - allow (or approved) otherwise: the supervisor attaches to that thread with `PTRACE_SEIZE`

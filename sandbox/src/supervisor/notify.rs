@@ -105,10 +105,14 @@ impl Supervisor {
             Ok(Pending::NoFile(missing))
                 if untraced
                     && !missing.relative
-                    && self
-                        .settler
-                        .as_mut()
-                        .is_some_and(|s| s.missing(pid, &missing.path, missing.extent).is_ok()) =>
+                    && self.settler.as_mut().is_some_and(|s| {
+                        let again = || match read_again(pid, notification, &mut self.scratch, false)
+                        {
+                            Some(Pending::NoFile(m)) => Some((m.path, m.extent)),
+                            _ => None,
+                        };
+                        s.missing(pid, &missing.path, missing.extent, again).is_ok()
+                    }) =>
             {
                 return Answer::Settled;
             }
@@ -131,10 +135,13 @@ impl Supervisor {
             let settled = untraced
                 && !read_more
                 && read.cwd.is_none()
-                && self
-                    .settler
-                    .as_mut()
-                    .is_some_and(|s| s.exec(pid, &read, &file).is_ok());
+                && self.settler.as_mut().is_some_and(|s| {
+                    let again = || match read_again(pid, notification, &mut self.scratch, true) {
+                        Some(Pending::Exec(read, ())) => Some(read),
+                        _ => None,
+                    };
+                    s.exec(pid, &read, &file, again).is_ok()
+                });
             if settled {
                 return Answer::Settled;
             }
@@ -227,6 +234,26 @@ impl Supervisor {
         let record = self.record(pid, &read, &ExecFacts::default(), &verdict);
         self.report(record);
     }
+}
+
+/// The exec waiting at `notification` read again from the caller's memory, for the settler's
+/// check that it has not changed: its path and what follows from it as before (`found`: as
+/// when the notification found the file, which is not looked up again).
+fn read_again(
+    pid: Pid,
+    notification: &Notification,
+    scratch: &mut super::stack::Scratch,
+    found: bool,
+) -> Option<Pending<()>> {
+    let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
+    tracee::before_exec(pid, execveat, notification.args, scratch, |_| {
+        if found {
+            Ok(())
+        } else {
+            Err(std::io::ErrorKind::NotFound.into())
+        }
+    })
+    .ok()
 }
 
 /// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the

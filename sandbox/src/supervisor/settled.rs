@@ -4,22 +4,29 @@
 //!
 //! Memory: the kernel copies the path and argv from the caller's memory after the answer. The
 //! caller waits in the kernel meanwhile, so only another task can change them, and:
-//! - the caller's thread group has one thread (the link count of `/proc/PID/task`; a waiting
-//!   thread creates none);
-//! - every other process sharing that memory is a `vfork` parent, suspended until the exec is
-//!   over, that has one thread itself (walked up with `kcmp(KCMP_VM)` while the parent shares
-//!   it; a parent whose leader has no memory, having exited before its threads, compares as
-//!   sharing nothing, so it must have one): the command's filter refuses `clone` with `CLONE_VM` unless `CLONE_THREAD` or
-//!   `CLONE_VFORK` is set, and with `CLONE_PARENT` (which would hide the sharer from this walk);
+//! - nobody shares the caller's memory when it is checked: its thread group has one thread
+//!   (the link count of `/proc/PID/task`), and its parent does not share it (`kcmp(KCMP_VM)`
+//!   with the parent from `PIDFD_GET_INFO`, which must have a memory of its own: a leader that
+//!   exited before its threads compares as sharing nothing). The command's filter refuses
+//!   `clone` with `CLONE_VM` unless `CLONE_THREAD` or `CLONE_VFORK` is set, and with
+//!   `CLONE_PARENT`, so no process but a `vfork` parent can share it. A `vfork` child is not
+//!   settled: its parent is suspended, but it can die meanwhile (any fatal signal, an alarm it
+//!   set itself), and a dying task that shares its memory writes to it (its `clear_child_tid`,
+//!   its robust futex list). Once nobody shares it, nobody can start to: a waiting caller
+//!   creates nothing;
+//! - what the notification read is read again after that check, and is the same
+//!   ([`Settler::exec`]'s `read_again`): a thread that rewrote it and exited before the count
+//!   is gone from the count, not from the memory;
 //! - every byte of the path, of the pointer vector and of each argument lies in private
 //!   memory nothing else changes (`PROCMAP_QUERY`): anonymous, or a private mapping of the
 //!   caller's running executable (`ETXTBSY`) or of a file that resolves as a stable program
 //!   does (below); not `MAP_SHARED`, not a writable file's pages (which another process could
 //!   write through the file), not a special mapping such as `[vvar]`;
 //! - nothing writes that memory asynchronously: io_uring, `userfaultfd`, ptrace,
-//!   `process_vm_writev` are denied, AIO (`io_setup`) and `MADV_FREE` (a lazily freed page
-//!   reads back as zeros after reclaim) are denied in supervised commands, and `/proc/PID/mem`
-//!   does not open for writing under Landlock.
+//!   `process_vm_writev` are denied, and so are, in supervised commands, AIO (`io_setup`),
+//!   lazily freed memory (`MADV_FREE`, by `madvise` or `process_madvise`) and droppable memory
+//!   (`MAP_DROPPABLE`), whose pages read back as zeros once reclaimed; `/proc/PID/mem` does not
+//!   open for writing under Landlock.
 //!
 //! Program: the kernel resolves the path again after the answer. It resolves to the same file
 //! when every directory the resolution walks (symlinks followed, as the kernel does) and the
@@ -61,8 +68,6 @@ pub struct NotSettled(pub &'static str);
 
 /// The most symlinks one resolution follows (the kernel's limit).
 const MAX_LINKS: usize = 40;
-/// The most `vfork` parents walked.
-const MAX_SHARERS: usize = 16;
 /// The most mappings looked up for one exec.
 const MAX_QUERIES: usize = 256;
 
@@ -114,12 +119,14 @@ impl Settler {
     }
 
     /// Whether the exec `read`, whose file the notification found to be `file`, is final as
-    /// read (see the module docs).
+    /// read (see the module docs). `read_again` reads the exec's arguments again from the
+    /// caller's memory, after it is shown that nobody else can write it.
     pub fn exec(
         &mut self,
         pid: Pid,
         read: &ExecRead,
         file: &std::fs::Metadata,
+        read_again: impl FnOnce() -> Option<ExecRead>,
     ) -> Result<(), NotSettled> {
         let id = match self.resolve(&read.path)? {
             Found::File(id) => id,
@@ -155,15 +162,29 @@ impl Settler {
                 return Err(NotSettled("a binfmt_misc entry claims the file"));
             }
         }
-        self.memory_settled(pid, &read.extents)
+        self.memory_settled(pid, &read.extents, || {
+            read_again().is_some_and(|again| {
+                (&again.path, &again.argv, &again.extents)
+                    == (&read.path, &read.argv, &read.extents)
+            })
+        })
     }
 
     /// Whether an exec of `path`, which the notification did not find, fails in the kernel
     /// too, whatever else the caller passed: the path cannot change (`extent` is where it is
-    /// in the caller's memory) and names nothing that can come into existence.
-    pub fn missing(&mut self, pid: Pid, path: &Path, extent: (u64, u64)) -> Result<(), NotSettled> {
+    /// in the caller's memory) and names nothing that can come into existence. `read_again`
+    /// reads the path and its extent again, as [`Settler::exec`]'s does.
+    pub fn missing(
+        &mut self,
+        pid: Pid,
+        path: &Path,
+        extent: (u64, u64),
+        read_again: impl FnOnce() -> Option<(PathBuf, (u64, u64))>,
+    ) -> Result<(), NotSettled> {
         match self.resolve(path)? {
-            Found::Fails(_) => self.memory_settled(pid, &[extent]),
+            Found::Fails(_) => self.memory_settled(pid, &[extent], || {
+                read_again().is_some_and(|(p, e)| p == path && e == extent)
+            }),
             Found::File(_) => Err(NotSettled("the file appeared since it was looked for")),
         }
     }
@@ -329,36 +350,33 @@ fn head_of(path: &Path) -> Option<Vec<u8>> {
 }
 
 impl Settler {
-    /// Whether nothing but `pid` can write `extents` of its memory while it waits (see the
+    /// Whether nothing but `pid` can write `extents` of its memory while it waits, and they
+    /// still hold what was read (`unchanged`, asked once nobody else can write them; see the
     /// module docs).
-    fn memory_settled(&mut self, pid: Pid, extents: &[(u64, u64)]) -> Result<(), NotSettled> {
+    fn memory_settled(
+        &mut self,
+        pid: Pid,
+        extents: &[(u64, u64)],
+        unchanged: impl FnOnce() -> bool,
+    ) -> Result<(), NotSettled> {
         let mut caller = Process::open(pid.as_raw())?;
-        let mut parent = caller
+        let parent = caller
             .single_threaded_parent()?
             .ok_or(NotSettled("the process has other threads"))?;
-        let mut sharer = pid.as_raw();
-        let mut walked = 0;
-        while parent > 0 {
-            match memory::same_memory(sharer, parent) {
+        if parent > 0 {
+            match memory::same_memory(pid.as_raw(), parent) {
                 // The parent's leader compared: a leader gone before its threads has no
                 // memory to compare, and one of its threads may be the sharer.
-                Ok(false) => match memory::has_memory(parent) {
-                    Ok(true) => break,
-                    Ok(false) | Err(_) => {
-                        return Err(NotSettled("the parent's memory cannot be compared"));
-                    }
-                },
-                Ok(true) => {}
-                Err(_) => return Err(NotSettled("the parent's memory cannot be compared")),
+                Ok(false) if memory::has_memory(parent).unwrap_or(false) => {}
+                Ok(false) | Err(_) => {
+                    return Err(NotSettled("the parent's memory cannot be compared"));
+                }
+                Ok(true) => return Err(NotSettled("a vfork child shares its parent's memory")),
             }
-            walked += 1;
-            if walked > MAX_SHARERS {
-                return Err(NotSettled("too many vfork parents"));
-            }
-            let next = process::parent_if_single_threaded(parent)?
-                .ok_or(NotSettled("a vfork parent has other threads"))?;
-            sharer = parent;
-            parent = next;
+        }
+        // Nobody else can write it from now on; before, a thread may have, and exited.
+        if !unchanged() {
+            return Err(NotSettled("the arguments changed since they were read"));
         }
         let maps = caller.maps()?;
         // The mappings found so far, each checked once: the strings of an exec are often in

@@ -66,15 +66,6 @@ impl Process {
     }
 }
 
-/// [`Process::single_threaded_parent`] of another process (a `vfork` parent), by its pid: its
-/// entries are made already (it made the exec's caller), so they are looked up by path.
-pub(super) fn parent_if_single_threaded(pid: i32) -> Result<Option<i32>, NotSettled> {
-    let task = nix::sys::stat::stat(format!("/proc/{pid}/task").as_str());
-    parent_if_one_thread(pid, task, || {
-        threads_and_parent_at(Process::open(pid)?.dir.as_fd())
-    })
-}
-
 /// The thread count from the link count of `task` (two, and one per thread: the kernel adds
 /// the count of the thread group when it reports it), then the parent from a pidfd
 /// (`PIDFD_GET_INFO`), or, where the kernel has not that request or `pid` names no

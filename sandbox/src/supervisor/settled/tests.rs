@@ -217,12 +217,15 @@ fn strings_on_a_single_threaded_processs_heap_and_stack_are_settled() {
         (stack.as_ptr() as u64, stack.len() as u64),
     ];
     let mut settler = Settler::new(Vec::new());
-    assert_eq!(settler.memory_settled(child.pid, &extents), Ok(()));
+    assert_eq!(settler.memory_settled(child.pid, &extents, || true), Ok(()));
     // A literal of this program: a private mapping of the running executable, which cannot
     // be opened for writing while it runs.
     let literal = "a string in the program's file";
     let extent = (literal.as_ptr() as u64, literal.len() as u64);
-    assert_eq!(settler.memory_settled(child.pid, &[extent]), Ok(()));
+    assert_eq!(
+        settler.memory_settled(child.pid, &[extent], || true),
+        Ok(())
+    );
 }
 
 #[test]
@@ -270,7 +273,9 @@ fn strings_in_shared_file_or_kernel_written_memory_are_not_settled() {
     ] {
         let mut settler = Settler::new(Vec::new());
         assert!(
-            settler.memory_settled(child.pid, &[extent]).is_err(),
+            settler
+                .memory_settled(child.pid, &[extent], || true)
+                .is_err(),
             "{what}"
         );
     }
@@ -282,13 +287,38 @@ fn strings_in_shared_file_or_kernel_written_memory_are_not_settled() {
 }
 
 #[test]
+fn arguments_that_changed_since_they_were_read_are_not_settled() {
+    let heap = b"/usr/bin/true\0".to_vec();
+    let child = Child::fork();
+    let extent = (heap.as_ptr() as u64, heap.len() as u64);
+    assert_eq!(
+        Settler::new(Vec::new()).memory_settled(child.pid, &[extent], || false),
+        Err(NotSettled("the arguments changed since they were read"))
+    );
+}
+
+#[test]
+fn the_arguments_are_read_again_only_once_nobody_else_can_write_them() {
+    let heap = Box::new([1u8; 64]);
+    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
+    let asked = std::cell::Cell::new(false);
+    let result =
+        Settler::new(Vec::new()).memory_settled(Pid::this(), &[(heap.as_ptr() as u64, 64)], || {
+            asked.set(true);
+            true
+        });
+    assert_eq!(result, Err(NotSettled("the process has other threads")));
+    assert!(!asked.get(), "read again while another thread could write");
+}
+
+#[test]
 fn a_process_with_other_threads_is_not_settled() {
     // This test process runs the harness's threads.
     let heap = Box::new([1u8; 64]);
     let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
     let me = Pid::this();
     assert_eq!(
-        Settler::new(Vec::new()).memory_settled(me, &[(heap.as_ptr() as u64, 64)]),
+        Settler::new(Vec::new()).memory_settled(me, &[(heap.as_ptr() as u64, 64)], || true),
         Err(NotSettled("the process has other threads"))
     );
 }
@@ -299,10 +329,6 @@ fn a_single_threaded_processs_parent_is_found_by_its_pidfd_and_its_stat_alike() 
     let me = Pid::this().as_raw();
     let process = process::Process::open(child.pid.as_raw()).unwrap();
     assert_eq!(process.single_threaded_parent(), Ok(Some(me)));
-    assert_eq!(
-        process::parent_if_single_threaded(child.pid.as_raw()),
-        Ok(Some(me))
-    );
     // The stat fallback, for kernels without PIDFD_GET_INFO, reads the same.
     let dir = nix::fcntl::open(
         format!("/proc/{}", child.pid).as_str(),
