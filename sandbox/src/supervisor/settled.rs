@@ -359,20 +359,23 @@ impl Settler {
         extents: &[(u64, u64)],
         unchanged: impl FnOnce() -> bool,
     ) -> Result<(), NotSettled> {
-        let mut caller = Process::open(pid.as_raw())?;
-        let parent = caller
-            .single_threaded_parent()?
-            .ok_or(NotSettled("the process has other threads"))?;
-        if parent > 0 {
-            match memory::same_memory(pid.as_raw(), parent) {
-                // The parent's leader compared: a leader gone before its threads has no
-                // memory to compare, and one of its threads may be the sharer.
-                Ok(false) if memory::has_memory(parent).unwrap_or(false) => {}
-                Ok(false) | Err(_) => {
-                    return Err(NotSettled("the parent's memory cannot be compared"));
-                }
-                Ok(true) => return Err(NotSettled("a vfork child shares its parent's memory")),
+        let caller_pid = pid.as_raw();
+        // The parent first, from a pidfd: a vfork child is told without making the `/proc`
+        // entries of a new pid.
+        let parent = process::parent_by_pidfd(caller_pid);
+        if let Some(parent) = parent {
+            not_shared_with(caller_pid, parent)?;
+        }
+        let mut caller = Process::open(caller_pid)?;
+        if !caller.one_thread()? {
+            return Err(NotSettled("the process has other threads"));
+        }
+        if parent.is_none() {
+            let (threads, parent) = caller.threads_and_parent()?;
+            if threads != 1 {
+                return Err(NotSettled("the process has other threads"));
             }
+            not_shared_with(caller_pid, parent)?;
         }
         // Nobody else can write it from now on; before, a thread may have, and exited.
         if !unchanged() {
@@ -435,6 +438,20 @@ impl Settler {
             return true;
         }
         caller.exe().is_some_and(same)
+    }
+}
+
+/// Whether the memory of `pid` is not shared with its parent `parent` (0: outside the PID
+/// namespace). The parent reported is a thread group, and `kcmp` compares its leader, so the
+/// leader must have a memory (not one that exited before its threads).
+fn not_shared_with(pid: i32, parent: i32) -> Result<(), NotSettled> {
+    if parent <= 0 {
+        return Ok(());
+    }
+    match memory::same_memory(pid, parent) {
+        Ok(false) if memory::has_memory(parent).unwrap_or(false) => Ok(()),
+        Ok(true) => Err(NotSettled("a vfork child shares its parent's memory")),
+        Ok(false) | Err(_) => Err(NotSettled("the parent's memory cannot be compared")),
     }
 }
 

@@ -13,7 +13,6 @@ use crate::sys::{self, memory};
 
 /// A process's `/proc/PID` directory, and what was read of it.
 pub(super) struct Process {
-    pid: i32,
     dir: OwnedFd,
     /// The device and inode of its executable, once looked up (`None` inside: unreadable).
     exe: Option<Option<(u64, u64)>>,
@@ -29,19 +28,20 @@ impl Process {
             Mode::empty(),
         )
         .map_err(|_| UNREADABLE)?;
-        Ok(Process {
-            pid,
-            dir,
-            exe: None,
-        })
+        Ok(Process { dir, exe: None })
     }
 
-    /// Its parent, if its thread group has one thread; `None` if it has more.
-    pub(super) fn single_threaded_parent(&self) -> Result<Option<i32>, NotSettled> {
-        let dir = self.dir.as_fd();
-        parent_if_one_thread(self.pid, fstatat(dir, "task", AtFlags::empty()), || {
-            threads_and_parent_at(dir)
-        })
+    /// Whether its thread group has one thread: the link count of `task` is two, and one per
+    /// thread (the kernel adds the count of the thread group when it reports it), which is
+    /// cheaper than making and reading `stat`.
+    pub(super) fn one_thread(&self) -> Result<bool, NotSettled> {
+        let task = fstatat(self.dir.as_fd(), "task", AtFlags::empty()).map_err(|_| UNREADABLE)?;
+        Ok(task.st_nlink == 3)
+    }
+
+    /// Its thread count and parent from `stat`, where [`parent_by_pidfd`] finds none.
+    pub(super) fn threads_and_parent(&self) -> Result<(u64, i32), NotSettled> {
+        threads_and_parent_at(self.dir.as_fd())
     }
 
     /// Its `maps`, for `PROCMAP_QUERY`.
@@ -66,26 +66,9 @@ impl Process {
     }
 }
 
-/// The thread count from the link count of `task` (two, and one per thread: the kernel adds
-/// the count of the thread group when it reports it), then the parent from a pidfd
-/// (`PIDFD_GET_INFO`), or, where the kernel has not that request or `pid` names no
-/// thread-group leader, from `stat`. Each of these is cheaper than making and reading `stat`.
-fn parent_if_one_thread(
-    pid: i32,
-    task: nix::Result<nix::sys::stat::FileStat>,
-    stat: impl FnOnce() -> Result<(u64, i32), NotSettled>,
-) -> Result<Option<i32>, NotSettled> {
-    if task.map_err(|_| UNREADABLE)?.st_nlink != 3 {
-        return Ok(None);
-    }
-    if let Some(parent) = parent_by_pidfd(pid) {
-        return Ok(Some(parent));
-    }
-    let (threads, parent) = stat()?;
-    Ok((threads == 1).then_some(parent))
-}
-
-fn parent_by_pidfd(pid: i32) -> Option<i32> {
+/// The parent of `pid` from a pidfd (`PIDFD_GET_INFO`, Linux 6.13): `None` where the kernel
+/// has not that request or `pid` names no thread-group leader.
+pub(super) fn parent_by_pidfd(pid: i32) -> Option<i32> {
     sys::pidfd_open(pid)
         .and_then(|fd| memory::parent_of(fd.as_fd()))
         .ok()
