@@ -394,81 +394,6 @@ const SUPERVISED_DENIED: &[(&str, i64, Guarantee)] = &[
     deny!(SYS_pidfd_getfd, Guarantee::Proc),
 ];
 
-/// `clone` flags the rows that keep a supervised exec's memory to itself look at.
-const CLONE_VM: u32 = 0x0000_0100;
-const CLONE_VFORK: u32 = 0x0000_4000;
-const CLONE_PARENT: u32 = 0x0000_8000;
-const CLONE_THREAD: u32 = 0x0001_0000;
-/// `madvise`'s `MADV_FREE`.
-const MADV_FREE: u32 = 8;
-/// `mmap`'s type bits (`MAP_TYPE`), and `MAP_DROPPABLE` (Linux 6.11) among them.
-const MAP_TYPE: u32 = 0x0f;
-const MAP_DROPPABLE: u32 = 0x08;
-
-/// What lets the exec supervisor take an exec's argv as final at its notification (see
-/// `supervisor::settled`): no process but the caller's threads and its `vfork` parent can
-/// share its memory (the settler counts the threads and compares the parent's memory), and
-/// nothing asynchronous changes that memory while the caller waits.
-///
-/// | syscall | denied when | errno | why |
-/// |---|---|---|---|
-/// | `clone` | `CLONE_VM` without `CLONE_THREAD` or `CLONE_VFORK` | `EPERM` | a process sharing the caller's memory that is neither one of its threads (counted) nor its `vfork` parent (compared) |
-/// | `clone` | `CLONE_VM` and `CLONE_PARENT` without `CLONE_THREAD` | `EPERM` | a `vfork` child whose sharer is not its parent |
-/// | `io_setup` | always | `ENOSYS` | an AIO read (`O_DIRECT`) completing into the memory later; `ENOSYS` is what kernels without AIO answer, and libaio users fall back |
-/// | `madvise` | advice is `MADV_FREE` | `EINVAL` | a lazily freed page reads back as zeros after reclaim; `EINVAL` is what kernels before 4.5 answer, and allocators fall back to `MADV_DONTNEED` |
-/// | `process_madvise` | advice is `MADV_FREE` | `EINVAL` | the same, asked of the process's own memory (which takes any advice) |
-/// | `mmap` | type is `MAP_DROPPABLE` | `EINVAL` | its pages read back as zeros once reclaimed; `EINVAL` is what kernels before 6.11 answer (glibc then keeps its random state in ordinary memory) |
-fn settled_exec_rows() -> Vec<DenyRule> {
-    let masked = |mask: u32, value: u32| When::All(vec![arg(0, CmpOp::MaskedEq { mask, value })]);
-    vec![
-        row(
-            sys!(SYS_clone),
-            masked(CLONE_VM | CLONE_THREAD | CLONE_VFORK, CLONE_VM),
-            libc::EPERM,
-            Guarantee::Proc,
-        ),
-        row(
-            sys!(SYS_clone),
-            masked(
-                CLONE_VM | CLONE_PARENT | CLONE_THREAD,
-                CLONE_VM | CLONE_PARENT,
-            ),
-            libc::EPERM,
-            Guarantee::Proc,
-        ),
-        row(
-            sys!(SYS_io_setup),
-            When::Always,
-            libc::ENOSYS,
-            Guarantee::Proc,
-        ),
-        row(
-            sys!(SYS_madvise),
-            When::All(vec![arg(2, CmpOp::Eq(MADV_FREE))]),
-            libc::EINVAL,
-            Guarantee::Proc,
-        ),
-        row(
-            sys!(SYS_process_madvise),
-            When::All(vec![arg(3, CmpOp::Eq(MADV_FREE))]),
-            libc::EINVAL,
-            Guarantee::Proc,
-        ),
-        row(
-            sys!(SYS_mmap),
-            When::All(vec![arg(
-                3,
-                CmpOp::MaskedEq {
-                    mask: MAP_TYPE,
-                    value: MAP_DROPPABLE,
-                },
-            )]),
-            libc::EINVAL,
-            Guarantee::Proc,
-        ),
-    ]
-}
-
 /// The table of [`SeccompProfile::MountLock`] (see [`MOUNT_LOCK_DENIED`]).
 #[must_use]
 pub fn mount_lock_rules() -> Vec<DenyRule> {
@@ -771,9 +696,7 @@ pub fn compile_supervised(
 }
 
 /// The rule table of [`compile_supervised`]: [`rules`], plus what the exec supervisor needs
-/// denied where the profile does not deny it already (mount-lock), plus, where the supervisor
-/// may decide at the notification (the confined profiles, whose commands run under Landlock
-/// in a read-only mount view), the rows of [`settled_exec_rows`].
+/// denied where the profile does not deny it already (mount-lock).
 #[must_use]
 pub fn supervised_rules(profile: SeccompProfile, options: SeccompOptions) -> Vec<DenyRule> {
     let mut table = rules(profile, options);
@@ -783,8 +706,6 @@ pub fn supervised_rules(profile: SeccompProfile, options: SeccompOptions) -> Vec
                 row((name, nr), When::Always, libc::EPERM, guarantee)
             }),
         );
-    } else if profile != SeccompProfile::None {
-        table.extend(settled_exec_rows());
     }
     table
 }

@@ -11,8 +11,6 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::libc;
 
-pub mod fs_context;
-pub mod memory;
 pub mod notify;
 pub mod ptrace;
 pub mod sched;

@@ -21,7 +21,10 @@ use super::support::{ExecEnv, is_root, run_bounded, run_within};
 /// (a directory, `dirname WORD/`, until the thread completes it) of `echo harmful`. In mode
 /// `dying-parent` the exec is a `vfork` child's whose parent dies meanwhile (killed after a
 /// varying delay): the kernel then writes 0 to the parent's `clear_child_tid`, which it pointed
-/// into the argument `harmfulXYZW`, leaving `harmful`. Each echo prints what it was given; a
+/// into the argument `harmfulXYZW`, leaving `harmful`. In mode `cousin` two threads each
+/// `vfork` a child and the main thread execs `sleep`, which kills both threads: the children
+/// share the old memory with each other and with no parent; one execs `echo WORD`, the other
+/// writes `harmful` into it after a varying delay. Each echo prints what it was given; a
 /// status line per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
@@ -136,6 +139,84 @@ static int dying_parent(const char *echo) {
     return code;
 }
 
+/* Mode cousin (see above). The memory the children share: the word, argv, their stacks. */
+static char *shared_mem;
+static const char *cousin_echo;
+static volatile int *cousins_started, *cousin_go;
+static pid_t cousin_parent;
+static int cousin_exec(void *unused) {
+    (void)unused;
+    char exe[64], now[256], before[256];
+    snprintf(exe, sizeof exe, "/proc/%d/exe", cousin_parent);
+    ssize_t n = readlink(exe, before, sizeof before - 1);
+    if (n < 0) syscall(SYS_exit, 7);
+    before[n] = 0;
+    __atomic_add_fetch(cousins_started, 1, __ATOMIC_SEQ_CST);
+    /* Until the parent runs its new program: its threads are gone then. */
+    for (;;) {
+        n = readlink(exe, now, sizeof now - 1);
+        if (n > 0 && (now[n] = 0, strcmp(now, before) != 0)) break;
+    }
+    *cousin_go = 1;
+    syscall(SYS_execve, cousin_echo, (char **)(shared_mem + 8192), environ);
+    syscall(SYS_exit, 126);
+    return 0;
+}
+static int cousin_write(void *unused) {
+    (void)unused;
+    union { char text[8]; unsigned long long bits; } harmful = { "harmful" };
+    __atomic_add_fetch(cousins_started, 1, __ATOMIC_SEQ_CST);
+    while (!*cousin_go) {}
+    for (volatile long i = 0; i < delay; i++) {}
+    __atomic_store_n((unsigned long long *)(shared_mem + 4096), harmful.bits, __ATOMIC_RELAXED);
+    syscall(SYS_exit, 0);
+    return 0;
+}
+static void *vfork_exec(void *unused) {
+    (void)unused;
+    clone(cousin_exec, shared_mem + (2 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    return NULL;
+}
+static void *vfork_write(void *unused) {
+    (void)unused;
+    clone(cousin_write, shared_mem + (3 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    return NULL;
+}
+/* Exits with how the echo ended (the other processes end with 0). */
+static int cousins(const char *echo) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    pid_t parent = fork();
+    if (parent < 0) return 3;
+    if (parent == 0) {
+        cousin_parent = getpid();
+        cousin_echo = echo;
+        shared_mem = mmap(NULL, 3 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (shared_mem == MAP_FAILED) _exit(7);
+        strcpy(shared_mem + 4096, "neutral");
+        strcpy(shared_mem + 8192 + 256, "echo");
+        char **args = (char **)(shared_mem + 8192);
+        args[0] = shared_mem + 8192 + 256;
+        args[1] = shared_mem + 4096;
+        args[2] = NULL;
+        cousins_started = (volatile int *)(shared_mem + 12288);
+        cousin_go = (volatile int *)(shared_mem + 12288 + 64);
+        pthread_t a, b;
+        if (pthread_create(&a, NULL, vfork_exec, NULL) || pthread_create(&b, NULL, vfork_write, NULL)) _exit(4);
+        while (*cousins_started < 2) {}
+        char *sleep_args[] = {"sleep", "0.05", NULL};
+        execve("/bin/sleep", sleep_args, environ);
+        _exit(7);
+    }
+    int code = 0;
+    for (;;) {
+        int status;
+        if (waitpid(-1, &status, 0) < 0) break;
+        int c = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        if (c > code) code = c;
+    }
+    return code;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int attempts = atoi(argv[1]);
@@ -146,6 +227,7 @@ int main(int argc, char **argv) {
     int exiting = strcmp(argv[2], "exiting") == 0;
     int exiting_path = strcmp(argv[2], "exiting-path") == 0;
     int dying = strcmp(argv[2], "dying-parent") == 0;
+    int cousin = strcmp(argv[2], "cousin") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
@@ -155,6 +237,7 @@ int main(int argc, char **argv) {
         if (pid < 0) return 3;
         if (pid == 0) {
             if (dying) _exit(dying_parent(echo));
+            if (cousin) _exit(cousins(echo));
             if (exiting || exiting_path) {
                 pthread_t t;
                 char *args[] = {"echo", exiting ? word.text : "harmful", NULL};
@@ -383,6 +466,11 @@ fn a_vfork_parent_dying_while_its_child_execs_gets_no_denied_exec_to_run() {
 }
 
 #[test]
+fn a_vfork_child_sharing_its_memory_with_no_parent_gets_no_denied_exec_to_run() {
+    race_decided_at_the_exec_event("cousin");
+}
+
+#[test]
 fn argv_in_memory_another_process_writes_through_map_shared_is_decided_at_the_exec_event() {
     race_decided_at_the_exec_event("shared");
 }
@@ -392,12 +480,12 @@ fn argv_in_a_private_mapping_of_a_file_another_process_writes_is_decided_at_the_
     race_decided_at_the_exec_event("file");
 }
 
-/// What would let another process change a waiting exec's memory is refused in a supervised
-/// sandbox, and only there: a `clone` sharing the memory that is neither a thread nor a
-/// `vfork`, AIO, lazily freed memory (`MADV_FREE` by `madvise` or `process_madvise`) and
-/// droppable memory (`MAP_DROPPABLE`); threads, `vfork` and `posix_spawn` work.
+/// Command rules take nothing away from what a program may do with its memory: the exec
+/// event they rest on holds whoever shares the memory of an exec's caller, so sharing it
+/// (`clone` with `CLONE_VM`), AIO, lazily freed and droppable memory, threads, `vfork` and
+/// `posix_spawn` work as they do without rules.
 #[test]
-fn a_supervised_sandbox_refuses_sharing_memory_aio_and_lazy_freeing() {
+fn a_supervised_sandbox_leaves_memory_sharing_aio_and_lazy_freeing_alone() {
     let e = ExecEnv::new();
     let source = e.write(
         "sharing.c",
@@ -463,44 +551,28 @@ int main(void) {
         "cc: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let supervised = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["./sharing"]));
-    supervised.assert_ok();
-    for (key, want) in [
-        ("clone_vm", "Operation not permitted"),
-        ("io_setup", "Function not implemented"),
-        ("madv_free", "Invalid argument"),
-        ("madv_dontneed", "ok"),
-        ("process_madv_free", "Invalid argument"),
-        ("process_madv_cold", "ok"),
-        ("map_droppable", "Invalid argument"),
-        ("thread", "ok"),
-        ("vfork", "ok"),
-        ("posix_spawn", "ok"),
-    ] {
-        assert_eq!(
-            supervised.value(key),
-            want,
-            "{key} under rules: {}",
-            supervised.stdout
-        );
-    }
-    // Without command rules (no supervisor) nothing of this changes.
-    let plain =
-        run_bounded(&mut e.exec_cmd(&["--profile", "workspace-write"], &[], &["./sharing"]));
-    plain.assert_ok();
-    for key in [
-        "clone_vm",
-        "io_setup",
-        "madv_free",
-        "process_madv_free",
-        "map_droppable",
-    ] {
-        assert_eq!(
-            plain.value(key),
-            "ok",
-            "{key} without rules: {}",
-            plain.stdout
-        );
+    for profile in ["ci-locked", "workspace-write"] {
+        let run = run_bounded(&mut e.exec_cmd(&["--profile", profile], &[], &["./sharing"]));
+        run.assert_ok();
+        for key in [
+            "clone_vm",
+            "io_setup",
+            "madv_free",
+            "madv_dontneed",
+            "process_madv_free",
+            "process_madv_cold",
+            "map_droppable",
+            "thread",
+            "vfork",
+            "posix_spawn",
+        ] {
+            assert_eq!(
+                run.value(key),
+                "ok",
+                "{key} under {profile}: {}",
+                run.stdout
+            );
+        }
     }
 }
 

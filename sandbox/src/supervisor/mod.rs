@@ -23,18 +23,15 @@
 //!   that the notification is still valid: the tid still names the caller, not a recycled
 //!   pid):
 //!   - a file that is not there (`stat` fails: a shell or `execvp` searching `PATH` makes
-//!     several such execs for each one that runs): its argv is not read, and the exec goes on
-//!     as an allowed one (the kernel fails it, or it is decided at its exec event);
+//!     several such execs for each one that runs): its argv is not read; where the path names
+//!     nothing through directories that cannot change and that anyone may search, the exec is
+//!     answered with the kernel's own error (`ENOENT`, `ENOTDIR`: [`settled`]); otherwise it
+//!     goes on as an allowed one (the kernel fails it, or it is decided at its exec event);
 //!   - deny: the exec fails with `EACCES` (an ordinary failed exec, on every architecture);
 //!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
 //!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
 //!     channel, the answer is no;
-//!   - allow, where what was read is final ([`settled`]: one thread, not a `vfork` child, what
-//!     was read read again unchanged once nobody else could write it, the strings in private
-//!     memory nothing else changes, a native program on read-only mounts): `CONTINUE`, untraced, and this is the decision; likewise a
-//!     file that is not there, in directories that cannot change (the kernel fails the exec),
-//!     answered with the kernel's error itself where that error is the same for every caller;
-//!   - allow (or approved) otherwise: the supervisor attaches to that thread with `PTRACE_SEIZE`
+//!   - allow (or approved): the supervisor attaches to that thread with `PTRACE_SEIZE`
 //!     (`PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL` only: no fork or clone tracing) and lets the
 //!     call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). That answer succeeds only while the
 //!     caller still waits, and a waiting caller keeps its tid, so when it succeeds the thread
@@ -67,9 +64,10 @@
 //! The check at the notification reads memory the caller shares with other threads (and, for
 //! `vfork`/`posix_spawn`, with its parent, or with other processes through `MAP_SHARED`,
 //! `memfd` or file mappings): anyone sharing it can rewrite argv after that read and before
-//! the kernel copies it. So that check decides denials early, and allows only where
-//! [`settled`] shows that no one else can write what it read and the program cannot change;
-//! everything else allowed to run is decided at `PTRACE_EVENT_EXEC`, when:
+//! the kernel copies it, and which tasks share it cannot be known from outside (a `vfork`
+//! child shares it with tasks that are not its parent once its parent is gone: [`settled`]).
+//! So that check decides denials early, and everything allowed to run is decided at
+//! `PTRACE_EVENT_EXEC`, when:
 //!
 //! - the exec has replaced the memory of the process (a fresh `mm` that no other task shares:
 //!   `de_thread` has killed every other thread of the thread group, and a `vfork` parent got
@@ -121,7 +119,6 @@
 //! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
-pub mod formats;
 mod git;
 pub mod identity;
 mod notify;
@@ -158,11 +155,10 @@ pub struct SupervisorConfig {
     pub rules: ExecRules,
     /// The programs the rules name, resolved when the session started.
     pub programs: Vec<KnownProgram>,
-    /// Where an exec allowed at its notification may be let go without its exec event when
-    /// what it read is final ([`settled`]): the `binfmt_misc` entries then. `None` where it may
-    /// not: the command is not under Landlock in the read-only mount view with the confined
-    /// filter, or the entries cannot be known.
-    pub settle: Option<Vec<formats::Entry>>,
+    /// Whether a try of a `PATH` search that names nothing may be answered at its notification
+    /// with the kernel's own error ([`settled`]): the command is under Landlock in the
+    /// read-only mount view with the confined filter.
+    pub settle: bool,
 }
 
 impl SupervisorConfig {
@@ -172,7 +168,7 @@ impl SupervisorConfig {
         let rules = spec.exec_rules.clone()?;
         let names: Vec<String> = rules.program_names().into_iter().collect();
         let programs = identity::resolve(&names, spec.env.get("PATH").map(String::as_str));
-        let settle = settles(spec).then(formats::registered).flatten();
+        let settle = settles(spec);
         Some(SupervisorConfig {
             rules,
             programs,
@@ -181,9 +177,9 @@ impl SupervisorConfig {
     }
 }
 
-/// Whether `spec` gives what [`settled`] relies on: Landlock (no writing `/proc/PID/mem`) and
-/// the read-only mount view, which the confined modes have and require, and the confined
-/// filter (its supervised rows; ptrace and `process_vm_writev` denied).
+/// Whether `spec` gives what [`settled`] relies on: the read-only mount view (directories that
+/// cannot change), which the confined modes have and require with Landlock, and the confined
+/// filter (the command cannot mount).
 fn settles(spec: &SandboxSpec) -> bool {
     use bridle_policy::{Guarantee, SandboxMode, SeccompProfile};
     let needed = [Guarantee::FsWrite, Guarantee::Proc];
@@ -253,7 +249,8 @@ pub(crate) struct Supervisor {
     channel: Option<Channel>,
     /// Reused by every exec event's read of the new stack.
     scratch: stack::Scratch,
-    /// Where execs may be settled at their notification ([`settled`]).
+    /// Where a `PATH` try that names nothing may be answered at its notification
+    /// ([`settled`]).
     settler: Option<settled::Settler>,
     /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
     /// every directory, which is one denial to report, not one per directory.
@@ -321,7 +318,7 @@ impl Supervisor {
             channel,
             last_refused: None,
             scratch: stack::Scratch::default(),
-            settler: config.settle.map(settled::Settler::new),
+            settler: config.settle.then(settled::Settler::default),
         }
     }
 

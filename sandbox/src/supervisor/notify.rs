@@ -1,7 +1,8 @@
 //! The supervisor's side of seccomp user notification: an exec waiting for its answer (see the
 //! module docs of [`super`]). Denials are decided here, early; what is allowed is let on to its
-//! exec event, where [`Supervisor::after_exec`](super::Supervisor) decides, unless what this
-//! read is final ([`super::settled`]): then the answer here is the decision.
+//! exec event, where [`Supervisor::after_exec`](super::Supervisor) decides; a try of a `PATH`
+//! search that names nothing may be answered here with the kernel's own error
+//! ([`super::settled`]).
 
 use std::os::fd::AsFd;
 
@@ -22,9 +23,6 @@ enum Answer {
     /// On to its exec event, with what it found there, and whether it found the file the exec
     /// names (then the exec usually succeeds: see [`warm_proc_entries`]).
     Proceed(Box<Traced>, bool),
-    /// It goes on untraced: what the notification read is final, and allowed (or names no
-    /// file, so the kernel fails it).
-    Settled,
     /// It fails with `EACCES`.
     Refuse,
     /// It fails with this error, the one the kernel would fail it with (it names nothing).
@@ -55,9 +53,6 @@ impl Supervisor {
         };
         match self.at_notification(&notification) {
             Answer::Proceed(seen, file) => self.let_exec(&notification, *seen, file),
-            // `CONTINUE` succeeds only while the caller still waits, so what was read was of
-            // the caller (a waiting caller keeps its tid).
-            Answer::Settled => self.respond(&notification, Response::Continue),
             Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
             Answer::Fail(errno) => self.respond(&notification, Response::Fail(errno)),
             Answer::Gone => {}
@@ -90,7 +85,6 @@ impl Supervisor {
             &mut self.scratch,
             program_file,
         );
-        let untraced = !self.traced.contains_key(&notification.tid);
         let (read, file) = match pending {
             Ok(Pending::Exec(read, file)) => (read, file),
             // A try of a `PATH` search, answered with the kernel's own error: the call then
@@ -102,20 +96,6 @@ impl Supervisor {
             {
                 return Answer::Fail(errno);
             }
-            Ok(Pending::NoFile(missing))
-                if untraced
-                    && !missing.relative
-                    && self.settler.as_mut().is_some_and(|s| {
-                        let again = || match read_again(pid, notification, &mut self.scratch, false)
-                        {
-                            Some(Pending::NoFile(m)) => Some((m.path, m.extent)),
-                            _ => None,
-                        };
-                        s.missing(pid, &missing.path, missing.extent, again).is_ok()
-                    }) =>
-            {
-                return Answer::Settled;
-            }
             // What cannot be read here is decided at the exec event, if the exec happens. A
             // file that is not there is not run either (the kernel fails the exec), or is
             // decided at the exec event. (Not answered here with the error the supervisor's
@@ -123,7 +103,7 @@ impl Supervisor {
             // `/dev/fd/N` or a symlink to them name other files than in the caller.)
             Ok(Pending::NoFile(_)) | Err(_) => return Answer::Proceed(Box::default(), false),
         };
-        let (facts, read_more) = self.facts(
+        let (facts, _) = self.facts(
             pid,
             &read,
             &file,
@@ -132,19 +112,6 @@ impl Supervisor {
         );
         let verdict = self.decide(pid, &read, &facts);
         if verdict.decision == Decision::Allow {
-            let settled = untraced
-                && !read_more
-                && read.cwd.is_none()
-                && self.settler.as_mut().is_some_and(|s| {
-                    let again = || match read_again(pid, notification, &mut self.scratch, true) {
-                        Some(Pending::Exec(read, ())) => Some(read),
-                        _ => None,
-                    };
-                    s.exec(pid, &read, &file, again).is_ok()
-                });
-            if settled {
-                return Answer::Settled;
-            }
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
             return Answer::Proceed(seen(None, facts, verdict), true);
@@ -234,26 +201,6 @@ impl Supervisor {
         let record = self.record(pid, &read, &ExecFacts::default(), &verdict);
         self.report(record);
     }
-}
-
-/// The exec waiting at `notification` read again from the caller's memory, for the settler's
-/// check that it has not changed: its path and what follows from it as before (`found`: as
-/// when the notification found the file, which is not looked up again).
-fn read_again(
-    pid: Pid,
-    notification: &Notification,
-    scratch: &mut super::stack::Scratch,
-    found: bool,
-) -> Option<Pending<()>> {
-    let execveat = i64::from(notification.nr) == nix::libc::SYS_execveat;
-    tracee::before_exec(pid, execveat, notification.args, scratch, |_| {
-        if found {
-            Ok(())
-        } else {
-            Err(std::io::ErrorKind::NotFound.into())
-        }
-    })
-    .ok()
 }
 
 /// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the

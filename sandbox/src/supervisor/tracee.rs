@@ -51,10 +51,6 @@ pub struct ExecRead {
     /// Where the environment vector is in the caller's memory (before the exec; read it
     /// with [`env_before_exec`] when needed); 0 after the exec ([`env_after_exec`]).
     pub envp: u64,
-    /// Before the exec: every range of the caller's memory the kernel will read the path and
-    /// argv from (start, length): the path and each argument with its NUL, the pointer vector
-    /// with its NULL. Empty after the exec.
-    pub extents: Vec<(u64, u64)>,
 }
 
 impl ExecRead {
@@ -122,7 +118,6 @@ pub fn after_exec(
             argv,
             cwd: None,
             envp: 0,
-            extents: Vec::new(),
         },
         exe,
     ))
@@ -479,8 +474,6 @@ pub struct Missing {
     pub path: PathBuf,
     /// It was relative (resolved against the working directory).
     pub relative: bool,
-    /// Where the path is in the caller's memory, with its NUL.
-    pub extent: (u64, u64),
 }
 
 /// The exec `pid` is about to make: `execve(path, argv, envp)` or `execveat(dirfd, path,
@@ -531,40 +524,28 @@ pub fn before_exec<T>(
     } else {
         PathBuf::from(format!("/proc/{pid}/fd/{dirfd}")).join(named)
     };
-    let path_extent = (path_at, named.as_os_str().len() as u64 + 1);
     let Ok(file) = file(&path) else {
         return Ok(Pending::NoFile(Missing {
             relative: cwd.is_some(),
             path,
-            extent: path_extent,
         }));
     };
-    let mut extents = vec![path_extent];
-    let argv = match argv_within_pages(&pages, argv_at, &mut extents) {
+    let argv = match argv_within_pages(&pages, argv_at) {
         Some(argv) => argv,
         None => {
-            extents.truncate(1);
             let first = page_rest(&pages, argv_at).map(<[u8]>::to_vec);
-            let (pointers, argv) = read_vector_at(pid, argv_at, first, &pages, &mut budget)?;
-            extents.extend(
-                pointers
-                    .iter()
-                    .zip(&argv)
-                    .map(|(&p, a)| (p, a.len() as u64 + 1)),
-            );
-            argv.iter().map(|a| lossy(a)).collect()
+            read_vector(pid, argv_at, first, &pages, &mut budget)?
+                .iter()
+                .map(|a| lossy(a))
+                .collect()
         }
     };
-    if argv_at != 0 {
-        extents.push((argv_at, 8 * (argv.len() as u64 + 1)));
-    }
     Ok(Pending::Exec(
         ExecRead {
             path,
             argv,
             cwd,
             envp: envp_at,
-            extents,
         },
         file,
     ))
@@ -579,12 +560,7 @@ fn whole_in_pages(pages: Pages<'_>, at: u64) -> Option<&[u8]> {
 /// The usual argv, read with no more than the pages of the path and of argv: the pointer
 /// vector and every argument lie in `pages`. `None` for anything else, which the general
 /// reading handles (and reports on).
-/// Each argument's extent is added to `extents`.
-fn argv_within_pages(
-    pages: Pages<'_>,
-    argv_at: u64,
-    extents: &mut Vec<(u64, u64)>,
-) -> Option<Vec<String>> {
+fn argv_within_pages(pages: Pages<'_>, argv_at: u64) -> Option<Vec<String>> {
     if argv_at == 0 || !argv_at.is_multiple_of(8) {
         return None;
     }
@@ -594,9 +570,7 @@ fn argv_within_pages(
         if pointer == 0 {
             return Some(argv);
         }
-        let arg = whole_in_pages(pages, pointer)?;
-        extents.push((pointer, arg.len() as u64 + 1));
-        argv.push(lossy(arg));
+        argv.push(lossy(whole_in_pages(pages, pointer)?));
     }
     // The vector goes on past the pages read.
     None
@@ -779,14 +753,6 @@ mod tests {
         let read = read_before(args(path)).unwrap();
         assert_eq!(read.path, Path::new("/bin/true"));
         assert_eq!(read.argv, ["true", "--flag"]);
-        // Every byte the kernel will read: the path, each argument, the vector, with their
-        // terminators.
-        let at = |b: &[u8]| (b.as_ptr() as u64, b.len() as u64);
-        let mut extents = read.extents.clone();
-        extents.sort_unstable();
-        let mut want = vec![at(path), at(a0), at(a1), (argv.as_ptr() as u64, 24)];
-        want.sort_unstable();
-        assert_eq!(extents, want);
         assert_eq!(
             read.cwd, None,
             "an absolute path needs no working directory"

@@ -1,10 +1,6 @@
-#![allow(unsafe_code, reason = "tests fork children whose memory they inspect")]
-
 use std::os::unix::fs::symlink;
 
 use nix::libc;
-use nix::sys::wait::waitpid;
-use nix::unistd::{ForkResult, fork};
 
 use super::*;
 
@@ -15,11 +11,12 @@ fn settler_with_writable(writable: &'static Path) -> Settler {
     fn view(path: &Path) -> bool {
         WRITABLE.with(|w| !w.borrow().as_ref().is_some_and(|dir| path.starts_with(dir)))
     }
-    let mut settler = Settler::new(Vec::new());
-    settler.read_only = view;
-    // One read-only mount of everything: nothing is shown writable elsewhere.
-    settler.mounts = Some(mounts::parse(b"1 0 1:1 / / ro - ext4 /dev/x ro\n"));
-    settler
+    Settler {
+        read_only: view,
+        // One read-only mount of everything: nothing is shown writable elsewhere.
+        mounts: Some(mounts::parse(b"1 0 1:1 / / ro - ext4 /dev/x ro\n")),
+        ..Settler::default()
+    }
 }
 
 fn leaked_tempdir() -> &'static Path {
@@ -156,209 +153,6 @@ fn on_this_hosts_own_writable_root_nothing_is_settled() {
     if read_only(Path::new("/")) {
         return;
     }
-    let mut settler = Settler::new(Vec::new());
+    let mut settler = Settler::default();
     assert!(settler.resolve(Path::new("/bin/sh")).is_err());
-}
-
-#[test]
-fn the_stat_line_is_read_after_the_commands_last_parenthesis() {
-    let line = b"42 (a) (b c) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 123 \
-                 4096 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
-    assert_eq!(process::parse_stat(line), Some((3, 7)));
-    assert_eq!(process::parse_stat(b"42 (x"), None);
-}
-
-/// A child forked from this process, stopped in `read` until dropped: its memory is a copy of
-/// this process's at the fork (the same addresses), and it has one thread.
-struct Child {
-    pid: Pid,
-    release: std::os::fd::OwnedFd,
-}
-
-impl Child {
-    fn fork() -> Child {
-        let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        // SAFETY: the child only makes the async-signal-safe calls read and _exit.
-        match unsafe { fork() }.unwrap() {
-            ForkResult::Child => {
-                let mut byte = 0u8;
-                // SAFETY: reads one byte into a live local from the pipe's read end.
-                unsafe {
-                    libc::read(
-                        std::os::fd::AsRawFd::as_raw_fd(&read_end),
-                        (&raw mut byte).cast(),
-                        1,
-                    );
-                    libc::_exit(0)
-                }
-            }
-            ForkResult::Parent { child } => Child {
-                pid: child,
-                release: write_end,
-            },
-        }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = nix::unistd::write(&self.release, b"x");
-        let _ = waitpid(self.pid, None);
-    }
-}
-
-#[test]
-fn strings_on_a_single_threaded_processs_heap_and_stack_are_settled() {
-    let heap = b"/usr/bin/true\0".to_vec();
-    let stack = *b"--version\0";
-    let child = Child::fork();
-    let extents = [
-        (heap.as_ptr() as u64, heap.len() as u64),
-        (stack.as_ptr() as u64, stack.len() as u64),
-    ];
-    let mut settler = Settler::new(Vec::new());
-    assert_eq!(settler.memory_settled(child.pid, &extents, || true), Ok(()));
-    // A literal of this program: a private mapping of the running executable, which cannot
-    // be opened for writing while it runs.
-    let literal = "a string in the program's file";
-    let extent = (literal.as_ptr() as u64, literal.len() as u64);
-    assert_eq!(
-        settler.memory_settled(child.pid, &[extent], || true),
-        Ok(())
-    );
-}
-
-#[test]
-fn strings_in_shared_file_or_kernel_written_memory_are_not_settled() {
-    // SAFETY: a new shared anonymous mapping of one page; nothing else refers to it.
-    let shared = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(shared, libc::MAP_FAILED);
-    // A private mapping of a file that can be written (here: by this process).
-    let file = tempfile::tempfile().unwrap();
-    file.set_len(4096).unwrap();
-    // SAFETY: a new private read-only mapping of a file this test owns.
-    let private = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ,
-            libc::MAP_PRIVATE,
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            0,
-        )
-    };
-    assert_ne!(private, libc::MAP_FAILED);
-    // SAFETY: getauxval reads this process's auxiliary vector; it takes an integer only.
-    let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-    let heap = Box::new([1u8; 64]);
-    let child = Child::fork();
-    for (what, extent) in [
-        ("shared", (shared as u64, 16)),
-        ("a writable file", (private as u64, 16)),
-        ("vdso", (vdso, 16)),
-        ("unmapped", (8, 16)),
-        (
-            "heap running into nothing",
-            (heap.as_ptr() as u64, u64::MAX / 2),
-        ),
-    ] {
-        let mut settler = Settler::new(Vec::new());
-        assert!(
-            settler
-                .memory_settled(child.pid, &[extent], || true)
-                .is_err(),
-            "{what}"
-        );
-    }
-    drop(child);
-    // SAFETY: unmaps exactly the shared mapping made above; nothing refers to it any more.
-    unsafe { libc::munmap(shared, 4096) };
-    // SAFETY: likewise for the private mapping of the file.
-    unsafe { libc::munmap(private, 4096) };
-}
-
-#[test]
-fn arguments_that_changed_since_they_were_read_are_not_settled() {
-    let heap = b"/usr/bin/true\0".to_vec();
-    let child = Child::fork();
-    let extent = (heap.as_ptr() as u64, heap.len() as u64);
-    assert_eq!(
-        Settler::new(Vec::new()).memory_settled(child.pid, &[extent], || false),
-        Err(NotSettled("the arguments changed since they were read"))
-    );
-}
-
-#[test]
-fn the_arguments_are_read_again_only_once_nobody_else_can_write_them() {
-    let heap = Box::new([1u8; 64]);
-    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
-    let asked = std::cell::Cell::new(false);
-    let result =
-        Settler::new(Vec::new()).memory_settled(Pid::this(), &[(heap.as_ptr() as u64, 64)], || {
-            asked.set(true);
-            true
-        });
-    assert_eq!(result, Err(NotSettled("the process has other threads")));
-    assert!(!asked.get(), "read again while another thread could write");
-}
-
-#[test]
-fn a_process_with_other_threads_is_not_settled() {
-    // This test process runs the harness's threads.
-    let heap = Box::new([1u8; 64]);
-    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
-    let me = Pid::this();
-    assert_eq!(
-        Settler::new(Vec::new()).memory_settled(me, &[(heap.as_ptr() as u64, 64)], || true),
-        Err(NotSettled("the process has other threads"))
-    );
-}
-
-#[test]
-fn a_single_threaded_processs_parent_is_found_by_its_pidfd_and_its_stat_alike() {
-    let child = Child::fork();
-    let me = Pid::this().as_raw();
-    let process = process::Process::open(child.pid.as_raw()).unwrap();
-    assert_eq!(process.one_thread(), Ok(true));
-    let lacks = crate::host_lacks("pidfd-info");
-    assert!(
-        process::parent_by_pidfd(child.pid.as_raw()) == Some(me) || lacks,
-        "PIDFD_GET_INFO (Linux 6.13) found no parent (set BRIDLE_HOST_LACKS=pidfd-info on hosts without it)"
-    );
-    // The stat fallback, for kernels without PIDFD_GET_INFO, reads the same.
-    let dir = nix::fcntl::open(
-        format!("/proc/{}", child.pid).as_str(),
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
-        nix::sys::stat::Mode::empty(),
-    )
-    .unwrap();
-    assert_eq!(
-        process::threads_and_parent_at(std::os::fd::AsFd::as_fd(&dir)),
-        Ok((1, me))
-    );
-    let pidfd = crate::sys::pidfd_open(child.pid.as_raw()).unwrap();
-    match crate::sys::memory::parent_of(std::os::fd::AsFd::as_fd(&pidfd)) {
-        Ok(parent) => assert_eq!(parent, me),
-        Err(e) => assert!(
-            lacks,
-            "PIDFD_GET_INFO (Linux 6.13) failed: {e} (set BRIDLE_HOST_LACKS=pidfd-info on hosts without it)"
-        ),
-    }
-}
-
-#[test]
-fn the_thread_count_comes_from_the_task_directory() {
-    let _other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(2)));
-    let me = process::Process::open(Pid::this().as_raw()).unwrap();
-    assert_eq!(me.one_thread(), Ok(false));
-    assert!(me.threads_and_parent().unwrap().0 > 1);
 }
