@@ -442,7 +442,7 @@ impl Supervisor {
             }
         };
         let exe = tracee::proc_path(pid, "exe");
-        let (facts, _) = self.facts(
+        let facts = self.facts(
             pid,
             &read,
             &file,
@@ -512,8 +512,8 @@ impl Supervisor {
     }
 
     /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
-    /// its content be needed), and whether that took more than the path and argv: the
-    /// environment or the working directory (git's configuration, the dynamic loader).
+    /// its content be needed; the environment and the working directory are read for git's
+    /// configuration and the dynamic loader).
     fn facts(
         &mut self,
         pid: Pid,
@@ -521,7 +521,7 @@ impl Supervisor {
         file: &std::fs::Metadata,
         open: impl FnOnce() -> std::io::Result<std::fs::File>,
         stage: Stage,
-    ) -> (ExecFacts, bool) {
+    ) -> ExecFacts {
         let argv0 = read
             .argv
             .first()
@@ -558,9 +558,7 @@ impl Supervisor {
         }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;
-        let loader = names.iter().any(|n| n == LOADER);
-        let more = loader || (self.names_git && is_git);
-        (facts, more)
+        facts
     }
 
     /// The record of a decision (its outcome is set by the caller).

@@ -103,7 +103,7 @@ impl Supervisor {
             // `/dev/fd/N` or a symlink to them name other files than in the caller.)
             Ok(Pending::NoFile(_)) | Err(_) => return Answer::Proceed(Box::default(), false),
         };
-        let (facts, _) = self.facts(
+        let facts = self.facts(
             pid,
             &read,
             &file,

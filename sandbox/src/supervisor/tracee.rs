@@ -400,19 +400,8 @@ fn read_vector(
     pages: Pages<'_>,
     budget: &mut usize,
 ) -> Result<Vec<Vec<u8>>, Unreadable> {
-    read_vector_at(pid, addr, first, pages, budget).map(|(_, strings)| strings)
-}
-
-/// [`read_vector`], with the pointers (one per string).
-fn read_vector_at(
-    pid: Pid,
-    addr: u64,
-    first: Option<Vec<u8>>,
-    pages: Pages<'_>,
-    budget: &mut usize,
-) -> Result<(Vec<u64>, Vec<Vec<u8>>), Unreadable> {
     if addr == 0 {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Vec::new());
     }
     if !addr.is_multiple_of(8) {
         return Err(Unreadable("a pointer vector that is not aligned".into()));
@@ -448,8 +437,7 @@ fn read_vector_at(
         }
         at += u64::try_from(bytes.len()).unwrap_or(PAGE);
     }
-    let strings = read_strings(pid, &pointers, pages, budget)?;
-    Ok((pointers, strings))
+    read_strings(pid, &pointers, pages, budget)
 }
 
 /// `AT_FDCWD`.
