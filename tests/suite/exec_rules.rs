@@ -80,6 +80,14 @@ pub(super) const EVASIONS: &[(&str, &str)] = &[
         "shopt -s expand_aliases\nalias p='git push'\np origin HEAD:main",
     ),
     (
+        "git's autocorrect",
+        "git -c help.autocorrect=immediate psh origin HEAD:main",
+    ),
+    (
+        "git's autocorrect from a config file",
+        "git config help.autocorrect immediate\ngit pusj origin HEAD:main",
+    ),
+    (
         "alias in a config file",
         "export GIT_CONFIG_GLOBAL=../gitconfig\ngit config --global alias.pp push\ngit pp origin HEAD:main",
     ),

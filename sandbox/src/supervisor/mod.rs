@@ -120,6 +120,7 @@
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
 mod git;
+mod git_correct;
 pub mod identity;
 mod notify;
 pub mod record;
@@ -552,9 +553,13 @@ impl Supervisor {
             argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
         if self.names_git && is_git {
             // Unreadable: the aliases of the command line itself are still expanded.
-            if let (Ok(env), Ok(cwd)) = (env(), read.cwd(pid)) {
-                facts.git_aliases = git::aliases(&read.argv, &env, &cwd);
+            let env = env().ok();
+            if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
+                facts.git_aliases = git::aliases(&read.argv, env, &cwd);
             }
+            let corrections =
+                git_correct::corrections(&read.argv, &facts.git_aliases, env.as_ref());
+            facts.git_aliases.extend(corrections);
         }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;

@@ -1,0 +1,327 @@
+//! What git may run in place of a subcommand it does not know: with `help.autocorrect` set
+//! (in any config file git reads, which may change after the exec is decided), git corrects
+//! `git psh` to `git push` and runs the builtin in the same process, with no exec for the
+//! supervisor to see. So for a subcommand that is neither a builtin nor a program git would
+//! run instead (a `git-SUB` in a directory that cannot change), every builtin git's
+//! correction could pick is given to the rule engine as an alias of it: the strictest
+//! decision wins, as for the aliases of [`super::git`].
+//!
+//! git picks a builtin that starts with what was typed, or one whose weighted edit distance
+//! from it (a swap 0, a substitution 2, an insertion 1, a deletion 3) is at most 5, and only
+//! when one is closest; every builtin that could be picked is taken here, closest or not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use nix::sys::statvfs::{FsFlags, statvfs};
+
+/// git's builtins (`git --list-cmds=builtins`, git 2.47): what a correction runs in-process.
+const BUILTINS: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout--worker",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "credential",
+    "credential-cache",
+    "credential-cache--daemon",
+    "credential-store",
+    "describe",
+    "diagnose",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "difftool",
+    "fast-export",
+    "fast-import",
+    "fetch",
+    "fetch-pack",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "for-each-repo",
+    "format-patch",
+    "fsck",
+    "fsck-objects",
+    "fsmonitor--daemon",
+    "gc",
+    "get-tar-commit-id",
+    "grep",
+    "hash-object",
+    "help",
+    "hook",
+    "index-pack",
+    "init",
+    "init-db",
+    "interpret-trailers",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "mailinfo",
+    "mailsplit",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-index",
+    "merge-ours",
+    "merge-recursive",
+    "merge-recursive-ours",
+    "merge-recursive-theirs",
+    "merge-subtree",
+    "merge-tree",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "pack-objects",
+    "pack-redundant",
+    "pack-refs",
+    "patch-id",
+    "pickaxe",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "receive-pack",
+    "reflog",
+    "refs",
+    "remote",
+    "remote-ext",
+    "remote-fd",
+    "repack",
+    "replace",
+    "replay",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "send-pack",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stage",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule--helper",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "upload-archive",
+    "upload-archive--writer",
+    "upload-pack",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+];
+
+/// The largest distance git still corrects (its similarity, the distance plus one, is below 7).
+const MOST: usize = 5;
+
+/// Where git looks for `git-SUB` when no `GIT_EXEC_PATH` says otherwise (Debian's build).
+const EXEC_PATH: &str = "/usr/lib/git-core";
+
+/// The builtins git could run for `git ... SUB ...` (`argv`, after its global options), as
+/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin, an alias in `aliases`, or a
+/// `git-SUB` git would run that cannot go away (in a read-only directory of git's exec path or
+/// of `PATH`, from `env`).
+pub fn corrections(
+    argv: &[String],
+    aliases: &[(String, String)],
+    env: Option<&BTreeMap<String, String>>,
+) -> Vec<(String, String)> {
+    let Some(sub) = subcommand(argv) else {
+        return Vec::new();
+    };
+    if BUILTINS.contains(&sub)
+        || aliases
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case(sub))
+        || runs_external(sub, env)
+    {
+        return Vec::new();
+    }
+    BUILTINS
+        .iter()
+        .filter(|b| b.starts_with(sub) || distance(sub, b) <= MOST)
+        .map(|b| (sub.to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+/// The first word after git's global options (the rule engine's table of those that take a
+/// value), when it is not empty.
+fn subcommand(argv: &[String]) -> Option<&str> {
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        if word == "--" || !word.starts_with('-') {
+            break;
+        }
+        if !word.contains('=') && bridle_policy::rules::GIT_WITH_VALUE.contains(&word.as_str()) {
+            i += 1;
+        }
+        i += 1;
+    }
+    argv.get(i)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty() && *s != "--")
+}
+
+/// Whether git would run a program `git-SUB` that nobody in the sandbox can remove or add
+/// before it looks: the first directory of its exec path and `PATH` that has one is read-only.
+fn runs_external(sub: &str, env: Option<&BTreeMap<String, String>>) -> bool {
+    let Some(env) = env else {
+        return false;
+    };
+    let exec_path = env.get("GIT_EXEC_PATH").map_or(EXEC_PATH, String::as_str);
+    let path = env.get("PATH").map_or("", String::as_str);
+    let name = format!("git-{sub}");
+    for dir in std::iter::once(exec_path).chain(path.split(':')) {
+        let dir = Path::new(dir);
+        // Any directory before the one found could gain a `git-SUB` meanwhile.
+        if !dir.is_absolute() || !read_only(dir) {
+            return false;
+        }
+        if dir.join(&name).is_file() {
+            return true;
+        }
+    }
+    false
+}
+
+fn read_only(dir: &Path) -> bool {
+    statvfs(dir).is_ok_and(|s| s.flags().contains(FsFlags::ST_RDONLY))
+}
+
+/// The weighted edit distance from `typed` to `candidate` (optimal string alignment): a swap
+/// of two neighbours 0, a substitution 2, an insertion 1, a deletion 3.
+fn distance(typed: &str, candidate: &str) -> usize {
+    const SWAP: usize = 0;
+    const SUBSTITUTE: usize = 2;
+    const INSERT: usize = 1;
+    const DELETE: usize = 3;
+    let a = typed.as_bytes();
+    let b = candidate.as_bytes();
+    // Rows i-2, i-1 and i of the table of distances between prefixes.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut last: Vec<usize> = (0..=b.len()).map(|j| j * INSERT).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i * DELETE; b.len() + 1];
+        for j in 1..=b.len() {
+            let replace = last[j - 1] + if a[i - 1] == b[j - 1] { 0 } else { SUBSTITUTE };
+            let mut best = replace.min(last[j] + DELETE).min(row[j - 1] + INSERT);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(before[j - 2] + SWAP);
+            }
+            row[j] = best;
+        }
+        before = std::mem::replace(&mut last, row);
+    }
+    last[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn corrected(line: &str) -> Vec<String> {
+        corrections(&argv(line), &[], None)
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect()
+    }
+
+    #[test]
+    fn a_mistyped_subcommand_may_run_the_builtins_git_would_correct_it_to() {
+        for typed in ["psh", "pusj", "puhs", "pus", "posh"] {
+            assert!(
+                corrected(&format!("git -C repo -c help.autocorrect=1 {typed} origin"))
+                    .contains(&"push".to_owned()),
+                "{typed}"
+            );
+        }
+        assert!(corrected("git comit -m x").contains(&"commit".to_owned()));
+    }
+
+    #[test]
+    fn builtins_aliases_and_words_too_far_from_any_builtin_are_left_alone() {
+        assert!(corrected("git push origin").is_empty());
+        assert!(corrected("git status").is_empty());
+        assert!(corrected("git --no-pager").is_empty());
+        assert!(corrected("git frobnicate-the-widgets").is_empty());
+        let aliases = [("psh".to_owned(), "status".to_owned())];
+        assert!(corrections(&argv("git psh"), &aliases, None).is_empty());
+    }
+
+    #[test]
+    fn the_distance_weighs_edits_as_git_does() {
+        assert_eq!(distance("push", "push"), 0);
+        assert_eq!(distance("puhs", "push"), 0);
+        assert_eq!(distance("psh", "push"), 1);
+        assert_eq!(distance("pusj", "push"), 2);
+        assert_eq!(distance("pushh", "push"), 3);
+        assert_eq!(distance("", "add"), 3);
+    }
+
+    #[test]
+    fn an_external_git_command_in_a_writable_directory_is_not_trusted_to_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("git-psh"), "").unwrap();
+        let env: BTreeMap<String, String> = [
+            ("GIT_EXEC_PATH".to_owned(), dir.path().display().to_string()),
+            ("PATH".to_owned(), "/usr/bin".to_owned()),
+        ]
+        .into();
+        let found = corrections(&argv("git psh"), &[], Some(&env));
+        assert!(found.iter().any(|(_, b)| b == "push"), "{found:?}");
+    }
+}
