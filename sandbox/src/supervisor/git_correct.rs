@@ -168,9 +168,9 @@ const MOST: usize = 5;
 const EXEC_PATH: &str = "/usr/lib/git-core";
 
 /// The builtins git could run for `git ... SUB ...` (`argv`, after its global options), as
-/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin, an alias in `aliases`, or a
-/// `git-SUB` git would run that cannot go away (in a read-only directory of git's exec path or
-/// of `PATH`, from `env`).
+/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin, an alias in `aliases`, or git
+/// finds a program `git-SUB` to run instead (one in a read-only directory of its exec path or
+/// of `PATH`, from `env`: git then runs the first it finds, an exec decided in turn).
 pub fn corrections(
     argv: &[String],
     aliases: &[(String, String)],
@@ -183,7 +183,7 @@ pub fn corrections(
         || aliases
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case(sub))
-        || runs_external(sub, env)
+        || runs_external(sub, exec_path(argv), env)
     {
         return Vec::new();
     }
@@ -212,26 +212,36 @@ fn subcommand(argv: &[String]) -> Option<&str> {
         .filter(|s| !s.is_empty() && *s != "--")
 }
 
-/// Whether git would run a program `git-SUB` that nobody in the sandbox can remove or add
-/// before it looks: the first directory of its exec path and `PATH` that has one is read-only.
-fn runs_external(sub: &str, env: Option<&BTreeMap<String, String>>) -> bool {
+/// `--exec-path=DIR` among git's global options.
+fn exec_path(argv: &[String]) -> Option<&str> {
+    argv.iter()
+        .skip(1)
+        .take_while(|w| w.starts_with('-') && *w != "--")
+        .find_map(|w| w.strip_prefix("--exec-path="))
+}
+
+/// Whether git finds a program `git-SUB` that nobody in the sandbox can remove: an executable
+/// file in a read-only directory of its exec path (`--exec-path`, `GIT_EXEC_PATH`, or the
+/// built-in one) or of `PATH`. (One added meanwhile in a directory searched first is run
+/// instead: an exec too.)
+fn runs_external(sub: &str, option: Option<&str>, env: Option<&BTreeMap<String, String>>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
     let Some(env) = env else {
         return false;
     };
-    let exec_path = env.get("GIT_EXEC_PATH").map_or(EXEC_PATH, String::as_str);
+    let exec_path = option
+        .or(env.get("GIT_EXEC_PATH").map(String::as_str))
+        .unwrap_or(EXEC_PATH);
     let path = env.get("PATH").map_or("", String::as_str);
     let name = format!("git-{sub}");
-    for dir in std::iter::once(exec_path).chain(path.split(':')) {
-        let dir = Path::new(dir);
-        // Any directory before the one found could gain a `git-SUB` meanwhile.
-        if !dir.is_absolute() || !read_only(dir) {
-            return false;
-        }
-        if dir.join(&name).is_file() {
-            return true;
-        }
-    }
-    false
+    std::iter::once(exec_path)
+        .chain(path.split(':'))
+        .map(Path::new)
+        .filter(|dir| dir.is_absolute() && read_only(dir))
+        .any(|dir| {
+            std::fs::metadata(dir.join(&name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn read_only(dir: &Path) -> bool {
@@ -310,6 +320,30 @@ mod tests {
         assert_eq!(distance("pusj", "push"), 2);
         assert_eq!(distance("pushh", "push"), 3);
         assert_eq!(distance("", "add"), 3);
+    }
+
+    #[test]
+    fn an_external_git_command_in_a_read_only_directory_is_what_git_runs() {
+        // `/usr/lib/git-core` is read-only in a sandbox's view; on a test host it may not be,
+        // and then its programs are not trusted to stay.
+        let dir = Path::new(EXEC_PATH);
+        let Some(sub) = std::fs::read_dir(dir).ok().and_then(|entries| {
+            entries.flatten().find_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let sub = name.strip_prefix("git-")?.to_owned();
+                (!BUILTINS.contains(&sub.as_str()) && sub.len() > 2).then_some(sub)
+            })
+        }) else {
+            return;
+        };
+        let env: BTreeMap<String, String> = [("PATH".to_owned(), String::new())].into();
+        let line = argv(&format!("git {sub} x"));
+        let found = corrections(&line, &[], Some(&env));
+        if read_only(dir) {
+            assert!(found.is_empty(), "git-{sub}: {found:?}");
+        } else {
+            assert_eq!(found, corrections(&line, &[], None), "git-{sub}");
+        }
     }
 
     #[test]
