@@ -97,7 +97,12 @@ fn every_construct_that_runs_a_command_is_walked() {
         ("'git' \"push\"", PUSH_CI, PUSH_WS),
         ("$'git' push", PUSH_CI, PUSH_WS),
         ("/usr/bin/git push", PUSH_CI, PUSH_WS),
-        ("git send-pack origin", PUSH_CI, "allow"),
+        ("git send-pack origin", PUSH_CI, PUSH_WS),
+        (
+            "git http-push https://example.com/r.git main",
+            PUSH_CI,
+            PUSH_WS,
+        ),
     ]);
 }
 
@@ -234,7 +239,8 @@ fn global_options_before_a_subcommand_are_skipped() {
             PUSH_CI,
             PUSH_WS,
         ),
-        ("git --no-optional-locks send-pack x", PUSH_CI, "allow"),
+        ("git --no-optional-locks send-pack x", PUSH_CI, PUSH_WS),
+        ("git --shallow-file status push origin", PUSH_CI, PUSH_WS),
         ("git -C \"$dir\" push", PUSH_CI, PUSH_WS),
         ("git -c alias.p=push p origin", PUSH_CI, PUSH_WS),
         ("git -c 'alias.p=!git push' p", PUSH_CI, PUSH_WS),

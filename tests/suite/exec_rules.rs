@@ -84,6 +84,15 @@ pub(super) const EVASIONS: &[(&str, &str)] = &[
         "git -c help.autocorrect=immediate psh origin HEAD:main",
     ),
     (
+        "git's autocorrect past an alias git never reads",
+        "printf '[alias]\\n\\tpsh = status\\n' > ../fake.cfg\n\
+         GIT_CONFIG=../fake.cfg git -c help.autocorrect=immediate psh origin HEAD:main",
+    ),
+    (
+        "an option whose value looks like a subcommand",
+        "git --shallow-file status push origin HEAD:main",
+    ),
+    (
         "git's autocorrect from a config file",
         "git config help.autocorrect immediate\ngit pusj origin HEAD:main",
     ),

@@ -17,6 +17,7 @@ pub const GIT_WITH_VALUE: &[&str] = &[
     "--super-prefix",
     "--config-env",
     "--attr-source",
+    "--shallow-file",
 ];
 
 /// The dynamic loader's options (run as a program) that take a value.

@@ -164,27 +164,20 @@ const BUILTINS: &[&str] = &[
 /// The largest distance git still corrects (its similarity, the distance plus one, is below 7).
 const MOST: usize = 5;
 
-/// Where git looks for `git-SUB` when no `GIT_EXEC_PATH` says otherwise (Debian's build).
-const EXEC_PATH: &str = "/usr/lib/git-core";
-
 /// The builtins git could run for `git ... SUB ...` (`argv`, after its global options), as
-/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin, an alias in `aliases`, or git
-/// finds a program `git-SUB` to run instead (one in a read-only directory of its exec path or
-/// of `PATH`, from `env`: git then runs the first it finds, an exec decided in turn).
+/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin or git finds a program `git-SUB`
+/// to run instead (one in a read-only directory of its exec path or of `PATH`, from `env`: git
+/// then runs the first it finds, an exec decided in turn). An alias of the same name does not
+/// stop them: whether git reads the file that defines it cannot be known at the exec (a file
+/// git never reads, one changed or blocking meanwhile), and the strictest decision wins.
 pub fn corrections(
     argv: &[String],
-    aliases: &[(String, String)],
     env: Option<&BTreeMap<String, String>>,
 ) -> Vec<(String, String)> {
     let Some(sub) = subcommand(argv) else {
         return Vec::new();
     };
-    if BUILTINS.contains(&sub)
-        || aliases
-            .iter()
-            .any(|(name, _)| name.eq_ignore_ascii_case(sub))
-        || runs_external(sub, exec_path(argv), env)
-    {
+    if BUILTINS.contains(&sub) || runs_external(sub, exec_path(argv), env) {
         return Vec::new();
     }
     BUILTINS
@@ -212,29 +205,30 @@ fn subcommand(argv: &[String]) -> Option<&str> {
         .filter(|s| !s.is_empty() && *s != "--")
 }
 
-/// `--exec-path=DIR` among git's global options.
+/// The last `--exec-path=DIR` among git's global options (the one git uses).
 fn exec_path(argv: &[String]) -> Option<&str> {
     argv.iter()
         .skip(1)
         .take_while(|w| w.starts_with('-') && *w != "--")
-        .find_map(|w| w.strip_prefix("--exec-path="))
+        .filter_map(|w| w.strip_prefix("--exec-path="))
+        .last()
 }
 
 /// Whether git finds a program `git-SUB` that nobody in the sandbox can remove: an executable
-/// file in a read-only directory of its exec path (`--exec-path`, `GIT_EXEC_PATH`, or the
-/// built-in one) or of `PATH`. (One added meanwhile in a directory searched first is run
-/// instead: an exec too.)
+/// file in a read-only directory of its exec path (`--exec-path` or `GIT_EXEC_PATH`; the one
+/// built into the git that runs is not known here, so not looked in) or of `PATH`, which git
+/// searches after it. (One added meanwhile in a directory searched first is run instead: an
+/// exec too.)
 fn runs_external(sub: &str, option: Option<&str>, env: Option<&BTreeMap<String, String>>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let Some(env) = env else {
         return false;
     };
-    let exec_path = option
-        .or(env.get("GIT_EXEC_PATH").map(String::as_str))
-        .unwrap_or(EXEC_PATH);
+    let exec_path = option.or(env.get("GIT_EXEC_PATH").map(String::as_str));
     let path = env.get("PATH").map_or("", String::as_str);
     let name = format!("git-{sub}");
-    std::iter::once(exec_path)
+    exec_path
+        .into_iter()
         .chain(path.split(':'))
         .map(Path::new)
         .filter(|dir| dir.is_absolute() && read_only(dir))
@@ -284,7 +278,7 @@ mod tests {
     }
 
     fn corrected(line: &str) -> Vec<String> {
-        corrections(&argv(line), &[], None)
+        corrections(&argv(line), None)
             .into_iter()
             .map(|(_, b)| b)
             .collect()
@@ -303,13 +297,13 @@ mod tests {
     }
 
     #[test]
-    fn builtins_aliases_and_words_too_far_from_any_builtin_are_left_alone() {
+    fn builtins_and_words_too_far_from_any_builtin_are_left_alone() {
         assert!(corrected("git push origin").is_empty());
         assert!(corrected("git status").is_empty());
         assert!(corrected("git --no-pager").is_empty());
         assert!(corrected("git frobnicate-the-widgets").is_empty());
-        let aliases = [("psh".to_owned(), "status".to_owned())];
-        assert!(corrections(&argv("git psh"), &aliases, None).is_empty());
+        // One after an option that takes a value.
+        assert!(corrected("git --shallow-file status push").is_empty());
     }
 
     #[test]
@@ -323,27 +317,10 @@ mod tests {
     }
 
     #[test]
-    fn an_external_git_command_in_a_read_only_directory_is_what_git_runs() {
-        // `/usr/lib/git-core` is read-only in a sandbox's view; on a test host it may not be,
-        // and then its programs are not trusted to stay.
-        let dir = Path::new(EXEC_PATH);
-        let Some(sub) = std::fs::read_dir(dir).ok().and_then(|entries| {
-            entries.flatten().find_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let sub = name.strip_prefix("git-")?.to_owned();
-                (!BUILTINS.contains(&sub.as_str()) && sub.len() > 2).then_some(sub)
-            })
-        }) else {
-            return;
-        };
-        let env: BTreeMap<String, String> = [("PATH".to_owned(), String::new())].into();
-        let line = argv(&format!("git {sub} x"));
-        let found = corrections(&line, &[], Some(&env));
-        if read_only(dir) {
-            assert!(found.is_empty(), "git-{sub}: {found:?}");
-        } else {
-            assert_eq!(found, corrections(&line, &[], None), "git-{sub}");
-        }
+    fn the_last_exec_path_option_is_the_one_git_uses() {
+        let line = argv("git --exec-path=/a --no-pager --exec-path=/b psh");
+        assert_eq!(exec_path(&line), Some("/b"));
+        assert_eq!(exec_path(&argv("git psh --exec-path=/a")), None);
     }
 
     #[test]
@@ -355,7 +332,7 @@ mod tests {
             ("PATH".to_owned(), "/usr/bin".to_owned()),
         ]
         .into();
-        let found = corrections(&argv("git psh"), &[], Some(&env));
+        let found = corrections(&argv("git psh"), Some(&env));
         assert!(found.iter().any(|(_, b)| b == "push"), "{found:?}");
     }
 }

@@ -557,8 +557,7 @@ impl Supervisor {
             if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
                 facts.git_aliases = git::aliases(&read.argv, env, &cwd);
             }
-            let corrections =
-                git_correct::corrections(&read.argv, &facts.git_aliases, env.as_ref());
+            let corrections = git_correct::corrections(&read.argv, env.as_ref());
             facts.git_aliases.extend(corrections);
         }
         same_as.retain(|n| n != LOADER);
