@@ -40,20 +40,7 @@ fn options(argv: &[String], cwd: &Path) -> Options {
         cwd: cwd.to_path_buf(),
         ..Options::default()
     };
-    let mut i = 1;
-    while let Some(word) = argv.get(i) {
-        if !word.starts_with('-') || word == "--" {
-            break;
-        }
-        let (name, value) = match word.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
-            _ if WITH_VALUE.contains(&word.as_str()) => {
-                i += 1;
-                (word.as_str(), argv.get(i).cloned())
-            }
-            _ => (word.as_str(), None),
-        };
-        i += 1;
+    for (name, value) in global_options(argv).0 {
         let Some(value) = value else { continue };
         match name {
             "-C" => out.cwd = out.cwd.join(value),
@@ -67,6 +54,30 @@ fn options(argv: &[String], cwd: &Path) -> Options {
         }
     }
     out
+}
+
+/// git's global options in `argv` (each name with its value: after `=` for a long option, or
+/// the next word for one that takes a value), and the index of the first word after them
+/// (the subcommand's, if there is one).
+pub(super) fn global_options(argv: &[String]) -> (Vec<(&str, Option<&str>)>, usize) {
+    let mut found = Vec::new();
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        if !word.starts_with('-') || word == "--" {
+            break;
+        }
+        let (name, value) = match word.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ if WITH_VALUE.contains(&word.as_str()) => {
+                i += 1;
+                (word.as_str(), argv.get(i).map(String::as_str))
+            }
+            _ => (word.as_str(), None),
+        };
+        found.push((name, value));
+        i += 1;
+    }
+    (found, i)
 }
 
 /// The git directory for `cwd`: `.git` (a directory, or a file `gitdir: PATH`) in it or a

@@ -15,6 +15,8 @@ use std::path::Path;
 
 use nix::sys::statvfs::{FsFlags, statvfs};
 
+use super::git::global_options;
+
 /// git's builtins (`git --list-cmds=builtins`, git 2.47): what a correction runs in-process.
 const BUILTINS: &[&str] = &[
     "add",
@@ -187,31 +189,21 @@ pub fn corrections(
         .collect()
 }
 
-/// The first word after git's global options (the rule engine's table of those that take a
-/// value), when it is not empty.
+/// The first word after git's global options, when it is not empty.
 fn subcommand(argv: &[String]) -> Option<&str> {
-    let mut i = 1;
-    while let Some(word) = argv.get(i) {
-        if word == "--" || !word.starts_with('-') {
-            break;
-        }
-        if !word.contains('=') && bridle_policy::rules::GIT_WITH_VALUE.contains(&word.as_str()) {
-            i += 1;
-        }
-        i += 1;
-    }
-    argv.get(i)
+    argv.get(global_options(argv).1)
         .map(String::as_str)
         .filter(|s| !s.is_empty() && *s != "--")
 }
 
 /// The last `--exec-path=DIR` among git's global options (the one git uses).
 fn exec_path(argv: &[String]) -> Option<&str> {
-    argv.iter()
-        .skip(1)
-        .take_while(|w| w.starts_with('-') && *w != "--")
-        .filter_map(|w| w.strip_prefix("--exec-path="))
-        .last()
+    global_options(argv)
+        .0
+        .into_iter()
+        .rev()
+        .find(|(name, _)| *name == "--exec-path")
+        .and_then(|(_, value)| value)
 }
 
 /// Whether git finds a program `git-SUB` that nobody in the sandbox can remove: an executable
