@@ -10,17 +10,23 @@
  *   exec_floor MODE SYNC 0 COMMAND [ARG...]
  *     MODE 0: the filter allows execve (no supervisor work: the baseline)
  *     MODE 1: notification and CONTINUE only
- *     MODE 2: notification, seize, CONTINUE, exec event, detach (what bridle does)
+ *     MODE 2: notification, seize, CONTINUE, exec event, detach, in one loop on poll
+ *             (bridle's supervisor until it became a process of threads)
+ *     MODE 3: the same per exec from a pool of threads, each blocking in
+ *             SECCOMP_IOCTL_NOTIF_RECV and then in waitid for the exec event of the thread
+ *             it seized (what bridle's supervisor does now; POOL=N threads, 6 by default)
  *     SYNC 1: the listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6)
  * Prints: the median and 10th percentile of one fork + exec + wait (us), the children's CPU
  * per exec and the supervisor's CPU per exec (us). With N 0 it runs COMMAND (and everything
  * it starts) under the filter instead, and prints the supervisor's CPU in all (us): the
  * mechanism's floor for a whole build. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,10 +84,46 @@ static int recv_fd(int sock) {
     return fd;
 }
 
+/* MODE 3: a thread of the pool. Every thread blocks at the listener; one that seized the
+ * caller waits for that thread's exec event (or exit) itself, on its own tracees only. The
+ * command (the first exec) is not seized: the main thread is its parent and waits for it. */
+static int pool_listener;
+static pid_t pool_command;
+static void *pool_thread(void *unused) {
+    (void)unused;
+    for (;;) {
+        struct seccomp_notif req;
+        memset(&req, 0, sizeof req);
+        if (ioctl(pool_listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+            if (errno == EINTR || errno == ENOENT) continue;
+            return 0;
+        }
+        int seized = req.pid != (__u32)pool_command &&
+                     ptrace(PTRACE_SEIZE, req.pid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL) == 0;
+        struct seccomp_notif_resp resp = {req.id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE};
+        ioctl(pool_listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+        while (seized) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, req.pid, &si, WSTOPPED | WEXITED | __WALL | __WNOTHREAD) != 0) {
+                if (errno == EINTR) continue;
+                break;
+            }
+            if (si.si_code != CLD_TRAPPED) break; /* exited or killed */
+            if (si.si_status == (SIGTRAP | (PTRACE_EVENT_EXEC << 8))) {
+                ptrace(PTRACE_DETACH, req.pid, 0, 0);
+                break;
+            }
+            int sig = si.si_status & 0xff;
+            ptrace(PTRACE_CONT, req.pid, 0, (sig == SIGTRAP || (si.si_status >> 8)) ? 0 : sig);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     int mode = argc > 1 ? atoi(argv[1]) : 2, sync = argc > 2 ? atoi(argv[2]) : 0;
     int n = argc > 3 ? atoi(argv[3]) : 2000;
-    if ((n <= 0 && argc < 5) || mode < 0 || mode > 2) {
+    if ((n <= 0 && argc < 5) || mode < 0 || mode > 3) {
         fprintf(stderr, "usage: exec_floor MODE SYNC N | exec_floor MODE SYNC 0 COMMAND [ARG...]\n");
         return 2;
     }
@@ -134,6 +176,18 @@ int main(int argc, char **argv) {
     if (sync && ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, 1UL) < 0) perror("SECCOMP_IOCTL_NOTIF_SET_FLAGS");
     if (write(sp[1], "g", 1) != 1) return 2;
     double before = cpu_us(RUSAGE_SELF);
+    if (mode == 3) {
+        pool_listener = l, pool_command = loop;
+        int threads = getenv("POOL") ? atoi(getenv("POOL")) : 6;
+        for (int i = 0; i < threads; i++) {
+            pthread_t t;
+            pthread_create(&t, 0, pool_thread, 0);
+        }
+        int st;
+        while (waitpid(loop, &st, __WALL | __WNOTHREAD) != loop) {}
+        printf("%.1f\n", (cpu_us(RUSAGE_SELF) - before) / (n ? n : 1));
+        return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
     for (int done = 0; !done;) {
         struct pollfd fds[2] = {{sfd, POLLIN, 0}, {l, POLLIN, 0}};
         if (poll(fds, 2, -1) < 0) continue;

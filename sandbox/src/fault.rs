@@ -26,9 +26,6 @@ pub enum Fault {
     /// `sendmsg` fails with EPERM: no descriptor can be passed over a unix socket (the relay
     /// of network `allow-list` cannot reach bridle).
     FdPassingDenied,
-    /// `epoll_create1` (and, on x86_64, `epoll_create`) fails with ENOSYS (the exec
-    /// supervisor's loop then waits with `poll`).
-    EpollUnavailable,
 }
 
 fn build_error(message: impl std::fmt::Display) -> SandboxError {
@@ -98,12 +95,6 @@ fn programs(fault: Fault) -> Result<Vec<BpfProgram>, SandboxError> {
         Fault::FdPassingDenied => {
             rules.insert(libc::SYS_sendmsg, Vec::new());
             libc::EPERM
-        }
-        Fault::EpollUnavailable => {
-            rules.insert(libc::SYS_epoll_create1, Vec::new());
-            #[cfg(target_arch = "x86_64")]
-            rules.insert(libc::SYS_epoll_create, Vec::new());
-            libc::ENOSYS
         }
     };
     let errno = u32::try_from(errno).map_err(build_error)?;

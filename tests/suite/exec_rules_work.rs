@@ -34,35 +34,6 @@ fn git_status_commit_and_log_keep_working_under_ci_locked() {
     );
 }
 
-/// The supervisor waits for execs and stops with epoll; where epoll cannot be had it waits
-/// with `poll`, deciding the same.
-#[test]
-fn without_epoll_the_supervisor_still_decides_every_exec() {
-    let e = with_remote();
-    let name = script(
-        &e,
-        "work.sh",
-        "git status --short\ngit -c user.name=t -c user.email=t@e commit -qam change --allow-empty\np=push\ngit $p origin HEAD:main\necho push=$?",
-    );
-    let mut cmd = e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]);
-    bridle_sandbox::fault::inject(&mut cmd, bridle_sandbox::fault::Fault::EpollUnavailable)
-        .unwrap();
-    let r = run_bounded(&mut cmd);
-    r.assert_ok();
-    assert!(
-        r.stdout.contains("push=126\nend"),
-        "{}\n{}",
-        r.stdout,
-        r.stderr
-    );
-    assert_attributed(&r.stderr, "without epoll");
-    assert_nothing_pushed(&e, "without epoll");
-    assert_eq!(
-        git(&e.workspace.join("repo"), &["log", "-1", "--format=%s"]).trim(),
-        "change"
-    );
-}
-
 #[test]
 fn make_with_a_c_compiler_keeps_working_under_ci_locked() {
     let e = ExecEnv::new();
@@ -236,8 +207,9 @@ fn an_ask_rule_at_an_exec_is_denied_when_nobody_can_be_asked() {
     assert_nothing_pushed(&e, "headless ask");
 }
 
-/// Whether the sandbox's init (the parent of the sandboxed `marker` process) holds a seccomp
-/// listener, and whether the marker process is traced, while `profile` runs it.
+/// Whether a process of the sandbox holds a seccomp listener (init, the parent of the sandboxed
+/// `marker` process, must not: `bridle-execs`, another child of it, does), and whether the
+/// marker process is traced, while `profile` runs it.
 fn listener_and_tracer(e: &ExecEnv, profile: &str) -> (bool, i32) {
     use super::support::{token, wait_until};
     use std::time::Duration;
@@ -262,14 +234,38 @@ fn listener_and_tracer(e: &ExecEnv, profile: &str) -> (bool, i32) {
         "{profile}: the sandboxed process never showed up"
     );
     let init: i32 = status_field(pid, "PPid").parse().unwrap_or(0);
-    let listens = std::fs::read_dir(format!("/proc/{init}/fd"))
-        .map(|fds| {
-            fds.flatten().any(|fd| {
-                std::fs::read_link(fd.path())
-                    .is_ok_and(|to| to.to_string_lossy() == "anon_inode:seccomp notify")
+    let listens = |p: i32| {
+        std::fs::read_dir(format!("/proc/{p}/fd"))
+            .map(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|to| to.to_string_lossy() == "anon_inode:seccomp notify")
+                })
             })
+            .unwrap_or(false)
+    };
+    assert!(
+        !listens(init),
+        "{profile}: init keeps no copy of the listener"
+    );
+    let siblings: Vec<i32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|p| status_field(*p, "PPid").parse() == Ok(init))
+                .collect()
         })
-        .unwrap_or(false);
+        .unwrap_or_default();
+    let holders: Vec<String> = siblings
+        .iter()
+        .filter(|p| listens(**p))
+        .map(|p| status_field(*p, "Name"))
+        .collect();
+    assert!(
+        holders.iter().all(|name| name == "bridle-execs"),
+        "{profile}: the listener is held by {holders:?}"
+    );
+    let listens = !holders.is_empty();
     // The marker's command line shows from its exec event on, while it is still stopped there
     // (traced) until the supervisor decided: what must not happen is that it stays traced.
     let mut tracer = tracer_of(pid);
@@ -292,8 +288,8 @@ fn only_a_sandbox_with_command_rules_is_supervised_and_nothing_stays_traced() {
     let e = ExecEnv::new();
     // The shipped workspace-write profile has no command rule: no supervisor, no listener.
     assert_eq!(listener_and_tracer(&e, "workspace-write"), (false, 0));
-    // ci-locked has: init holds the listener of every exec; a process that exec'd is no
-    // longer traced (the supervisor let go of it at its exec event).
+    // ci-locked has: the supervisor's own process holds the listener of every exec; a process
+    // that exec'd is no longer traced (the supervisor let go of it at its exec event).
     assert_eq!(listener_and_tracer(&e, "ci-locked"), (true, 0));
 }
 
@@ -445,8 +441,15 @@ fn runs_on(pid: i32) -> bool {
 fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
     use super::support::{assert_no_survivor, token, wait_until};
     use std::time::Duration;
-    // With a PID namespace the supervisor is its init; under danger-full-access the launcher.
-    for mode in [&[][..], &["--mode", "danger-full-access"][..]] {
+    // Under seccomp user notification the supervisor is a process of its own (`bridle-execs`,
+    // a child of init), and init's end ends everything; under danger-full-access it is the
+    // launcher.
+    let cases = [
+        (&[][..], false),
+        (&[][..], true),
+        (&["--mode", "danger-full-access"][..], false),
+    ];
+    for (mode, execs) in cases {
         let e = ExecEnv::new();
         let marker = token("supervised");
         // A loop that execs a program every 20 ms: left running without its supervisor, it would
@@ -474,6 +477,17 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
             }),
             "{mode:?}: the supervised loop never showed up"
         );
+        if execs {
+            supervisor = std::fs::read_dir("/proc")
+                .expect("/proc")
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .find(|p| {
+                    status_field(*p, "PPid").parse() == Ok(supervisor)
+                        && status_field(*p, "Name") == "bridle-execs"
+                })
+                .expect("the supervisor's own process, a child of init");
+        }
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(supervisor),
             nix::sys::signal::Signal::SIGKILL,
@@ -508,11 +522,71 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
         );
         assert!(ended, "{mode:?}: bridle did not end with its sandbox");
         assert!(!out.status.success(), "{mode:?}: {:?}", out.status);
+        if execs {
+            // Its listener gone, an exec fails (ENOSYS) until init, told, stops the sandbox.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr
+                    .contains("the exec supervisor was killed by SIGKILL; the sandbox was stopped"),
+                "{stderr}"
+            );
+            assert_eq!(out.status.code(), Some(125), "{stderr}");
+        } else {
+            assert!(
+                !stdout.contains("exec-failed"),
+                "{mode:?}: the loop ran on without its supervisor:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// The supervisor's own process is in the sandbox's PID namespace, where the command can see
+/// it, but not signal it (Landlock's signal scope), trace it, or open its descriptors: the
+/// execs after the attempts are still decided.
+#[test]
+fn the_command_cannot_signal_trace_or_rob_the_supervisor() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "rob.sh",
+        r#"for p in /proc/[0-9]*; do
+  [ "$(cat $p/comm 2>/dev/null)" = bridle-execs ] || continue
+  pid=${p#/proc/}
+  echo found
+  kill -9 $pid 2>/dev/null; echo kill=$?
+  kill -STOP $pid 2>/dev/null; echo stop=$?
+  python3 -c "import ctypes,glob,os,sys; l=ctypes.CDLL(None, use_errno=True)
+print('attach=%d' % l.ptrace(16, int(sys.argv[1]), 0, 0))
+for f in glob.glob('/proc/%s/fd/*' % sys.argv[1]):
+    try:
+        os.open(f, os.O_RDONLY); print('opened', f)
+    except OSError as e:
+        print('refused', e.strerror)" $pid
+done
+p=push
+git $p origin HEAD:main
+echo push=$?"#,
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["sh", &name]));
+    r.assert_ok();
+    assert!(!r.stdout.contains("opened"), "{}", r.stdout);
+    for want in [
+        "found",
+        "kill=1",
+        "stop=1",
+        "attach=-1",
+        "refused Permission denied",
+        "push=126",
+    ] {
         assert!(
-            !stdout.contains("exec-failed"),
-            "{mode:?}: the loop ran on without its supervisor:\n{stdout}"
+            r.stdout.lines().any(|l| l == want),
+            "{want}:\n{}\n{}",
+            r.stdout,
+            r.stderr
         );
     }
+    assert_attributed(&r.stderr, "after the attempts on the supervisor");
+    assert_nothing_pushed(&e, "after the attempts on the supervisor");
 }
 
 /// An approval at an exec holds for the file the question named: a path swapped to another

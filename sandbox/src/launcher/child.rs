@@ -36,7 +36,7 @@ use nix::unistd::{ForkResult, Pid, getpid, getppid};
 use super::protocol::{
     CONFIG_FD, LaunchConfig, RELAY_FD, ReadyReport, STATUS_FD, SUPERVISOR_FD, StatusLine,
 };
-use super::wait::Waiter;
+use super::wait::wait_for_signals;
 use crate::supervisor::Supervisor;
 use crate::{landlock_rules, mounts, privileges, relay, seccomp, sys};
 
@@ -308,7 +308,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
                 // Init supervises; its channel is init's alone.
                 drop(supervisor);
                 sys::close_raw_fd(STATUS_FD);
-                let code = supervise(child, false, None);
+                let code = supervise(child, false, None, None);
                 drop(alive_write);
                 sys::exit_now(code)
             }
@@ -316,9 +316,16 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
     }
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| fail(Guarantee::Tree, format!("becoming a child subreaper: {e}")))?;
-    let child = fork_command(&config, program.as_ref(), supervisor.as_mut())?;
+    let (child, execs) = fork_command(&config, program.as_ref(), supervisor.as_mut())?;
     sys::close_raw_fd(STATUS_FD);
-    let code = supervise(child, true, supervisor.as_mut());
+    let code = match execs {
+        // Supervised by its own process: this one keeps no part of it.
+        Some(_) => {
+            drop(supervisor);
+            supervise(child, true, None, execs)
+        }
+        None => supervise(child, true, supervisor.as_mut(), None),
+    };
     sys::exit_now(code)
 }
 
@@ -444,24 +451,33 @@ fn init(
     }
     drop(launcher_alive);
     mounts::mount_proc().map_err(|e| fail(e.guarantee, e.cause))?;
-    let child = fork_command(config, program, supervisor.as_deref_mut())?;
+    let (child, execs) = fork_command(config, program, supervisor.as_deref_mut())?;
     sys::close_raw_fd(STATUS_FD);
+    if execs.is_some() {
+        supervisor = None;
+    }
     if config.mechanisms.mount_view {
         mounts::watch_protected(
             config.mounts.protected.clone(),
             config.mounts.must_stay_absent.clone(),
         );
     }
-    Ok(supervise(child, false, supervisor))
+    Ok(supervise(child, false, supervisor, execs))
 }
 
 /// Waits for `command`; on SIGTERM/SIGHUP kills the tree; on SIGUSR1 asks the command to
 /// terminate (SIGTERM), passing the request down through init. Returns the exit code to pass up:
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
-/// remaining descendant before returning. With an exec `supervisor`, its listener is answered
-/// and the stops of the threads it traces are handed to it, in one loop with the signals
-/// (see [`Waiter`]: epoll, or `poll`, on the listener and a signalfd).
-fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervisor>) -> i32 {
+/// remaining descendant before returning. With an exec `supervisor` tracing the whole tree, the
+/// stops of its tracees are handed to it, in one loop with the signals. `execs`: the exec
+/// supervisor's own process (under seccomp user notification), whose end while the command
+/// runs stops the sandbox.
+fn supervise(
+    command: Pid,
+    subreaper: bool,
+    mut supervisor: Option<&mut Supervisor>,
+    execs: Option<Pid>,
+) -> i32 {
     // Traced tasks include threads, which only `__WALL` reports.
     let flags = if supervisor.is_some() {
         WaitPidFlag::WNOHANG | WaitPidFlag::__WALL
@@ -477,26 +493,24 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
     ] {
         waited.add(s);
     }
-    let signals = match SignalFd::with_flags(
-        &waited,
-        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
-    ) {
-        Ok(fd) => fd,
-        Err(e) => {
-            // Fail closed: without it nothing here can wait for the command or answer its execs.
-            let _ = sys::write_all_raw(
-                2,
-                format!("bridle: the sandbox cannot wait for its command (signalfd: {e}); it was stopped\n")
-                    .as_bytes(),
-            );
-            let _ = kill(command, Signal::SIGKILL);
-            if subreaper {
-                kill_descendants();
+    let signals =
+        match SignalFd::with_flags(&waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // Fail closed: without it nothing here can wait for the command or answer its execs.
+                return stop_sandbox(
+                    command,
+                    subreaper,
+                    &format!(
+                        "the sandbox cannot wait for its command (signalfd: {e}); it was stopped"
+                    ),
+                );
             }
-            return 125;
-        }
-    };
-    let mut waiter = Waiter::new(&signals, supervisor.is_some());
+        };
+    if supervisor.is_some() {
+        // A hint only: without it stops are handled as well, a little later.
+        let _ = sys::sched::set_fair_slice(crate::supervisor::SUPERVISOR_SLICE_NS);
+    }
     let mut result: Option<i32> = None;
     // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
     // reparented here exit with SIGCHLD too), so the loop waits only after one.
@@ -514,6 +528,21 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
                 Ok(WaitStatus::Exited(pid, code)) if pid == command => result = Some(code),
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
                     result = Some(128 + sig as i32)
+                }
+                Ok(gone @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)))
+                    if Some(pid) == execs && result.is_none() =>
+                {
+                    // No exec can run now (the listener is gone), and whatever waits at one
+                    // would wait for ever: stop the sandbox, saying why.
+                    let how = match gone {
+                        WaitStatus::Signaled(_, sig, _) => format!("was killed by {sig}"),
+                        _ => "ended".to_owned(),
+                    };
+                    return stop_sandbox(
+                        command,
+                        subreaper,
+                        &format!("the exec supervisor {how}; the sandbox was stopped"),
+                    );
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => reap = false,
                 Ok(
@@ -534,7 +563,7 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             }
             return code;
         }
-        for signal in waiter.wait(&signals, supervisor.as_deref_mut()) {
+        for signal in wait_for_signals(&signals) {
             match signal {
                 Signal::SIGCHLD => reap = true,
                 Signal::SIGUSR1 => {
@@ -565,6 +594,17 @@ fn supervise(command: Pid, subreaper: bool, mut supervisor: Option<&mut Supervis
             }
         }
     }
+}
+
+/// Says `why` on stderr (the command's), kills the command (and, as a subreaper, every
+/// descendant) and gives the exit code for a sandbox bridle stopped: 125.
+fn stop_sandbox(command: Pid, subreaper: bool, why: &str) -> i32 {
+    let _ = sys::write_all_raw(2, format!("bridle: {why}\n").as_bytes());
+    let _ = kill(command, Signal::SIGKILL);
+    if subreaper {
+        kill_descendants();
+    }
+    125
 }
 
 /// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they
@@ -631,11 +671,13 @@ fn direct_children() -> Vec<Pid> {
     out
 }
 
+/// Forks the command; with an exec supervisor under seccomp user notification, also the
+/// supervisor's own process once the command handed over its listener (its pid second).
 fn fork_command(
     config: &LaunchConfig,
     program: Option<&seccompiler::BpfProgram>,
     supervisor: Option<&mut Supervisor>,
-) -> Result<Pid, Fail> {
+) -> Result<(Pid, Option<Pid>), Fail> {
     // Under an exec supervisor with a seccomp filter, the command hands the filter's listener
     // over a socket pair; without a filter, the command waits until it is traced (nothing it
     // does, its first exec included, happens untraced).
@@ -678,7 +720,7 @@ fn fork_command(
         }
         ForkResult::Parent { child } => {
             let Some(supervisor) = supervisor else {
-                return Ok(child);
+                return Ok((child, None));
             };
             if let Some((read, write)) = gate {
                 drop(read);
@@ -696,10 +738,61 @@ fn fork_command(
                 // None: the command failed its setup before it installed the filter, and
                 // exits saying why; it never execs.
                 if let Some(listener) = receive_listener(&ours) {
-                    supervisor.listen(listener);
+                    drop(ours);
+                    match start_execs(supervisor, listener) {
+                        Ok(execs) => return Ok((child, Some(execs))),
+                        Err(f) => {
+                            // Its first exec waits for an answer nobody would give.
+                            let _ = kill(child, Signal::SIGKILL);
+                            let _ = waitpid(child, None);
+                            return Err(f);
+                        }
+                    }
                 }
             }
-            Ok(child)
+            Ok((child, None))
+        }
+    }
+}
+
+/// Forks the exec supervisor's own process (see [`crate::supervisor::serve`]), which takes
+/// `listener` and the supervisor's channel to bridle and closes every other descriptor; this
+/// process keeps no copy of the listener.
+fn start_execs(supervisor: &mut Supervisor, listener: std::os::fd::OwnedFd) -> Result<Pid, Fail> {
+    use std::os::fd::AsRawFd;
+    let parent = getpid();
+    match sys::fork_single_threaded()
+        .map_err(|e| fail(Guarantee::Proc, format!("forking the exec supervisor: {e}")))?
+    {
+        ForkResult::Child => {
+            if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
+                || nix::unistd::getppid() != parent
+            {
+                sys::exit_now(125);
+            }
+            let _ = nix::sys::prctl::set_name(c"bridle-execs");
+            let mut keep = supervisor.descriptors();
+            keep.extend([0, 1, 2, listener.as_raw_fd()]);
+            close_all_but(&keep);
+            crate::supervisor::serve(supervisor, listener)
+        }
+        ForkResult::Parent { child } => Ok(child),
+    }
+}
+
+/// Closes every descriptor of this process not in `keep` (a freshly forked one: nothing else
+/// owns them).
+fn close_all_but(keep: &[std::os::fd::RawFd]) {
+    let open: Vec<std::os::fd::RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        if !keep.contains(&fd) {
+            sys::close_raw_fd(fd);
         }
     }
 }

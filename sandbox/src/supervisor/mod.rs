@@ -1,18 +1,21 @@
 //! The exec supervisor: command rules decided at every `execve`/`execveat` of every process in
 //! a sandbox, on the argv and the program that actually run.
 //!
-//! It runs when the spec has command rules ([`bridle_policy::SandboxSpec::exec_rules`]), in the
-//! process that forks the command: the sandbox's init (PID 1 of its PID namespace), or the
-//! launcher where there is no PID namespace. That process is bridle's own code, outside the
-//! command's seccomp filter and Landlock domain, and an ancestor of every process of the
-//! sandbox.
+//! It runs when the spec has command rules ([`bridle_policy::SandboxSpec::exec_rules`]), in a
+//! process of its own, `bridle-execs` ([`pool`]), which the process that forks the command (the
+//! sandbox's init, PID 1 of its PID namespace, or the launcher where there is no PID namespace)
+//! forks once the command handed over its filter's listener. Both are bridle's own code, outside
+//! the command's seccomp filter and Landlock domain. Under whole-tree tracing (no seccomp
+//! filter, below) it runs in the process that forks the command, an ancestor of every process
+//! of the sandbox.
 //!
 //! # How
 //!
 //! - The command's seccomp filter returns `SECCOMP_RET_USER_NOTIF` for `execve` and `execveat`
 //!   ([`crate::seccomp::compile_supervised`]); the command installs it with a listener and hands
-//!   the listener to the supervisor over a socket pair made before the fork (`SCM_RIGHTS`),
-//!   then closes its own copy before it execs. Every exec of every process of the sandbox then
+//!   the listener to its parent over a socket pair made before the fork (`SCM_RIGHTS`), which
+//!   forks the supervisor's process with it and closes its own copy; the command closes its
+//!   copy before it execs. Every exec of every process of the sandbox then
 //!   waits in the kernel, before the kernel reads its arguments, until the supervisor answers
 //!   (once received, killably only, where the kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`:
 //!   a signal does not fail it with `EINTR` while bridle asks).
@@ -51,13 +54,14 @@
 //!   non-leader thread's exec the process has the thread group's id; the event message gives
 //!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
 //!   and the exit of a seized thread forgets it.
+//! - Each thread of the supervisor's process waits at the listener, answers, and waits for the
+//!   exec event of the thread it seized itself ([`pool`] says why).
 //! - The listener is not set to wake on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
 //!   with it, the caller woken by the answer (and the program let go at its exec event) often
-//!   preempted the supervisor on that CPU, which then served no other exec until that program
-//!   gave the CPU up (`make -j2` of 200 files, alternating runs: 3.20 s with the flag, 3.03 s
-//!   without, 2.89 s without rules; `bench/RESULTS.md`).
-//! - The supervising thread asks for the kernel's shortest scheduler slice, which its children
-//!   do not inherit (`SUPERVISOR_SLICE_NS` in `launcher/wait.rs` says why).
+//!   preempted the supervisor on that CPU (`make -j2` of 200 files, alternating runs: 1.21
+//!   with the flag, 1.11 without; `bench/RESULTS.md`).
+//! - Every supervising thread asks for the kernel's shortest scheduler slice, which what it
+//!   starts does not inherit ([`SUPERVISOR_SLICE_NS`] says why).
 //!
 //! # Why a race cannot change what runs
 //!
@@ -90,13 +94,15 @@
 //! # Failing closed
 //!
 //! - With no listener (the supervisor gone), the kernel fails every `SECCOMP_RET_USER_NOTIF`
-//!   syscall with `ENOSYS`: no exec runs unsupervised. If the supervisor dies, the sandbox dies
-//!   with it (init is PID 1 of the namespace; `EXITKILL` kills every seized thread otherwise) —
-//!   and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
-//! - Nothing inside can take the listener: it is close-on-exec and never in the command's
-//!   descriptors after its setup, `pidfd_getfd` is denied, `/proc/1/fd` of init is out of
-//!   reach of the Landlock domain (ptrace access), and a second listener in the filter chain
-//!   is refused by the kernel (`EBUSY`).
+//!   syscall with `ENOSYS`: no exec runs unsupervised. If the supervisor's process dies, its
+//!   parent stops the sandbox (exit 125, saying why), and `EXITKILL` kills every thread it had
+//!   seized; it dies with its parent (`PR_SET_PDEATHSIG`, and the PID namespace ends with
+//!   init), and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
+//! - Nothing inside can take the listener or stop its holder: it is close-on-exec and never in
+//!   the command's descriptors after its setup, `pidfd_getfd` is denied, `/proc/PID/fd` of the
+//!   supervisor's process (and of init) is out of reach of the Landlock domain (ptrace
+//!   access), the domain's signal scope refuses signals to them, and a second listener in the
+//!   filter chain is refused by the kernel (`EBUSY`).
 //! - An exec whose argv or program the supervisor cannot read at the exec event is killed.
 //! - Debuggers and `strace` inside fail (`ptrace` is denied by seccomp: `EPERM`, "Operation not
 //!   permitted").
@@ -123,6 +129,7 @@ mod git;
 mod git_correct;
 pub mod identity;
 mod notify;
+mod pool;
 pub mod record;
 mod settled;
 mod stack;
@@ -130,7 +137,7 @@ mod tracee;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
@@ -143,11 +150,24 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 pub use identity::{KnownProgram, LOADER};
+pub(crate) use pool::serve;
 pub use record::{ExecAncestor, ExecObserver, ExecOutcome, ExecRecord, Unobserved};
 
 use crate::sys;
 use record::{Answer, ToBridle};
 use tracee::ExecRead;
+
+/// The scheduler slice of every supervising thread: the shortest the kernel takes. An exec the
+/// supervisor answers wakes a task that, with the default slice, preempted the supervisor on
+/// its CPU before it got back to waiting (its answer is the last thing it does): the
+/// supervisor then stayed runnable there until the program exited, and the woken program's
+/// parent, woken by that exit, was moved to the other CPU, an idle one that had to be woken
+/// first. With a short slice the supervisor's deadline comes first: where the woken program
+/// still preempts it, the supervisor runs first when the program exits, goes back to waiting
+/// at once, and the parent runs on the CPU it was woken on (fork + exec + wait of `/bin/true`:
+/// 45 to 70 µs less per exec; `bench/RESULTS.md`). What the thread forks or spawns gets the
+/// default slice back.
+pub(crate) const SUPERVISOR_SLICE_NS: u64 = 100_000;
 
 /// What the launcher needs to supervise (part of its config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,6 +276,9 @@ pub(crate) struct Supervisor {
     /// The last exec refused (pid, argv): a shell searching `PATH` tries the same command in
     /// every directory, which is one denial to report, not one per directory.
     last_refused: Option<(i32, Vec<String>)>,
+    /// Where a record's ancestry stops (exclusive): the process that runs the sandbox's tree
+    /// (init, or the launcher).
+    root: i32,
 }
 
 /// An exec a person approved: its argv, and the file (device, inode) the question was about.
@@ -320,6 +343,7 @@ impl Supervisor {
             last_refused: None,
             scratch: stack::Scratch::default(),
             settler: config.settle.then(settled::Settler::default),
+            root: i32::try_from(std::process::id()).unwrap_or(0),
         }
     }
 
@@ -336,24 +360,18 @@ impl Supervisor {
         Ok(())
     }
 
+    /// The descriptors of its channel to bridle (kept open by the supervisor's own process).
+    pub fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.channel
+            .iter()
+            .flat_map(|c| [c.writer.as_raw_fd(), c.reader.get_ref().as_raw_fd()])
+            .collect()
+    }
+
     /// The listener of the command's filter, which the command handed over.
     pub fn listen(&mut self, listener: OwnedFd) {
         self.mode = Mode::Notify(listener);
-    }
-
-    /// The listener to poll, while there is one.
-    pub fn listener(&self) -> Option<BorrowedFd<'_>> {
-        match &self.mode {
-            Mode::Notify(fd) => Some(fd.as_fd()),
-            Mode::NoListener | Mode::Tree => None,
-        }
-    }
-
-    /// The listener hung up: no process of the sandbox is left under the filter.
-    pub fn listener_closed(&mut self) {
-        if matches!(self.mode, Mode::Notify(_)) {
-            self.mode = Mode::NoListener;
-        }
     }
 
     /// A traced task exited or was reaped.
@@ -595,12 +613,11 @@ impl Supervisor {
     /// The parents of `pid`, nearest first, up to the supervisor (exclusive): their pids from
     /// `/proc/PID/status` and commands from `/proc/PID/cmdline`, as they are now.
     fn ancestry(&self, pid: i32) -> Vec<ExecAncestor> {
-        let me = std::process::id();
         let mut out = Vec::new();
         let mut at = parent_of(pid);
         while let Some(parent) = at {
             if parent <= 0
-                || u32::try_from(parent).ok() == Some(me)
+                || parent == self.root
                 || out.len() >= 64
                 || out.iter().any(|a: &ExecAncestor| a.pid == parent)
             {

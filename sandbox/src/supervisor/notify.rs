@@ -41,21 +41,21 @@ fn seen(approved: Option<Approved>, facts: ExecFacts, verdict: Verdict) -> Box<T
 }
 
 impl Supervisor {
-    /// Receives one pending notification and answers it (or, for `ask`, answers once bridle
-    /// did). Called when the listener is readable.
-    pub fn on_notification(&mut self) {
-        let Mode::Notify(listener) = &self.mode else {
-            return;
-        };
-        // ENOENT: the caller went away since the poll; EINTR: a signal for this process.
-        let Ok(notification) = unotify::receive(listener.as_fd()) else {
-            return;
-        };
-        match self.at_notification(&notification) {
-            Answer::Proceed(seen, file) => self.let_exec(&notification, *seen, file),
-            Answer::Refuse => self.respond(&notification, Response::Fail(nix::libc::EACCES)),
-            Answer::Fail(errno) => self.respond(&notification, Response::Fail(errno)),
-            Answer::Gone => {}
+    /// Answers `notification` (or, for `ask`, answers once bridle did). True when this thread
+    /// seized the caller for it: its exec event (or exit) is then this thread's to wait for
+    /// ([`super::pool`]).
+    pub(super) fn answer(&mut self, notification: &Notification) -> bool {
+        match self.at_notification(notification) {
+            Answer::Proceed(seen, file) => self.let_exec(notification, *seen, file),
+            Answer::Refuse => {
+                self.respond(notification, Response::Fail(nix::libc::EACCES));
+                false
+            }
+            Answer::Fail(errno) => {
+                self.respond(notification, Response::Fail(errno));
+                false
+            }
+            Answer::Gone => false,
         }
     }
 
@@ -156,18 +156,19 @@ impl Supervisor {
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
     /// the notification is still its, and continues the call. A caller that cannot be seized
     /// gets `EPERM`, reported: it must not exec unchecked. `file`: the notification found the
-    /// file the exec names.
-    fn let_exec(&mut self, notification: &Notification, seen: Traced, file: bool) {
+    /// file the exec names. True when this thread seized the caller now.
+    fn let_exec(&mut self, notification: &Notification, seen: Traced, file: bool) -> bool {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
-        if !self.traced.contains_key(&tid) {
+        let seized = !self.traced.contains_key(&tid);
+        if seized {
             let options = Options::PTRACE_O_TRACEEXEC | Options::PTRACE_O_EXITKILL;
             if let Err(e) = ptrace::seize(pid, options) {
                 if self.valid(notification) {
                     self.report_unseizable(pid, e);
                     self.respond(notification, Response::Fail(nix::libc::EPERM));
                 }
-                return;
+                return false;
             }
         }
         // What this notification found replaces what an earlier one of the thread found
@@ -187,6 +188,7 @@ impl Supervisor {
         if file {
             warm_proc_entries(pid);
         }
+        seized
     }
 
     fn report_unseizable(&mut self, pid: Pid, error: nix::errno::Errno) {

@@ -1,0 +1,186 @@
+//! The supervisor's own process, and its threads: how execs reach [`Supervisor`] under
+//! seccomp user notification.
+//!
+//! Init forks this process once the command handed over its filter's listener, before the
+//! command runs anything, and keeps no copy of the listener. Each thread of it waits in the
+//! kernel for the next notification (`SECCOMP_IOCTL_NOTIF_RECV`, blocking), answers it, and,
+//! when it seized the caller, waits for that thread's exec event itself (`waitid` on its own
+//! tracees only, `__WNOTHREAD`), then goes back to the listener. A thread that is about to wait
+//! for an exec event first makes sure another one waits at the listener (the thread it seized
+//! may make another exec first, a `PATH` search's next try, which someone must answer).
+//!
+//! Why a process and threads, not init's loop: init's loop, one thread for every exec, every
+//! stop and every signal of the sandbox, was woken through a signalfd and epoll and served one
+//! exec at a time; here a tracee's stop wakes the one thread waiting for it (a synchronous
+//! wake-up, on the stopping task's CPU), and a notification the threads at the listener, of
+//! which the one on the CPU the caller just left usually runs first. `make -j2` of 200 files,
+//! against the same build without rules, alternating: 1.04 against 1.09 for init's loop
+//! (`bench/RESULTS.md`). A process of its own, because tracees of a thread of init that are
+//! also init's children (the command, orphans) would show their ptrace stops to init's own
+//! `wait` as well, which would take them.
+//!
+//! Failing closed: this process dies with its parent (`PR_SET_PDEATHSIG`), its parent stops the
+//! sandbox when it dies (the listener is then gone, so every exec fails with `ENOSYS`, and
+//! `PTRACE_O_EXITKILL` kills whatever a thread of it had seized), and the command cannot signal
+//! it (Landlock's signal scope) or trace it. A thread that panics, or a listener that fails,
+//! ends the process.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::Scope;
+
+use nix::errno::Errno;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+
+use super::Supervisor;
+use crate::sys;
+use crate::sys::notify as unotify;
+
+/// The most threads the process runs: one per exec between its notification and its exec
+/// event at once, and one at the listener. Past it, an exec that would need another waits.
+const MAX_THREADS: usize = 256;
+
+/// The stack of a thread: the supervisor's work is shallow (the rules, a few reads).
+const STACK: usize = 256 * 1024;
+
+/// The shared state of the threads.
+struct Pool<'a> {
+    supervisor: Mutex<&'a mut Supervisor>,
+    /// A descriptor of the listener for the threads' blocking receives (the supervisor holds
+    /// its own for answers).
+    listener: OwnedFd,
+    /// Threads waiting at the listener now. The kernel wakes all of them at every notification
+    /// (and every answer), and the first to run takes it: usually the one woken on the CPU the
+    /// caller just left, so the caller's exec is answered there, with no idle CPU to wake. (One
+    /// thread at the listener at a time, the others waiting their turn on a lock, built at
+    /// 1.10 against 1.04 with all of them there: `bench/RESULTS.md`.)
+    idle: AtomicUsize,
+    /// Threads running.
+    threads: AtomicUsize,
+}
+
+/// Runs `supervisor` on `listener` in the calling process, a fresh fork of init (or of the
+/// launcher) that is single-threaded and has closed everything else; never returns.
+pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
+    let receiver = match listener.try_clone() {
+        Ok(fd) => fd,
+        Err(e) => fatal(&format!("duplicating the exec listener: {e}")),
+    };
+    supervisor.listen(listener);
+    // Ancestry stops where the sandbox's tree starts: the process that forked this one.
+    supervisor.root = nix::unistd::getppid().as_raw();
+    let pool = Pool {
+        supervisor: Mutex::new(supervisor),
+        listener: receiver,
+        idle: AtomicUsize::new(0),
+        threads: AtomicUsize::new(1),
+    };
+    std::thread::scope(|scope| guarded(|| pool.work(scope)));
+    fatal("the exec supervisor's threads stopped")
+}
+
+/// Runs `f`; a panic ends the process (its parent then stops the sandbox).
+fn guarded(f: impl FnOnce()) {
+    if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+        fatal("an exec supervisor thread panicked");
+    }
+}
+
+/// Ends the process with `why` on stderr (the command's): its parent stops the sandbox.
+fn fatal(why: &str) -> ! {
+    let _ = sys::write_all_raw(
+        2,
+        format!("bridle: {why}; stopping the sandbox\n").as_bytes(),
+    );
+    sys::exit_now(125)
+}
+
+impl<'a> Pool<'a> {
+    fn lock(&self) -> MutexGuard<'_, &'a mut Supervisor> {
+        // A thread that panicked ended the process, so a poisoned lock is never seen alive.
+        self.supervisor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One thread's loop: a notification, its answer, and the exec event of a thread it
+    /// seized. Threads do not end: the most execs waiting at once is what the sandbox's work
+    /// needs again (ending and starting threads cost more context switches than the execs).
+    fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+        let _ = sys::sched::set_fair_slice(super::SUPERVISOR_SLICE_NS);
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let received = unotify::receive(self.listener.as_fd());
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            let notification = match received {
+                Ok(n) => n,
+                // The caller went away since it queued, or a signal for this process.
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(nix::libc::ENOENT | nix::libc::EINTR)) =>
+                {
+                    continue;
+                }
+                Err(e) => fatal(&format!("receiving from the exec listener: {e}")),
+            };
+            if self.lock().answer(&notification) {
+                // Someone must be at the listener while this thread waits for the exec event
+                // (the thread it seized may make another exec first, a `PATH` search's next
+                // try).
+                if self.idle.load(Ordering::SeqCst) == 0 {
+                    self.spawn(scope);
+                }
+                self.follow();
+            }
+        }
+    }
+
+    /// Starts another thread at the listener (at most [`MAX_THREADS`]; without one, an exec
+    /// that needs it waits until a thread is free).
+    fn spawn<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+        if self.threads.fetch_add(1, Ordering::SeqCst) >= MAX_THREADS {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let started = std::thread::Builder::new()
+            .name("bridle-execs".into())
+            .stack_size(STACK)
+            .spawn_scoped(scope, move || guarded(|| self.work(scope)));
+        if started.is_err() {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits for the stops and exits of this thread's tracees and hands them to the supervisor
+    /// until it traces nothing (`ECHILD`).
+    fn follow(&self) {
+        let mine = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+        loop {
+            // Looked at first and taken after: an exit is forgotten before its tid is freed,
+            // so a new process with the same tid is never taken for one already seized.
+            let seen = match waitid(
+                Id::All,
+                mine | WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED | WaitPidFlag::WNOWAIT,
+            ) {
+                Ok(status) => status,
+                Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            };
+            let Some(pid) = seen.pid() else { continue };
+            let mut supervisor = self.lock();
+            if matches!(seen, WaitStatus::Exited(..) | WaitStatus::Signaled(..)) {
+                supervisor.forget(pid);
+            }
+            match waitpid(pid, Some(mine | WaitPidFlag::WNOHANG)) {
+                Ok(
+                    stopped @ (WaitStatus::Stopped(..)
+                    | WaitStatus::PtraceEvent(..)
+                    | WaitStatus::PtraceSyscall(_)),
+                ) => supervisor.on_stop(stopped),
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => supervisor.forget(pid),
+                _ => {}
+            }
+        }
+    }
+}
