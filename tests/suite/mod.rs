@@ -14,6 +14,7 @@ mod exec_network;
 mod exec_priv;
 mod exec_proc;
 mod exec_rules;
+mod exec_rules_pool;
 mod exec_rules_race;
 mod exec_rules_sched;
 mod exec_rules_work;

@@ -43,10 +43,11 @@ fn seen(approved: Option<Approved>, facts: ExecFacts, verdict: Verdict) -> Box<T
 impl Supervisor {
     /// Answers `notification` (or, for `ask`, answers once bridle did). True when this thread
     /// seized the caller for it: its exec event (or exit) is then this thread's to wait for
-    /// ([`super::pool`]).
-    pub(super) fn answer(&mut self, notification: &Notification) -> bool {
+    /// ([`super::pool`]). `spare`: another thread will be at the listener meanwhile; without
+    /// one, an exec that needs seizing fails with `EAGAIN` (reported) rather than wait.
+    pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> bool {
         match self.at_notification(notification) {
-            Answer::Proceed(seen, file) => self.let_exec(notification, *seen, file),
+            Answer::Proceed(seen, file) => self.let_exec(notification, *seen, file, spare),
             Answer::Refuse => {
                 self.respond(notification, Response::Fail(nix::libc::EACCES));
                 false
@@ -156,17 +157,44 @@ impl Supervisor {
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
     /// the notification is still its, and continues the call. A caller that cannot be seized
     /// gets `EPERM`, reported: it must not exec unchecked. `file`: the notification found the
-    /// file the exec names. True when this thread seized the caller now.
-    fn let_exec(&mut self, notification: &Notification, seen: Traced, file: bool) -> bool {
+    /// file the exec names. True when this thread seized the caller now (`spare`: see
+    /// [`Supervisor::answer`]).
+    fn let_exec(
+        &mut self,
+        notification: &Notification,
+        seen: Traced,
+        file: bool,
+        spare: bool,
+    ) -> bool {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
-        let seized = !self.traced.contains_key(&tid);
+        // An entry counts only while the thread is still traced from here: a thread that took
+        // over its leader's id in an exec and was killed before its exec event leaves its
+        // former tid behind, which a new task may get.
+        let seized = !(self.traced.contains_key(&tid) && traced_from_here(tid));
         if seized {
+            self.traced.remove(&tid);
             let options = Options::PTRACE_O_TRACEEXEC | Options::PTRACE_O_EXITKILL;
-            if let Err(e) = ptrace::seize(pid, options) {
+            let attached = if spare {
+                ptrace::seize(pid, options)
+            } else {
+                Err(nix::errno::Errno::EAGAIN)
+            };
+            if let Err(e) = attached {
                 if self.valid(notification) {
-                    self.report_unseizable(pid, e);
-                    self.respond(notification, Response::Fail(nix::libc::EPERM));
+                    let (errno, why) = if spare {
+                        (
+                            nix::libc::EPERM,
+                            format!("could not trace the process to check its exec (ptrace: {e})"),
+                        )
+                    } else {
+                        (
+                            nix::libc::EAGAIN,
+                            "has no thread free to follow the exec (the process limit, or 256 execs waiting at once); try again".to_owned(),
+                        )
+                    };
+                    self.report_unseizable(pid, &why);
+                    self.respond(notification, Response::Fail(errno));
                 }
                 return false;
             }
@@ -191,18 +219,33 @@ impl Supervisor {
         seized
     }
 
-    fn report_unseizable(&mut self, pid: Pid, error: nix::errno::Errno) {
+    /// Reports an exec refused because the supervisor cannot follow it: `why` what it could
+    /// not do.
+    fn report_unseizable(&mut self, pid: Pid, why: &str) {
         let verdict = Verdict {
             decision: Decision::Deny,
             by: DecidedBy::Default,
-            reason: format!(
-                "the exec supervisor could not trace the process to check its exec (ptrace: {error})"
-            ),
+            reason: format!("the exec supervisor {why}"),
         };
         let read = ExecRead::default();
         let record = self.record(pid, &read, &ExecFacts::default(), &verdict);
         self.report(record);
     }
+}
+
+/// Whether thread `tid` is traced by a thread of this process (`TracerPid` in its status,
+/// a task of ours). The thread waits at its notification, so this cannot change meanwhile.
+fn traced_from_here(tid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|t| t.trim().parse::<i32>().ok())
+        .is_some_and(|tracer| {
+            tracer > 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
+        })
 }
 
 /// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the

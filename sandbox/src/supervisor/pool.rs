@@ -39,8 +39,15 @@ use crate::sys;
 use crate::sys::notify as unotify;
 
 /// The most threads the process runs: one per exec between its notification and its exec
-/// event at once, and one at the listener. Past it, an exec that would need another waits.
+/// event at once, and one at the listener. Past it (or when the kernel refuses a thread: they
+/// count against the user's process limit, as the command's processes do), an exec that would
+/// need another fails with `EAGAIN` instead of waiting for ever.
 const MAX_THREADS: usize = 256;
+
+/// Threads left at the listener beyond which one back from an exec event ends (a burst of
+/// parallel execs leaves no crowd behind; fewer than this, threads stay, since starting and
+/// ending one per exec cost more context switches than the execs).
+const SPARE_THREADS: usize = 8;
 
 /// The stack of a thread: the supervisor's work is shallow (the rules, a few reads).
 const STACK: usize = 256 * 1024;
@@ -59,6 +66,9 @@ struct Pool<'a> {
     idle: AtomicUsize,
     /// Threads running.
     threads: AtomicUsize,
+    /// Tids whose exit a thread saw and is about to reap, for the next holder of `supervisor`
+    /// to forget (see [`Pool::follow`]).
+    gone: Mutex<Vec<i32>>,
 }
 
 /// Runs `supervisor` on `listener` in the calling process, a fresh fork of init (or of the
@@ -76,8 +86,9 @@ pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
         listener: receiver,
         idle: AtomicUsize::new(0),
         threads: AtomicUsize::new(1),
+        gone: Mutex::new(Vec::new()),
     };
-    std::thread::scope(|scope| guarded(|| pool.work(scope)));
+    std::thread::scope(|scope| guarded(|| pool.work(scope, true)));
     fatal("the exec supervisor's threads stopped")
 }
 
@@ -98,17 +109,28 @@ fn fatal(why: &str) -> ! {
 }
 
 impl<'a> Pool<'a> {
+    /// The supervisor, with every exit seen so far forgotten.
     fn lock(&self) -> MutexGuard<'_, &'a mut Supervisor> {
         // A thread that panicked ended the process, so a poisoned lock is never seen alive.
-        self.supervisor
+        let mut supervisor = self
+            .supervisor
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let gone = std::mem::take(
+            &mut *self
+                .gone
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for tid in gone {
+            supervisor.forget(nix::unistd::Pid::from_raw(tid));
+        }
+        supervisor
     }
 
     /// One thread's loop: a notification, its answer, and the exec event of a thread it
-    /// seized. Threads do not end: the most execs waiting at once is what the sandbox's work
-    /// needs again (ending and starting threads cost more context switches than the execs).
-    fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+    /// seized. `first`: the process's main thread, which never ends.
+    fn work<'s>(&'s self, scope: &'s Scope<'s, '_>, first: bool) {
         let _ = sys::sched::set_fair_slice(super::SUPERVISOR_SLICE_NS);
         loop {
             self.idle.fetch_add(1, Ordering::SeqCst);
@@ -124,32 +146,34 @@ impl<'a> Pool<'a> {
                 }
                 Err(e) => fatal(&format!("receiving from the exec listener: {e}")),
             };
-            if self.lock().answer(&notification) {
-                // Someone must be at the listener while this thread waits for the exec event
-                // (the thread it seized may make another exec first, a `PATH` search's next
-                // try).
-                if self.idle.load(Ordering::SeqCst) == 0 {
-                    self.spawn(scope);
-                }
+            // Someone must be at the listener while this thread waits for an exec event it
+            // lets on (the thread it seizes may make another exec first, a `PATH` search's
+            // next try): without one, it seizes nothing new.
+            let spare = self.idle.load(Ordering::SeqCst) > 0 || self.spawn(scope);
+            if self.lock().answer(&notification, spare) {
                 self.follow();
+                if !first && self.idle.load(Ordering::SeqCst) >= SPARE_THREADS {
+                    self.threads.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
             }
         }
     }
 
-    /// Starts another thread at the listener (at most [`MAX_THREADS`]; without one, an exec
-    /// that needs it waits until a thread is free).
-    fn spawn<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+    /// Starts another thread at the listener (at most [`MAX_THREADS`]); whether it did.
+    fn spawn<'s>(&'s self, scope: &'s Scope<'s, '_>) -> bool {
         if self.threads.fetch_add(1, Ordering::SeqCst) >= MAX_THREADS {
             self.threads.fetch_sub(1, Ordering::SeqCst);
-            return;
+            return false;
         }
         let started = std::thread::Builder::new()
             .name("bridle-execs".into())
             .stack_size(STACK)
-            .spawn_scoped(scope, move || guarded(|| self.work(scope)));
+            .spawn_scoped(scope, move || guarded(|| self.work(scope, false)));
         if started.is_err() {
             self.threads.fetch_sub(1, Ordering::SeqCst);
         }
+        started.is_ok()
     }
 
     /// Waits for the stops and exits of this thread's tracees and hands them to the supervisor
@@ -168,17 +192,32 @@ impl<'a> Pool<'a> {
                 Err(_) => return,
             };
             let Some(pid) = seen.pid() else { continue };
-            let mut supervisor = self.lock();
             if matches!(seen, WaitStatus::Exited(..) | WaitStatus::Signaled(..)) {
-                supervisor.forget(pid);
+                // Queued for the supervisor's next holder, without waiting for it: a thread
+                // that holds it may be waiting in the kernel for this very reap (seizing a
+                // thread of a process whose exec waits for its other threads to be gone).
+                self.gone
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(pid.as_raw());
+                let _ = waitpid(pid, Some(mine | WaitPidFlag::WNOHANG));
+                continue;
             }
-            match waitpid(pid, Some(mine | WaitPidFlag::WNOHANG)) {
+            match waitpid(
+                pid,
+                Some(mine | WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
+            ) {
                 Ok(
                     stopped @ (WaitStatus::Stopped(..)
                     | WaitStatus::PtraceEvent(..)
                     | WaitStatus::PtraceSyscall(_)),
-                ) => supervisor.on_stop(stopped),
-                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => supervisor.forget(pid),
+                ) => self.lock().on_stop(stopped),
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {
+                    self.gone
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(pid.as_raw());
+                }
                 _ => {}
             }
         }

@@ -1,0 +1,97 @@
+//! The supervisor's threads (`bridle-execs`): one follows each exec it let on until its exec
+//! event, so execs that the kernel fails after the supervisor let them on (a file without the
+//! execute bit) each hold a thread for as long as their process lives. When no thread is left
+//! to follow another exec (256 of them, or the user's process limit, which the threads count
+//! against), that exec fails with `EAGAIN`, reported, instead of waiting for ever.
+
+use super::support::{ExecEnv, run_bounded};
+
+#[test]
+fn execs_that_find_no_free_supervisor_thread_fail_with_eagain_instead_of_hanging() {
+    let e = ExecEnv::new();
+    e.write("d1/true", "not a program\n");
+    let source = e.write(
+        "pin.c",
+        r#"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static pthread_barrier_t all_tried;
+static int eagain;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *pin(void *unused) {
+    (void)unused;
+    char *argv[] = {"true", NULL};
+    execv("d1/true", argv); /* let on, then failed by the kernel: EACCES */
+    if (errno == EAGAIN) { pthread_mutex_lock(&lock); eagain++; pthread_mutex_unlock(&lock); }
+    pthread_barrier_wait(&all_tried);
+    pause();
+    return 0;
+}
+int main(void) {
+    enum { N = 300 };
+    pthread_barrier_init(&all_tried, 0, N + 1);
+    for (int i = 0; i < N; i++) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 64 * 1024);
+        if (pthread_create(&t, &a, pin, 0)) { printf("threads=%d\n", i); return 1; }
+    }
+    pthread_barrier_wait(&all_tried);
+    printf("eagain=%s\n", eagain > 0 ? "some" : "none");
+    /* A PATH search whose first try needs a thread too: it fails, it does not wait. */
+    pid_t child = fork();
+    if (child == 0) {
+        setenv("PATH", "d1:/usr/bin:/bin", 1);
+        char *argv[] = {"true", NULL};
+        execvp("true", argv);
+        printf("search=%s\n", strerror(errno));
+        fflush(stdout);
+        _exit(3);
+    }
+    int status;
+    waitpid(child, &status, 0);
+    printf("child=%d\n", WEXITSTATUS(status));
+    fflush(stdout);
+    _exit(0); /* ends the pinned threads: the supervisor's threads are free again */
+}
+"#,
+    );
+    let out = std::process::Command::new("cc")
+        .args(["-pthread", "-o"])
+        .arg(e.workspace.join("pin"))
+        .arg(&source)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = run_bounded(&mut e.exec_cmd(
+        &["--profile", "ci-locked"],
+        &[],
+        &["sh", "-c", "./pin; /bin/echo after=$?"],
+    ));
+    r.assert_ok();
+    assert_eq!(r.value("eagain"), "some", "{}\n{}", r.stdout, r.stderr);
+    // The search ran `true` (a thread was free by then) or failed at once; it never waited.
+    match r.value("child") {
+        "0" => {}
+        "3" => assert_eq!(r.value("search"), "Resource temporarily unavailable"),
+        other => panic!("child {other}:\n{}\n{}", r.stdout, r.stderr),
+    }
+    // The threads came back: the next exec (echo) runs.
+    assert_eq!(r.value("after"), "0", "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the exec supervisor has no thread free to follow the exec"),
+        "{}",
+        r.stderr
+    );
+}
