@@ -406,8 +406,9 @@ pub fn close_fd_range(first: u32, last: u32) {
     if first > last {
         return;
     }
-    // SAFETY: close_range takes integers; used right before exec, when no Rust object owns
-    // those descriptors.
+    // SAFETY: close_range takes integers; used right before exec, or in a fresh fork that
+    // never returns to the frames owning them (the exec supervisor's process), so no Rust
+    // object that owns one of those descriptors closes it again.
     let _ = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
 }
 
