@@ -62,17 +62,7 @@ int main(void) {
 }
 "#,
     );
-    let out = std::process::Command::new("cc")
-        .args(["-pthread", "-o"])
-        .arg(e.workspace.join("pin"))
-        .arg(&source)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.compile_c(&source, "pin", &["-pthread"]);
     let r = run_bounded(&mut e.exec_cmd(
         &["--profile", "ci-locked"],
         &[],

@@ -329,17 +329,7 @@ int main(int argc, char **argv) {
 /// Builds the racer into the workspace with the C compiler cargo links with.
 fn build_racer(e: &ExecEnv) {
     let source = e.write("racer.c", RACER);
-    let out = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(e.workspace.join("racer"))
-        .arg(&source)
-        .output()
-        .expect("run cc (the C compiler is needed to build the racer)");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.compile_c(&source, "racer", &["-O1", "-pthread"]);
 }
 
 /// A profile that denies `echo harmful`.
@@ -540,17 +530,7 @@ int main(void) {
 }
 "#,
     );
-    let out = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(e.workspace.join("sharing"))
-        .arg(&source)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.compile_c(&source, "sharing", &["-O1", "-pthread"]);
     for profile in ["ci-locked", "workspace-write"] {
         let run = run_bounded(&mut e.exec_cmd(&["--profile", profile], &[], &["./sharing"]));
         run.assert_ok();

@@ -343,17 +343,7 @@ int main(void) {
 }
 "#,
     );
-    let out = std::process::Command::new("cc")
-        .arg("-o")
-        .arg(e.workspace.join("untraced"))
-        .arg(&source)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.compile_c(&source, "untraced", &[]);
     let forbid = e.profile(
         "forbid.yaml",
         "extends: workspace-write\nrules:\n  commands:\n    - id: deny-harmful\n      prefix: [echo, harmful]\n      decision: deny\n      examples: [\"echo harmful\"]\n      counter_examples: [\"echo neutral\"]\n",

@@ -168,6 +168,23 @@ impl ExecEnv {
         }
     }
 
+    /// Compiles the C `source` file into the workspace as `output` with the C compiler cargo
+    /// links with (`flags` before `-o`); fails the test with the compiler's message.
+    pub fn compile_c(&self, source: &std::path::Path, output: &str, flags: &[&str]) {
+        let out = Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(self.workspace.join(output))
+            .arg(source)
+            .output()
+            .expect("run cc (a C compiler is needed)");
+        assert!(
+            out.status.success(),
+            "cc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Creates `outside/<name>` with `content` and returns its path.
     pub fn outside_file(&self, name: &str, content: &str) -> PathBuf {
         let path = self.outside.join(name);

@@ -370,7 +370,7 @@ impl Supervisor {
     }
 
     /// The listener of the command's filter, which the command handed over.
-    pub fn listen(&mut self, listener: OwnedFd) {
+    fn listen(&mut self, listener: OwnedFd) {
         self.mode = Mode::Notify(listener);
     }
 
