@@ -520,7 +520,7 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
                     .contains("the exec supervisor was killed by SIGKILL; the sandbox was stopped"),
                 "{stderr}"
             );
-            assert_eq!(out.status.code(), Some(125), "{stderr}");
+            assert_eq!(out.status.code(), Some(137), "{stderr}");
         } else {
             assert!(
                 !stdout.contains("exec-failed"),

@@ -504,6 +504,7 @@ fn supervise(
                     &format!(
                         "the sandbox cannot wait for its command (signalfd: {e}); it was stopped"
                     ),
+                    125,
                 );
             }
         };
@@ -542,6 +543,9 @@ fn supervise(
                         command,
                         subreaper,
                         &format!("the exec supervisor {how}; the sandbox was stopped"),
+                        // The command ran, and was killed: 128 + SIGKILL, as for any command
+                        // killed by a signal.
+                        128 + Signal::SIGKILL as i32,
                     );
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => reap = false,
@@ -597,14 +601,14 @@ fn supervise(
 }
 
 /// Says `why` on stderr (the command's), kills the command (and, as a subreaper, every
-/// descendant) and gives the exit code for a sandbox bridle stopped: 125.
-fn stop_sandbox(command: Pid, subreaper: bool, why: &str) -> i32 {
+/// descendant) and gives `code` back.
+fn stop_sandbox(command: Pid, subreaper: bool, why: &str, code: i32) -> i32 {
     let _ = sys::write_all_raw(2, format!("bridle: {why}\n").as_bytes());
     let _ = kill(command, Signal::SIGKILL);
     if subreaper {
         kill_descendants();
     }
-    125
+    code
 }
 
 /// Kills and reaps every descendant (orphans are reparented to us, the subreaper, so they

@@ -95,7 +95,7 @@
 //!
 //! - With no listener (the supervisor gone), the kernel fails every `SECCOMP_RET_USER_NOTIF`
 //!   syscall with `ENOSYS`: no exec runs unsupervised. If the supervisor's process dies, its
-//!   parent stops the sandbox (exit 125, saying why), and `EXITKILL` kills every thread it had
+//!   parent stops the sandbox (killing the command, saying why), and `EXITKILL` kills every thread it had
 //!   seized; it dies with its parent (`PR_SET_PDEATHSIG`, and the PID namespace ends with
 //!   init), and the launcher dies with bridle (`PR_SET_PDEATHSIG`).
 //! - Nothing inside can take the listener or stop its holder: it is close-on-exec and never in
