@@ -4,7 +4,9 @@
 //! to follow another exec (256 of them, or the user's process limit, which the threads count
 //! against), that exec fails with `EAGAIN`, reported, instead of waiting for ever.
 
-use super::support::{ExecEnv, run_bounded};
+use std::time::Duration;
+
+use super::support::{ExecEnv, process_tree, run_bounded, wait_until};
 
 #[test]
 fn execs_that_find_no_free_supervisor_thread_fail_with_eagain_instead_of_hanging() {
@@ -84,4 +86,58 @@ int main(void) {
         "{}",
         r.stderr
     );
+}
+
+/// What each thread of `pid` waits in (`/proc/PID/task/*/wchan`).
+fn waits_of(pid: i32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("wchan")).ok())
+        .collect()
+}
+
+#[test]
+fn after_a_burst_of_parallel_execs_at_most_one_supervisor_thread_per_cpu_waits_at_the_listener() {
+    let e = ExecEnv::new();
+    let ready = e.env.workspace.join("ready");
+    // 40 execs at once, each followed by a thread of its own; then the sandbox stays up.
+    let mut child = e
+        .exec_cmd(
+            &["--profile", "ci-locked"],
+            &[],
+            &[
+                "sh",
+                "-c",
+                "for i in $(seq 40); do /bin/sleep 1 & done; /bin/sleep 0.5; : > ready; wait; /bin/sleep 2",
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn bridle exec");
+    assert!(
+        wait_until(Duration::from_secs(30), || ready.exists()),
+        "the burst never finished"
+    );
+    let supervisor = process_tree(i32::try_from(child.id()).expect("pid"))
+        .into_iter()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
+                .is_ok_and(|c| c.trim() == "bridle-execs")
+        })
+        .expect("a bridle-execs process in the sandbox");
+    let waits = waits_of(supervisor.pid);
+    let _ = child.wait();
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    // A thread is at the listener or waits to be called there (a futex): nothing else.
+    let listening = waits.iter().filter(|w| !w.starts_with("futex")).count();
+    assert!(
+        (1..=cpus.min(4)).contains(&listening),
+        "{listening} threads at the listener on {cpus} CPUs: {waits:?}"
+    );
+    // Threads beyond 8 waiting to be called ended (but the process's main thread, which never
+    // ends, may be a ninth).
+    assert!(waits.len() <= listening + 9, "{waits:?}");
 }

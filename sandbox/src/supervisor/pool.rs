@@ -7,7 +7,9 @@
 //! when it seized the caller, waits for that thread's exec event itself (`waitid` on its own
 //! tracees only, `__WNOTHREAD`), then goes back to the listener. A thread that is about to wait
 //! for an exec event first makes sure another one waits at the listener (the thread it seized
-//! may make another exec first, a `PATH` search's next try, which someone must answer).
+//! may make another exec first, a `PATH` search's next try, which someone must answer). At
+//! most one thread per CPU (and at most [`MAX_LISTENING`]) waits at the listener; the others,
+//! back from an exec event, wait on a condition variable until one is needed there.
 //!
 //! Why a process and threads, not init's loop: init's loop, one thread for every exec, every
 //! stop and every signal of the sandbox, was woken through a signalfd and epoll and served one
@@ -28,7 +30,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::Scope;
 
 use nix::errno::Errno;
@@ -44,10 +46,19 @@ use crate::sys::notify as unotify;
 /// need another fails with `EAGAIN` instead of waiting for ever.
 const MAX_THREADS: usize = 256;
 
-/// Threads left at the listener beyond which one back from an exec event ends (a burst of
-/// parallel execs leaves no crowd behind; fewer than this, threads stay, since starting and
-/// ending one per exec cost more context switches than the execs).
+/// Threads waiting to be called to the listener beyond which one back from an exec event ends
+/// (a burst of parallel execs leaves no crowd behind; fewer than this, threads stay, since
+/// starting and ending one per exec cost more context switches than the execs).
 const SPARE_THREADS: usize = 8;
+
+/// The most threads waiting at the listener at once, whatever the number of CPUs. The kernel
+/// wakes every one of them at each notification (its wait is not exclusive), each where it
+/// last ran: one per CPU lets the one on the CPU the caller just left answer there, and more
+/// are woken for nothing (an interrupt to another CPU, on the caller's path). With every thread
+/// back from an exec event at the listener, `make -j2` of 200 files ran at 1.07 to 1.10 of the
+/// build without rules, with at most two 1.04 to 1.07, in the same alternating runs
+/// (`bench/RESULTS.md`).
+const MAX_LISTENING: usize = 4;
 
 /// The stack of a thread: the supervisor's work is shallow (the rules, a few reads).
 const STACK: usize = 256 * 1024;
@@ -62,13 +73,27 @@ struct Pool<'a> {
     /// (and every answer), and the first to run takes it: usually the one woken on the CPU the
     /// caller just left, so the caller's exec is answered there, with no idle CPU to wake. (One
     /// thread at the listener at a time, the others waiting their turn on a lock, built at
-    /// 1.10 against 1.04 with all of them there: `bench/RESULTS.md`.)
+    /// 1.10 against 1.04 with all of them there: `bench/RESULTS.md`.) At most
+    /// [`Pool::listening`].
     idle: AtomicUsize,
     /// Threads running.
     threads: AtomicUsize,
+    /// Threads at most at the listener: one per CPU this process may run on, at most
+    /// [`MAX_LISTENING`].
+    listening: usize,
+    /// Threads waiting to be called to the listener, and calls not yet taken.
+    parked: Mutex<Parked>,
+    called: Condvar,
     /// Tids whose exit a thread saw and is about to reap, for the next holder of `supervisor`
     /// to forget (see [`Pool::follow`]).
     gone: Mutex<Vec<i32>>,
+}
+
+/// Threads waiting on [`Pool::called`].
+#[derive(Default)]
+struct Parked {
+    waiting: usize,
+    calls: usize,
 }
 
 /// Runs `supervisor` on `listener` in the calling process, a fresh fork of init (or of the
@@ -86,6 +111,11 @@ pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
         listener: receiver,
         idle: AtomicUsize::new(0),
         threads: AtomicUsize::new(1),
+        listening: std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(MAX_LISTENING),
+        parked: Mutex::new(Parked::default()),
+        called: Condvar::new(),
         gone: Mutex::new(Vec::new()),
     };
     std::thread::scope(|scope| guarded(|| pool.work(scope, true)));
@@ -133,7 +163,20 @@ impl<'a> Pool<'a> {
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>, first: bool) {
         let _ = sys::sched::set_fair_slice(super::SUPERVISOR_SLICE_NS);
         loop {
-            self.idle.fetch_add(1, Ordering::SeqCst);
+            // One thread per CPU at the listener: the others wait to be called there.
+            let listens = self
+                .idle
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < self.listening).then_some(n + 1)
+                })
+                .is_ok();
+            if !listens {
+                if self.wait_to_be_called(first) {
+                    continue;
+                }
+                self.threads.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
             let received = unotify::receive(self.listener.as_fd());
             self.idle.fetch_sub(1, Ordering::SeqCst);
             let notification = match received {
@@ -149,15 +192,48 @@ impl<'a> Pool<'a> {
             // Someone must be at the listener while this thread waits for an exec event it
             // lets on (the thread it seizes may make another exec first, a `PATH` search's
             // next try): without one, it seizes nothing new.
-            let spare = self.idle.load(Ordering::SeqCst) > 0 || self.spawn(scope);
+            let spare = self.idle.load(Ordering::SeqCst) > 0 || self.call() || self.spawn(scope);
             if self.lock().answer(&notification, spare) {
                 self.follow();
-                if !first && self.idle.load(Ordering::SeqCst) >= SPARE_THREADS {
-                    self.threads.fetch_sub(1, Ordering::SeqCst);
-                    return;
-                }
             }
         }
+    }
+
+    /// Waits until a thread is needed at the listener. False: enough threads wait already,
+    /// and this one ends (never `first`, the process's main thread).
+    fn wait_to_be_called(&self, first: bool) -> bool {
+        let mut parked = self.parked();
+        if !first && parked.waiting >= SPARE_THREADS {
+            return false;
+        }
+        parked.waiting += 1;
+        while parked.calls == 0 {
+            parked = self
+                .called
+                .wait(parked)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        parked.calls -= 1;
+        parked.waiting -= 1;
+        true
+    }
+
+    /// Calls a waiting thread to the listener; whether there was one not called yet.
+    fn call(&self) -> bool {
+        let mut parked = self.parked();
+        if parked.waiting > parked.calls {
+            parked.calls += 1;
+            self.called.notify_one();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn parked(&self) -> MutexGuard<'_, Parked> {
+        self.parked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Starts another thread at the listener (at most [`MAX_THREADS`]); whether it did.
