@@ -59,7 +59,8 @@
 //! - The listener is not set to wake on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
 //!   with it, the caller woken by the answer (and the program let go at its exec event) often
 //!   preempted the supervisor on that CPU (`make -j2` of 200 files, alternating runs: 1.21
-//!   with the flag, 1.11 without; `bench/RESULTS.md`).
+//!   with the flag, 1.11 without; with one thread per CPU at the listener, 1.06 to 1.09
+//!   against 1.04 to 1.07, though the `/bin/true` loop gained 18 µs: `bench/RESULTS.md`).
 //! - Every supervising thread asks for the kernel's shortest scheduler slice, which what it
 //!   starts does not inherit ([`SUPERVISOR_SLICE_NS`] says why).
 //!
