@@ -54,8 +54,9 @@
 //!   non-leader thread's exec the process has the thread group's id; the event message gives
 //!   the former one.) While seized, other stops (signal delivery, group-stop) are passed on,
 //!   and the exit of a seized thread forgets it.
-//! - Each thread of the supervisor's process waits at the listener, answers, and waits for the
-//!   exec event of the thread it seized itself ([`pool`] says why).
+//! - A thread of the supervisor's process waits at the listener (one per CPU; the others wait
+//!   to be called there), answers, and waits for the exec event of the thread it seized itself
+//!   ([`pool`] says why).
 //! - The listener is not set to wake on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
 //!   with it, the caller woken by the answer (and the program let go at its exec event) often
 //!   preempted the supervisor on that CPU (`make -j2` of 200 files, alternating runs: 1.21

@@ -190,7 +190,7 @@ impl Supervisor {
                     } else {
                         (
                             nix::libc::EAGAIN,
-                            "has no thread free to follow the exec (the process limit, or 256 execs waiting at once); try again".to_owned(),
+                            "has no thread free to follow the exec (the process limit, or its 256 threads busy with other execs); try again".to_owned(),
                         )
                     };
                     self.report_unseizable(pid, &why);

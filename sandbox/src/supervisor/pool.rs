@@ -2,14 +2,15 @@
 //! seccomp user notification.
 //!
 //! Init forks this process once the command handed over its filter's listener, before the
-//! command runs anything, and keeps no copy of the listener. Each thread of it waits in the
+//! command runs anything, and keeps no copy of the listener. A thread of it waits in the
 //! kernel for the next notification (`SECCOMP_IOCTL_NOTIF_RECV`, blocking), answers it, and,
 //! when it seized the caller, waits for that thread's exec event itself (`waitid` on its own
-//! tracees only, `__WNOTHREAD`), then goes back to the listener. A thread that is about to wait
-//! for an exec event first makes sure another one waits at the listener (the thread it seized
-//! may make another exec first, a `PATH` search's next try, which someone must answer). At
-//! most one thread per CPU (and at most [`MAX_LISTENING`]) waits at the listener; the others,
-//! back from an exec event, wait on a condition variable until one is needed there.
+//! tracees only, `__WNOTHREAD`), then goes back to the listener, or, when enough threads wait
+//! there already (one per CPU, at most [`MAX_LISTENING`]), waits on a condition variable
+//! until one is needed there. A thread that is about to wait for an exec event first makes
+//! sure another one is at the listener or on its way there (the thread it seized may make
+//! another exec first, a `PATH` search's next try, which someone must answer): a waiting
+//! thread called, or a new one.
 //!
 //! Why a process and threads, not init's loop: init's loop, one thread for every exec, every
 //! stop and every signal of the sandbox, was woken through a signalfd and epoll and served one
@@ -41,14 +42,15 @@ use crate::sys;
 use crate::sys::notify as unotify;
 
 /// The most threads the process runs: one per exec between its notification and its exec
-/// event at once, and one at the listener. Past it (or when the kernel refuses a thread: they
+/// event at once, and those at the listener or waiting to be called there. Past it (or when the kernel refuses a thread: they
 /// count against the user's process limit, as the command's processes do), an exec that would
 /// need another fails with `EAGAIN` instead of waiting for ever.
 const MAX_THREADS: usize = 256;
 
-/// Threads waiting to be called to the listener beyond which one back from an exec event ends
-/// (a burst of parallel execs leaves no crowd behind; fewer than this, threads stay, since
-/// starting and ending one per exec cost more context switches than the execs).
+/// Threads waiting to be called to the listener beyond which one that finds the listener full
+/// ends instead (the process's main thread never does, so it may be one more): a burst of
+/// parallel execs leaves no crowd behind; fewer than this, threads stay, since starting and
+/// ending one per exec cost more context switches than the execs.
 const SPARE_THREADS: usize = 8;
 
 /// The most threads waiting at the listener at once, whatever the number of CPUs. The kernel
@@ -73,13 +75,13 @@ struct Pool<'a> {
     /// (and every answer), and the first to run takes it: usually the one woken on the CPU the
     /// caller just left, so the caller's exec is answered there, with no idle CPU to wake. (One
     /// thread at the listener at a time, the others waiting their turn on a lock, built at
-    /// 1.10 against 1.04 with all of them there: `bench/RESULTS.md`.) At most
+    /// 1.10 against 1.04 with every idle thread there: `bench/RESULTS.md`.) At most
     /// [`Pool::listening`].
     idle: AtomicUsize,
     /// Threads running.
     threads: AtomicUsize,
-    /// Threads at most at the listener: one per CPU this process may run on, at most
-    /// [`MAX_LISTENING`].
+    /// Threads at most at the listener: the parallelism this process had when it started
+    /// (its CPUs, or its cgroup's CPU quota), at most [`MAX_LISTENING`].
     listening: usize,
     /// Threads waiting to be called to the listener, and calls not yet taken.
     parked: Mutex<Parked>,
@@ -92,8 +94,12 @@ struct Pool<'a> {
 /// Threads waiting on [`Pool::called`].
 #[derive(Default)]
 struct Parked {
+    /// Threads waiting to be called.
     waiting: usize,
+    /// Calls made and not yet taken (at most `waiting`).
     calls: usize,
+    /// Threads called and not yet back at the top of their loop.
+    coming: usize,
 }
 
 /// Runs `supervisor` on `listener` in the calling process, a fresh fork of init (or of the
@@ -162,6 +168,7 @@ impl<'a> Pool<'a> {
     /// seized. `first`: the process's main thread, which never ends.
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>, first: bool) {
         let _ = sys::sched::set_fair_slice(super::SUPERVISOR_SLICE_NS);
+        let mut called = false;
         loop {
             // One thread per CPU at the listener: the others wait to be called there.
             let listens = self
@@ -170,8 +177,14 @@ impl<'a> Pool<'a> {
                     (n < self.listening).then_some(n + 1)
                 })
                 .is_ok();
+            if called {
+                // At the listener now, or it was full: either way no longer on its way.
+                self.parked().coming -= 1;
+                called = false;
+            }
             if !listens {
                 if self.wait_to_be_called(first) {
+                    called = true;
                     continue;
                 }
                 self.threads.fetch_sub(1, Ordering::SeqCst);
@@ -215,19 +228,26 @@ impl<'a> Pool<'a> {
         }
         parked.calls -= 1;
         parked.waiting -= 1;
+        parked.coming += 1;
         true
     }
 
-    /// Calls a waiting thread to the listener; whether there was one not called yet.
+    /// Makes sure a thread is on its way to the listener: one called already and not there
+    /// yet, or a waiting one called now; false when there is none. (A thread on its way
+    /// reaches the listener, or finds it full; either way someone is there, and whoever then
+    /// receives makes sure of the next one: one on its way is enough for any number of
+    /// threads that follow an exec meanwhile.)
     fn call(&self) -> bool {
         let mut parked = self.parked();
-        if parked.waiting > parked.calls {
+        if parked.calls > 0 || parked.coming > 0 {
+            return true;
+        }
+        if parked.waiting > 0 {
             parked.calls += 1;
             self.called.notify_one();
-            true
-        } else {
-            false
+            return true;
         }
+        false
     }
 
     fn parked(&self) -> MutexGuard<'_, Parked> {
@@ -236,7 +256,7 @@ impl<'a> Pool<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts another thread at the listener (at most [`MAX_THREADS`]); whether it did.
+    /// Starts another thread, for the listener (at most [`MAX_THREADS`]); whether it did.
     fn spawn<'s>(&'s self, scope: &'s Scope<'s, '_>) -> bool {
         if self.threads.fetch_add(1, Ordering::SeqCst) >= MAX_THREADS {
             self.threads.fetch_sub(1, Ordering::SeqCst);
