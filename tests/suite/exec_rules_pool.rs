@@ -3,7 +3,8 @@
 //! execute bit) each hold a thread for as long as their process lives. When no thread is left
 //! to follow another exec (256 of them, or the user's process limit, which the threads count
 //! against), that exec fails with `EAGAIN`, reported, instead of waiting for ever. After a
-//! burst, at most one thread per CPU waits at the listener.
+//! burst, at most one thread per CPU waits at the listener. An exec that waits in the kernel
+//! for a traced sibling thread to be reaped never waits on the supervisor's lock.
 
 use std::time::Duration;
 
@@ -147,4 +148,80 @@ fn after_a_burst_of_parallel_execs_at_most_one_supervisor_thread_per_cpu_waits_a
     // Threads beyond 8 waiting to be called ended (but the process's main thread, which never
     // ends, may be a ninth).
     assert!(waits.len() <= listening + 9, "{waits:?}");
+}
+
+/// A thread B of a process execs a file without the execute bit (let on, failed by the kernel:
+/// B stays seized), then the main thread A and another thread C exec at once. A's exec waits
+/// (in `de_thread`, holding the process's exec lock) until B, killed, is reaped by the
+/// supervisor thread that seized it; the thread answering C's exec meanwhile holds the
+/// supervisor's lock and waits in `PTRACE_SEIZE` for that exec lock. The reap must not need
+/// the supervisor's lock: with it, all three waited for ever (the build before 6f43d99 hung
+/// within 3 rounds).
+#[test]
+fn an_exec_waiting_for_a_traced_sibling_to_be_reaped_does_not_deadlock_the_supervisor() {
+    let e = ExecEnv::new();
+    e.write("noexec", "not a program\n");
+    let source = e.write(
+        "reap.c",
+        r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static atomic_int ready, go;
+static void *b_thread(void *u) {
+    (void)u;
+    char *argv[] = {"noexec", NULL};
+    execv("./noexec", argv); /* let on, then EACCES: this thread stays seized */
+    atomic_store(&ready, 1);
+    for (;;) pause();
+}
+static void *c_thread(void *u) {
+    (void)u;
+    while (!atomic_load(&go)) {}
+    char *argv[] = {"true", NULL};
+    execv("/bin/true", argv);
+    for (;;) pause();
+}
+int main(void) {
+    int done = 0;
+    for (int i = 0; i < 200; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            pthread_t b, c;
+            pthread_create(&b, 0, b_thread, 0);
+            while (!atomic_load(&ready)) {}
+            pthread_create(&c, 0, c_thread, 0);
+            atomic_store(&go, 1);
+            char *argv[] = {"true", NULL};
+            execv("/bin/true", argv);
+            _exit(3);
+        }
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        int st = 0;
+        while (waitpid(p, &st, WNOHANG) != p) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - start.tv_sec > 10) {
+                printf("hung=round %d\n", i);
+                fflush(stdout);
+                _exit(1);
+            }
+            usleep(200);
+        }
+        done += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    printf("done=%d\n", done);
+    return 0;
+}
+"#,
+    );
+    e.compile_c(&source, "reap", &["-pthread"]);
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["./reap"]));
+    r.assert_ok();
+    assert_eq!(r.value("done"), "200", "{}\n{}", r.stdout, r.stderr);
 }
