@@ -42,9 +42,10 @@ use crate::sys;
 use crate::sys::notify as unotify;
 
 /// The most threads the process runs: one per exec between its notification and its exec
-/// event at once, and those at the listener or waiting to be called there. Past it (or when the kernel refuses a thread: they
-/// count against the user's process limit, as the command's processes do), an exec that would
-/// need another fails with `EAGAIN` instead of waiting for ever.
+/// event at once, and those at the listener or waiting to be called there. Past it (or when
+/// the kernel refuses a thread: they count against the user's process limit, as the
+/// command's processes do), an exec that would need another fails with `EAGAIN` instead of
+/// waiting for ever.
 const MAX_THREADS: usize = 256;
 
 /// Threads waiting to be called to the listener beyond which one that finds the listener full
