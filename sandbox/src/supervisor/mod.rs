@@ -823,10 +823,15 @@ fn kill(pid: Pid) {
 
 /// The parent of `pid` (`PPid` of `/proc/PID/status`).
 pub(crate) fn parent_of(pid: i32) -> Option<i32> {
+    status_number(pid, "PPid")
+}
+
+/// The number a `field` of `/proc/PID/status` holds (`PPid`, `TracerPid`, ...).
+pub(super) fn status_number(pid: i32, field: &str) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))?
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .trim()
         .parse()
         .ok()

@@ -236,16 +236,9 @@ impl Supervisor {
 /// Whether thread `tid` is traced by a thread of this process (`TracerPid` in its status,
 /// a task of ours). The thread waits at its notification, so this cannot change meanwhile.
 fn traced_from_here(tid: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .and_then(|t| t.trim().parse::<i32>().ok())
-        .is_some_and(|tracer| {
-            tracer > 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
-        })
+    super::status_number(tid, "TracerPid").is_some_and(|tracer| {
+        tracer > 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
+    })
 }
 
 /// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the
