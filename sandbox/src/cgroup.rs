@@ -2,7 +2,9 @@
 //! bridle runs as root a profile's `limits.processes` is enforced by a pids cgroup instead. The
 //! parent creates `bridle-<pid>-<n>` under the pids controller, writes `pids.max`, the launcher
 //! moves itself in before it forks anything, and the parent removes the group when the run is
-//! over. Unprivileged users get `RLIMIT_NPROC`, which the kernel does apply to them.
+//! over. A bridle killed before that (SIGKILL, a crash) cannot remove its group: the next run
+//! removes the empty groups of bridle processes that are gone. Unprivileged users get
+//! `RLIMIT_NPROC`, which the kernel does apply to them.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -56,6 +58,7 @@ pub struct PidsGroup {
 impl PidsGroup {
     /// Creates a group under `parent` allowing at most `max` processes.
     pub fn create(parent: &Path, max: u64) -> Result<PidsGroup, String> {
+        sweep_left_over(parent);
         static SERIAL: AtomicU32 = AtomicU32::new(0);
         // A group of this name is left over from a bridle process that had our pid and was
         // killed before it removed it: removed when empty, else another name is taken.
@@ -104,6 +107,33 @@ impl Drop for PidsGroup {
     }
 }
 
+/// Removes the groups under `parent` left by bridle processes that are gone and left nothing
+/// running in them. The group of a live bridle is never touched: between creating it and its
+/// launcher joining, it is empty. (A cgroup directory is removed only when empty: `rmdir`
+/// fails with `EBUSY` while a process is in it, so a process started from a dead bridle's run
+/// keeps its group.)
+fn sweep_left_over(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(owner_pid) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// The pid of the bridle process that made a group named `name` (`bridle-<pid>-<serial>`).
+fn owner_pid(name: &str) -> Option<u32> {
+    let (pid, serial) = name.strip_prefix("bridle-")?.split_once('-')?;
+    serial.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
 /// Moves the calling process into the group whose `cgroup.procs` is `procs_file`.
 pub fn join(procs_file: &Path) -> std::io::Result<()> {
     std::fs::write(procs_file, std::process::id().to_string())
@@ -133,5 +163,44 @@ mod tests {
             std::fs::read_to_string(group.dir.join("pids.max")).unwrap(),
             "7"
         );
+    }
+
+    /// A bridle killed with SIGKILL leaves its group: the next run removes it when its
+    /// process is gone and the group is empty, and nothing else.
+    #[test]
+    fn empty_groups_of_bridle_processes_that_are_gone_are_removed_at_the_next_run() {
+        let parent = tempfile::tempdir().unwrap();
+        // Above the largest pid_max (2^22): never a live process.
+        let gone = 1u32 << 23;
+        let dir = |name: &str| parent.path().join(name);
+        for name in [
+            format!("bridle-{gone}-0"),
+            format!("bridle-{gone}-17"),
+            format!("bridle-{gone}-1"),
+            "bridle-1-0".to_owned(),
+            format!("bridle-{gone}"),
+            format!("bridle-{gone}-x"),
+            format!("other-{gone}-0"),
+        ] {
+            std::fs::create_dir(dir(&name)).unwrap();
+        }
+        // Still in use: a process started by the dead run is in it (rmdir fails).
+        std::fs::write(dir(&format!("bridle-{gone}-1")).join("cgroup.procs"), "1").unwrap();
+        let group = PidsGroup::create(parent.path(), 7).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut want = vec![
+            format!("bridle-{gone}-1"),
+            "bridle-1-0".to_owned(),
+            format!("bridle-{gone}"),
+            format!("bridle-{gone}-x"),
+            format!("other-{gone}-0"),
+            group.dir.file_name().unwrap().to_str().unwrap().to_owned(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
     }
 }
