@@ -107,21 +107,32 @@ impl Drop for PidsGroup {
     }
 }
 
+/// Groups younger than this are left alone by [`sweep_left_over`].
+const SWEEP_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Removes the groups under `parent` left by bridle processes that are gone and left nothing
 /// running in them. The group of a live bridle is never touched: between creating it and its
-/// launcher joining, it is empty. (A cgroup directory is removed only when empty: `rmdir`
-/// fails with `EBUSY` while a process is in it, so a process started from a dead bridle's run
-/// keeps its group.)
+/// launcher joining, it is empty. Its pid is not enough to tell (a bridle in another PID
+/// namespace may share `parent`), so a group must also be older than [`SWEEP_AGE`]: the
+/// launcher joins within milliseconds, and stays in it until the run ends. (A cgroup
+/// directory is removed only when empty: `rmdir` fails with `EBUSY` while a process is in it,
+/// so a process started from a dead bridle's run keeps its group.)
 fn sweep_left_over(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
+    let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(owner_pid) else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        // A cgroup directory's modification time is when it was made.
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|made| now.duration_since(made).is_ok_and(|age| age >= SWEEP_AGE));
+        if old && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir(entry.path());
         }
     }
@@ -186,6 +197,14 @@ mod tests {
         }
         // Still in use: a process started by the dead run is in it (rmdir fails).
         std::fs::write(dir(&format!("bridle-{gone}-1")).join("cgroup.procs"), "1").unwrap();
+        // Every group made a minute ago, but one just made (a live bridle's in another PID
+        // namespace, about to be joined).
+        let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        for entry in std::fs::read_dir(parent.path()).unwrap() {
+            let dir = std::fs::File::open(entry.unwrap().path()).unwrap();
+            dir.set_modified(minute_ago).unwrap();
+        }
+        std::fs::create_dir(dir(&format!("bridle-{gone}-2"))).unwrap();
         let group = PidsGroup::create(parent.path(), 7).unwrap();
         let mut left: Vec<String> = std::fs::read_dir(parent.path())
             .unwrap()
@@ -194,6 +213,7 @@ mod tests {
         left.sort();
         let mut want = vec![
             format!("bridle-{gone}-1"),
+            format!("bridle-{gone}-2"),
             "bridle-1-0".to_owned(),
             format!("bridle-{gone}"),
             format!("bridle-{gone}-x"),
