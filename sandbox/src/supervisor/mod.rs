@@ -127,21 +127,23 @@
 //! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
+mod facts;
 mod git;
 mod git_correct;
 pub mod identity;
 mod notify;
 mod pool;
 pub mod record;
+mod remote;
+mod reporting;
 mod settled;
 mod stack;
 mod tracee;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::BufReader;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 
 use bridle_policy::rules::{ExecFacts, ExecRules};
 use bridle_policy::{DecidedBy, Decision, SandboxSpec, Verdict};
@@ -151,12 +153,14 @@ use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use facts::{open_program, program_file};
 pub use identity::{KnownProgram, LOADER};
 pub(crate) use pool::serve;
 pub use record::{ExecAncestor, ExecObserver, ExecOutcome, ExecRecord, Unobserved};
+pub(crate) use reporting::parent_of;
+use reporting::status_number;
 
 use crate::sys;
-use record::{Answer, ToBridle};
 use tracee::ExecRead;
 
 /// The scheduler slice of every supervising thread: the shortest the kernel takes. An exec the
@@ -499,316 +503,6 @@ impl Supervisor {
             resume(pid, None);
         }
     }
-
-    /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
-    /// program it names, as what that file is now (it could change before the loader opens
-    /// it, which is why the exec also asks as opaque): the stricter verdict wins.
-    fn decide(&mut self, pid: Pid, read: &ExecRead, facts: &ExecFacts) -> Verdict {
-        let verdict = self.rules.decide(facts);
-        if facts.opaque.is_none() {
-            return verdict;
-        }
-        let Some(argv) = loaded_program(&read.argv) else {
-            return verdict;
-        };
-        let Ok(cwd) = read.cwd(pid) else {
-            return verdict;
-        };
-        let path = cwd.join(&argv[0]);
-        let Ok(file) = program_file(&path) else {
-            return verdict;
-        };
-        let names = self.identity.names_of(&file, || open_program(&path));
-        let loaded = ExecFacts {
-            argv,
-            same_as: names.into_iter().filter(|n| n != LOADER).collect(),
-            ..ExecFacts::default()
-        };
-        let other = self.rules.decide(&loaded);
-        if other.decision > verdict.decision {
-            other
-        } else {
-            verdict
-        }
-    }
-
-    /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
-    /// its content be needed; the environment and the working directory are read for git's
-    /// configuration and the dynamic loader).
-    fn facts(
-        &mut self,
-        pid: Pid,
-        read: &ExecRead,
-        file: &std::fs::Metadata,
-        open: impl FnOnce() -> std::io::Result<std::fs::File>,
-        stage: Stage,
-    ) -> ExecFacts {
-        let argv0 = read
-            .argv
-            .first()
-            .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
-            .unwrap_or_default();
-        let names = self.identity.names_of(file, open);
-        // Called by one of its own names, a program is what that name says (a multi-call
-        // program decides by its name); under another name it is each program it is.
-        let mut same_as = if self.identity.is_known_as(&names, &argv0) {
-            Vec::new()
-        } else {
-            names.clone()
-        };
-        let mut facts = ExecFacts {
-            argv: read.argv.clone(),
-            same_as: Vec::new(),
-            git_aliases: Vec::new(),
-            opaque: None,
-        };
-        let env = || match stage {
-            Stage::Before => tracee::env_before_exec(pid, read.envp),
-            Stage::After => tracee::env_after_exec(pid),
-        };
-        if names.iter().any(|n| n == LOADER) {
-            facts.opaque = loader_runs(pid, read, &env);
-        }
-        let is_git =
-            argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
-        if self.names_git && is_git {
-            // Unreadable: the aliases of the command line itself are still expanded.
-            let env = env().ok();
-            if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
-                facts.git_aliases = git::aliases(&read.argv, env, &cwd);
-            }
-            let corrections = git_correct::corrections(&read.argv, env.as_ref());
-            facts.git_aliases.extend(corrections);
-        }
-        same_as.retain(|n| n != LOADER);
-        facts.same_as = same_as;
-        facts
-    }
-
-    /// The record of a decision (its outcome is set by the caller).
-    fn record(
-        &self,
-        pid: Pid,
-        read: &ExecRead,
-        facts: &ExecFacts,
-        verdict: &Verdict,
-    ) -> ExecRecord {
-        let rule = match &verdict.by {
-            DecidedBy::Rule { id, .. } => Some(id.clone()),
-            DecidedBy::Hidden { rule, .. } => Some(rule.clone()),
-            _ => None,
-        };
-        ExecRecord {
-            pid: pid.as_raw(),
-            program: read.program(pid).display().to_string(),
-            argv: read.argv.clone(),
-            decision: verdict.decision,
-            rule,
-            reason: verdict.reason.clone(),
-            same_as: facts.same_as.clone(),
-            ancestry: self.ancestry(pid.as_raw()),
-            outcome: ExecOutcome::Refused,
-            answer: None,
-        }
-    }
-
-    /// The parents of `pid`, nearest first, up to the supervisor (exclusive): their pids from
-    /// `/proc/PID/status` and commands from `/proc/PID/cmdline`, as they are now.
-    fn ancestry(&self, pid: i32) -> Vec<ExecAncestor> {
-        let mut out = Vec::new();
-        let mut at = parent_of(pid);
-        while let Some(parent) = at {
-            if parent <= 0
-                || parent == self.root
-                || out.len() >= 64
-                || out.iter().any(|a: &ExecAncestor| a.pid == parent)
-            {
-                break;
-            }
-            let command = tracee::cmdline(Pid::from_raw(parent))
-                .map(|argv| short(&argv.join(" ")))
-                .unwrap_or_default();
-            out.push(ExecAncestor {
-                pid: parent,
-                command,
-            });
-            at = parent_of(parent);
-        }
-        out
-    }
-
-    /// Sends `record` to bridle and waits until bridle has it (so that it is reported before
-    /// anything the decision makes the process, or its parent, print), or, with no channel,
-    /// writes it on this process's stderr (the command's).
-    fn report(&mut self, record: ExecRecord) {
-        let Some(channel) = &mut self.channel else {
-            let line = format!("bridle: {}\n", record.message());
-            let _ = sys::write_all_raw(2, line.as_bytes());
-            return;
-        };
-        if channel
-            .exchange(|id| ToBridle::Decided { id, record })
-            .is_none()
-        {
-            self.channel = None;
-        }
-    }
-
-    /// Asks about `record` and reports it with the answer: `Approved`, or `no` as its outcome.
-    /// Whether the person approved.
-    fn ask_and_report(&mut self, mut record: ExecRecord, no: ExecOutcome) -> bool {
-        let yes = self.ask(&mut record);
-        record.outcome = if yes { ExecOutcome::Approved } else { no };
-        self.report(record);
-        yes
-    }
-
-    /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,
-    /// a channel that closes, or a request to stop the sandbox: no.
-    fn ask(&mut self, record: &mut ExecRecord) -> bool {
-        let Some(channel) = &mut self.channel else {
-            record.answer = Some("unavailable: nobody can be asked".into());
-            return false;
-        };
-        let question = record.clone();
-        match channel.exchange(|id| ToBridle::Ask {
-            id,
-            record: question,
-        }) {
-            Some(yes) => {
-                record.answer = Some(if yes { "approved" } else { "not approved" }.into());
-                yes
-            }
-            None => {
-                record.answer = Some(if sys::ptrace::termination_pending() {
-                    "cancelled: the sandbox is being stopped".into()
-                } else {
-                    "unavailable: bridle does not answer".into()
-                });
-                false
-            }
-        }
-    }
-}
-
-impl Channel {
-    /// Sends the message `make` builds with a fresh id and waits for bridle's answer to it:
-    /// `Some(approve)`; `None` when the channel is gone or the sandbox is being stopped.
-    fn exchange(&mut self, make: impl FnOnce(u64) -> ToBridle) -> Option<bool> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut text = serde_json::to_string(&make(id)).unwrap_or_default();
-        text.push('\n');
-        self.writer.write_all(text.as_bytes()).ok()?;
-        loop {
-            if sys::ptrace::termination_pending() {
-                return None;
-            }
-            if self.reader.buffer().is_empty() {
-                let fd = self.reader.get_ref().as_fd();
-                let mut poll = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
-                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(100u16)) {
-                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                    Ok(_) => {}
-                    Err(_) => return None,
-                }
-            }
-            let mut line = String::new();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {
-                    if let Ok(answer) = serde_json::from_str::<Answer>(&line)
-                        && answer.id == id
-                    {
-                        return Some(answer.approve);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// What the program an exec names is (`stat`, symlinks followed): a regular file, or an error.
-fn program_file(path: &Path) -> std::io::Result<std::fs::Metadata> {
-    let meta = std::fs::metadata(path)?;
-    if meta.is_file() {
-        Ok(meta)
-    } else {
-        Err(std::io::Error::other("not a regular file"))
-    }
-}
-
-/// Opens the program an exec names, for its content (never blocking on a FIFO).
-fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)?;
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(std::io::Error::other("not a regular file"))
-    }
-}
-
-/// The dynamic loader run as a program loads a file it opens after the exec, which the
-/// supervisor cannot pin: what it runs is opaque, unless it runs nothing (`--list`, `--verify`
-/// and the like, or `LD_TRACE_LOADED_OBJECTS`, as `ldd` does).
-fn loader_runs(
-    pid: Pid,
-    read: &ExecRead,
-    env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
-) -> Option<String> {
-    const RUNS_NOTHING: &[&str] = &[
-        "--list",
-        "--verify",
-        "--help",
-        "--version",
-        "--list-tunables",
-        "--list-diagnostics",
-    ];
-    let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));
-    if options.clone().any(|a| RUNS_NOTHING.contains(&a.as_str())) {
-        return None;
-    }
-    if read.argv.len() < 2 {
-        return None;
-    }
-    if env().is_ok_and(|e| {
-        e.get("LD_TRACE_LOADED_OBJECTS")
-            .is_some_and(|v| !v.is_empty())
-    }) {
-        return None;
-    }
-    Some(format!(
-        "the program the dynamic loader `{}` loads (a file it opens after the exec)",
-        read.program(pid).display()
-    ))
-}
-
-/// The argv of the program the dynamic loader, run as `argv`, loads: its first operand and
-/// what follows (`--argv0 NAME` does not change which file it is).
-fn loaded_program(argv: &[String]) -> Option<Vec<String>> {
-    const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
-    let mut i = 1;
-    while let Some(word) = argv.get(i) {
-        if word == "--" {
-            i += 1;
-            break;
-        }
-        if !word.starts_with("--") {
-            break;
-        }
-        i += if WITH_VALUE.contains(&word.as_str()) {
-            2
-        } else {
-            1
-        };
-    }
-    argv.get(i..)
-        .filter(|rest| !rest.is_empty())
-        .map(<[String]>::to_vec)
 }
 
 /// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
@@ -819,20 +513,4 @@ fn resume(pid: Pid, signal: Option<Signal>) {
 /// Kills a stopped tracee before it runs another instruction.
 fn kill(pid: Pid) {
     let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-}
-
-/// The parent of `pid` (`PPid` of `/proc/PID/status`).
-pub(crate) fn parent_of(pid: i32) -> Option<i32> {
-    status_number(pid, "PPid")
-}
-
-/// The number a `field` of `/proc/PID/status` holds (`PPid`, `TracerPid`, ...).
-pub(super) fn status_number(pid: i32, field: &str) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
-        .trim()
-        .parse()
-        .ok()
 }

@@ -1,0 +1,181 @@
+//! What the rules are told about an exec ([`ExecFacts`]: its argv, which known programs its
+//! file is, git's aliases, whether what it runs is opaque) and their verdict on it.
+
+use std::path::Path;
+
+use bridle_policy::Verdict;
+use bridle_policy::rules::ExecFacts;
+use nix::unistd::Pid;
+
+use super::tracee::{self, ExecRead};
+use super::{LOADER, Stage, Supervisor, git, git_correct};
+
+impl Supervisor {
+    /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
+    /// program it names, as what that file is now (it could change before the loader opens
+    /// it, which is why the exec also asks as opaque): the stricter verdict wins.
+    pub(super) fn decide(&mut self, pid: Pid, read: &ExecRead, facts: &ExecFacts) -> Verdict {
+        let verdict = self.rules.decide(facts);
+        if facts.opaque.is_none() {
+            return verdict;
+        }
+        let Some(argv) = loaded_program(&read.argv) else {
+            return verdict;
+        };
+        let Ok(cwd) = read.cwd(pid) else {
+            return verdict;
+        };
+        let path = cwd.join(&argv[0]);
+        let Ok(file) = program_file(&path) else {
+            return verdict;
+        };
+        let names = self.identity.names_of(&file, || open_program(&path));
+        let loaded = ExecFacts {
+            argv,
+            same_as: names.into_iter().filter(|n| n != LOADER).collect(),
+            ..ExecFacts::default()
+        };
+        let other = self.rules.decide(&loaded);
+        if other.decision > verdict.decision {
+            other
+        } else {
+            verdict
+        }
+    }
+
+    /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
+    /// its content be needed; the environment and the working directory are read for git's
+    /// configuration and the dynamic loader).
+    pub(super) fn facts(
+        &mut self,
+        pid: Pid,
+        read: &ExecRead,
+        file: &std::fs::Metadata,
+        open: impl FnOnce() -> std::io::Result<std::fs::File>,
+        stage: Stage,
+    ) -> ExecFacts {
+        let argv0 = read
+            .argv
+            .first()
+            .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
+            .unwrap_or_default();
+        let names = self.identity.names_of(file, open);
+        // Called by one of its own names, a program is what that name says (a multi-call
+        // program decides by its name); under another name it is each program it is.
+        let mut same_as = if self.identity.is_known_as(&names, &argv0) {
+            Vec::new()
+        } else {
+            names.clone()
+        };
+        let mut facts = ExecFacts {
+            argv: read.argv.clone(),
+            same_as: Vec::new(),
+            git_aliases: Vec::new(),
+            opaque: None,
+        };
+        let env = || match stage {
+            Stage::Before => tracee::env_before_exec(pid, read.envp),
+            Stage::After => tracee::env_after_exec(pid),
+        };
+        if names.iter().any(|n| n == LOADER) {
+            facts.opaque = loader_runs(pid, read, &env);
+        }
+        let is_git =
+            argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
+        if self.names_git && is_git {
+            // Unreadable: the aliases of the command line itself are still expanded.
+            let env = env().ok();
+            if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
+                facts.git_aliases = git::aliases(&read.argv, env, &cwd);
+            }
+            let corrections = git_correct::corrections(&read.argv, env.as_ref());
+            facts.git_aliases.extend(corrections);
+        }
+        same_as.retain(|n| n != LOADER);
+        facts.same_as = same_as;
+        facts
+    }
+}
+
+/// What the program an exec names is (`stat`, symlinks followed): a regular file, or an error.
+pub(super) fn program_file(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() {
+        Ok(meta)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// Opens the program an exec names, for its content (never blocking on a FIFO).
+pub(super) fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// The dynamic loader run as a program loads a file it opens after the exec, which the
+/// supervisor cannot pin: what it runs is opaque, unless it runs nothing (`--list`, `--verify`
+/// and the like, or `LD_TRACE_LOADED_OBJECTS`, as `ldd` does).
+pub(super) fn loader_runs(
+    pid: Pid,
+    read: &ExecRead,
+    env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
+) -> Option<String> {
+    const RUNS_NOTHING: &[&str] = &[
+        "--list",
+        "--verify",
+        "--help",
+        "--version",
+        "--list-tunables",
+        "--list-diagnostics",
+    ];
+    let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));
+    if options.clone().any(|a| RUNS_NOTHING.contains(&a.as_str())) {
+        return None;
+    }
+    if read.argv.len() < 2 {
+        return None;
+    }
+    if env().is_ok_and(|e| {
+        e.get("LD_TRACE_LOADED_OBJECTS")
+            .is_some_and(|v| !v.is_empty())
+    }) {
+        return None;
+    }
+    Some(format!(
+        "the program the dynamic loader `{}` loads (a file it opens after the exec)",
+        read.program(pid).display()
+    ))
+}
+
+/// The argv of the program the dynamic loader, run as `argv`, loads: its first operand and
+/// what follows (`--argv0 NAME` does not change which file it is).
+pub(super) fn loaded_program(argv: &[String]) -> Option<Vec<String>> {
+    const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
+    let mut i = 1;
+    while let Some(word) = argv.get(i) {
+        if word == "--" {
+            i += 1;
+            break;
+        }
+        if !word.starts_with("--") {
+            break;
+        }
+        i += if WITH_VALUE.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    argv.get(i..)
+        .filter(|rest| !rest.is_empty())
+        .map(<[String]>::to_vec)
+}
