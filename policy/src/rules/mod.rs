@@ -94,7 +94,7 @@ impl PathRule {
 pub use check::MAX_NESTING;
 pub(crate) use check::{Findings, check_command, check_script, command_verdict};
 pub use exec::{ExecFacts, ExecRules};
-pub use programs::{GIT_WITH_VALUE, LOADER_WITH_VALUE};
+pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)

@@ -31,6 +31,16 @@ pub const LOADER_WITH_VALUE: &[&str] = &[
     "--glibc-hwcaps-mask",
 ];
 
+/// The dynamic loader's options (run as a program) with which it runs no program.
+pub const LOADER_RUNS_NOTHING: &[&str] = &[
+    "--list",
+    "--verify",
+    "--help",
+    "--version",
+    "--list-tunables",
+    "--list-diagnostics",
+];
+
 /// How a program runs other commands, or hides what it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Role {
@@ -394,14 +404,7 @@ pub(super) const PROGRAMS: &[Program] = &[
             "ld64.so.2",
         ],
         LOADER_WITH_VALUE,
-        &[
-            "--list",
-            "--verify",
-            "--help",
-            "--version",
-            "--list-tunables",
-            "--list-diagnostics",
-        ],
+        LOADER_RUNS_NOTHING,
     ),
     Program {
         names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"],

@@ -129,14 +129,7 @@ pub(super) fn loader_runs(
     read: &ExecRead,
     env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
 ) -> Option<String> {
-    const RUNS_NOTHING: &[&str] = &[
-        "--list",
-        "--verify",
-        "--help",
-        "--version",
-        "--list-tunables",
-        "--list-diagnostics",
-    ];
+    const RUNS_NOTHING: &[&str] = bridle_policy::rules::LOADER_RUNS_NOTHING;
     let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));
     if options.clone().any(|a| RUNS_NOTHING.contains(&a.as_str())) {
         return None;
