@@ -1,0 +1,110 @@
+//! The exec supervisor against disguises: git under other names (a copy, a hard link, a
+//! symlink, a copy in the private `/tmp`) and a file replaced by a copy of git after its first
+//! exec.
+
+use super::exec_rules::{assert_nothing_pushed, script, with_remote};
+use super::support::{is_root, run_within};
+
+/// The host's git.
+fn host_git() -> &'static str {
+    ["/usr/local/bin/git", "/usr/bin/git"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("git is installed")
+}
+
+#[test]
+fn git_under_another_name_is_still_git() {
+    let e = with_remote();
+    // Made on the host: a hard link of the real git needs to own it (protected_hardlinks) or
+    // be root; otherwise a hard link of a copy.
+    let real = host_git();
+    let linked = e.workspace.join("hardlinked-tool");
+    if !(is_root() && std::fs::hard_link(real, &linked).is_ok()) {
+        let copy = e.workspace.join(".copy-of-git");
+        std::fs::copy(real, &copy).unwrap();
+        std::fs::hard_link(&copy, &linked).unwrap();
+    }
+    let cases = [
+        (
+            "a copy",
+            "cp \"$(command -v git)\" ../tool; ../tool push origin HEAD:main",
+        ),
+        (
+            "a copy in the private /tmp",
+            "cp \"$(command -v git)\" /tmp/t; /tmp/t push origin HEAD:main",
+        ),
+        (
+            "a symlink",
+            "ln -s \"$(command -v git)\" ../sym; ../sym push origin HEAD:main",
+        ),
+        ("a hard link", "../hardlinked-tool push origin HEAD:main"),
+        (
+            "the dynamic loader",
+            "ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" \"$(command -v git)\" push origin HEAD:main",
+        ),
+        (
+            "a renamed copy through the dynamic loader",
+            "cp \"$(command -v git)\" ../other; ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" ../other push origin HEAD:main",
+        ),
+        (
+            "git's dashed form",
+            "cp \"$(command -v git)\" ../git-send-pack; ../git-send-pack ../remote.git main",
+        ),
+    ];
+    for (i, (what, line)) in cases.iter().enumerate() {
+        let name = script(&e, &format!("renamed-{i}.sh"), line);
+        let r = run_within(
+            &mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]),
+            std::time::Duration::from_secs(120),
+        );
+        assert!(
+            r.stderr.contains("bridle: rule deny-git-push"),
+            "{what}: not denied by the rule:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_nothing_pushed(&e, what);
+    }
+}
+
+#[test]
+fn a_file_replaced_by_a_copy_of_git_after_its_first_exec_is_git() {
+    // The supervisor remembers what a file of git's size is (its digest) between execs: a
+    // change to the file must not leave it known as something else.
+    use std::os::unix::fs::PermissionsExt;
+    let e = with_remote();
+    let real = host_git();
+    let size = usize::try_from(std::fs::metadata(real).unwrap().len()).unwrap();
+    // A script exactly as large as git (padded with a comment), so that its digest is taken.
+    let head = b"#!/bin/sh\necho first-ran\nexit 0\n#";
+    let mut script_bytes = head.to_vec();
+    script_bytes.resize(size - 1, b'x');
+    script_bytes.push(b'\n');
+    let tool = e.workspace.join("same-size");
+    std::fs::write(&tool, &script_bytes).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Older than the supervisor's 2 s of settling, so that its digest is kept (a file changed
+    // more recently is digested again at every exec).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let name = script(
+        &e,
+        "replaced.sh",
+        "../same-size push origin HEAD:main\n\
+         cp \"$(command -v git)\" ../same-size\n\
+         ../same-size push origin HEAD:main; echo second=$?",
+    );
+    let r = run_within(
+        &mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(r.stdout.contains("first-ran"), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("bridle: rule deny-git-push") && r.stderr.contains("(it is git)"),
+        "the copy of git was not recognised:\n{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(r.value("second"), "126", "{}", r.stderr);
+    assert_nothing_pushed(&e, "a file replaced by a copy of git");
+}
