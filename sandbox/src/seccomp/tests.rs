@@ -11,9 +11,10 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork};
 use pretty_assertions::assert_eq;
-use seccompiler::{BpfProgram, sock_filter};
+use seccompiler::{BpfProgram, TargetArch, sock_filter};
 
 use super::*;
+use crate::SandboxError;
 
 const CONFINED: [SeccompProfile; 2] = [SeccompProfile::Confined, SeccompProfile::ConfinedNoNetwork];
 
