@@ -22,6 +22,8 @@
 mod apply;
 mod rules;
 
+pub(crate) use apply::{Applier, Direction};
+
 use std::collections::BTreeMap;
 
 use serde_saphyr::Location;
@@ -433,5 +435,3 @@ fn check_path_entry(entry: &str) -> Result<(), String> {
     }
     Ok(())
 }
-
-pub(crate) use apply::{Applier, Direction};

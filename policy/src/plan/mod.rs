@@ -4,6 +4,10 @@
 mod decide;
 mod env;
 
+pub(crate) use decide::rule_verdict;
+use env::plan_env;
+pub use env::{EnvDecision, env_decisions};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -660,7 +664,3 @@ impl Plan {
         &self.network_origin
     }
 }
-
-pub(crate) use decide::rule_verdict;
-use env::plan_env;
-pub use env::{EnvDecision, env_decisions};
