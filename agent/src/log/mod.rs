@@ -24,6 +24,7 @@ mod event;
 mod head;
 mod jsonl;
 mod kinds;
+mod listing;
 mod progress;
 mod record;
 mod session;
@@ -34,14 +35,13 @@ mod verify;
 
 pub use canonical::RawRecord;
 pub use compaction::Window;
-pub use dir::{
-    NewSession, Repair, SessionDir, SessionSummary, Verification, parse_id, turn_end_name,
-};
+pub use dir::{NewSession, Repair, SessionDir, Verification, parse_id, turn_end_name};
 pub use event::{
     Event, EventKinds, ExecDecision, KNOWN_KINDS, NetDecision, PluginEvent, PolicyRule,
     PolicySummary, PromptSection, Reply, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
     Usage,
 };
+pub use listing::SessionSummary;
 pub use progress::{INTERRUPTED, NOT_STARTED, OUTCOME_UNKNOWN, OpenCall, Progress};
 pub use record::{Record, Scanned, now_rfc3339, rfc3339};
 pub use session::SessionLog;
