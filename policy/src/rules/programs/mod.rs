@@ -1,0 +1,328 @@
+//! What programs do with their arguments: the one table of wrappers, shells, interpreters,
+//! programs with global options, and shell builtins that run code ([`PROGRAMS`]), and reading
+//! their options.
+
+mod table;
+
+pub(super) use table::PROGRAMS;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::shell::Word;
+
+/// git's global options that take a value (the next word, or glued with `=`).
+pub const GIT_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--super-prefix",
+    "--config-env",
+    "--attr-source",
+    "--shallow-file",
+];
+
+/// The dynamic loader's options (run as a program) that take a value.
+pub const LOADER_WITH_VALUE: &[&str] = &[
+    "--library-path",
+    "--preload",
+    "--argv0",
+    "--audit",
+    "--inhibit-rpath",
+    "--glibc-hwcaps-prepend",
+    "--glibc-hwcaps-mask",
+];
+
+/// The dynamic loader's options (run as a program) with which it runs no program.
+pub const LOADER_RUNS_NOTHING: &[&str] = &[
+    "--list",
+    "--verify",
+    "--help",
+    "--version",
+    "--list-tunables",
+    "--list-diagnostics",
+];
+
+/// How a program runs other commands, or hides what it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Options, then `positional` words (timeout's duration), then (with `assignments`,
+    /// `NAME=VALUE` words) the command it runs.
+    Wrapper {
+        positional: usize,
+        assignments: bool,
+    },
+    /// `env`: a wrapper with assignments whose `-S STRING` is split into more arguments.
+    Env,
+    /// `xargs`: options, then a command that gets the lines it reads as more arguments (or in
+    /// place of the `-I` string).
+    Xargs,
+    /// `find`: every `-exec`/`-execdir`/`-ok`/`-okdir` up to `;` or `+` is a command; `{}`
+    /// is a file name found at run time.
+    Find,
+    /// A shell: `-c SCRIPT` is parsed as a script; a script read from a pipe, a here document
+    /// or a redirection is hidden; a script file runs like any program.
+    Shell,
+    /// `su`: `-c SCRIPT` / `--command SCRIPT` is parsed as a script.
+    Su,
+    /// An interpreter: a program read from a pipe, a here document or a redirection is
+    /// hidden; a program file or `code` option runs like any program. `modules`: `-m NAME
+    /// ARGS` runs like the program NAME (`python -m twine upload`).
+    Interpreter { modules: bool },
+    /// `flock [OPTIONS] FILE COMMAND...` or `flock FILE -c SCRIPT`.
+    Flock,
+    /// `watch [OPTIONS] COMMAND...`: the words are joined and run by `sh -c` (`-x`: as
+    /// they are).
+    Watch,
+    /// `uv run`, `poetry run`, `bundle exec`: options, the subcommand, its options, then the
+    /// command it runs.
+    Runner { subcommand: &'static str },
+    /// Global options before a subcommand: rules see the subcommand right after the program
+    /// name. `aliases`: `-c alias.NAME=VALUE` on the same command line is expanded.
+    /// `nested`: subcommands taking one argument before another subcommand.
+    Subcommands {
+        aliases: bool,
+        nested: &'static [&'static str],
+        unknown_long_takes_value: bool,
+    },
+    /// `eval`: literal arguments are joined and parsed as a script, anything else is hidden.
+    Eval,
+    /// `source`/`.`: the file it runs is hidden.
+    Source,
+    /// `alias NAME=VALUE`: a later command name may run something else: hidden.
+    Alias,
+    /// `shopt -s expand_aliases`: hidden, like an alias.
+    Shopt,
+    /// `trap ACTION SIGNAL...`: a literal action is parsed as a script, anything else hidden.
+    Trap,
+}
+
+/// One row of [`PROGRAMS`].
+#[derive(Debug)]
+pub(super) struct Program {
+    /// Names, compared with the basename of the command word. Shells and interpreters also
+    /// match with a version suffix (`python3.12`, `bash5`).
+    pub names: &'static [&'static str],
+    /// Options taking a value: the next word, or glued (`-uBOB`, `--user=bob`).
+    pub with_value: &'static [&'static str],
+    /// Options after which the program runs no command (`command -v`), or (interpreters) runs
+    /// program text given on the command line (`python -c`, `perl -e`).
+    pub special: &'static [&'static str],
+    pub role: Role,
+}
+
+/// The row for a command named `name` (a basename).
+pub(super) fn lookup(name: &str) -> Option<&'static Program> {
+    let index = index();
+    if let Some(&row) = index.by_name.get(name) {
+        return PROGRAMS.get(row);
+    }
+    let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if bare.is_empty() || bare == name {
+        return None;
+    }
+    index.versioned.get(bare).and_then(|&row| PROGRAMS.get(row))
+}
+
+/// Where each name of [`PROGRAMS`] is: the first row naming it, and for names that also match
+/// with a version suffix (shells, interpreters), the first such row. A lookup is made at every
+/// exec the supervisor decides, where scanning the table meant a few hundred cache lines
+/// touched after the exec'ing program had evicted them.
+struct Index {
+    by_name: HashMap<&'static str, usize>,
+    versioned: HashMap<&'static str, usize>,
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        let mut versioned = HashMap::new();
+        for (row, program) in PROGRAMS.iter().enumerate() {
+            for &name in program.names {
+                by_name.entry(name).or_insert(row);
+                if matches!(program.role, Role::Shell | Role::Interpreter { .. }) {
+                    versioned.entry(name).or_insert(row);
+                }
+            }
+        }
+        Index { by_name, versioned }
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arity {
+    Flag,
+    Value,
+    Either,
+}
+
+impl Program {
+    pub(super) fn is_option(&self, word: &str) -> bool {
+        (word.starts_with('-') && word.len() > 1)
+            || (self.role == Role::Env && word == "-")
+            || (matches!(self.role, Role::Subcommands { .. })
+                && word.starts_with('+')
+                && word.len() > 1)
+    }
+
+    pub(super) fn arity(&self, word: &str) -> Arity {
+        if word.starts_with("--") {
+            return if word.contains('=') {
+                Arity::Flag
+            } else if self.with_value.contains(&word) {
+                Arity::Value
+            } else if matches!(
+                self.role,
+                Role::Subcommands {
+                    unknown_long_takes_value: true,
+                    ..
+                } | Role::Runner { .. }
+            ) {
+                Arity::Either
+            } else {
+                Arity::Flag
+            };
+        }
+        if !word.starts_with('-') {
+            return Arity::Flag;
+        }
+        if self.with_value.contains(&word) {
+            // `-encoding NAME` (single-dash long options) and `-u NAME`.
+            return Arity::Value;
+        }
+        // A short cluster: the first letter taking a value takes the rest, or the next word.
+        let letters: Vec<char> = word.chars().skip(1).collect();
+        for (i, c) in letters.iter().enumerate() {
+            if self.with_value.contains(&format!("-{c}").as_str()) {
+                return if i + 1 < letters.len() {
+                    Arity::Flag
+                } else {
+                    Arity::Value
+                };
+            }
+        }
+        Arity::Flag
+    }
+
+    /// Whether `word` is (or, in a short cluster, contains) one of `options`.
+    pub(super) fn has_option(word: &str, options: &[&str]) -> bool {
+        options.iter().any(|o| {
+            word == *o
+                || (o.len() == 2
+                    && !o.starts_with("--")
+                    && word.starts_with('-')
+                    && !word.starts_with("--")
+                    && o.chars().nth(1).is_some_and(|c| word[1..].contains(c)))
+                || (o.starts_with("--") && word.starts_with(&format!("{o}=")))
+        })
+    }
+
+    /// Where the operands after the leading options of `words` may start: several places
+    /// when a word is hidden (it may be an option or the operand) or an option is unknown.
+    pub(super) fn operand_starts(&self, words: &[Word]) -> Vec<usize> {
+        let mut starts = Vec::new();
+        let mut frontier = vec![0usize];
+        let mut steps = 0;
+        while let Some(i) = frontier.pop() {
+            steps += 1;
+            if steps > 256 {
+                break;
+            }
+            let mut start = |at: usize| {
+                if !starts.contains(&at) {
+                    starts.push(at);
+                }
+            };
+            match words.get(i) {
+                None => start(i),
+                // Starts with a literal that is not an option: an operand.
+                Some(Word::Hidden(h))
+                    if !h.prefix.is_empty() && !h.prefix.starts_with(['-', '+']) =>
+                {
+                    start(i);
+                }
+                // An option whose value may be the next word, or the operand itself.
+                Some(Word::Hidden(h)) => {
+                    if h.prefix.is_empty() {
+                        start(i);
+                    }
+                    frontier.push(i + 1);
+                    frontier.push(i + 2);
+                }
+                Some(Word::Literal(w)) if w == "--" => start(i + 1),
+                Some(Word::Literal(w)) if self.is_option(w) => match self.arity(w) {
+                    Arity::Flag => frontier.push(i + 1),
+                    Arity::Value => frontier.push(i + 2),
+                    Arity::Either => {
+                        frontier.push(i + 1);
+                        frontier.push(i + 2);
+                    }
+                },
+                Some(Word::Literal(_)) => start(i),
+            }
+        }
+        starts.sort_unstable();
+        starts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the index replaced: the first row naming `name`, or for a versioned shell or
+    /// interpreter name the first such row naming it without the version.
+    fn scanned(name: &str) -> Option<&'static Program> {
+        if let Some(p) = PROGRAMS.iter().find(|p| p.names.contains(&name)) {
+            return Some(p);
+        }
+        let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        if bare.is_empty() || bare == name {
+            return None;
+        }
+        PROGRAMS.iter().find(|p| {
+            matches!(p.role, Role::Shell | Role::Interpreter { .. }) && p.names.contains(&bare)
+        })
+    }
+
+    #[test]
+    fn the_index_finds_the_row_a_scan_of_the_table_finds() {
+        let mut names: Vec<String> = PROGRAMS
+            .iter()
+            .flat_map(|p| p.names.iter())
+            .flat_map(|n| {
+                [
+                    n.to_string(),
+                    format!("{n}3"),
+                    format!("{n}3.12"),
+                    format!("{n}."),
+                ]
+            })
+            .collect();
+        names.extend(
+            [
+                "true",
+                "cc1",
+                "",
+                "3",
+                ".",
+                "git-upload-pack",
+                "python",
+                "bash5",
+            ]
+            .map(String::from),
+        );
+        for name in &names {
+            // Rows are told apart by their names (each row's list is its own).
+            assert_eq!(
+                lookup(name).map(|p| p.names),
+                scanned(name).map(|p| p.names),
+                "{name}"
+            );
+        }
+        assert!(lookup("python3.12").is_some() && lookup("true").is_none());
+    }
+}
