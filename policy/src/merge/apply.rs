@@ -4,52 +4,16 @@
 use serde_saphyr::{Location, Spanned};
 
 use super::rules::{compile_command_rule, compile_path_rule};
-use super::{check_path_entry, origin_in};
+use super::{Applier, Direction, check_path_entry};
 use crate::error::PolicyError;
 use crate::glob::Glob;
-use crate::origin::{Origin, Sourced};
-use crate::policy::{LayerKind, Policy};
+use crate::origin::Sourced;
+use crate::policy::Policy;
 use crate::raw::{ListOp, RawProfile};
 use crate::units::Limit;
 use crate::vocab::Decision;
 
-/// Applies the keys of one layer: `file` names the layer in errors, `kind` says whether it may
-/// only tighten.
-pub(crate) struct Applier<'a> {
-    pub(super) file: &'a str,
-    pub(super) kind: LayerKind,
-}
-
 impl Applier<'_> {
-    pub(crate) fn at(&self, loc: &Location) -> Origin {
-        origin_in(self.file, loc)
-    }
-
-    pub(crate) fn widens(&self, loc: &Location, key: &str, why: impl Into<String>) -> PolicyError {
-        PolicyError::WorkspaceLayerWidens {
-            at: self.at(loc),
-            key: key.to_owned(),
-            why: why.into(),
-        }
-    }
-
-    pub(crate) fn invalid(
-        &self,
-        loc: &Location,
-        key: &str,
-        message: impl Into<String>,
-    ) -> PolicyError {
-        PolicyError::InvalidValue {
-            at: self.at(loc),
-            key: key.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn tighten_only(&self) -> bool {
-        self.kind == LayerKind::Workspace
-    }
-
     pub(super) fn apply(&self, policy: &mut Policy, raw: RawProfile) -> Result<(), PolicyError> {
         if let Some(extends) = &raw.extends
             && self.tighten_only()
@@ -458,14 +422,6 @@ impl Applier<'_> {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Direction {
-    /// Entries grant access: a workspace layer may only remove.
-    ShrinkOnly,
-    /// Entries restrict: a workspace layer may only add.
-    GrowOnly,
 }
 
 pub(super) fn map_spanned<A, B>(s: Spanned<A>, f: impl FnOnce(A) -> B) -> Spanned<B> {

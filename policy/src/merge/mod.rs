@@ -22,8 +22,6 @@
 mod apply;
 mod rules;
 
-pub(crate) use apply::{Applier, Direction};
-
 use std::collections::BTreeMap;
 
 use serde_saphyr::Location;
@@ -434,4 +432,50 @@ fn check_path_entry(entry: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Applies the keys of one layer: `file` names the layer in errors, `kind` says whether it may
+/// only tighten.
+pub(crate) struct Applier<'a> {
+    file: &'a str,
+    kind: LayerKind,
+}
+
+impl Applier<'_> {
+    pub(crate) fn at(&self, loc: &Location) -> Origin {
+        origin_in(self.file, loc)
+    }
+
+    pub(crate) fn widens(&self, loc: &Location, key: &str, why: impl Into<String>) -> PolicyError {
+        PolicyError::WorkspaceLayerWidens {
+            at: self.at(loc),
+            key: key.to_owned(),
+            why: why.into(),
+        }
+    }
+
+    pub(crate) fn invalid(
+        &self,
+        loc: &Location,
+        key: &str,
+        message: impl Into<String>,
+    ) -> PolicyError {
+        PolicyError::InvalidValue {
+            at: self.at(loc),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn tighten_only(&self) -> bool {
+        self.kind == LayerKind::Workspace
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Direction {
+    /// Entries grant access: a workspace layer may only remove.
+    ShrinkOnly,
+    /// Entries restrict: a workspace layer may only add.
+    GrowOnly,
 }

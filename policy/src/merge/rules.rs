@@ -3,7 +3,7 @@
 
 use serde_saphyr::Spanned;
 
-use super::apply::Applier;
+use super::Applier;
 use crate::error::PolicyError;
 use crate::glob::Glob;
 use crate::raw::{RawCommandRule, RawPathRule, RawToken};

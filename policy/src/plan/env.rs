@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::PlanContext;
 use crate::glob::Glob;
 use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
@@ -77,16 +76,18 @@ pub const OFFLINE_ENV: &[(&str, &str)] = &[
     ("PIP_RETRIES", "0"),
 ];
 
+/// The environment the command starts with: the host's variables the policy passes, the offline
+/// variables when the network is off, `environment.set`, and the temp dir.
 pub(super) fn plan_env(
     policy: &Policy,
-    ctx: &PlanContext,
+    host_env: &BTreeMap<String, String>,
     temp_dir: &Path,
     network: Network,
 ) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = env_decisions(policy, &ctx.host_env)
+    let mut out: BTreeMap<String, String> = env_decisions(policy, host_env)
         .into_iter()
         .filter(|d| d.passed)
-        .filter_map(|d| Some((d.name.clone(), ctx.host_env.get(&d.name)?.clone())))
+        .filter_map(|d| Some((d.name.clone(), host_env.get(&d.name)?.clone())))
         .collect();
     if network == Network::Off {
         // Package managers told the network is off use their caches and fail at once, instead

@@ -319,7 +319,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         (_, Network::On) => SeccompProfile::Confined,
     };
     let cache_home = plan_cache_home(policy, ctx, &workspace, &writable_roots, &masked_paths)?;
-    let mut env = plan_env(policy, ctx, &temp_dir, network);
+    let mut env = plan_env(policy, &ctx.host_env, &temp_dir, network);
     if let Some(list) = &allow_list {
         crate::network::set_proxy_env(&mut env, policy, list.relay_port);
     }
