@@ -1,5 +1,6 @@
 //! [`SessionDir`]: the directory session logs live in (outside every writable root), with the
-//! key that seals them. Creates, resumes, forks, verifies and lists sessions.
+//! key that seals them. Creates, resumes, forks and verifies sessions (finding and listing them:
+//! [`super::listing`]).
 
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -72,7 +73,7 @@ pub struct Verification {
 /// A directory of session logs.
 #[derive(Debug, Clone)]
 pub struct SessionDir {
-    pub(super) dir: PathBuf,
+    dir: PathBuf,
     /// The event types loaded plugins declare, with their validators.
     kinds: Option<Arc<dyn EventKinds>>,
 }

@@ -25,8 +25,8 @@ impl SessionDir {
     /// The id and store of every session in the directory, by name alone (nothing is read).
     pub fn ids(&self) -> Result<Vec<(String, Backend)>, AgentError> {
         let entries =
-            std::fs::read_dir(&self.dir).map_err(|source| AgentError::ListSessionDir {
-                dir: self.dir.clone(),
+            std::fs::read_dir(self.path()).map_err(|source| AgentError::ListSessionDir {
+                dir: self.path().to_path_buf(),
                 source,
             })?;
         let mut out = Vec::new();
@@ -140,17 +140,17 @@ impl SessionDir {
         parse_id(id)?;
         let found: Vec<_> = Backend::ALL
             .iter()
-            .map(|b| (*b, self.dir.join(format!("{id}.{}", b.extension()))))
+            .map(|b| (*b, self.path().join(format!("{id}.{}", b.extension()))))
             .filter(|(_, p)| p.is_file())
             .collect();
         match found.as_slice() {
             [one] => Ok(one.clone()),
             [] => Err(AgentError::FindSession {
                 id: id.to_owned(),
-                dir: self.dir.clone(),
+                dir: self.path().to_path_buf(),
             }),
             _ => Err(AgentError::OpenLog {
-                path: self.dir.join(id),
+                path: self.path().join(id),
                 reason: "the session exists in both stores (jsonl and sqlite)".to_owned(),
             }),
         }

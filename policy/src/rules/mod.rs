@@ -2,7 +2,7 @@
 //!
 //! A command rule is checked against every view of a simple command: the command as written,
 //! and what each wrapper, shell, builtin or global option in it leads to (the table in
-//! `programs.rs` is the list). A rule whose prefix reaches a word the rules cannot see (a
+//! `programs/table.rs` is the list). A rule whose prefix reaches a word the rules cannot see (a
 //! variable, a command substitution, `eval` of one...) "could match": that is `ask` when the
 //! rule is `ask` or `deny`. The strictest decision wins.
 

@@ -1,6 +1,7 @@
 //! PID 1 of the sandbox's PID namespace (or the launcher as a subreaper without one): it
-//! reaps, keeps the exec supervisor's process alive or stops the sandbox when it dies, and
-//! stops what is left when the command exits.
+//! reaps, watches the exec supervisor's process and stops the sandbox when it dies (under
+//! whole-tree tracing, hands the tracees' stops to the supervisor in this process), and stops
+//! what is left when the command exits.
 
 use bridle_policy::Guarantee;
 use nix::sys::signal::{SigSet, Signal, kill};
