@@ -69,28 +69,17 @@ pub(super) fn compile_command_rule(
         justification: raw.justification,
         origin: a.at(&raw.id.referenced),
     };
-    for (examples, want, which) in [
-        (&raw.examples, true, "example"),
-        (&raw.counter_examples, false, "counter-example"),
-    ] {
-        for example in examples {
+    check_examples(
+        a,
+        &rule.id,
+        &raw.examples,
+        &raw.counter_examples,
+        |example| {
             let argv =
                 split_words(&example.value).map_err(|m| a.invalid(&example.referenced, &key, m))?;
-            if rule.matches(&argv) != want {
-                return Err(PolicyError::RuleExample {
-                    at: a.at(&example.referenced),
-                    rule: rule.id.clone(),
-                    which,
-                    example: example.value.clone(),
-                    outcome: if want {
-                        "does not match the rule"
-                    } else {
-                        "matches the rule"
-                    },
-                });
-            }
-        }
-    }
+            Ok(rule.matches(&argv))
+        },
+    )?;
     Ok(rule)
 }
 
@@ -118,21 +107,41 @@ pub(super) fn compile_path_rule(
         justification: raw.justification,
         origin: a.at(&raw.id.referenced),
     };
-    for (examples, want, which) in [
-        (&raw.examples, true, "example"),
-        (&raw.counter_examples, false, "counter-example"),
-    ] {
-        for example in examples {
+    check_examples(
+        a,
+        &rule.id,
+        &raw.examples,
+        &raw.counter_examples,
+        |example| {
             let path = example.value.as_str();
-            let matched = if path.starts_with('/') {
+            Ok(if path.starts_with('/') {
                 rule.matches(path, None)
             } else {
                 rule.matches(&format!("/WORKSPACE/{path}"), Some(path))
-            };
-            if matched != want {
+            })
+        },
+    )?;
+    Ok(rule)
+}
+
+/// Checks rule `id` against its `examples` (each must match) and `counter_examples` (none
+/// may); `matches` says whether one does.
+fn check_examples(
+    a: &Applier<'_>,
+    id: &str,
+    examples: &[Spanned<String>],
+    counter_examples: &[Spanned<String>],
+    mut matches: impl FnMut(&Spanned<String>) -> Result<bool, PolicyError>,
+) -> Result<(), PolicyError> {
+    for (examples, want, which) in [
+        (examples, true, "example"),
+        (counter_examples, false, "counter-example"),
+    ] {
+        for example in examples {
+            if matches(example)? != want {
                 return Err(PolicyError::RuleExample {
                     at: a.at(&example.referenced),
-                    rule: rule.id.clone(),
+                    rule: id.to_owned(),
                     which,
                     example: example.value.clone(),
                     outcome: if want {
@@ -144,5 +153,5 @@ pub(super) fn compile_path_rule(
             }
         }
     }
-    Ok(rule)
+    Ok(())
 }
