@@ -23,8 +23,10 @@ use super::support::{ExecEnv, run_bounded, run_within};
 /// into the argument `harmfulXYZW`, leaving `harmful`. In mode `cousin` two threads each
 /// `vfork` a child and the main thread execs `sleep`, which kills both threads: the children
 /// share the old memory with each other and with no parent; one execs `echo WORD`, the other
-/// writes `harmful` into it after a varying delay. Each echo prints what it was given; a
-/// status line per attempt says how it ended.
+/// writes `harmful` into it after a varying delay. In mode `program` a thread rewrites the path
+/// of `true harmful` back and forth between `/bin/true` and `./echo-copy` (a copy of echo:
+/// the rules' `echo` under another name). Each echo prints what it was given; a status line
+/// per attempt says how it ended.
 const RACER: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -216,6 +218,19 @@ static int cousins(const char *echo) {
     return code;
 }
 
+/* Mode program: the path, rewritten back and forth (not atomically: a torn path names nothing,
+ * and that exec fails). */
+static char program[32] = "/bin/true";
+
+static void *flip_program(void *unused) {
+    (void)unused;
+    for (;;) {
+        memcpy(program, "./echo-copy", 12);
+        memcpy(program, "/bin/true", 10);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) return 2;
     int attempts = atoi(argv[1]);
@@ -227,6 +242,7 @@ int main(int argc, char **argv) {
     int exiting_path = strcmp(argv[2], "exiting-path") == 0;
     int dying = strcmp(argv[2], "dying-parent") == 0;
     int cousin = strcmp(argv[2], "cousin") == 0;
+    int flip_path = strcmp(argv[2], "program") == 0;
     const char *echo = argv[3];
     int refused = 0, killed = 0, ran = 0;
     for (int i = 0; i < attempts; i++) {
@@ -237,6 +253,13 @@ int main(int argc, char **argv) {
         if (pid == 0) {
             if (dying) _exit(dying_parent(echo));
             if (cousin) _exit(cousins(echo));
+            if (flip_path) {
+                pthread_t t;
+                char *args[] = {"true", "harmful", NULL};
+                if (pthread_create(&t, NULL, flip_program, NULL) != 0) _exit(4);
+                execve(program, args, environ);
+                _exit(126);
+            }
             if (exiting || exiting_path) {
                 pthread_t t;
                 char *args[] = {"echo", exiting ? word.text : "harmful", NULL};
@@ -325,10 +348,12 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Builds the racer into the workspace with the C compiler cargo links with.
+/// Builds the racer into the workspace with the C compiler cargo links with, next to a copy
+/// of echo for mode `program`.
 fn build_racer(e: &ExecEnv) {
     let source = e.write("racer.c", RACER);
     e.compile_c(&source, "racer", &["-O1", "-pthread"]);
+    std::fs::copy("/bin/echo", e.workspace.join("echo-copy")).unwrap();
 }
 
 /// A profile that denies `echo harmful`.
@@ -416,7 +441,7 @@ fn posix_spawn_from_a_process_whose_other_thread_rewrites_argv_is_decided_on_the
 
 /// An exec whose argv another task can write (in `mode`, see the racer) is decided at its
 /// exec event, never at the notification alone: the race happens, and nothing denied runs.
-fn race_decided_at_the_exec_event(mode: &str) {
+fn race_decided_at_the_exec_event(mode: &str) -> super::support::Run {
     let e = ExecEnv::new();
     build_racer(&e);
     let profile = forbidding(&e);
@@ -432,6 +457,7 @@ fn race_decided_at_the_exec_event(mode: &str) {
         "{mode}: the race never happened:\n{}",
         r.stdout
     );
+    r
 }
 
 #[test]
@@ -457,6 +483,18 @@ fn a_vfork_parent_dying_while_its_child_execs_gets_no_denied_exec_to_run() {
 #[test]
 fn a_vfork_child_sharing_its_memory_with_no_parent_gets_no_denied_exec_to_run() {
     race_decided_at_the_exec_event("cousin");
+}
+
+/// `/bin/true` is a program whose path names it for good (read-only directories, an ELF file
+/// with one link), which the exec event takes from the notification without looking up
+/// `/proc/PID/exe` when the kernel opened that same path: a path rewritten to name a copy of a
+/// denied program after the notification read it is another path to the kernel, and that
+/// exec's program is looked up.
+#[test]
+fn a_thread_flipping_the_path_between_a_fixed_program_and_a_copy_of_a_denied_one_gets_no_denied_exec_to_run()
+ {
+    let r = race_decided_at_the_exec_event("program");
+    assert!(r.value("ran") != "0", "/bin/true never ran:\n{}", r.stdout);
 }
 
 #[test]

@@ -41,14 +41,12 @@
 //!     seized is the caller (no separate validity check is needed).
 //!     A thread already seized (an earlier exec of it failed, e.g. `execvp` searching `PATH`)
 //!     stays seized. If it cannot be seized the exec fails with `EPERM` and the record says why.
-//!     When the notification found the file, the supervisor then looks up `/proc/PID/exe` once,
-//!     while the kernel loads the program, and ignores the answer: the first lookup of a new
-//!     pid makes its `/proc` entries, the slow part of the lookup the exec event makes.
 //! - At `PTRACE_EVENT_EXEC`, reported after the kernel loaded the new program and before it
 //!   runs one instruction, the supervisor decides again on what is now final: the argv from
 //!   the new image's stack ([`stack`]; `/proc/PID/cmdline` where that stack is not the ELF
-//!   loader's layout) and the executed file from `/proc/PID/exe` (the environment from
-//!   `/proc/PID/environ` where a rule needs it); facts equal to the notification's keep its
+//!   loader's layout), the executed file from `/proc/PID/exe` (or from the notification, where
+//!   the path it named names that file for good: see below) and the environment from
+//!   `/proc/PID/environ` where a rule needs it; facts equal to the notification's keep its
 //!   verdict (the rules are a pure function of them). Allowed: the supervisor
 //!   detaches. Denied: the process is killed (SIGKILL) before its first instruction. (After a
 //!   non-leader thread's exec the process has the thread group's id; the event message gives
@@ -85,7 +83,10 @@
 //!   `/proc` of the sandbox only, and other processes of the sandbox lack the ptrace access a
 //!   write needs);
 //! - the executed file is the one open as the process's `/proc/PID/exe`, not a path that could
-//!   be swapped, and it cannot be written while it runs (`ETXTBSY`).
+//!   be swapped, and it cannot be written while it runs (`ETXTBSY`); or, without that lookup,
+//!   the file of a path that names it for good ([`settled::Settler::fixed_program`]: stable
+//!   directories, a read-only single-link ELF file), where the new stack's `AT_EXECFN`, the
+//!   kernel's own copy of the path it opened, is that path ([`tracee::after_exec`]).
 //!
 //! A decision at the exec event that differs from the one at the notification kills the
 //! process: a racing rewrite can only ever end in a dead process, never an allowed one. (A
@@ -317,6 +318,9 @@ struct Traced {
     /// rewritten argv, another file) are decided afresh. Not kept for opaque facts: there the
     /// decision also reads files ([`Supervisor::decide`]).
     decided: Option<(ExecFacts, Verdict)>,
+    /// The program its notification found, where the path names it for good: the exec event
+    /// of that path needs not look up `/proc/PID/exe` ([`tracee::after_exec`]).
+    fixed: Option<tracee::FixedProgram>,
 }
 
 /// The socket to bridle (see [`record`]).
@@ -450,7 +454,7 @@ impl Supervisor {
         if tree {
             self.traced.insert(pid.as_raw(), Traced::default());
         }
-        let (read, file) = match tracee::after_exec(pid, &mut self.scratch) {
+        let (read, file) = match tracee::after_exec(pid, &mut self.scratch, seen.fixed.as_ref()) {
             Ok(read) => read,
             Err(tracee::Unreadable(why)) => {
                 let verdict = Verdict {

@@ -11,7 +11,7 @@ use bridle_policy::{DecidedBy, Decision, Verdict};
 use nix::sys::ptrace::{self, Options};
 use nix::unistd::Pid;
 
-use super::tracee::Pending;
+use super::tracee::{FixedProgram, Pending};
 use super::{
     Approved, ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file,
     tracee,
@@ -20,9 +20,8 @@ use crate::sys::notify::{self as unotify, Notification, Response};
 
 /// What becomes of an exec waiting at its notification.
 enum Answer {
-    /// On to its exec event, with what it found there, and whether it found the file the exec
-    /// names (then the exec usually succeeds: see [`warm_proc_entries`]).
-    Proceed(Box<Traced>, bool),
+    /// On to its exec event, with what it found there.
+    Proceed(Box<Traced>),
     /// It fails with `EACCES`.
     Refuse,
     /// It fails with this error, the one the kernel would fail it with (it names nothing).
@@ -31,12 +30,19 @@ enum Answer {
     Gone,
 }
 
-/// What a notification found, for its exec event: what a person `approved`, and the `facts`
-/// with their `verdict` unless they are opaque (see [`Traced`]).
-fn seen(approved: Option<Approved>, facts: ExecFacts, verdict: Verdict) -> Box<Traced> {
+/// What a notification found, for its exec event: what a person `approved`, the `facts`
+/// with their `verdict` unless they are opaque, and the program where its path names it for
+/// good (see [`Traced`]).
+fn seen(
+    approved: Option<Approved>,
+    facts: ExecFacts,
+    verdict: Verdict,
+    fixed: Option<FixedProgram>,
+) -> Box<Traced> {
     Box::new(Traced {
         approved,
         decided: facts.opaque.is_none().then_some((facts, verdict)),
+        fixed,
     })
 }
 
@@ -47,7 +53,7 @@ impl Supervisor {
     /// one, an exec that needs seizing fails with `EAGAIN` (reported) rather than wait.
     pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> bool {
         match self.at_notification(notification) {
-            Answer::Proceed(seen, file) => self.let_exec(notification, *seen, file, spare),
+            Answer::Proceed(seen) => self.let_exec(notification, *seen, spare),
             Answer::Refuse => {
                 self.respond(notification, Response::Fail(nix::libc::EACCES));
                 false
@@ -102,7 +108,7 @@ impl Supervisor {
             // decided at the exec event. (Not answered here with the error the supervisor's
             // `stat` saw: the path is resolved in this process, where `/proc/self/fd/N`,
             // `/dev/fd/N` or a symlink to them name other files than in the caller.)
-            Ok(Pending::NoFile(_)) | Err(_) => return Answer::Proceed(Box::default(), false),
+            Ok(Pending::NoFile(_)) | Err(_) => return Answer::Proceed(Box::default()),
         };
         let facts = self.facts(
             pid,
@@ -112,10 +118,18 @@ impl Supervisor {
             Stage::Before,
         );
         let verdict = self.decide(pid, &read, &facts);
+        let fixed = self
+            .settler
+            .as_mut()
+            .is_some_and(|s| s.fixed_program(&read.path, &file))
+            .then(|| FixedProgram {
+                path: read.path.clone(),
+                file: file.clone(),
+            });
         if verdict.decision == Decision::Allow {
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
-            return Answer::Proceed(seen(None, facts, verdict), true);
+            return Answer::Proceed(seen(None, facts, verdict, fixed));
         }
         // A refusal or a question is reported: what was read is of the caller only while it
         // still waits (its tid not recycled).
@@ -129,10 +143,10 @@ impl Supervisor {
             .get(&pid.as_raw())
             .and_then(|t| t.approved.as_ref());
         match verdict.decision {
-            Decision::Allow => Answer::Proceed(seen(None, facts, verdict), true),
+            Decision::Allow => Answer::Proceed(seen(None, facts, verdict, fixed)),
             // Approved already, and the exec made again (a signal interrupted it).
             Decision::Ask if approved_before == Some(&approved_now) => {
-                Answer::Proceed(seen(Some(approved_now), facts, verdict), true)
+                Answer::Proceed(seen(Some(approved_now), facts, verdict, fixed))
             }
             // A shell searching `PATH` tries the same exec in every directory: decided once.
             _ if self.last_refused.as_ref() == Some(&again) => Answer::Refuse,
@@ -145,7 +159,7 @@ impl Supervisor {
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 if self.ask_and_report(record, ExecOutcome::Refused) {
-                    Answer::Proceed(seen(Some(approved_now), facts, verdict), true)
+                    Answer::Proceed(seen(Some(approved_now), facts, verdict, fixed))
                 } else {
                     self.last_refused = Some(again);
                     Answer::Refuse
@@ -156,16 +170,15 @@ impl Supervisor {
 
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
     /// the notification is still its, and continues the call. A caller that cannot be seized
-    /// gets `EPERM`, reported: it must not exec unchecked. `file`: the notification found the
-    /// file the exec names. True when this thread seized the caller now (`spare`: see
-    /// [`Supervisor::answer`]).
-    fn let_exec(
-        &mut self,
-        notification: &Notification,
-        seen: Traced,
-        file: bool,
-        spare: bool,
-    ) -> bool {
+    /// gets `EPERM`, reported: it must not exec unchecked. True when this thread seized the
+    /// caller now (`spare`: see [`Supervisor::answer`]).
+    ///
+    /// Nothing follows the answer: the caller usually runs its exec at once, on this CPU,
+    /// and stops at its exec event before this thread runs again, so whatever this thread did
+    /// next (such as looking up `/proc/PID/exe` early, to spare the exec event the making of
+    /// a new pid's `/proc` entries) would hold the stopped program longer, not shorter
+    /// (`bench/RESULTS.md`, fifteenth pass).
+    fn let_exec(&mut self, notification: &Notification, seen: Traced, spare: bool) -> bool {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
         // An entry counts only while the thread is still traced from here: a thread that took
@@ -206,6 +219,7 @@ impl Supervisor {
             entry.approved = seen.approved;
         }
         entry.decided = seen.decided;
+        entry.fixed = seen.fixed;
         // `CONTINUE` succeeds only while the caller still waits, and a waiting caller keeps
         // its tid: so if it succeeds, the thread seized is the caller, with no
         // `SECCOMP_IOCTL_NOTIF_ID_VALID` first (one syscall less at every exec). If it fails,
@@ -213,9 +227,6 @@ impl Supervisor {
         // seized: its stops are passed on and any exec of it is decided at its exec event, as
         // every exec is.
         self.respond(notification, Response::Continue);
-        if file {
-            warm_proc_entries(pid);
-        }
         seized
     }
 
@@ -239,14 +250,4 @@ fn traced_from_here(tid: i32) -> bool {
     super::status_number(tid, "TracerPid").is_some_and(|tracer| {
         tracer > 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
     })
-}
-
-/// Looks up `/proc/PID/exe` of a thread let on to an exec of a file that was there, while the
-/// kernel loads the program, so that the exec event, which must read it and holds the process
-/// stopped meanwhile, finds the entries made: the first lookup of a new pid makes its
-/// `/proc/PID` and `exe` entries (most of the 17 µs that read took at every exec event; the
-/// second lookup takes a few). What this finds is not used: it may be the file before the exec
-/// or after it; the exec event reads what runs (proc resolves the link at every lookup).
-fn warm_proc_entries(pid: Pid) {
-    let _ = std::fs::metadata(tracee::proc_path(pid, "exe").as_path());
 }

@@ -53,6 +53,9 @@ pub struct Settler {
     /// The view's mounts, read at the first check (the view is complete by then, and mounts
     /// cannot change in the sandbox); `None` until then, or when unreadable.
     mounts: Option<Option<mounts::Mounts>>,
+    /// Paths found to name a fixed program ([`Settler::fixed_program`]): the file (device,
+    /// inode) they named then, or `None` where they did not.
+    fixed: HashMap<PathBuf, Option<(u64, u64)>>,
 }
 
 /// The most resolutions kept.
@@ -75,6 +78,7 @@ impl Default for Settler {
             resolved: HashMap::new(),
             read_only,
             mounts: None,
+            fixed: HashMap::new(),
         }
     }
 }
@@ -97,6 +101,52 @@ impl Settler {
             Ok(Found::Fails(errno)) => errno,
             Ok(Found::File(_)) | Err(_) => None,
         }
+    }
+
+    /// Whether `path`, whose file the notification found to be `file` (`stat`), names a fixed
+    /// program: whatever execs that path runs that file, and nothing in the sandbox can change
+    /// what it is. So it is where the path is absolute and resolves, through directories that
+    /// cannot change (as for [`Settler::failure`]), to `file`; the file itself is on a
+    /// read-only mount that no writable mount shows, with no other link (a hard link in a
+    /// writable root would make it writable there); and it is an ELF file, which the kernel
+    /// runs itself (a script runs its interpreter instead). Checked once per path and file.
+    pub fn fixed_program(&mut self, path: &Path, file: &std::fs::Metadata) -> bool {
+        let id = (file.dev(), file.ino());
+        if !file.is_file() || file.nlink() != 1 {
+            return false;
+        }
+        if let Some(&known) = self.fixed.get(path) {
+            return known == Some(id);
+        }
+        let fixed = self.check_fixed(path, id);
+        if self.fixed.len() < MAX_KEPT {
+            self.fixed.insert(path.to_path_buf(), fixed.then_some(id));
+        }
+        fixed
+    }
+
+    fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
+        use std::io::Read;
+        if !matches!(self.resolve(path), Ok(Found::File(found)) if found == id) {
+            return false;
+        }
+        let Ok(canonical) = std::fs::canonicalize(path) else {
+            return false;
+        };
+        if canonical.starts_with("/proc")
+            || !(self.read_only)(&canonical)
+            || self.not_writable_elsewhere(&canonical).is_err()
+        {
+            return false;
+        }
+        // Its first bytes, from the file just checked (the same device and inode).
+        let Ok(mut opened) = super::facts::open_program(&canonical) else {
+            return false;
+        };
+        let mut magic = [0u8; 4];
+        opened.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id)
+            && opened.read_exact(&mut magic).is_ok()
+            && magic == *b"\x7fELF"
     }
 
     /// Resolves `path` as the kernel will, if every step is on a read-only mount.

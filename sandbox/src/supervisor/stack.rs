@@ -68,11 +68,22 @@ fn word(bytes: &[u8], index: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(raw))
 }
 
+/// What the new stack of a process stopped at its exec event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtExec {
+    /// The arguments.
+    pub argv: Vec<String>,
+    /// The path the kernel opened for this exec (`AT_EXECFN`: its own copy of the path the
+    /// exec named, made before it opened it, or `/dev/fd/N/...` for a path relative to a
+    /// descriptor), where the first read holds it.
+    pub execfn: Option<Vec<u8>>,
+}
+
 /// The arguments of `pid`, stopped at its exec event, from its stack (see the module docs):
 /// `Ok(None)` when the stack is not laid out as the ELF loader lays it, or is larger than
 /// this reads (more than [`MAX_POINTERS`] arguments or [`MAX_ARG_BYTES`] of them): the caller
 /// then reads `/proc/PID/cmdline`, which decides the same, only slower.
-pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String>>, Unreadable> {
+pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<AtExec>, Unreadable> {
     // Registers that cannot be read (the process is gone): `/proc` says why, or fails too.
     let Ok(Some(sp)) = sys::ptrace::stack_pointer(pid) else {
         return Ok(None);
@@ -88,6 +99,7 @@ pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String
     if argc > MAX_POINTERS {
         return Ok(None);
     }
+    let execfn = execfn(first, sp, argc);
     // argc, the argument pointers, their null, and the first environment pointer (or null).
     let words = argc + 3;
     let more;
@@ -104,7 +116,10 @@ pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String
     let pointer = |i: usize| word(vector, 1 + i).unwrap_or(0);
     if argc == 0 {
         // Only before Linux 5.18, which gives an exec without arguments an empty `argv[0]`.
-        return Ok(Some(Vec::new()));
+        return Ok(Some(AtExec {
+            argv: Vec::new(),
+            execfn,
+        }));
     }
     if pointer(argc) != 0 {
         return Ok(None);
@@ -151,7 +166,34 @@ pub fn argv_at_exec(pid: Pid, scratch: &mut Scratch) -> Result<Option<Vec<String
             &read
         }
     };
-    split(strings, argc, |i| pointer(i).wrapping_sub(start), env != 0)
+    let argv = split(strings, argc, |i| pointer(i).wrapping_sub(start), env != 0)?;
+    Ok(argv.map(|argv| AtExec { argv, execfn }))
+}
+
+/// `AT_EXECFN` of the auxiliary vector, which follows the environment's pointers and their
+/// null, in `first` (read at `sp`, where `argc` is); `None` where the vector or the string it
+/// points at is not whole in `first`.
+fn execfn(first: &[u8], sp: u64, argc: usize) -> Option<Vec<u8>> {
+    const AT_EXECFN: u64 = nix::libc::AT_EXECFN;
+    // argc, the argument pointers and their null; then the environment's up to their null.
+    let mut at = argc.checked_add(2)?;
+    while word(first, at)? != 0 {
+        at += 1;
+    }
+    at += 1;
+    loop {
+        let (kind, value) = (word(first, at)?, word(first, at + 1)?);
+        match kind {
+            0 => return None,
+            AT_EXECFN => {
+                let off = usize::try_from(value.checked_sub(sp)?).ok()?;
+                let rest = first.get(off..)?;
+                let len = rest.iter().position(|b| *b == 0)?;
+                return Some(rest[..len].to_vec());
+            }
+            _ => at += 2,
+        }
+    }
 }
 
 /// The `argc` strings of `area`, where the `i`th starts at offset `offset(i)`: each must start
@@ -227,6 +269,21 @@ mod tests {
             "{status:?}"
         );
         let from_stack = argv_at_exec(pid, &mut Scratch::default()).unwrap();
+        // Run by its path, so the kernel's copy of the path is `/bin/true`; not read where
+        // the arguments fill more than the first read.
+        if let Some(execfn) = from_stack.as_ref().and_then(|at| at.execfn.as_ref()) {
+            assert_eq!(execfn, b"/bin/true");
+        }
+        let small = argv.iter().map(Vec::len).sum::<usize>() < 1000;
+        if small {
+            let execfn = from_stack.as_ref().and_then(|at| at.execfn.as_deref());
+            assert_eq!(
+                execfn,
+                Some(&b"/bin/true"[..]),
+                "the path the kernel opened"
+            );
+        }
+        let from_stack = from_stack.map(|at| at.argv);
         let from_proc = cmdline(pid).unwrap();
         let _ = child.kill();
         let _ = child.wait();
@@ -264,6 +321,13 @@ mod tests {
     }
 
     #[test]
+    fn the_path_the_kernel_opened_is_read_from_the_stack_with_the_arguments() {
+        let argv = vec![b"true".to_vec(), b"x".to_vec()];
+        let (stack, _) = read_at_exec(&argv, Some(&[("K", "v")]));
+        assert_eq!(stack, Some(lossy(&argv)));
+    }
+
+    #[test]
     fn a_hundred_thousand_arguments_are_read_from_the_stack() {
         let mut argv: Vec<Vec<u8>> = (0..100_000).map(|i| format!("a{i}").into_bytes()).collect();
         argv[50_000] = Vec::new();
@@ -276,6 +340,31 @@ mod tests {
             "the stack's argv differs"
         );
         assert!(proc == want, "/proc's argv differs");
+    }
+
+    #[test]
+    fn the_path_the_kernel_opened_is_found_only_whole_in_what_was_read() {
+        let sp = 0x7000_0000u64;
+        // argc, one argument pointer, null, one environment pointer, null, the auxiliary
+        // vector (`kind`, value pairs up to a null kind), then the string at byte 120.
+        let layout = |execfn_at: u64, tail: &[u8]| {
+            let words = [1, sp + 200, 0, sp + 210, 0, 6, 4096, 31, execfn_at, 0, 0];
+            let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            bytes.resize(120, 0);
+            bytes.extend_from_slice(tail);
+            bytes
+        };
+        let whole = layout(sp + 120, b"/usr/bin/git\0");
+        assert_eq!(execfn(&whole, sp, 1), Some(b"/usr/bin/git".to_vec()));
+        // Pointing below what was read, past it, or at a string cut off by its end.
+        assert_eq!(execfn(&layout(sp - 8, b"/x\0"), sp, 1), None);
+        assert_eq!(execfn(&layout(sp + 4096, b"/x\0"), sp, 1), None);
+        assert_eq!(execfn(&layout(sp + 120, b"/usr/bin/gi"), sp, 1), None);
+        // No `AT_EXECFN` before the null kind, or a vector cut off.
+        let mut none = whole.clone();
+        none[7 * 8..8 * 8].copy_from_slice(&0u64.to_ne_bytes());
+        assert_eq!(execfn(&none, sp, 1), None);
+        assert_eq!(execfn(&whole[..60], sp, 1), None);
     }
 
     #[test]

@@ -156,3 +156,46 @@ fn on_this_hosts_own_writable_root_nothing_is_settled() {
     let mut settler = Settler::default();
     assert!(settler.resolve(Path::new("/bin/sh")).is_err());
 }
+
+#[test]
+fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program() {
+    let ws = leaked_tempdir();
+    // Outside the writable directory: read-only in this view.
+    let ro = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    std::fs::copy("/bin/true", ro.join("prog")).unwrap();
+    std::fs::copy("/bin/true", ws.join("prog")).unwrap();
+    std::fs::write(ro.join("script"), "#!/bin/true\n").unwrap();
+    std::fs::copy("/bin/true", ro.join("linked")).unwrap();
+    std::fs::hard_link(ro.join("linked"), ro.join("second-name")).unwrap();
+    symlink(ro.join("prog"), ws.join("to-prog")).unwrap();
+    let meta = |p: &Path| std::fs::metadata(p).unwrap();
+    let prog = ro.join("prog");
+    assert!(settler.fixed_program(&prog, &meta(&prog)));
+    // Asked again (the answer is kept): still, for the same file only.
+    assert!(settler.fixed_program(&prog, &meta(&prog)));
+    assert!(
+        !settler.fixed_program(&prog, &meta(&ro.join("script"))),
+        "another file than the one the path named"
+    );
+    let not_fixed = [
+        // A script runs its interpreter.
+        ro.join("script"),
+        // A file the command can write, or reach through a writable directory.
+        ws.join("prog"),
+        ws.join("to-prog"),
+        // A second link could be in a writable root.
+        ro.join("linked"),
+        ro.join("second-name"),
+    ];
+    for path in not_fixed {
+        assert!(
+            !settler.fixed_program(&path, &meta(&path)),
+            "{}",
+            path.display()
+        );
+    }
+    // Relative: resolved against a working directory that can change.
+    let relative = Path::new("prog");
+    assert!(!settler.fixed_program(relative, &meta(&prog)));
+}
