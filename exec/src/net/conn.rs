@@ -1,5 +1,6 @@
-//! Serving one sandbox's relay listener, and one connection through the proxy: read the
-//! request (HTTP or SOCKS5), decide, maybe ask, resolve and connect, answer, tunnel, record.
+//! One connection through the proxy: read the request (HTTP or SOCKS5), decide, maybe ask,
+//! resolve and connect, answer, tunnel, record. The listener it came from is served by
+//! [`super::listener`].
 
 use std::io;
 use std::net::IpAddr;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use bridle_policy::network::RequestHost;
 use bridle_policy::{DecidedBy, Decision};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::{Instant, timeout_at};
 
@@ -17,95 +18,14 @@ use super::tunnel::{self, Traffic};
 use super::{NetDecision, Shared, http, socks};
 use crate::approvals::{ApprovalOutcome, ApprovalRequest};
 
-/// What [`serve_launch`] needs.
-pub(crate) struct Launch {
-    pub shared: Arc<Shared>,
-    pub id: u64,
-    pub listener: TcpListener,
-    pub channel: UnixStream,
-    pub stop_rx: watch::Receiver<bool>,
-    pub stop_tx: Arc<watch::Sender<bool>>,
-    pub done: std::sync::mpsc::Sender<()>,
-}
-
-/// Accepts the sandbox's connections (one permit each, so a flood waits in the listen queue)
-/// until the sandbox's end of the channel closes or the attachment stops; then closes the
-/// listener, stops the sandbox's connections and reports done.
-pub(crate) async fn serve_launch(launch: Launch) {
-    let Launch {
-        shared,
-        id,
-        listener,
-        channel,
-        mut stop_rx,
-        stop_tx,
-        done,
-    } = launch;
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        while tasks.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            biased;
-            () = stopped(&mut stop_rx) => break,
-            () = closed(&channel) => break,
-            permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
-        let accepted = tokio::select! {
-            biased;
-            () = stopped(&mut stop_rx) => break,
-            () = closed(&channel) => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                tasks.spawn(connection(
-                    Arc::clone(&shared),
-                    id,
-                    stream,
-                    stop_rx.clone(),
-                    permit,
-                ));
-            }
-            // Out of descriptors or a connection reset before it was accepted: try again.
-            Err(e) => {
-                tracing::debug!("network proxy: accept: {e}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-    drop(listener);
-    let _ = stop_tx.send(true);
-    while tasks.join_next().await.is_some() {}
-    let _ = done.send(());
-}
-
 /// Resolves once `stop` is set (or its sender is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub(super) async fn stopped(stop: &mut watch::Receiver<bool>) {
     loop {
         if *stop.borrow_and_update() {
             return;
         }
         if stop.changed().await.is_err() {
             return;
-        }
-    }
-}
-
-/// Resolves once the sandbox's end of the relay channel is closed.
-async fn closed(channel: &UnixStream) {
-    let mut scratch = [0u8; 16];
-    loop {
-        if channel.readable().await.is_err() {
-            return;
-        }
-        match channel.try_read(&mut scratch) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return,
         }
     }
 }
@@ -154,7 +74,7 @@ async fn read_until(
     }
 }
 
-async fn connection(
+pub(super) async fn connection(
     shared: Arc<Shared>,
     launch: u64,
     client: TcpStream,

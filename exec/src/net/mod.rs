@@ -28,6 +28,7 @@
 mod addr;
 mod conn;
 mod http;
+mod listener;
 mod socks;
 mod tunnel;
 
@@ -278,7 +279,7 @@ impl NetProxy {
                 tokio::net::UnixStream::from_std(channel).map_err(attach_error)?,
             )
         };
-        runtime.spawn(conn::serve_launch(conn::Launch {
+        runtime.spawn(listener::serve_launch(listener::Launch {
             shared: Arc::clone(&self.shared),
             id,
             listener,
