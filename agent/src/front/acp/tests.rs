@@ -1,3 +1,6 @@
+use agent_client_protocol::v1::schema::RequestPermissionOutcome;
+use bridle_policy::{ApprovalPolicy, Network, SandboxMode};
+
 use super::*;
 use crate::log::{Backend, NewSession, SessionDir, ToolCall as LoggedCall};
 use serde_json::json;

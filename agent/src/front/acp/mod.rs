@@ -13,17 +13,26 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ConfigOptionUpdate,
-    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, PermissionOption, PermissionOptionKind,
-    Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionConfigOption, SessionConfigSelectOption, SessionId,
-    SessionMode, SessionModeState, SessionUpdate, StopReason, TextContent, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, UnstructuredCommandInput,
+    ContentBlock, ContentChunk, CurrentModeUpdate, Diff, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionMode, SessionModeState, SessionUpdate, StopReason, TextContent,
+    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
-use bridle_policy::{ApprovalPolicy, Decision, Network, SandboxMode};
+use bridle_policy::Decision;
 use serde_json::Value;
 
 use super::summary::{call_summary, parsed_arguments};
+pub use config::{
+    Ceiling, ConfigChoice, Current, OPTION_APPROVAL, OPTION_NETWORK, OPTION_SANDBOX, config_choice,
+    config_options,
+};
+pub use permission::{
+    ALLOW_ONCE, APPROVE_PLAN, Answer, KEEP_PLANNING, Question, REJECT_ONCE, answer_of,
+    permission_request,
+};
+
+mod config;
+mod permission;
 use crate::log::{Event, TurnEndReason};
 
 /// The id of the default mode.
@@ -403,220 +412,5 @@ pub fn stop_reason(
     }
 }
 
-/// The widest the profile allows: config options never offer more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ceiling {
-    pub mode: SandboxMode,
-    pub network: Network,
-    pub approval: ApprovalPolicy,
-}
-
-/// The values in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Current {
-    pub mode: SandboxMode,
-    pub network: Network,
-    pub approval: ApprovalPolicy,
-}
-
-/// The config option ids.
-pub const OPTION_SANDBOX: &str = "sandbox";
-pub const OPTION_NETWORK: &str = "network";
-pub const OPTION_APPROVAL: &str = "approval";
-
-const MODES: [SandboxMode; 3] = [
-    SandboxMode::ReadOnly,
-    SandboxMode::WorkspaceWrite,
-    SandboxMode::DangerFullAccess,
-];
-const NETWORKS: [Network; 3] = [Network::Off, Network::AllowList, Network::On];
-const APPROVALS: [ApprovalPolicy; 2] = [ApprovalPolicy::Ask, ApprovalPolicy::Never];
-
-/// The three config options, `sandbox`, `network` and `approval`, each offering only the
-/// values no wider than the profile's (approval `ask` is wider than `never`: it lets a person
-/// allow more).
-pub fn config_options(ceiling: &Ceiling, current: Current) -> Vec<SessionConfigOption> {
-    fn select<T: std::fmt::Display + Copy>(
-        id: &str,
-        name: &str,
-        description: &str,
-        current: T,
-        values: impl Iterator<Item = T>,
-    ) -> SessionConfigOption {
-        let options: Vec<SessionConfigSelectOption> = values
-            .map(|v| SessionConfigSelectOption::new(v.to_string(), v.to_string()))
-            .collect();
-        SessionConfigOption::select(id.to_owned(), name.to_owned(), current.to_string(), options)
-            .description(description.to_owned())
-    }
-    vec![
-        select(
-            OPTION_SANDBOX,
-            "Sandbox",
-            "What commands and file tools may write (no wider than the profile)",
-            current.mode,
-            MODES.into_iter().filter(|m| *m <= ceiling.mode),
-        ),
-        select(
-            OPTION_NETWORK,
-            "Network",
-            "Whether commands reach the network (no wider than the profile)",
-            current.network,
-            NETWORKS.into_iter().filter(|n| *n <= ceiling.network),
-        ),
-        select(
-            OPTION_APPROVAL,
-            "Approval",
-            "Whether a person is asked before an escalation (`never` rejects them)",
-            current.approval,
-            APPROVALS.into_iter().filter(|a| *a <= ceiling.approval),
-        ),
-    ]
-}
-
-/// A change a client asked for through a config option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigChoice {
-    Mode(SandboxMode),
-    Network(Network),
-    Approval(ApprovalPolicy),
-}
-
-/// Checks a client's `option = value` against the profile: unknown options and values, and
-/// anything wider than the profile, are refused with the reason.
-pub fn config_choice(ceiling: &Ceiling, option: &str, value: &str) -> Result<ConfigChoice, String> {
-    fn pick<T: std::fmt::Display + Copy + PartialOrd>(
-        option: &str,
-        value: &str,
-        all: &[T],
-        ceiling: T,
-    ) -> Result<T, String> {
-        let chosen = all
-            .iter()
-            .copied()
-            .find(|v| v.to_string() == value)
-            .ok_or_else(|| {
-                let names: Vec<String> = all.iter().map(ToString::to_string).collect();
-                format!(
-                    "config option `{option}`: unknown value {value:?} (one of {})",
-                    names.join(", ")
-                )
-            })?;
-        if chosen > ceiling {
-            return Err(format!(
-                "config option `{option}`: `{value}` is wider than the profile allows \
-                 (at most `{ceiling}`)"
-            ));
-        }
-        Ok(chosen)
-    }
-    match option {
-        OPTION_SANDBOX => pick(option, value, &MODES, ceiling.mode).map(ConfigChoice::Mode),
-        OPTION_NETWORK => {
-            pick(option, value, &NETWORKS, ceiling.network).map(ConfigChoice::Network)
-        }
-        OPTION_APPROVAL => {
-            pick(option, value, &APPROVALS, ceiling.approval).map(ConfigChoice::Approval)
-        }
-        other => Err(format!(
-            "unknown config option {other:?} (the options are `{OPTION_SANDBOX}`, \
-             `{OPTION_NETWORK}` and `{OPTION_APPROVAL}`)"
-        )),
-    }
-}
-
-impl Ceiling {
-    /// The ceiling of the profile's own policy (before any choice a client made).
-    pub fn of(profile: &crate::log::PolicySummary) -> Self {
-        Self {
-            mode: profile.mode,
-            network: profile.network,
-            approval: profile.approval,
-        }
-    }
-}
-
-/// The option ids of `session/request_permission`.
-pub const ALLOW_ONCE: &str = "allow-once";
-pub const REJECT_ONCE: &str = "reject-once";
-pub const APPROVE_PLAN: &str = "approve";
-pub const KEEP_PLANNING: &str = "keep-planning";
-
-/// The two questions of the user-interaction seam, as a client is asked them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Question {
-    /// An approval: allow once or reject.
-    Approval,
-    /// A plan under review: approve, or keep planning.
-    PlanReview,
-}
-
-/// How a person answered through the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// Allowed once / the plan approved.
-    Yes,
-    /// Rejected / keep planning; also a cancelled request, an unknown option or a JSON-RPC
-    /// error (fail closed).
-    No,
-}
-
-/// The `session/request_permission` for `question` about call `call_id`: the call titled
-/// with what it does, the reason (the approval question, or the plan) as its content, and
-/// the two options.
-pub fn permission_request(
-    session: &str,
-    question: Question,
-    call_id: &str,
-    title: &str,
-    text: &str,
-) -> RequestPermissionRequest {
-    let options = match question {
-        Question::Approval => vec![
-            PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
-            PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
-        ],
-        Question::PlanReview => vec![
-            PermissionOption::new(
-                APPROVE_PLAN,
-                "Approve the plan",
-                PermissionOptionKind::AllowOnce,
-            ),
-            PermissionOption::new(
-                KEEP_PLANNING,
-                "Keep planning",
-                PermissionOptionKind::RejectOnce,
-            ),
-        ],
-    };
-    let fields = ToolCallUpdateFields::new()
-        .title(title.to_owned())
-        .content(vec![ToolCallContent::from(text.to_owned())]);
-    RequestPermissionRequest::new(
-        SessionId::new(session.to_owned()),
-        ToolCallUpdate::new(call_id.to_owned(), fields),
-        options,
-    )
-}
-
-/// What the client's answer to a [`permission_request`] for `question` means: only the
-/// explicit yes option allows; a cancelled request, any other option or an error
-/// (`Err`) is a no.
-pub fn answer_of<E>(question: Question, outcome: Result<RequestPermissionOutcome, E>) -> Answer {
-    let yes = match question {
-        Question::Approval => ALLOW_ONCE,
-        Question::PlanReview => APPROVE_PLAN,
-    };
-    match outcome {
-        Ok(RequestPermissionOutcome::Selected(selected))
-            if selected.option_id.0.as_ref() == yes =>
-        {
-            Answer::Yes
-        }
-        _ => Answer::No,
-    }
-}
-
 #[cfg(test)]
-#[path = "acp_tests.rs"]
 mod tests;
