@@ -1,15 +1,21 @@
 //! Planning: an effective [`Policy`] plus the session's facts become a [`SandboxSpec`] and the
 //! decision functions the tool layer calls before anything runs.
 
+mod cache;
 mod decide;
 mod env;
+mod paths;
 
+pub use cache::cache_dir_for;
+use cache::plan_cache_home;
 pub(crate) use decide::rule_verdict;
 use env::plan_env;
 pub use env::{EnvDecision, env_decisions};
+pub use paths::normalize;
+use paths::{check_root, expand, is_relative_entry};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -17,10 +23,8 @@ use crate::error::PolicyError;
 use crate::origin::{Origin, Sourced};
 use crate::policy::Policy;
 use crate::rules::{CommandRule, ExecRules, PathRule};
-use crate::spec::{CacheHomeSpec, ResourceLimits, SandboxSpec, SeccompProfile};
-use crate::vocab::{
-    ApprovalPolicy, CacheHome, Decision, Guarantee, Network, SandboxMode, UnixSockets,
-};
+use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
+use crate::vocab::{ApprovalPolicy, Decision, Guarantee, Network, SandboxMode, UnixSockets};
 
 /// The facts about this session that planning needs. The caller gathers them (canonicalising
 /// the workspace, reading the environment); planning itself does no I/O.
@@ -365,92 +369,6 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     Ok(plan)
 }
 
-/// The cache home of `workspace-write`: the profile's cache paths (those inside a writable or
-/// masked path left out: a writable root needs no overlay, a masked path stays unreadable), kept
-/// under `cache_root` in a directory named after the workspace.
-fn plan_cache_home(
-    policy: &Policy,
-    ctx: &PlanContext,
-    workspace: &Path,
-    writable_roots: &[PathBuf],
-    masked_paths: &[PathBuf],
-) -> Result<Option<CacheHomeSpec>, PolicyError> {
-    let Some(root) = &ctx.cache_root else {
-        return Ok(None);
-    };
-    if policy.mode.value != SandboxMode::WorkspaceWrite
-        || policy.cache_home.mode.value == CacheHome::Off
-    {
-        return Ok(None);
-    }
-    if !root.is_absolute() {
-        return Err(PolicyError::RelativePath { path: root.clone() });
-    }
-    let root = normalize(root);
-    let mut paths = BTreeSet::new();
-    for item in &policy.cache_home.paths {
-        let path = expand(&item.value, &ctx.home, workspace);
-        // Under /tmp, the private /tmp hides it anyway.
-        let covered = writable_roots.iter().any(|w| path.starts_with(w))
-            || masked_paths.iter().any(|m| path.starts_with(m))
-            || path.starts_with("/tmp");
-        // The cache root must not be seen through a cache path: its overlay would contain it.
-        if covered || root.starts_with(&path) || path.starts_with(&root) {
-            continue;
-        }
-        paths.insert(path);
-    }
-    // A path inside another cache path is already covered by the outer overlay.
-    let outermost: Vec<PathBuf> = paths
-        .iter()
-        .filter(|p| !paths.iter().any(|o| o != *p && p.starts_with(o)))
-        .cloned()
-        .collect();
-    if outermost.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(CacheHomeSpec {
-        dir: cache_dir_for(&root, workspace),
-        paths: outermost,
-    }))
-}
-
-/// Where the cache home of `workspace` lives under `cache_root`: a directory whose name a
-/// person can recognise and that no other workspace gets (the path with `/` as `-`, shortened,
-/// then a hash of the whole path).
-pub fn cache_dir_for(cache_root: &Path, workspace: &Path) -> PathBuf {
-    cache_root.join(workspace_dir_name(workspace))
-}
-
-fn workspace_dir_name(workspace: &Path) -> String {
-    let text = workspace.display().to_string();
-    // FNV-1a: stable across runs and versions (std's hasher is not), collisions irrelevant at
-    // this size next to the readable part.
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let readable: String = text
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let tail: String = readable
-        .chars()
-        .rev()
-        .take(48)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    format!("{tail}-{hash:016x}")
-}
-
 fn required_guarantees(
     mode: SandboxMode,
     network: Network,
@@ -478,84 +396,6 @@ fn required_guarantees(
             Guarantee::Res => limits.any_os_limit(),
         })
         .collect()
-}
-
-fn check_root(
-    what: &'static str,
-    root: &Path,
-    ctx: &PlanContext,
-    allow_dangerous: bool,
-) -> Result<(), PolicyError> {
-    let home = normalize(&ctx.home);
-    let state = normalize(&ctx.state_dir);
-    let config = normalize(&ctx.config_dir);
-    let why = if root == Path::new("/") {
-        Some("it is the filesystem root".to_owned())
-    } else if root == home {
-        Some("it is your home directory".to_owned())
-    } else if home.starts_with(root) {
-        Some(format!(
-            "it contains your home directory `{}`",
-            home.display()
-        ))
-    } else if root.starts_with(&state) || root.starts_with(&config) {
-        Some("it is inside bridle's own state or configuration directory".to_owned())
-    } else if config.starts_with(root) {
-        Some(format!(
-            "it contains bridle's configuration directory `{}`, where deployer profiles live",
-            config.display()
-        ))
-    } else {
-        None
-    };
-    if let Some(why) = why
-        && !allow_dangerous
-    {
-        return Err(PolicyError::DangerousRoot {
-            what,
-            path: root.to_path_buf(),
-            why,
-        });
-    }
-    if state.starts_with(root) && !allow_dangerous {
-        return Err(PolicyError::StateInsideWritableRoot {
-            what,
-            path: root.to_path_buf(),
-            state,
-        });
-    }
-    Ok(())
-}
-
-fn is_relative_entry(entry: &str) -> bool {
-    !entry.starts_with('/') && !entry.starts_with('~')
-}
-
-/// Expands `~`, makes relative entries relative to `base`, and normalises lexically.
-fn expand(entry: &str, home: &Path, base: &Path) -> PathBuf {
-    let path = if entry == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = entry.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        base.join(entry)
-    };
-    normalize(&path)
-}
-
-/// Lexical normalisation: drops `.`, resolves `..` without following symlinks, never above `/`.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(part) => out.push(part),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }
 
 impl Plan {
