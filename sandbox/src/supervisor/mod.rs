@@ -85,8 +85,9 @@
 //! - the executed file is the one open as the process's `/proc/PID/exe`, not a path that could
 //!   be swapped, and it cannot be written while it runs (`ETXTBSY`); or, without that lookup,
 //!   the file of a path that names it for good ([`settled::Settler::fixed_program`]: stable
-//!   directories, a read-only single-link ELF file), where the new stack's `AT_EXECFN`, the
-//!   kernel's own copy of the path it opened, is that path ([`tracee::after_exec`]).
+//!   directories on no proc filesystem, a read-only single-link ELF file of this machine's
+//!   kind), where the new stack's `AT_EXECFN`, the kernel's own copy of the path it opened,
+//!   is that path ([`tracee::after_exec`]).
 //!
 //! A decision at the exec event that differs from the one at the notification kills the
 //! process: a racing rewrite can only ever end in a dead process, never an allowed one. (A

@@ -8,8 +8,8 @@
 //! the kernel does) is on a read-only mount (the mount view makes everything but the writable
 //! roots read-only, and the command cannot mount or unmount), none of them is also shown by a
 //! writable mount of the same filesystem (a host bind mount of a writable root elsewhere:
-//! `/proc/self/mountinfo`), and the path is absolute and not below `/proc` (whose `self` and
-//! `fd` links name other things in the supervisor). The error is the same for every caller
+//! `/proc/self/mountinfo`), and the path is absolute and walks no proc filesystem, wherever
+//! it is mounted (its `self` and `fd` links name other things in the supervisor). The error is the same for every caller
 //! when anyone may search those directories (the execute bit for others, no access ACL).
 //!
 //! An exec that is allowed is never final at its notification: it is decided again at its
@@ -106,10 +106,14 @@ impl Settler {
     /// Whether `path`, whose file the notification found to be `file` (`stat`), names a fixed
     /// program: whatever execs that path runs that file, and nothing in the sandbox can change
     /// what it is. So it is where the path is absolute and resolves, through directories that
-    /// cannot change (as for [`Settler::failure`]), to `file`; the file itself is on a
+    /// cannot change and that resolve alike for every process (as for [`Settler::failure`]:
+    /// no proc filesystem, wherever it is mounted), to `file`; the file itself is on a
     /// read-only mount that no writable mount shows, with no other link (a hard link in a
-    /// writable root would make it writable there); and it is an ELF file, which the kernel
-    /// runs itself (a script runs its interpreter instead). Checked once per path and file.
+    /// writable root would make it writable there); and it is an ELF file of this machine's
+    /// own kind, which the kernel runs itself (a script runs its interpreter instead, and so
+    /// does a file `binfmt_misc` claims: by its name's extension, which the path's last name
+    /// must not have, or by its magic, which for the machine's own ELF files no ordinary host
+    /// registers). Checked once per path and file.
     pub fn fixed_program(&mut self, path: &Path, file: &std::fs::Metadata) -> bool {
         let id = (file.dev(), file.ino());
         if !file.is_file() || file.nlink() != 1 {
@@ -127,13 +131,16 @@ impl Settler {
 
     fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
         use std::io::Read;
-        if !matches!(self.resolve(path), Ok(Found::File(found)) if found == id) {
+        let extension = path
+            .file_name()
+            .is_none_or(|name| name.as_bytes().contains(&b'.'));
+        if extension || !matches!(self.resolve(path), Ok(Found::File(found)) if found == id) {
             return false;
         }
         let Ok(canonical) = std::fs::canonicalize(path) else {
             return false;
         };
-        if canonical.starts_with("/proc")
+        if on_procfs(&canonical)
             || !(self.read_only)(&canonical)
             || self.not_writable_elsewhere(&canonical).is_err()
         {
@@ -143,10 +150,10 @@ impl Settler {
         let Ok(mut opened) = super::facts::open_program(&canonical) else {
             return false;
         };
-        let mut magic = [0u8; 4];
+        let mut header = [0u8; 20];
         opened.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id)
-            && opened.read_exact(&mut magic).is_ok()
-            && magic == *b"\x7fELF"
+            && opened.read_exact(&mut header).is_ok()
+            && native_elf(&header)
     }
 
     /// Resolves `path` as the kernel will, if every step is on a read-only mount.
@@ -225,8 +232,8 @@ impl Settler {
         if let Some(&searchable) = self.stable_dirs.get(dir) {
             return Ok(searchable);
         }
-        if dir.starts_with("/proc") {
-            return Err(NotSettled("a path below /proc"));
+        if on_procfs(dir) {
+            return Err(NotSettled("a directory of a proc filesystem"));
         }
         if !(self.read_only)(dir) {
             return Err(NotSettled("a directory of the path is on a writable mount"));
@@ -266,6 +273,38 @@ fn components(path: &Path) -> Vec<std::ffi::OsString> {
         .collect();
     out.reverse();
     out
+}
+
+/// Whether `path` is on a proc filesystem (or cannot be told): its `self`, `thread-self` and
+/// per-process links name other things in the supervisor than in the caller, wherever it is
+/// mounted (a chroot's `proc`, a container's view of the host's).
+fn on_procfs(path: &Path) -> bool {
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, statfs};
+    statfs(path).map_or(true, |fs| fs.filesystem_type() == PROC_SUPER_MAGIC)
+}
+
+/// The ELF machine of this build's architecture (`None`: no fixed programs here).
+const NATIVE_MACHINE: Option<u16> = if cfg!(target_arch = "x86_64") {
+    Some(62)
+} else if cfg!(target_arch = "aarch64") {
+    Some(183)
+} else if cfg!(target_arch = "riscv64") {
+    Some(243)
+} else {
+    None
+};
+
+/// Whether the first 20 bytes of a file are the header of a 64-bit little-endian ELF file for
+/// this machine (`e_ident`, `e_type`, `e_machine`), which the kernel's own ELF loader runs.
+fn native_elf(header: &[u8; 20]) -> bool {
+    const ELFCLASS64: u8 = 2;
+    const ELFDATA2LSB: u8 = 1;
+    let machine = u16::from_le_bytes([header[18], header[19]]);
+    header[..4] == *b"\x7fELF"
+        && header[4] == ELFCLASS64
+        && header[5] == ELFDATA2LSB
+        && cfg!(target_endian = "little")
+        && NATIVE_MACHINE == Some(machine)
 }
 
 fn read_only(path: &Path) -> bool {

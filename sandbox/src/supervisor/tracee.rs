@@ -102,7 +102,8 @@ pub struct FixedProgram {
 /// where that stack is not laid out as the ELF loader lays it (`scratch` is reused from exec
 /// to exec). The file is `fixed`'s where the new stack says the kernel opened `fixed`'s path
 /// (`AT_EXECFN`, the kernel's own copy of the path, which nobody can have rewritten): that
-/// path names that file for good, and it is an ELF file, so it is what runs. Otherwise it is
+/// path names that file for every process of the sandbox, which none of them can change, and
+/// the kernel runs it itself ([`super::settled::Settler::fixed_program`]). Otherwise it is
 /// `stat` of `/proc/PID/exe`, the file the kernel mapped (a lookup that makes the new pid's
 /// `/proc` entries: about a tenth of the cost the supervisor adds to an exec).
 pub fn after_exec(

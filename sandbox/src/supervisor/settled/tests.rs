@@ -169,6 +169,16 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     std::fs::copy("/bin/true", ro.join("linked")).unwrap();
     std::fs::hard_link(ro.join("linked"), ro.join("second-name")).unwrap();
     symlink(ro.join("prog"), ws.join("to-prog")).unwrap();
+    std::fs::copy("/bin/true", ro.join("prog.exe")).unwrap();
+    // A 64-bit ELF header of another machine than this one (x86-64, or else AArch64).
+    let mut foreign = std::fs::read("/bin/true").unwrap();
+    let other: u16 = if cfg!(target_arch = "x86_64") {
+        183
+    } else {
+        62
+    };
+    foreign[18..20].copy_from_slice(&other.to_le_bytes());
+    std::fs::write(ro.join("foreign"), foreign).unwrap();
     let meta = |p: &Path| std::fs::metadata(p).unwrap();
     let prog = ro.join("prog");
     assert!(settler.fixed_program(&prog, &meta(&prog)));
@@ -179,8 +189,11 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
         "another file than the one the path named"
     );
     let not_fixed = [
-        // A script runs its interpreter.
+        // A script runs its interpreter, and so may another machine's program or a name with
+        // an extension (`binfmt_misc`).
         ro.join("script"),
+        ro.join("foreign"),
+        ro.join("prog.exe"),
         // A file the command can write, or reach through a writable directory.
         ws.join("prog"),
         ws.join("to-prog"),
@@ -198,4 +211,60 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     // Relative: resolved against a working directory that can change.
     let relative = Path::new("prog");
     assert!(!settler.fixed_program(relative, &meta(&prog)));
+}
+
+/// Run by [`a_proc_filesystem_mounted_outside_proc_names_no_fixed_program`] inside its own
+/// user, mount and PID namespaces: mounts a proc filesystem at `BRIDLE_TEST_PROCFS` (which is
+/// not below `/proc`) and checks that nothing through it is settled or fixed.
+#[test]
+#[ignore = "run inside namespaces by a_proc_filesystem_mounted_outside_proc_names_no_fixed_program"]
+fn proc_filesystem_elsewhere_inside_namespaces() {
+    let at = PathBuf::from(std::env::var_os("BRIDLE_TEST_PROCFS").expect("BRIDLE_TEST_PROCFS"));
+    nix::mount::mount(
+        Some("proc"),
+        &at,
+        Some("proc"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .expect("mounting a proc filesystem");
+    let ws = leaked_tempdir();
+    let mut settler = settler_with_writable(ws);
+    // `self/exe` names this test's program in the supervisor, and the caller's own in the
+    // caller: never the same file for both.
+    let exe = at.join("self/exe");
+    let meta = std::fs::metadata(&exe).unwrap();
+    assert!(settler.resolve(&exe).is_err(), "{}", exe.display());
+    assert!(!settler.fixed_program(&exe, &meta), "{}", exe.display());
+    assert_eq!(settler.failure(&at.join("self/no-such-file")), None);
+    println!("checked through {}", at.display());
+}
+
+#[test]
+fn a_proc_filesystem_mounted_outside_proc_names_no_fixed_program() {
+    let dir = leaked_tempdir();
+    let at = dir.join("p");
+    std::fs::create_dir(&at).unwrap();
+    let test = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "--pid", "--fork"])
+        .arg(&test)
+        .args([
+            "--exact",
+            "supervisor::settled::tests::proc_filesystem_elsewhere_inside_namespaces",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("BRIDLE_TEST_PROCFS", &at)
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if crate::host_lacks("userns") && !out.status.success() {
+        return;
+    }
+    assert!(
+        out.status.success() && stdout.contains("checked through"),
+        "the check inside namespaces failed (a host without user namespaces says so in BRIDLE_HOST_LACKS=userns)\n{stdout}\n{stderr}"
+    );
 }
