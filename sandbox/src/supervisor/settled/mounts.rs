@@ -32,7 +32,10 @@ impl Mounts {
 
     /// Whether what `path` (canonical, no symlinks) names can be reached through a writable
     /// mount too: it lies, in its filesystem, inside the directory a writable mount of that
-    /// filesystem shows. Unknown (no mount holds it): yes.
+    /// filesystem shows. Unknown (no mount holds it): yes. Not seen: an overlay writing into
+    /// an upper directory of another filesystem (the devices differ). The view's only
+    /// writable overlays, the cache home's, keep theirs below bridle's temp directory, which
+    /// the view covers with an empty tmpfs, so no directory the command sees is one.
     pub fn writable_elsewhere(&self, path: &Path) -> bool {
         // The last mount on the longest mount point that is a prefix of the path: the one
         // on top.
