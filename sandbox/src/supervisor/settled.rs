@@ -9,8 +9,9 @@
 //! roots read-only, and the command cannot mount or unmount), none of them is also shown by a
 //! writable mount of the same filesystem (a host bind mount of a writable root elsewhere:
 //! `/proc/self/mountinfo`), and the path is absolute and walks no proc filesystem, wherever
-//! it is mounted (its `self` and `fd` links name other things in the supervisor). The error is the same for every caller
-//! when anyone may search those directories (the execute bit for others, no access ACL).
+//! it is mounted (its `self` and `fd` links name other things in the supervisor). The error
+//! is the same for every caller when anyone may search those directories (the execute bit for
+//! others, no access ACL).
 //!
 //! An exec that is allowed is never final at its notification: it is decided again at its
 //! exec event ([`super`]). Deciding it at the notification needs the argv read there to be
