@@ -118,17 +118,10 @@ impl Supervisor {
             Stage::Before,
         );
         let verdict = self.decide(pid, &read, &facts);
-        let fixed = self
-            .settler
-            .as_mut()
-            .is_some_and(|s| s.fixed_program(&read.path, &file))
-            .then(|| FixedProgram {
-                path: read.path.clone(),
-                file: file.clone(),
-            });
         if verdict.decision == Decision::Allow {
             // Whether `read` was of the caller does not matter here: `let_exec`'s `CONTINUE`
             // only succeeds while the caller still waits, and allows nothing by itself.
+            let fixed = self.fixed_program(&read, &file);
             return Answer::Proceed(seen(None, facts, verdict, fixed));
         }
         // A refusal or a question is reported: what was read is of the caller only while it
@@ -143,9 +136,13 @@ impl Supervisor {
             .get(&pid.as_raw())
             .and_then(|t| t.approved.as_ref());
         match verdict.decision {
-            Decision::Allow => Answer::Proceed(seen(None, facts, verdict, fixed)),
+            Decision::Allow => {
+                let fixed = self.fixed_program(&read, &file);
+                Answer::Proceed(seen(None, facts, verdict, fixed))
+            }
             // Approved already, and the exec made again (a signal interrupted it).
             Decision::Ask if approved_before == Some(&approved_now) => {
+                let fixed = self.fixed_program(&read, &file);
                 Answer::Proceed(seen(Some(approved_now), facts, verdict, fixed))
             }
             // A shell searching `PATH` tries the same exec in every directory: decided once.
@@ -159,6 +156,7 @@ impl Supervisor {
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
                 if self.ask_and_report(record, ExecOutcome::Refused) {
+                    let fixed = self.fixed_program(&read, &file);
                     Answer::Proceed(seen(Some(approved_now), facts, verdict, fixed))
                 } else {
                     self.last_refused = Some(again);
@@ -166,6 +164,18 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// The program `read` names, where its path names it for good (only for an exec that goes
+    /// on: a refused one needs no exec event).
+    fn fixed_program(&mut self, read: &ExecRead, file: &std::fs::Metadata) -> Option<FixedProgram> {
+        self.settler
+            .as_mut()
+            .is_some_and(|s| s.fixed_program(&read.path, file))
+            .then(|| FixedProgram {
+                path: read.path.clone(),
+                file: file.clone(),
+            })
     }
 
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks
