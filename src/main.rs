@@ -156,7 +156,12 @@ fn usage_error(err: &clap::Error) -> ExitCode {
             },
         );
     }
-    if std::env::args().any(|a| a == "--json") {
+    if err.kind() == ErrorKind::InvalidUtf8 {
+        let json = std::env::args_os().any(|a| a == "--json");
+        report_error(&not_text(std::env::args_os()), EXIT_USAGE, json);
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if std::env::args_os().any(|a| a == "--json") {
         let message = err
             .render()
             .to_string()
@@ -170,6 +175,17 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         let _ = err.print();
     }
     ExitCode::from(EXIT_USAGE)
+}
+
+/// The message for a command line with an argument that is not UTF-8, naming it.
+fn not_text(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+    let Some((n, arg)) = args.enumerate().find(|(_, a)| a.to_str().is_none()) else {
+        return "invalid UTF-8 in the command line".to_owned();
+    };
+    format!(
+        "argument {n} ({:?}) is not valid UTF-8: bridle takes arguments as text",
+        arg.to_string_lossy()
+    )
 }
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {

@@ -35,6 +35,22 @@ fn git_status_commit_and_log_keep_working_under_ci_locked() {
 }
 
 #[test]
+fn fetching_and_pulling_from_the_repository_itself_keep_working_under_ci_locked() {
+    // git runs `git-upload-pack .`, a hard link of git: its argument is a path, not a
+    // subcommand git could correct to `push`.
+    let e = with_remote();
+    let name = script(
+        &e,
+        "fetch.sh",
+        "set -e\ngit fetch -q . main:other\ngit -c user.name=t -c user.email=t@e pull -q . other\ngit branch --list other",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
+    r.assert_ok();
+    assert_no_exec_denied(&r, "git fetch .");
+    assert!(r.stdout.contains("other\nend"), "{}", r.stdout);
+}
+
+#[test]
 fn make_with_a_c_compiler_keeps_working_under_ci_locked() {
     let e = ExecEnv::new();
     e.write(

@@ -109,6 +109,10 @@ pub struct ExecFacts {
     /// repository's, the global and system files, their includes, and the environment's
     /// `GIT_CONFIG_*`. Every definition is a candidate; the strictest decision wins.
     pub git_aliases: Vec<(String, String)>,
+    /// Command lines the program may run in its own process instead of `argv`, with no exec
+    /// to decide them (git's autocorrect runs `git push` for `git psh`): each is decided as a
+    /// view of its own, with its own budget of views, and the strictest decision wins.
+    pub instead: Vec<Vec<String>>,
     /// What the supervisor cannot see of what this exec runs, as a noun phrase ("the program
     /// the dynamic loader `ld.so` loads"): asks when an `ask` or `deny` rule could match.
     pub opaque: Option<String>,
@@ -179,6 +183,7 @@ impl ExecRules {
     fn decide_plain(&self, exec: &ExecFacts, first: &str) -> Option<Verdict> {
         let name = basename(first);
         if !exec.same_as.is_empty()
+            || !exec.instead.is_empty()
             || exec.opaque.is_some()
             || lookup(name).is_some()
             || name.strip_prefix("git-").is_some_and(|s| !s.is_empty())
@@ -225,6 +230,11 @@ impl ExecRules {
                 starts.push(renamed);
             }
         }
+        starts.extend(
+            exec.instead
+                .iter()
+                .map(|argv| argv.iter().cloned().map(Word::Literal).collect()),
+        );
         let mut findings = Findings::default();
         for start in starts {
             let explorer = Explorer::with_aliases(start, None, exec.git_aliases.clone());
@@ -390,6 +400,22 @@ mod tests {
             r.decide(&facts("/bin/sh ./build.sh all")).decision,
             Decision::Allow
         );
+    }
+
+    #[test]
+    fn a_command_line_run_instead_in_the_same_process_is_decided_past_any_number_of_others() {
+        let r = rules();
+        let mut exec = facts("git -c help.autocorrect=1 psh origin");
+        assert_eq!(r.decide(&exec).decision, Decision::Allow);
+        // More harmless candidates than one exploration has views for, the push last.
+        for i in 0..100 {
+            exec.instead
+                .push(facts(&format!("git -c help.autocorrect=1 status{i} origin")).argv);
+        }
+        exec.instead
+            .push(facts("git -c help.autocorrect=1 push origin").argv);
+        let verdict = r.decide(&exec);
+        assert_eq!(verdict.decision, Decision::Deny, "{}", verdict.reason);
     }
 
     #[test]

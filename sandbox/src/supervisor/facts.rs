@@ -67,10 +67,19 @@ impl Supervisor {
         } else {
             names.clone()
         };
+        // git called as `git-SUB` (the hard links in its exec path) runs the builtin SUB, or
+        // dies: no alias, no correction. The rules read that name as `git SUB` themselves.
+        let dashed = argv0
+            .strip_prefix("git-")
+            .is_some_and(|sub| !sub.is_empty());
+        if dashed {
+            same_as.retain(|n| n != "git");
+        }
         let mut facts = ExecFacts {
             argv: read.argv.clone(),
             same_as: Vec::new(),
             git_aliases: Vec::new(),
+            instead: Vec::new(),
             opaque: None,
         };
         let env = || match stage {
@@ -82,14 +91,13 @@ impl Supervisor {
         }
         let is_git =
             argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
-        if self.names_git && is_git {
+        if self.names_git && is_git && !dashed {
             // Unreadable: the aliases of the command line itself are still expanded.
             let env = env().ok();
             if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
                 facts.git_aliases = git::aliases(&read.argv, env, &cwd);
             }
-            let corrections = git_correct::corrections(&read.argv, env.as_ref());
-            facts.git_aliases.extend(corrections);
+            facts.instead = git_correct::corrections(&read.argv, env.as_ref());
         }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;

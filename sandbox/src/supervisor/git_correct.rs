@@ -2,9 +2,10 @@
 //! (in any config file git reads, which may change after the exec is decided), git corrects
 //! `git psh` to `git push` and runs the builtin in the same process, with no exec for the
 //! supervisor to see. So for a subcommand that is neither a builtin nor a program git would
-//! run instead (a `git-SUB` in a directory that cannot change), every builtin git's
-//! correction could pick is given to the rule engine as an alias of it: the strictest
-//! decision wins, as for the aliases of [`super::git`].
+//! run instead (a `git-SUB` in a directory that cannot change), the command line with each
+//! builtin git's correction could pick in its place is given to the rule engine as one git
+//! may run instead (`ExecFacts::instead`, each decided on its own): the strictest decision
+//! wins.
 //!
 //! git picks a builtin that starts with what was typed, or one whose weighted edit distance
 //! from it (a swap 0, a substitution 2, an insertion 1, a deletion 3) is at most 5, and only
@@ -163,37 +164,69 @@ const BUILTINS: &[&str] = &[
     "write-tree",
 ];
 
+/// Builtins of the newest git only: an older one (`/usr/bin/git` 2.39 has neither `refs`,
+/// `replay` nor a builtin `bisect`; `hook`, `diagnose`, `checkout--worker` and
+/// `fsmonitor--daemon` are younger than git 2.30) does not know them and may correct them to
+/// another builtin, so their corrections are taken too.
+const RECENT: &[&str] = &[
+    "bisect",
+    "checkout--worker",
+    "diagnose",
+    "fsmonitor--daemon",
+    "hook",
+    "refs",
+    "replay",
+];
+
 /// The largest distance git still corrects (its similarity, the distance plus one, is below 7).
 const MOST: usize = 5;
 
-/// The builtins git could run for `git ... SUB ...` (`argv`, after its global options), as
-/// (`SUB`, builtin) alias pairs; none when `SUB` is a builtin or git finds a program `git-SUB`
+/// The command lines git could run in its own process for `git ... SUB ...` (`argv`; `SUB`
+/// after its global options): `SUB` replaced by each builtin a correction could pick; none when `SUB` is a builtin or git finds a program `git-SUB`
 /// to run instead (one in a read-only directory of its exec path or of `PATH`, from `env`: git
 /// then runs the first it finds, an exec decided in turn). An alias of the same name does not
 /// stop them: whether git reads the file that defines it cannot be known at the exec (a file
 /// git never reads, one changed or blocking meanwhile), and the strictest decision wins.
-pub fn corrections(
-    argv: &[String],
-    env: Option<&BTreeMap<String, String>>,
-) -> Vec<(String, String)> {
-    let Some(sub) = subcommand(argv) else {
+pub fn corrections(argv: &[String], env: Option<&BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let at = global_options(argv).1;
+    let Some(sub) = argv
+        .get(at)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty() && *s != "--")
+    else {
         return Vec::new();
     };
-    if BUILTINS.contains(&sub) || runs_external(sub, exec_path(argv), env) {
+    let builtin = BUILTINS.contains(&sub) && !RECENT.contains(&sub);
+    if builtin || runs_external(sub, exec_path(argv), env) {
         return Vec::new();
     }
+    let typed = bytes_at_least(sub);
     BUILTINS
         .iter()
-        .filter(|b| b.starts_with(sub) || distance(sub, b) <= MOST)
-        .map(|b| (sub.to_owned(), (*b).to_owned()))
+        .filter(|b| b.as_bytes().starts_with(&typed) || distance(&typed, b.as_bytes()) <= MOST)
+        .map(|b| {
+            let mut corrected = argv.to_vec();
+            corrected[at] = (*b).to_owned();
+            corrected
+        })
         .collect()
 }
 
-/// The first word after git's global options, when it is not empty.
-fn subcommand(argv: &[String]) -> Option<&str> {
-    argv.get(global_options(argv).1)
-        .map(String::as_str)
-        .filter(|s| !s.is_empty() && *s != "--")
+/// `sub` as bytes for git's distance, which counts bytes: the argv was read as text, where
+/// each run of bytes that are not UTF-8 became one U+FFFD. Such a run stands for one to three
+/// bytes, none of them ASCII, so none equals a byte of a builtin's name: one byte that matches
+/// nothing gives the least distance git could see (each further byte adds an edit), and so
+/// every builtin git could pick.
+fn bytes_at_least(sub: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(sub.len());
+    for c in sub.chars() {
+        if c == char::REPLACEMENT_CHARACTER {
+            out.push(0xff);
+        } else {
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+    }
+    out
 }
 
 /// The last `--exec-path=DIR` among git's global options (the one git uses).
@@ -234,15 +267,13 @@ fn read_only(dir: &Path) -> bool {
     statvfs(dir).is_ok_and(|s| s.flags().contains(FsFlags::ST_RDONLY))
 }
 
-/// The weighted edit distance from `typed` to `candidate` (optimal string alignment): a swap
+/// The weighted edit distance from `a` (typed) to `b` (a candidate) (optimal string alignment): a swap
 /// of two neighbours 0, a substitution 2, an insertion 1, a deletion 3.
-fn distance(typed: &str, candidate: &str) -> usize {
+fn distance(a: &[u8], b: &[u8]) -> usize {
     const SWAP: usize = 0;
     const SUBSTITUTE: usize = 2;
     const INSERT: usize = 1;
     const DELETE: usize = 3;
-    let a = typed.as_bytes();
-    let b = candidate.as_bytes();
     // Rows i-2, i-1 and i of the table of distances between prefixes.
     let mut before: Vec<usize> = vec![0; b.len() + 1];
     let mut last: Vec<usize> = (0..=b.len()).map(|j| j * INSERT).collect();
@@ -269,10 +300,13 @@ mod tests {
         s.split_whitespace().map(str::to_owned).collect()
     }
 
+    /// The builtins the corrections of `line` put in place of its subcommand.
     fn corrected(line: &str) -> Vec<String> {
-        corrections(&argv(line), None)
+        let words = argv(line);
+        let at = global_options(&words).1;
+        corrections(&words, None)
             .into_iter()
-            .map(|(_, b)| b)
+            .map(|mut v| std::mem::take(&mut v[at]))
             .collect()
     }
 
@@ -299,13 +333,48 @@ mod tests {
     }
 
     #[test]
+    fn a_subcommand_with_bytes_that_are_not_text_is_corrected_as_git_counts_bytes() {
+        // `git $'pus\xff'` as the supervisor reads it: git corrects it to `push`.
+        let read = |raw: &[u8]| {
+            let sub = String::from_utf8_lossy(raw).into_owned();
+            let found = corrections(&["git".to_owned(), sub, "origin".to_owned()], None);
+            found.into_iter().map(|v| v[1].clone()).collect::<Vec<_>>()
+        };
+        let one_byte = read(b"pus\xff");
+        assert!(one_byte.contains(&"push".to_owned()), "{one_byte:?}");
+        // One byte that matches no builtin's, as `~` matches none.
+        assert_eq!(one_byte, corrected("git pus~ origin"));
+        // A cut UTF-8 sequence (two bytes, one U+FFFD), and two separate bytes.
+        assert!(read(b"pus\xe2\x82").contains(&"push".to_owned()));
+        assert!(read(b"pu\xff\xfe").contains(&"push".to_owned()));
+    }
+
+    #[test]
+    fn a_correction_is_the_whole_command_line_with_the_subcommand_replaced() {
+        let found = corrections(
+            &argv("git -C r -c help.autocorrect=1 psh origin main"),
+            None,
+        );
+        assert!(
+            found.contains(&argv("git -C r -c help.autocorrect=1 push origin main")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_builtin_only_newer_gits_have_is_corrected_as_an_older_git_would() {
+        assert!(corrected("git refs").contains(&"reset".to_owned()));
+        assert!(corrected("git status").is_empty());
+    }
+
+    #[test]
     fn the_distance_weighs_edits_as_git_does() {
-        assert_eq!(distance("push", "push"), 0);
-        assert_eq!(distance("puhs", "push"), 0);
-        assert_eq!(distance("psh", "push"), 1);
-        assert_eq!(distance("pusj", "push"), 2);
-        assert_eq!(distance("pushh", "push"), 3);
-        assert_eq!(distance("", "add"), 3);
+        assert_eq!(distance(b"push", b"push"), 0);
+        assert_eq!(distance(b"puhs", b"push"), 0);
+        assert_eq!(distance(b"psh", b"push"), 1);
+        assert_eq!(distance(b"pusj", b"push"), 2);
+        assert_eq!(distance(b"pushh", b"push"), 3);
+        assert_eq!(distance(b"", b"add"), 3);
     }
 
     #[test]
@@ -325,6 +394,6 @@ mod tests {
         ]
         .into();
         let found = corrections(&argv("git psh"), Some(&env));
-        assert!(found.iter().any(|(_, b)| b == "push"), "{found:?}");
+        assert!(found.contains(&argv("git push")), "{found:?}");
     }
 }
