@@ -17,6 +17,23 @@ fn exec_runs_a_command_given_without_a_double_dash() {
 }
 
 #[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error_naming_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = ExecEnv::new();
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let r = run_bounded(env.bridle().arg("exec").arg("echo").arg(bad));
+    r.assert_code(2);
+    assert!(
+        r.stderr
+            .starts_with("bridle: argument 3 (\"caf\u{fffd}\") is not valid UTF-8"),
+        "{}",
+        r.stderr
+    );
+    let r = run_bounded(env.bridle().args(["tool", "--json", "bash"]).arg(bad));
+    r.assert_code(2);
+}
+
+#[test]
 fn timeouts_take_durations_as_in_profiles() {
     let env = ExecEnv::new();
     run_bounded(env.bridle().args(["exec", "--timeout", "2m", "true"])).assert_ok();
