@@ -44,6 +44,7 @@ fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
         temp_dir: std::path::PathBuf::from("/var/tmp")
             .join(format!("bridle-bench-{}", std::process::id())),
         cache_root: None,
+        temp_base: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),

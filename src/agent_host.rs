@@ -93,7 +93,11 @@ impl LocalTools {
                 registry.add_tool(None, tool)?;
             }
         }
-        let own = masks.iter().map(|(p, _)| p.clone()).collect();
+        let own = masks
+            .iter()
+            .chain(&facts.own_masks())
+            .map(|(p, _)| p.clone())
+            .collect();
         registry.add_guard(
             None,
             Arc::new(ProtectedPaths::new(

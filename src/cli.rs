@@ -431,25 +431,22 @@ impl ExplainCommand {
 }
 
 impl ConfineArgs {
-    /// The profile overrides these flags make (relative `--allow-write` paths are made
-    /// absolute against the current directory).
-    pub fn overrides(&self) -> bridle_policy::Overrides {
-        bridle_policy::Overrides {
+    /// The profile overrides these flags make. Each `--allow-write` must name an existing
+    /// directory: it is made absolute against the current directory and resolved (symlinks
+    /// followed), so a typo is an error rather than a root that silently grants nothing.
+    pub fn overrides(&self) -> Result<bridle_policy::Overrides, crate::UsageError> {
+        let allow_write = self
+            .allow_write
+            .iter()
+            .map(|p| resolve_writable_root(p).map(|r| r.display().to_string()))
+            .collect::<Result<_, _>>()?;
+        Ok(bridle_policy::Overrides {
             mode: self.mode,
             network: self.network,
             timeout_secs: self
                 .timeout
                 .map(|t| t.as_secs() + u64::from(t.subsec_nanos() > 0)),
-            allow_write: self
-                .allow_write
-                .iter()
-                .map(|p| {
-                    std::path::absolute(p)
-                        .unwrap_or_else(|_| p.clone())
-                        .display()
-                        .to_string()
-                })
-                .collect(),
+            allow_write,
             env: self
                 .env
                 .iter()
@@ -458,6 +455,22 @@ impl ConfineArgs {
                     value: e.value.clone(),
                 })
                 .collect(),
-        }
+        })
     }
+}
+
+/// One `--allow-write DIR`, resolved: it must exist and be a directory.
+fn resolve_writable_root(dir: &std::path::Path) -> Result<PathBuf, crate::UsageError> {
+    let bad = |why: String| crate::UsageError(format!("--allow-write `{}`: {why}", dir.display()));
+    let real = std::fs::canonicalize(dir).map_err(|e| {
+        bad(if e.kind() == std::io::ErrorKind::NotFound {
+            "no such directory".to_owned()
+        } else {
+            e.to_string()
+        })
+    })?;
+    if !real.is_dir() {
+        return Err(bad(format!("`{}` is not a directory", real.display())));
+    }
+    Ok(real)
 }

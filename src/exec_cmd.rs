@@ -43,7 +43,7 @@ pub fn run(global: &GlobalArgs, args: &ExecArgs) -> u8 {
 
 fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
-    let overrides = args.confine.overrides();
+    let overrides = args.confine.overrides()?;
     let policy = facts.load_policy(global, overrides)?;
     facts.report_env(&policy);
     crate::session_facts::ensure_temp_base()?;

@@ -74,7 +74,7 @@ fn run_turn(
         store: args.session.store.clone(),
         session_dir: args.session.session_dir.clone(),
         open,
-        overrides: args.confine.overrides(),
+        overrides: args.confine.overrides()?,
         asking: Asking::Terminal,
         approval: None,
         persist_terminal: true,

@@ -174,8 +174,20 @@ impl Facts {
         ctx.escalated_from = escalated_from;
         let roots = bridle_policy::plan(policy, &ctx)?;
         ctx.found = bridle_exec::git_dirs::discover(&roots, &self.home);
-        ctx.masks = masks.to_vec();
+        ctx.masks = self.own_masks();
+        ctx.masks.extend(masks.iter().cloned());
         bridle_policy::plan(policy, &ctx)
+    }
+
+    /// What every sandbox of every consumer (`exec`, `shell`, `tool`, `run`) hides, whatever
+    /// the caller masks besides: bridle's state directory, which holds the session logs and the
+    /// key that seals them. Resolved, so that the directory the kernel reaches is what is
+    /// hidden (a mount on a symlink would hide only the name).
+    pub fn own_masks(&self) -> Vec<(PathBuf, String)> {
+        vec![(
+            bridle_sandbox::real_path::real_path(&self.state_dir),
+            "bridle's state directory (session logs and their key)".to_owned(),
+        )]
     }
 
     pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {
@@ -186,6 +198,7 @@ impl Facts {
             config_dir: self.config_dir.clone(),
             temp_dir,
             cache_root: Some(temp_base().join("cache")),
+            temp_base: Some(temp_base()),
             host_env: self.host_env.clone(),
             found: Vec::new(),
             masks: Vec::new(),

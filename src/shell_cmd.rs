@@ -38,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
 
 fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     let facts = Facts::gather(global)?;
-    let policy = facts.load_policy(global, args.confine.overrides())?;
+    let policy = facts.load_policy(global, args.confine.overrides()?)?;
     facts.report_env(&policy);
     ensure_temp_base()?;
     let temp_dir = facts.run_temp_dir();

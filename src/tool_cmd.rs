@@ -4,10 +4,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::agent_host::{LocalTools, SessionSetup, TOOLS, answerer};
 
+use crate::UsageError;
 use crate::cli::{ConfineArgs, GlobalArgs};
 use crate::session_facts::{Facts, ensure_temp_base};
 
@@ -31,27 +32,31 @@ pub fn run(
         return Ok(EXIT_USAGE);
     }
     let facts = Facts::gather(global)?;
-    let temp_dir = private_temp_dir(session_dir)?;
-    let overrides = confine.overrides();
+    // Everything is checked before anything is created: a refused session dir leaves nothing
+    // behind (in the workspace, say).
+    let session = session_dir.map(resolve_session_dir).transpose()?;
+    let temp_dir = match &session {
+        Some(dir) => dir.join("tmp"),
+        None => fresh_temp_dir_name(),
+    };
+    let overrides = confine.overrides()?;
     let policy = facts.load_policy(global, overrides.clone())?;
     facts.report_env(&policy);
-    let plan = facts.plan(&policy, temp_dir.clone(), &[])?;
-    if let Some(dir) = session_dir {
-        let dir = std::fs::canonicalize(dir)
-            .with_context(|| format!("session dir `{}`", dir.display()))?;
-        if let Some(root) = plan
-            .spec
-            .writable_roots
-            .iter()
-            .find(|r| dir.starts_with(r) && **r != temp_dir)
-        {
-            bail!(
-                "refusing session dir `{}`: it lies inside the writable root `{}`",
-                dir.display(),
-                root.display()
-            );
-        }
+    let masks = session
+        .as_deref()
+        .map(session_dir_masks)
+        .unwrap_or_default();
+    let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
+    if let Some(dir) = &session {
+        check_session_dir(dir, &plan, &temp_dir)?;
     }
+    // From here on the call's own temp dir is removed however the call ends (a spill file its
+    // result names is kept).
+    let mut cleanup = TempCleanup {
+        dir: session.is_none().then(|| temp_dir.clone()),
+        keep_named_in: None,
+    };
+    create_private_temp_dir(session.as_deref(), &temp_dir)?;
     let tools = LocalTools::new(
         SessionSetup {
             facts: &facts,
@@ -59,7 +64,7 @@ pub fn run(
             overrides,
             plan,
             temp_dir: temp_dir.clone(),
-            masks: Vec::new(),
+            masks,
             persist_terminal: false,
         },
         std::sync::Arc::from(answerer()),
@@ -71,17 +76,98 @@ pub fn run(
         return Ok(125);
     }
     let result = tools.pipeline.call(name, arguments);
+    // The pipeline (its file worker, its terminal) is done with the temp dir before it goes.
+    drop(tools);
+    cleanup.keep_named_in = Some(result.content.clone());
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&result)?)?;
-    if session_dir.is_none() {
-        remove_unnamed(&temp_dir, &result.content);
-    }
     Ok(if result.ok { 0 } else { 1 })
+}
+
+/// Removes the call's private temp dir when the call ends, however it ends (see
+/// [`remove_unnamed`]); `dir` is `None` under `--session-dir`, whose `tmp` is kept across calls.
+struct TempCleanup {
+    dir: Option<PathBuf>,
+    /// The result's content: files it names are kept.
+    keep_named_in: Option<String>,
+}
+
+impl Drop for TempCleanup {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            remove_unnamed(dir, self.keep_named_in.as_deref().unwrap_or_default());
+        }
+    }
+}
+
+/// `--session-dir DIR` made absolute with its existing part resolved (it may not exist yet);
+/// nothing is created.
+fn resolve_session_dir(dir: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(dir)
+        .map_err(|e| UsageError(format!("session dir `{}`: {e}", dir.display())))?;
+    if absolute
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(UsageError(format!(
+            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(bridle_sandbox::real_path::real_path(&absolute))
+}
+
+/// What the sandbox hides of a `--session-dir`: everything in it but the call's `tmp` (a
+/// session directory `bridle run` also uses holds logs and the key that seals them), and its
+/// `log.key` even before it exists.
+fn session_dir_masks(dir: &Path) -> Vec<(PathBuf, String)> {
+    let what = "the session directory's logs and key";
+    let mut masks = vec![(dir.join("log.key"), what.to_owned())];
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        // bridle writes no symlinks there; one is not followed to mask what it names.
+        let symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if !symlink && entry.file_name() != "tmp" && entry.file_name() != "log.key" {
+            masks.push((entry.path(), what.to_owned()));
+        }
+    }
+    masks
+}
+
+/// Refuses a session dir inside a root the command can write (it could plant files there for
+/// later calls, or rewrite a log kept there) or holding one (its masks would hide them).
+fn check_session_dir(dir: &Path, plan: &bridle_policy::Plan, temp_dir: &Path) -> Result<()> {
+    let roots = std::iter::once(&plan.spec.workspace).chain(
+        plan.spec
+            .writable_roots
+            .iter()
+            .filter(|r| r.as_path() != temp_dir && r.as_path() != Path::new("/dev/null")),
+    );
+    for root in roots {
+        if dir.starts_with(root) {
+            return Err(UsageError(format!(
+                "refusing session dir `{}`: it lies inside the writable root `{}`",
+                dir.display(),
+                root.display()
+            ))
+            .into());
+        }
+        if root.starts_with(dir) {
+            return Err(UsageError(format!(
+                "refusing session dir `{}`: it contains the writable root `{}`, which the \
+                 sandbox would hide; choose a directory outside it",
+                dir.display(),
+                root.display()
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Removes what the call left in its private temp dir (the command's `/tmp`) except the files
 /// its result names (spill files, kept so they can be read; swept after a day), and the
-/// directory itself when the result names nothing in it.
+/// directory itself when none is kept.
 fn remove_unnamed(temp_dir: &Path, content: &str) {
     if !content.contains(&temp_dir.display().to_string()) {
         let _ = std::fs::remove_dir_all(temp_dir);
@@ -97,32 +183,46 @@ fn remove_unnamed(temp_dir: &Path, content: &str) {
             _ => std::fs::remove_file(&path),
         };
     }
+    // The result may name the directory without naming a file in it (`echo $TMPDIR`): one
+    // left empty goes too (this fails while a named file is kept there).
+    let _ = std::fs::remove_dir(temp_dir);
 }
 
-/// The private temp dir for this call: `<session-dir>/tmp` (kept across calls), or a fresh
-/// directory under the temp base that is kept after the call so a spill file it names stays
-/// readable.
-pub(crate) fn private_temp_dir(session_dir: Option<&Path>) -> Result<PathBuf> {
+/// A fresh name for a call's private temp dir under the temp base (not created yet).
+fn fresh_temp_dir_name() -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    crate::session_facts::temp_base().join(format!("tool-{}-{nanos:08x}", std::process::id()))
+}
+
+/// Creates the call's private temp dir `dir`: `<session-dir>/tmp` (kept across calls), or
+/// `dir` under the temp base.
+fn create_private_temp_dir(session_dir: Option<&Path>, dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = match session_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("creating session dir `{}`", d.display()))?;
-            std::fs::canonicalize(d)?.join("tmp")
-        }
+    match session_dir {
+        Some(d) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .with_context(|| format!("creating session dir `{}`", d.display()))?,
         None => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0);
-            ensure_temp_base()?.join(format!("tool-{}-{nanos:08x}", std::process::id()))
+            ensure_temp_base()?;
         }
-    };
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => Ok(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(dir),
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => {
             Err(e).with_context(|| format!("creating the private temp dir `{}`", dir.display()))
         }
     }
+}
+
+/// A fresh private temp dir under the temp base, created (for a session of `bridle run`).
+pub(crate) fn private_temp_dir() -> Result<PathBuf> {
+    let dir = fresh_temp_dir_name();
+    create_private_temp_dir(None, &dir)?;
+    Ok(dir)
 }

@@ -52,6 +52,7 @@ fn world(answerer: Box<dyn Answerer>) -> World {
         config_dir: dir.path().join("config"),
         temp_dir: dir.path().join("tmp"),
         cache_root: None,
+        temp_base: None,
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),

@@ -139,6 +139,26 @@ pub enum PolicyError {
         /// The state directory.
         state: PathBuf,
     },
+    /// bridle's temp directory would be writable from inside the sandbox.
+    #[error("refusing {what} `{}`: it contains or lies inside bridle's temp directory `{}` (private temp dirs, cache homes, records of protected paths), which must stay outside every writable root", path.display(), base.display())]
+    TempBaseInWritableRoot {
+        /// `workspace root` or `writable root`.
+        what: &'static str,
+        /// The root.
+        path: PathBuf,
+        /// bridle's temp directory.
+        base: PathBuf,
+    },
+    /// The workspace or a writable root lies in a pseudo filesystem (`/proc`, `/sys`, `/dev`).
+    #[error("refusing {what} `{}`: it is inside `{}`, a kernel interface rather than a directory of files", path.display(), filesystem.display())]
+    PseudoFilesystemRoot {
+        /// `workspace root` or `writable root`.
+        what: &'static str,
+        /// The root.
+        path: PathBuf,
+        /// The pseudo filesystem's mount point.
+        filesystem: PathBuf,
+    },
     /// `--env NAME` names a variable the policy scrubs.
     #[error(
         "refusing `--env {name}`: the profile scrubs it as a secret (pattern `{pattern}` at {at}); set what the sandbox needs under another name, or change the profile's `environment.scrub`"

@@ -297,6 +297,7 @@ fn every_confined_profile_masks_the_credential_stores() {
         ".cargo/credentials.toml",
         ".config/gcloud",
         ".config/gh",
+        ".config/git/credentials",
         ".config/hub",
         ".docker/config.json",
         ".gem/credentials",

@@ -120,7 +120,7 @@ fn session(
         store: args.session.store.clone(),
         session_dir: args.session.session_dir.clone(),
         open,
-        overrides: args.confine.overrides(),
+        overrides: args.confine.overrides()?,
         asking: Asking::FrontEnd,
         approval: None,
         persist_terminal: true,

@@ -10,6 +10,7 @@ use bridle_agent::log::{
 use bridle_policy::Plan;
 
 use super::{Open, say};
+use crate::UsageError;
 
 /// What the session directory is called where it is masked.
 pub(super) const SESSION_DIR: &str = "bridle's session directory";
@@ -139,10 +140,11 @@ pub(super) fn session_dir(
         .components()
         .any(|c| matches!(c, std::path::Component::ParentDir))
     {
-        bail!(
+        return Err(UsageError(format!(
             "session dir `{}`: `..` is not allowed in it (say where it is directly)",
             dir.display()
-        );
+        ))
+        .into());
     }
     let real = real_path(&dir);
     let forbidden = std::iter::once(&plan.spec.workspace).chain(
@@ -153,12 +155,13 @@ pub(super) fn session_dir(
     );
     for root in forbidden {
         if real.starts_with(root) {
-            bail!(
+            return Err(UsageError(format!(
                 "refusing session dir `{}`: it lies inside `{}`, which the agent can write, so \
                  it could rewrite its own log",
                 real.display(),
                 root.display()
-            );
+            ))
+            .into());
         }
     }
     // The session directory is masked in the sandbox: one that holds the workspace or a
@@ -167,13 +170,14 @@ pub(super) fn session_dir(
     let held = std::iter::once(&plan.spec.workspace).chain(plan.spec.writable_roots.iter());
     for root in held {
         if root.starts_with(&real) {
-            bail!(
+            return Err(UsageError(format!(
                 "refusing session dir `{}`: it contains `{}`, which the agent can write (the \
                  session directory is hidden from the agent, and its log must lie outside \
                  what the agent writes); choose a directory outside it",
                 real.display(),
                 root.display()
-            );
+            ))
+            .into());
         }
     }
     Ok(SessionDir::open(&dir)?)

@@ -109,7 +109,7 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     let facts = Facts::gather(&request.global)?;
     let policy = facts.load_policy(&request.global, request.overrides.clone())?;
     facts.report_env(&policy);
-    let temp_dir = crate::tool_cmd::private_temp_dir(None)?;
+    let temp_dir = crate::tool_cmd::private_temp_dir()?;
     let preview = facts.plan(&policy, temp_dir.clone(), &[]);
     let preview = match preview {
         Ok(p) => p,
@@ -128,8 +128,13 @@ pub fn prepare(request: Request) -> Result<Prepared> {
         }
     }
     // The log reads and writes the event types these plugins declare (and refuses others).
-    let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?
-        .with_kinds(plugins as Arc<dyn bridle_agent::log::EventKinds>);
+    let dir = match session_dir(request.session_dir.as_deref(), &preview, &temp_dir) {
+        Ok(dir) => dir.with_kinds(plugins as Arc<dyn bridle_agent::log::EventKinds>),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp_dir);
+            return Err(e);
+        }
+    };
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.

@@ -252,6 +252,7 @@ fn escalated_spec(env: &Env, sessions: &Path) -> bridle_policy::SandboxSpec {
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,
         cache_root: None,
+        temp_base: None,
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: vec![(sessions.to_owned(), "bridle's session directory".into())],

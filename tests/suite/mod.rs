@@ -28,6 +28,7 @@ mod net_clients;
 mod net_confinement;
 mod net_session;
 mod net_support;
+mod own_dirs;
 mod policy_bad_input;
 mod policy_cli;
 mod probe_cli;

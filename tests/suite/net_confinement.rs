@@ -349,6 +349,7 @@ fn a_proxy_that_stops_mid_run_fails_the_connections_and_never_opens_the_network(
         config_dir: e.home.join(".config/bridle"),
         temp_dir: temp,
         cache_root: None,
+        temp_base: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),

@@ -375,7 +375,7 @@ fn a_session_dir_inside_the_workspace_is_refused() {
         .arg(e.workspace.join(".sessions"))
         .arg("task");
     let r = run_bounded(&mut cmd);
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(
         r.stderr.contains("which the agent can write"),
         "{}",
@@ -396,7 +396,7 @@ fn a_session_dir_inside_the_workspace_is_refused() {
         .arg(format!("script:{}", path_str(&file)))
         .args(["--session-dir", &sneaky, "task"]);
     let r = run_bounded(&mut cmd);
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(r.stderr.contains("`..` is not allowed"), "{}", r.stderr);
     assert!(!e.workspace.join("logs").exists());
     // danger-full-access has no writable roots to compare with; the workspace still counts.
@@ -407,7 +407,7 @@ fn a_session_dir_inside_the_workspace_is_refused() {
         .arg(e.workspace.join("deep/.sessions"))
         .arg("task");
     let r = run_bounded(&mut cmd);
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(
         r.stderr.contains("which the agent can write"),
         "{}",

@@ -114,7 +114,7 @@ fn a_session_dir_that_holds_the_workspace_is_refused() {
     let parent = e.workspace.parent().unwrap().to_owned();
     for dir in [parent.as_path(), std::path::Path::new("/")] {
         let r = run_bounded(&mut agent_cmd_in(&e, dir, "- text: hi\n", &[], "task"));
-        r.assert_code(1);
+        r.assert_code(2);
         assert!(
             r.stderr.contains(&format!(
                 "refusing session dir `{}`: it contains `{}`",

@@ -516,6 +516,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,
         cache_root: None,
+        temp_base: None,
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),

@@ -110,6 +110,7 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
         config_dir: dir.join("config"),
         temp_dir: dir.join("tmp"),
         cache_root: None,
+        temp_base: None,
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),

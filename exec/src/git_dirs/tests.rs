@@ -56,6 +56,7 @@ impl Repo {
             config_dir: "/home/dev/.config/bridle".into(),
             temp_dir: "/var/tmp/bridle-1000/s".into(),
             cache_root: None,
+            temp_base: None,
             host_env: Default::default(),
             found: Vec::new(),
             masks: Vec::new(),

@@ -44,6 +44,7 @@ fn plan_from(
         config_dir: home.join(".config/bridle"),
         temp_dir: root.join("tmp"),
         cache_root: None,
+        temp_base: None,
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),

@@ -43,6 +43,10 @@ pub struct PlanContext {
     /// Where bridle keeps per-workspace cache homes on the host (outside every writable root
     /// and every cache path); `None`: no cache home.
     pub cache_root: Option<PathBuf>,
+    /// bridle's own temp directory on the host (`/var/tmp/bridle-UID`: the private temp dirs,
+    /// the cache homes, the records of what a run protects), which must lie inside and around
+    /// no writable root and no workspace; `None`: not checked.
+    pub temp_base: Option<PathBuf>,
     /// The environment bridle was started with.
     pub host_env: BTreeMap<String, String>,
     /// Paths found on disk that need the protection the profile gives `.git` (the other git

@@ -50,8 +50,36 @@ pub(super) fn check_root(
             state,
         });
     }
+    // What bridle keeps there decides what later runs trust (the records of what a run
+    // protects) and what other workspaces see (their cache homes).
+    if let Some(base) = ctx.temp_base.as_deref().map(normalize)
+        && (root.starts_with(&base) || base.starts_with(root))
+        && !allow_dangerous
+    {
+        return Err(PolicyError::TempBaseInWritableRoot {
+            what,
+            path: root.to_path_buf(),
+            base,
+        });
+    }
+    // Kernel interfaces, not files: nothing there is the command's to write, and the end of the
+    // run would inspect the host's processes as if they were a repository.
+    if let Some(pseudo) = PSEUDO_FILESYSTEMS
+        .iter()
+        .map(Path::new)
+        .find(|p| root.starts_with(p))
+    {
+        return Err(PolicyError::PseudoFilesystemRoot {
+            what,
+            path: root.to_path_buf(),
+            filesystem: pseudo.to_path_buf(),
+        });
+    }
     Ok(())
 }
+
+/// Pseudo filesystems that are never a workspace or a writable root, whatever a profile says.
+const PSEUDO_FILESYSTEMS: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 pub(super) fn is_relative_entry(entry: &str) -> bool {
     !entry.starts_with('/') && !entry.starts_with('~')

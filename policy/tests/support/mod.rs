@@ -41,6 +41,7 @@ pub fn ctx() -> PlanContext {
         config_dir: PathBuf::from(CONFIG),
         temp_dir: PathBuf::from(TEMP),
         cache_root: Some(PathBuf::from("/var/tmp/bridle-1000/cache")),
+        temp_base: Some(PathBuf::from("/var/tmp/bridle-1000")),
         host_env,
         found: Vec::new(),
         masks: Vec::new(),

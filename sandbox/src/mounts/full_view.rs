@@ -79,7 +79,13 @@ pub(super) fn extend(
     }
     for path in masked {
         refuse_symlinks(path)?;
-        pins.extend(ancestors_below_root(path, false));
+        // A masked path may not exist (bridle's state directory before its first session):
+        // only what exists can be pinned, and a missing one has nothing to hide.
+        pins.extend(
+            ancestors_below_root(path, false)
+                .into_iter()
+                .filter(|a| std::fs::symlink_metadata(a).is_ok()),
+        );
     }
     // A protected or masked path is a mount of its own; nothing below it needs a pin.
     pins.retain(|p| {

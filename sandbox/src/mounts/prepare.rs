@@ -183,12 +183,21 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     let mut masked_dirs = Vec::new();
     let mut masked_files = Vec::new();
     for path in &spec.masked_paths {
-        match std::fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => masked_dirs.push(path.clone()),
-            Ok(_) => masked_files.push(path.clone()),
+        // The resolved path is masked: a mask attached on a symlink (`~/.netrc -> /opt/netrc`,
+        // a stow or home-manager dotfile) would hide only that name, never its target, and
+        // would make the Landlock carve-out, which resolves the name inside the view, miss
+        // the target too.
+        let real = crate::real_path::real_path(path);
+        match std::fs::metadata(&real) {
+            Ok(meta) if meta.is_dir() => masked_dirs.push(real),
+            Ok(_) => masked_files.push(real),
             Err(_) => {}
         }
     }
+    masked_dirs.sort();
+    masked_dirs.dedup();
+    masked_files.sort();
+    masked_files.dedup();
 
     if spec.protected_kept {
         full_view::extend(
