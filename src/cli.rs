@@ -124,11 +124,11 @@ impl Command {
             Command::Policy(PolicyCommand::Explain(e)) => e.wants_json(),
             Command::Log(LogCommand::List { json, .. } | LogCommand::Show { json, .. }) => *json,
             Command::Tool { .. } => true,
+            Command::Run(args) => args.json,
             Command::Policy(PolicyCommand::Check { .. })
             | Command::Log(LogCommand::Verify { .. } | LogCommand::Export { .. })
             | Command::Exec(_)
             | Command::Shell(_)
-            | Command::Run(_)
             | Command::Acp(_)
             | Command::Chat(_)
             | Command::Completions { .. }

@@ -67,7 +67,7 @@ fn session_dir(arg: &SessionDirArg) -> Result<PathBuf> {
 }
 
 /// What a session argument names.
-enum Named {
+pub(crate) enum Named {
     One(String),
     /// Why none: no session has that id or prefix, or the directory holds none.
     None(String),
@@ -75,8 +75,9 @@ enum Named {
     Several(Vec<String>),
 }
 
-/// The session `wanted` names in `dir`: `last`, an id, or a prefix of exactly one id.
-fn resolve(dir: &SessionDir, wanted: &str) -> Result<Named, AgentError> {
+/// The session `wanted` names in `dir`: `last`, an id, or a prefix of exactly one id (also
+/// what `--resume` and `--fork` take).
+pub(crate) fn resolve(dir: &SessionDir, wanted: &str) -> Result<Named, AgentError> {
     if wanted == "last" {
         return Ok(match dir.newest()? {
             Some(id) => Named::One(id),

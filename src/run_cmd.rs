@@ -8,9 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
+use bridle_agent::TurnReport;
 use bridle_agent::front::json;
 use bridle_agent::log::{SessionLog, TurnEndReason};
 
+use crate::UsageError;
 use crate::cli::{GlobalArgs, RunArgs};
 use crate::session_wiring::{self, Asking, Hooks, Open, Request, say};
 use bridle_exec::printable::printable;
@@ -63,6 +65,8 @@ fn run_turn(
     args: &RunArgs,
     deadline: Option<(std::time::Instant, std::time::Duration)>,
 ) -> Result<u8> {
+    // Checked before anything exists: a task that asks for nothing leaves no session.
+    let task = Task::of(&args.task)?;
     let open = match (&args.resume, &args.fork) {
         (Some(id), _) => Open::Resume(id.clone()),
         (None, Some(spec)) => Open::Fork(spec.clone()),
@@ -78,11 +82,16 @@ fn run_turn(
         asking: Asking::Terminal,
         approval: None,
         persist_terminal: true,
-        commands_needed: [(args.plan, "--plan"), (args.plan_off, "--plan-off")]
-            .into_iter()
-            .filter(|(given, _)| *given)
-            .map(|(_, flag)| ("plan", flag))
-            .collect(),
+        commands_needed: [
+            (args.plan, "--plan"),
+            (args.plan_off, "--plan-off"),
+            (matches!(task, Task::Command { .. }), "the task `/plan`"),
+        ]
+        .into_iter()
+        .filter(|(given, _)| *given)
+        .map(|(_, flag)| ("plan", flag))
+        .collect(),
+        readable: Vec::new(),
     })?;
     watch_events(&mut prepared.log, args.json, global.quiet);
     let timed_out = move || deadline.is_some_and(|(at, _)| std::time::Instant::now() >= at);
@@ -117,16 +126,28 @@ fn run_turn(
     if args.plan {
         switch("/plan")?;
     }
-    // `/plan off` as the task is the headless way to leave plan mode, like `--plan-off`.
-    let only_leave = args.task.trim() == "/plan off";
-    if args.plan_off || only_leave {
+    if args.plan_off {
         say(&switch("/plan off")?);
     }
-    if only_leave {
-        live.stop()?;
-        return Ok(0);
+    match task {
+        Task::Prompt(text) => {
+            live.session.prompt(text)?;
+        }
+        // `/plan MSG` (PM23): plan mode on, then MSG through the steering path, which opens
+        // the turn.
+        Task::Command { text, turn: true } => say(&switch(text)?),
+        // `/plan` or `/plan off` alone: the switch is logged, no turn runs.
+        Task::Command { text, turn: false } => {
+            let reply = switch(text)?;
+            say(&reply);
+            live.stop()?;
+            if args.json {
+                let line = json::final_command_line(&session_id, text, &reply);
+                quietly(writeln!(std::io::stdout().lock(), "{line}"))?;
+            }
+            return Ok(0);
+        }
     }
-    live.session.prompt(&args.task)?;
     let report = reports.blocking_recv();
     let closed = live.stop();
     let Some(report) = report else {
@@ -135,21 +156,7 @@ fn run_turn(
         anyhow::bail!("the session ended before the turn did");
     };
     closed?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let line = json::final_line(&session_id, report.turn, report.reason, &report.answer);
-        writeln!(out, "{line}")?;
-        out.flush()?;
-    } else if !report.answer.is_empty() {
-        // On a terminal the model's text must not drive it (OSC 52 would set the clipboard,
-        // say): escaped line by line. A pipe or a file gets the answer byte for byte.
-        if out.is_terminal() {
-            let lines: Vec<String> = report.answer.split('\n').map(printable).collect();
-            writeln!(out, "{}", lines.join("\n"))?;
-        } else {
-            writeln!(out, "{}", report.answer)?;
-        }
-    }
+    quietly(print_answer(&session_id, &report, args.json))?;
     if report.reason == TurnEndReason::Completed {
         return Ok(0);
     }
@@ -166,6 +173,68 @@ fn run_turn(
         None => say(&format!("the turn ended {reason}")),
     }
     Ok(1)
+}
+
+/// The answer on stdout: the `final` line with `json`, else the text.
+fn print_answer(session: &str, report: &TurnReport, json: bool) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let line = json::final_line(session, report.turn, report.reason, &report.answer);
+        writeln!(out, "{line}")?;
+    } else if !report.answer.is_empty() {
+        // On a terminal the model's text must not drive it (OSC 52 would set the clipboard,
+        // say): escaped line by line. A pipe or a file gets the answer byte for byte.
+        if out.is_terminal() {
+            let lines: Vec<String> = report.answer.split('\n').map(printable).collect();
+            writeln!(out, "{}", lines.join("\n"))?;
+        } else {
+            writeln!(out, "{}", report.answer)?;
+        }
+    }
+    out.flush()
+}
+
+/// `written`, except that a reader who went away (`| head`) is no error: the run ends
+/// quietly with the status its turn gives, as `bridle log` does.
+fn quietly(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// What the task asks for: a turn, or a plan-mode command as `bridle chat` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task<'t> {
+    Prompt(&'t str),
+    /// `/plan`, `/plan off` (no turn) or `/plan MSG` (`turn`: MSG opens one).
+    Command {
+        text: &'t str,
+        turn: bool,
+    },
+}
+
+impl<'t> Task<'t> {
+    fn of(task: &'t str) -> Result<Task<'t>, UsageError> {
+        let text = task.trim();
+        if text.is_empty() {
+            return Err(UsageError(
+                "the task is empty: say what the agent should do".to_owned(),
+            ));
+        }
+        let Some(rest) = text.strip_prefix("/plan") else {
+            return Ok(Task::Prompt(task));
+        };
+        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+            // `/planner ...`: not the command.
+            return Ok(Task::Prompt(task));
+        }
+        let rest = rest.trim();
+        Ok(Task::Command {
+            text,
+            turn: !rest.is_empty() && rest != "off",
+        })
+    }
 }
 
 /// Shows the session's events as they are committed: with `json`, its `--json` lines on stdout
@@ -198,4 +267,26 @@ fn watch_events(log: &mut SessionLog, json: bool, quiet: bool) {
 fn print_json_line(line: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Task;
+
+    #[test]
+    fn a_plan_command_task_is_taken_as_chat_takes_it_and_an_empty_task_is_refused() {
+        let command = |text, turn| Task::Command { text, turn };
+        assert_eq!(Task::of("/plan").unwrap(), command("/plan", false));
+        assert_eq!(
+            Task::of(" /plan off ").unwrap(),
+            command("/plan off", false)
+        );
+        assert_eq!(
+            Task::of("/plan write a plan").unwrap(),
+            command("/plan write a plan", true)
+        );
+        assert_eq!(Task::of("/planets").unwrap(), Task::Prompt("/planets"));
+        assert_eq!(Task::of("fix it").unwrap(), Task::Prompt("fix it"));
+        assert!(Task::of(" \n").is_err());
+    }
 }

@@ -25,7 +25,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Client, Error, Stdio};
+use agent_client_protocol::{Client, Error};
 use anyhow::Result;
 use bridle_agent::TurnReport;
 use bridle_agent::front::acp::{self, Ceiling, Current};
@@ -36,9 +36,10 @@ use crate::cli::{AcpArgs, GlobalArgs};
 
 mod questions;
 mod session;
+mod wire;
 use crate::session_wiring::{self, Asking, Live, Open, Request, say};
 use questions::spawn_questions;
-use session::{config_options, prompt_text, readable_only, start, watch};
+use session::{config_options, prompt_text, start, watch};
 
 /// Runs `bridle acp` until the client closes stdin, or SIGTERM or SIGHUP comes; then every
 /// session's running turn is cancelled, its tools killed and its log closed (after a signal,
@@ -57,9 +58,10 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         session_dir: args.session.session_dir.clone(),
         sessions: Mutex::default(),
     });
+    let (transport, writer) = wire::stdio()?;
     let served = runtime.block_on(async {
         tokio::select! {
-            served = serve(Arc::clone(&agent)) => served,
+            served = serve(Arc::clone(&agent), transport) => served,
             () = terminated() => Ok(()),
         }
     });
@@ -72,6 +74,9 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
     );
     for entry in &sessions {
         if let Some(live) = lock(&entry.live).as_ref() {
+            // Nobody is left to answer: nothing waiting in the inbox may run (closing a
+            // session runs what is queued), and the cancel drops the turn's steering.
+            live.session.discard_pending();
             live.session.cancel_because(&why);
         }
     }
@@ -83,6 +88,12 @@ pub fn run(global: &GlobalArgs, args: &AcpArgs) -> Result<u8> {
         }
     }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // What was answered reaches stdout before bridle exits (the writer ends once the
+    // connection and stdin are done; after a signal stdin may never end: bounded).
+    let flushed = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !writer.is_finished() && std::time::Instant::now() < flushed {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     if bridle_sandbox::launcher::termination_requested() {
         bridle_sandbox::launcher::die_of_forwarded_signal();
     }
@@ -152,7 +163,10 @@ fn not_found(id: &str) -> Error {
     agent_client_protocol::v1::schema::Error::session_not_found(id.to_owned()).into()
 }
 
-async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
+async fn serve(
+    agent: Arc<AcpAgent>,
+    transport: impl agent_client_protocol::ConnectTo<agent_client_protocol::Agent> + 'static,
+) -> agent_client_protocol::Result<()> {
     let new_agent = Arc::clone(&agent);
     let load_agent = Arc::clone(&agent);
     let prompt_agent = Arc::clone(&agent);
@@ -334,7 +348,7 @@ async fn serve(agent: Arc<AcpAgent>) -> agent_client_protocol::Result<()> {
             },
             agent_client_protocol::on_receive_request!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(transport)
         .await
 }
 
@@ -400,9 +414,10 @@ impl AcpAgent {
             approval: None,
             persist_terminal: true,
             commands_needed: Vec::new(),
+            // Checked before the session's log exists: a refused `session/new` leaves none.
+            readable: additional.to_vec(),
         })
         .map_err(|e| invalid(format!("{e:#}")))?;
-        readable_only(&prepared, additional)?;
         let ceiling = Ceiling::of(&prepared.summary);
         let current = Current {
             mode: prepared.summary.mode,

@@ -2,7 +2,6 @@
 //! updates, prompts submitted (or steering), config choices applied by restarting it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -16,27 +15,6 @@ use bridle_agent::session::{Questions, SessionError};
 
 use super::{Entry, Out, internal, invalid, lock};
 use crate::session_wiring::{Hooks, Live, Prepared};
-
-/// `additionalDirectories` are readable roots only: each must exist and be readable under
-/// the profile; none is ever made writable.
-pub(super) fn readable_only(prepared: &Prepared, dirs: &[PathBuf]) -> Result<(), Error> {
-    let spec = &prepared.plan.spec;
-    for dir in dirs {
-        let real = std::fs::canonicalize(dir)
-            .map_err(|e| invalid(format!("additionalDirectories `{}`: {e}", dir.display())))?;
-        let readable = spec.readable_roots.iter().any(|r| real.starts_with(r))
-            && !spec.masked_paths.iter().any(|m| real.starts_with(m));
-        if !readable {
-            return Err(invalid(format!(
-                "additionalDirectories `{}`: the profile `{}` does not make it readable \
-                 (they are readable roots only, never writable)",
-                dir.display(),
-                prepared.summary.profile
-            )));
-        }
-    }
-    Ok(())
-}
 
 /// Folds every event sealed into the log into updates for the client, in order; also
 /// remembers the latest call of each tool, and under "" the latest of all (for the questions

@@ -71,8 +71,11 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> Result<u8> {
         Some(id) => Open::Resume(id.clone()),
         None => Open::New,
     };
+    // The session a `/resume` left: if the one it asked for cannot be opened, the chat goes
+    // back to it instead of ending.
+    let mut left: Option<String> = None;
     loop {
-        let ending = session(
+        let ended = session(
             global,
             args,
             &mut editor,
@@ -80,9 +83,24 @@ pub fn run(global: &GlobalArgs, args: &ChatArgs) -> Result<u8> {
             open,
             colour,
             terminal.as_ref(),
-        )?;
+        );
+        let ending = match (ended, left.take()) {
+            (Ok(ending), _) => ending,
+            (Err(e), Some(back)) => {
+                say(&format!(
+                    "{}; continuing session {back}",
+                    crate::error_chain(&e)
+                ));
+                open = Open::Resume(back);
+                continue;
+            }
+            (Err(e), None) => return Err(e),
+        };
         if let Some(file) = &history {
             let _ = editor.save_history(file);
+        }
+        if matches!(ending.0, Ending::Resume(_)) {
+            left = Some(ending.1.clone());
         }
         match ending {
             (Ending::Exit, _) => break,
@@ -125,6 +143,7 @@ fn session(
         approval: None,
         persist_terminal: true,
         commands_needed: Vec::new(),
+        readable: Vec::new(),
     })?;
     // What the log held before is not shown again (`bridle log show` has it): a resumed
     // session starts as clean as a new one, whatever the feed republishes.
@@ -168,6 +187,8 @@ fn session(
         let (session, cancel_flag, done_flag) = (&live.session, &cancelling, &done);
         let watcher = scope.spawn(move || watch(session, cancel_flag, done_flag, saved.as_ref()));
         let on_cancel = || cancelling.store(true, Ordering::SeqCst);
+        let sessions = args.session.session_dir.clone();
+        let find = move |wanted: &str| find_session(sessions.as_deref(), wanted);
         let ending = Repl {
             editor: &mut *editor,
             session: &live.session,
@@ -177,6 +198,7 @@ fn session(
             colour,
             on_cancel: &on_cancel,
             line_was_empty,
+            find: &find,
         }
         .run();
         // Leaving: what was queued does not run, and the running turn is cancelled, not
@@ -258,6 +280,25 @@ fn newest_other(global: &GlobalArgs, args: &ChatArgs, current: &str) -> Result<O
         .rev()
         .find(|s| s.id != current && s.workspace == workspace)
         .map(|s| s.id))
+}
+
+/// The session `/resume ID` names (an id, a prefix of one, or `last`, as `bridle log` takes
+/// them), or why there is none: checked before the running session is left.
+fn find_session(dir: Option<&std::path::Path>, wanted: &str) -> Result<String, String> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => crate::session_facts::default_session_dir().map_err(|e| format!("{e:#}"))?,
+    };
+    let sessions = SessionDir::existing(&dir).map_err(|e| e.to_string())?;
+    match crate::log_cmd::resolve(&sessions, wanted).map_err(|e| e.to_string())? {
+        crate::log_cmd::Named::One(id) => Ok(id),
+        crate::log_cmd::Named::None(why) => Err(why),
+        crate::log_cmd::Named::Several(ids) => Err(format!(
+            "{} sessions start with {wanted:?}; give more of the id: {}",
+            ids.len(),
+            ids.join(", ")
+        )),
+    }
 }
 
 /// Where the typed lines are remembered across chats: beside the session logs (hidden from

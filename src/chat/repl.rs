@@ -86,6 +86,8 @@ pub struct Repl<'a, H: History> {
     pub on_cancel: &'a dyn Fn(),
     /// Whether the line was empty at the last Ctrl-C (set by [`input::CtrlC`]).
     pub line_was_empty: &'a AtomicBool,
+    /// The session a `/resume ID` names, or why none: a bad id keeps this session.
+    pub find: &'a dyn Fn(&str) -> Result<String, String>,
 }
 
 impl<H: History> Repl<'_, H> {
@@ -147,7 +149,15 @@ impl<H: History> Repl<'_, H> {
                 .queue(&text)
                 .map(|_| Some("queued: it runs as the next turn".to_owned())),
             Input::Command(text) => self.session.command(&text).map(Some),
-            Input::Resume(id) => return Some(Ending::Resume(id)),
+            Input::Resume(None) => return Some(Ending::Resume(None)),
+            Input::Resume(Some(id)) => match (self.find)(&id) {
+                Ok(id) => return Some(Ending::Resume(Some(id))),
+                Err(why) => {
+                    self.screen
+                        .line(&format!("bridle: {}", lines(&why).join(" ")));
+                    return None;
+                }
+            },
             Input::Help => Ok(Some(HELP.to_owned())),
             Input::Refused(why) => Ok(Some(why)),
         };
@@ -160,15 +170,30 @@ impl<H: History> Repl<'_, H> {
     }
 
     fn cancel(&self) {
-        self.session.cancel();
+        let dropped = self.session.cancel();
         (self.on_cancel)();
         let given_up = self.asked.give_up();
-        self.screen.line(if given_up > 0 {
-            "(cancelling the turn; the question is withdrawn)"
-        } else {
-            "(cancelling the turn)"
-        });
+        self.screen
+            .line(&cancel_notice(given_up > 0, dropped.len()));
     }
+}
+
+/// What the person is told when Ctrl-C cancels the turn: the question withdrawn, and the
+/// steering messages no step took (the cancel drops them: they never reach the model).
+fn cancel_notice(question: bool, dropped: usize) -> String {
+    let mut notice = "(cancelling the turn".to_owned();
+    if question {
+        notice.push_str("; the question is withdrawn");
+    }
+    match dropped {
+        0 => {}
+        1 => notice.push_str("; your message not yet sent to the model is dropped"),
+        n => notice.push_str(&format!(
+            "; your {n} messages not yet sent to the model are dropped"
+        )),
+    }
+    notice.push(')');
+    notice
 }
 
 /// `text` as escaped lines (a command's reply may quote what the model wrote).
@@ -176,4 +201,20 @@ fn lines(text: &str) -> Vec<String> {
     text.lines()
         .map(bridle_exec::printable::printable)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cancel_notice;
+
+    #[test]
+    fn a_cancel_says_which_messages_it_dropped() {
+        assert_eq!(cancel_notice(false, 0), "(cancelling the turn)");
+        assert_eq!(
+            cancel_notice(true, 1),
+            "(cancelling the turn; the question is withdrawn; your message not yet sent to \
+             the model is dropped)"
+        );
+        assert!(cancel_notice(false, 2).contains("your 2 messages"));
+    }
 }

@@ -11,6 +11,7 @@ use bridle_policy::Plan;
 
 use super::{Open, say};
 use crate::UsageError;
+use crate::log_cmd::Named;
 
 /// What the session directory is called where it is masked.
 pub(super) const SESSION_DIR: &str = "bridle's session directory";
@@ -203,6 +204,22 @@ fn real_path(path: &Path) -> PathBuf {
     real
 }
 
+/// The one session `wanted` names for `flag`, as `bridle log` takes it: an id, a prefix only
+/// one id starts with, or `last`. A prefix several ids start with is a usage error listing
+/// them.
+fn named(dir: &SessionDir, flag: &str, wanted: &str) -> Result<String> {
+    match crate::log_cmd::resolve(dir, wanted)? {
+        Named::One(id) => Ok(id),
+        Named::None(why) => bail!("{why}"),
+        Named::Several(ids) => Err(crate::UsageError(format!(
+            "{flag} {wanted:?}: {} sessions start with it; give more of the id: {}",
+            ids.len(),
+            ids.join(", ")
+        ))
+        .into()),
+    }
+}
+
 /// A new session, or the one `--resume` or `--fork` names.
 pub(super) fn open_log(
     dir: &SessionDir,
@@ -211,7 +228,8 @@ pub(super) fn open_log(
     new: &NewSession,
 ) -> Result<SessionLog> {
     match open {
-        Open::Resume(id) => {
+        Open::Resume(wanted) => {
+            let id = &named(dir, "--resume", wanted)?;
             let (log, repairs) = dir.resume(id)?;
             for repair in repairs {
                 say(&format!("session {id}: {repair}"));
@@ -238,7 +256,8 @@ pub(super) fn open_log(
                 }
                 None => (spec.as_str(), None),
             };
-            Ok(dir.fork(id, at, backend, new)?)
+            let id = named(dir, "--fork", id)?;
+            Ok(dir.fork(&id, at, backend, new)?)
         }
         Open::New => Ok(dir.create(backend, new)?),
     }

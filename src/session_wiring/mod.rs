@@ -78,6 +78,9 @@ pub struct Request {
     /// Slash commands the front end will send, with the flag that asks for each (`plan`,
     /// `--plan`): a profile whose plugins do not offer one is refused before any session.
     pub commands_needed: Vec<(&'static str, &'static str)>,
+    /// Directories that must be readable under the session's plan (ACP's
+    /// `additionalDirectories`), refused before any session: never made writable.
+    pub readable: Vec<PathBuf>,
 }
 
 /// A session whose log is open and whose policy is logged, not started yet.
@@ -93,6 +96,9 @@ pub struct Prepared {
     masks: Vec<(PathBuf, String)>,
     /// The log: install a watcher on it before [`Prepared::start`].
     pub log: SessionLog,
+    /// The model `--model` names, built before the log was opened (a bad route is a usage
+    /// error that leaves no session behind).
+    model: Box<dyn Model>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -106,6 +112,9 @@ impl std::fmt::Debug for Prepared {
 /// Plans the request's policy and opens its log. Says `session <ID>` on stderr.
 pub fn prepare(request: Request) -> Result<Prepared> {
     let backend: Backend = request.store.parse().map_err(anyhow::Error::msg)?;
+    // First: a model that cannot be built is the caller's to fix, and no session may be
+    // created for it.
+    let model = model(&request.model)?;
     let facts = Facts::gather(&request.global)?;
     let policy = facts.load_policy(&request.global, request.overrides.clone())?;
     facts.report_env(&policy);
@@ -143,6 +152,10 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     if let Some(approval) = request.approval {
         plan.approval = approval;
     }
+    if let Err(e) = readable_only(&plan, &request.global.profile, &request.readable) {
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        return Err(e);
+    }
     let summary = policy_summary(&plan, &temp_dir, &request.global.profile)?;
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),
@@ -160,7 +173,27 @@ pub fn prepare(request: Request) -> Result<Prepared> {
         temp_dir,
         masks,
         log,
+        model,
     })
+}
+
+/// `dirs` are readable roots only: each must exist and be readable under `plan` (the
+/// session directory masked); none is ever made writable.
+fn readable_only(plan: &Plan, profile: &str, dirs: &[PathBuf]) -> Result<()> {
+    let spec = &plan.spec;
+    for dir in dirs {
+        let real = std::fs::canonicalize(dir)
+            .with_context(|| format!("additionalDirectories `{}`", dir.display()))?;
+        let readable = spec.readable_roots.iter().any(|r| real.starts_with(r))
+            && !spec.masked_paths.iter().any(|m| real.starts_with(m));
+        anyhow::ensure!(
+            readable,
+            "additionalDirectories `{}`: the profile `{profile}` does not make it readable \
+             (they are readable roots only, never writable)",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// The plugins the profile's `agent:` section loads for a session under `plan`; a plugin
@@ -257,7 +290,7 @@ impl Prepared {
     pub fn start(mut self, hooks: Hooks) -> Result<Live> {
         // Logged here, not in `prepare`: a front end's watcher sees the policy events too.
         log_policy(&mut self.log, &self.summary)?;
-        let model = model(&self.request.model)?;
+        let model = self.model;
         let (answerer, questions): (Arc<dyn Answerer>, _) = match self.request.asking {
             Asking::Terminal => (Arc::from(crate::agent_host::answerer()), None),
             Asking::FrontEnd => {
@@ -382,6 +415,7 @@ impl Live {
             temp_dir: self.rest.temp_dir.clone(),
             masks: self.rest.masks.clone(),
         };
+        let model = model(&request.model)?;
         let log = self.stop_keeping_temp()?;
         request.overrides = replanned.overrides;
         request.approval = replanned.approval;
@@ -395,6 +429,7 @@ impl Live {
             temp_dir,
             masks,
             log,
+            model,
         })
     }
 
@@ -422,16 +457,21 @@ impl Live {
     }
 }
 
-/// The model a `--model` route names.
+/// The model a `--model` route names; a route that names none is a usage error.
 pub fn model(route: &str) -> Result<Box<dyn Model>> {
+    built(route).map_err(|e| crate::UsageError(crate::error_chain(&e)).into())
+}
+
+fn built(route: &str) -> Result<Box<dyn Model>> {
     if let Some(file) = route.strip_prefix("script:") {
         anyhow::ensure!(
             !file.is_empty(),
             "model {route:?}: the script file is missing"
         );
         let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading the model script `{file}`"))?;
-        let responses = ScriptModel::parse(file, &text).map_err(anyhow::Error::msg)?;
+            .with_context(|| format!("model {route:?}: reading the script file `{file}`"))?;
+        let responses = ScriptModel::parse(file, &text)
+            .map_err(|e| anyhow::anyhow!("model {route:?}: the script does not parse: {e}"))?;
         return Ok(Box::new(ScriptModel::new(route, responses)));
     }
     let model =

@@ -333,3 +333,123 @@ fn nothing_but_protocol_lines_reach_stdout() {
         "{lines:#?}"
     );
 }
+
+/// A request whose envelope is not JSON-RPC 2.0, or whose params do not fit its method, is
+/// answered with its own id (-32600, -32602), each with one short, true line on stderr.
+#[test]
+fn envelope_and_params_errors_carry_the_request_id_and_say_one_short_line() {
+    let e = ExecEnv::new();
+    let mut wire = Wire::start(&e, &[], "- text: fine\n");
+    wire.send(r#"{"jsonrpc":"1.0","id":14,"method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!(error_code(&wire.answer(14)), -32600);
+    wire.send(r#"{"jsonrpc":"2.0","id":15,"method":"initialize","params":"oops"}"#);
+    assert_eq!(error_code(&wire.answer(15)), -32602);
+    wire.initialize();
+    let cwd = wire.request(16, "session/new", json!({"cwd": 5, "mcpServers": []}));
+    assert_eq!(error_code(&cwd), -32602, "{cwd}");
+    wire.send(r#"{"jsonrpc":"2.0","id":17,"method":"session/prompt","params":"x"}"#);
+    assert_eq!(error_code(&wire.answer(17)), -32602);
+    let (code, _, stderr) = wire.close();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("-32603"), "{stderr}");
+    for line in stderr.lines() {
+        assert!(line.len() < 300, "a long line on stderr: {line}");
+    }
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("refused with"))
+            .count(),
+        4,
+        "{stderr}"
+    );
+}
+
+/// A `session/new` refused for its `additionalDirectories` leaves no session log behind.
+#[test]
+fn a_refused_session_new_leaves_no_session_log() {
+    let e = ExecEnv::new();
+    let secret = e.home.join(".ssh");
+    std::fs::create_dir_all(&secret).unwrap();
+    let mut wire = Wire::start(&e, &[], "- text: fine\n");
+    wire.initialize();
+    for (id, dir) in [(1, secret.clone()), (2, e.home.join("no-such-dir"))] {
+        let answer = wire.request(
+            id,
+            "session/new",
+            json!({"cwd": path_str(&e.workspace), "additionalDirectories": [path_str(&dir)],
+                "mcpServers": []}),
+        );
+        assert_eq!(error_code(&answer), -32602, "{answer}");
+        assert!(
+            answer["error"]["data"]
+                .as_str()
+                .is_some_and(|d| d.contains("additionalDirectories")),
+            "{answer}"
+        );
+    }
+    let (code, _, stderr) = wire.close();
+    assert_eq!(code, Some(0), "{stderr}");
+    let logs: Vec<_> = std::fs::read_dir(e.home.join("sessions"))
+        .map(|d| d.flatten().map(|f| f.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !logs.iter().any(|n| n.to_string_lossy().ends_with(".jsonl")),
+        "{logs:?}"
+    );
+}
+
+/// A prompt that steers a turn, then `session/cancel` (or the client going away): both
+/// prompts answer `cancelled` and no turn starts on its own to run the steering's tools.
+#[test]
+fn a_steering_prompt_never_runs_after_a_cancel_or_a_disconnect() {
+    for disconnect in [false, true] {
+        let e = ExecEnv::new();
+        let mark = super::support::token("acp-steer");
+        let script = format!(
+            "- tool_calls:\n    - name: bash\n      arguments: {{command: \"exec -a {mark} sleep 60\"}}\n\
+             - tool_calls:\n    - name: bash\n      arguments: {{command: \"echo ran > after.txt\"}}\n\
+             - text: after\n"
+        );
+        let mut wire = Wire::start(&e, &[], &script);
+        wire.initialize();
+        let session = wire.new_session(1, &e);
+        let prompt = |id: u64, text: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+            .to_string()
+        };
+        wire.send(&prompt(2, "long"));
+        assert!(
+            super::support::wait_until(Duration::from_secs(20), || {
+                !super::support::processes_with(&mark).is_empty()
+            }),
+            "the tool never started"
+        );
+        wire.send(&prompt(3, "then write the file"));
+        if !disconnect {
+            wire.send(
+                &json!({"jsonrpc": "2.0", "method": "session/cancel",
+                    "params": {"sessionId": session}})
+                .to_string(),
+            );
+            for id in [2, 3] {
+                let answer = wire.answer(id);
+                assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+            }
+            // Time for a turn that should not start to run its bash call.
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        let (code, _, stderr) = wire.close();
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(
+            !e.workspace.join("after.txt").exists(),
+            "the steering ran (disconnect: {disconnect})"
+        );
+        let turns = super::run_cli::events(&e, &session)
+            .iter()
+            .filter(|e| matches!(e, bridle_agent::log::Event::TurnStart { .. }))
+            .count();
+        assert_eq!(turns, 1, "disconnect: {disconnect}");
+    }
+}

@@ -368,3 +368,44 @@ fn without_a_terminal_chat_refuses_and_says_to_use_run() {
         r.stderr
     );
 }
+
+/// Steering typed while a tool runs, then Ctrl-C: the cancel drops it (the notice says so)
+/// and no turn starts on its own to send it.
+#[test]
+fn ctrl_c_drops_steering_no_step_took_and_no_turn_runs_it() {
+    let e = ExecEnv::new();
+    let (chat, marker) = running_sleep(&e, "chat-steer");
+    chat.line("and then run more");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    chat.key("C-c");
+    chat.wait_for("not yet sent to the model is dropped");
+    chat.wait_for("[the turn ended aborted");
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || processes_with(
+            &marker
+        )
+        .is_empty()),
+        "the sleep outlived the cancel"
+    );
+    // Time for a turn that must not start.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    chat.key("C-d");
+    assert_eq!(chat.exit_status(), 0);
+    let events = exported_events(&e, &sessions(&e));
+    assert_eq!(of_type(&events, "turn/start").len(), 1, "{events:#?}");
+    assert_eq!(user_messages(&events), ["sleep"]);
+}
+
+/// `/resume` with an id that names no session is an error line; the chat stays.
+#[test]
+fn resume_to_an_unknown_session_is_an_error_line_and_the_chat_stays() {
+    let e = ExecEnv::new();
+    let chat = start(&e, "- text: Still here.\n", &[], &[("NO_COLOR", "1")]);
+    chat.wait_for("you ›");
+    chat.line("/resume 19990101-nosuch");
+    chat.wait_for("bridle: no session");
+    chat.line("hello");
+    chat.wait_for("Still here.");
+    chat.key("C-d");
+    assert_eq!(chat.exit_status(), 0);
+}

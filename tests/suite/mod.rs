@@ -39,6 +39,7 @@ mod protect_new_repos;
 mod rules_cli;
 mod run_cancel;
 mod run_cli;
+mod run_input_cli;
 mod run_json_cli;
 mod run_log_cli;
 mod run_plugins_cli;

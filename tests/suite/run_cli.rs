@@ -418,13 +418,14 @@ fn a_session_dir_inside_the_workspace_is_refused() {
 #[test]
 fn a_bad_model_spec_or_script_is_a_clear_error() {
     let e = ExecEnv::new();
+    // A usage error (exit 2): the model is checked before any session exists.
     let r = agent(&e, "- text: a\n  tool_call: []\n", &[], "x");
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(r.stderr.contains("script.yaml:2:"), "{}", r.stderr);
     let mut cmd = e.bridle();
     cmd.args(["run", "--model", "nosuch:model", "x"]);
     let r = run_bounded(&mut cmd);
-    r.assert_code(1);
+    r.assert_code(2);
     assert!(r.stderr.contains("unknown provider"), "{}", r.stderr);
 }
 

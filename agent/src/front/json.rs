@@ -30,7 +30,7 @@
 //! | `sandbox_mode` | `mode` |
 //! | `approval_policy` | `policy` |
 //! | `turn_end` | `turn`, `reason`, `detail`?, `cancelled_by`? |
-//! | `final` | `session`, `turn`, `reason`, `answer` (always the last line) |
+//! | `final` | `session`, `turn`, `reason`, `answer` (always the last line); when the task was a command and no turn ran, `turn` and `reason` are `null` and `command`, `reply` say what it did |
 
 use std::collections::HashMap;
 
@@ -191,6 +191,23 @@ pub fn final_line(session: &str, turn: u64, reason: TurnEndReason, answer: &str)
             "turn": turn,
             "reason": turn_end_name(reason),
             "answer": answer,
+        }),
+    )
+}
+
+/// The last `--json` line of a run whose task was a command (`/plan off`): no turn ran, so
+/// `turn` and `reason` are `null`, and `command` and `reply` say what was done.
+pub fn final_command_line(session: &str, command: &str, reply: &str) -> Value {
+    envelope(
+        "final",
+        None,
+        json!({
+            "session": session,
+            "turn": null,
+            "reason": null,
+            "answer": "",
+            "command": command,
+            "reply": reply,
         }),
     )
 }

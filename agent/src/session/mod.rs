@@ -6,7 +6,8 @@
 //!   it instead); [`Session::steer`] joins the next step of the running turn, or opens a turn
 //!   when the agent is idle; [`Session::queue`] becomes the next turn; [`Session::inject`]
 //!   joins the next step without waking an idle agent; [`Session::command`] runs a slash
-//!   command a plugin registered (`/plan off`); [`Session::cancel`] cancels the running turn.
+//!   command a plugin registered (`/plan off`); [`Session::cancel`] cancels the running turn
+//!   and drops the steering no step has taken (queued turns stay).
 //! - Every input has an id, returned by the call. The log records `input/received` and, when
 //!   a step's request includes it (as a `user/message` carrying the id), the receipt
 //!   `input/included {input_id, turn, step, carried}`. Steering that arrives after the last
@@ -48,6 +49,10 @@ pub enum SessionError {
     /// A prompt while a turn runs.
     #[error("turn {turn} is running: send this as steering or queue it")]
     Busy { turn: u64 },
+    /// Steering (or injected context) while the running turn is being cancelled: no step
+    /// of it would take the text, and it must not open a turn nobody asked for.
+    #[error("turn {turn} is being cancelled: send this again once it has ended")]
+    Cancelling { turn: u64 },
     /// An empty input.
     #[error("the input is empty")]
     Empty,
@@ -244,17 +249,28 @@ impl Session {
             .map_err(SessionError::Command)
     }
 
-    /// Cancels the running turn (nothing when idle).
-    pub fn cancel(&self) {
-        self.cancel_because("the session was cancelled");
+    /// Cancels the running turn (nothing when idle); returns the ids of the steering and
+    /// injected inputs it dropped (see [`Session::cancel_because`]).
+    pub fn cancel(&self) -> Vec<String> {
+        self.cancel_because("the session was cancelled")
     }
 
     /// Cancels the running turn, whose end then says it was cancelled by `who` (`signal
-    /// SIGTERM`); nothing when idle.
-    pub fn cancel_because(&self, who: &str) {
+    /// SIGTERM`); nothing when idle. The steering and injected inputs no step has taken yet
+    /// are dropped, and their ids returned: they were meant for a step of the turn being
+    /// cancelled, and left in the inbox one would open a new turn that runs the model and its
+    /// tools after the person (or the client) asked to stop. Queued turns stay queued.
+    pub fn cancel_because(&self, who: &str) -> Vec<String> {
         let mut state = self.inbox.lock();
+        let mut dropped = Vec::new();
         if state.running.is_some() {
             state.cancel = Some(who.to_owned());
+            let (gone, kept): (std::collections::VecDeque<Input>, _) = state
+                .items
+                .drain(..)
+                .partition(|i| matches!(i.kind, InputKind::Steer | InputKind::Inject));
+            state.items = kept;
+            dropped = gone.into_iter().map(|i| i.id).collect();
             drop(state);
             if let Some(a) = &self.answerer {
                 a.cancel();
@@ -263,6 +279,7 @@ impl Session {
                 hook();
             }
         }
+        dropped
     }
 
     /// A check of whether the running turn was cancelled, for what runs the turn's tools: a
@@ -346,6 +363,11 @@ fn submit(inbox: &Inbox, kind: InputKind, text: &str) -> Result<String, SessionE
     }
     if let (InputKind::Prompt, Some(turn)) = (kind, state.running) {
         return Err(SessionError::Busy { turn });
+    }
+    if let (InputKind::Steer | InputKind::Inject, Some(turn), Some(_)) =
+        (kind, state.running, &state.cancel)
+    {
+        return Err(SessionError::Cancelling { turn });
     }
     state.next_id += 1;
     let id = format!("input-{}", state.next_id);

@@ -192,6 +192,47 @@ fn discarded_inputs_never_run() {
     );
 }
 
+/// A cancel drops the steering no step took: it never opens a turn of its own, and steering
+/// sent while the cancelled turn winds down is refused. A queued turn still runs.
+#[test]
+fn cancel_drops_pending_steering_and_no_turn_runs_it() {
+    let script = "- tool_calls: [{name: wait, arguments: {}}]\n- text: queued turn\n";
+    let f = fixture(script, SessionConfig::default());
+    let mut reports = f.session.reports().unwrap();
+    f.session.prompt("one").unwrap();
+    f.started.recv_timeout(Duration::from_secs(10)).unwrap();
+    let steer = f.session.steer("and then run this").unwrap();
+    let injected = f.session.inject("context").unwrap();
+    let queued = f.session.queue("next").unwrap();
+    assert_eq!(f.session.cancel(), vec![steer.clone(), injected.clone()]);
+    assert_eq!(
+        f.session.steer("too late"),
+        Err(SessionError::Cancelling { turn: 0 })
+    );
+    f.release.send(()).unwrap();
+    assert_eq!(
+        reports.blocking_recv().unwrap().reason,
+        TurnEndReason::Aborted
+    );
+    assert_eq!(reports.blocking_recv().unwrap().answer, "queued turn");
+    let log = f.session.close().unwrap();
+    let events = events(&log);
+    let turns = events
+        .iter()
+        .filter(|e| matches!(e, Event::TurnStart { .. }))
+        .count();
+    assert_eq!(turns, 2, "{events:#?}");
+    for gone in [&steer, &injected] {
+        assert!(
+            !events.iter().any(|e| matches!(e,
+                Event::UserMessage { id: Some(id), .. } if id == gone)),
+            "{gone} reached the model: {events:#?}"
+        );
+    }
+    assert!(events.iter().any(|e| matches!(e,
+        Event::InputIncluded { input_id, turn: 1, .. } if *input_id == queued)));
+}
+
 #[test]
 fn the_feed_yields_committed_events_in_order_from_tokio_too() {
     let f = fixture("- text: hi\n", SessionConfig::default());
