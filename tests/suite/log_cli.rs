@@ -261,6 +261,39 @@ fn verify_tells_a_corrupt_log_from_one_it_cannot_check() {
 }
 
 #[test]
+fn verify_calls_a_damaged_sqlite_log_corrupt_naming_the_file() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Sqlite);
+    let path = dir.join(format!("{id}.sqlite"));
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 4096, "{} bytes", bytes.len());
+    let noise: Vec<u8> = (0..bytes.len())
+        .map(|i| u8::try_from(i * 7919 % 251).unwrap())
+        .collect();
+    // Cut to its first page, overwritten with noise, emptied: there, readable, and damaged.
+    for (what, damaged) in [
+        ("truncated", bytes[..4096].to_vec()),
+        ("noise", noise),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(&path, &damaged).unwrap();
+        let r = log_cmd(&env, &dir, &["verify", &id]);
+        r.assert_code(1);
+        assert!(
+            r.stdout.contains("TAMPERED OR CORRUPT")
+                && r.stdout.contains(&format!("{id}.sqlite"))
+                && r.stdout.contains("corrupt"),
+            "{what}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    // A log that cannot be read at all is still "could not check".
+    std::fs::remove_file(&path).unwrap();
+    log_cmd(&env, &dir, &["verify", &id]).assert_code(2);
+}
+
+#[test]
 fn trailing_bytes_are_reported_as_not_part_of_the_log() {
     let env = Env::new();
     let (dir, id) = recorded(&env, Backend::Jsonl);
