@@ -344,7 +344,7 @@ fn text_from_the_log_cannot_drive_the_terminal() {
         Event::ToolResult {
             call_id: "c1".into(),
             ok: false,
-            content: "denied\r        ok: fine".into(),
+            content: "denied\r        ok: fine\tand\u{7f}more\nsecond\tline".into(),
             sandbox: None,
         },
     ] {
@@ -352,10 +352,14 @@ fn text_from_the_log_cannot_drive_the_terminal() {
     }
     let id = log.id().to_owned();
     drop(log);
-    for args in [vec!["show", id.as_str()], vec!["list"]] {
+    for args in [
+        vec!["show", id.as_str()],
+        vec!["show", "--full", id.as_str()],
+        vec!["list"],
+    ] {
         let r = log_cmd(&env, &dir_path, &args);
         r.assert_code(0);
-        for hostile in ['\u{1b}', '\r', '\u{202e}'] {
+        for hostile in ['\u{1b}', '\r', '\u{202e}', '\t', '\u{7f}'] {
             assert!(
                 !r.stdout.contains(hostile),
                 "{hostile:?} printed raw:\n{}",
@@ -366,6 +370,8 @@ fn text_from_the_log_cannot_drive_the_terminal() {
     let r = log_cmd(&env, &dir_path, &["show", &id]);
     assert!(r.stdout.contains("deny by rule no-curl"), "{}", r.stdout);
     assert!(r.stdout.contains("\\u{d}"), "{}", r.stdout);
+    let r = log_cmd(&env, &dir_path, &["show", "--full", &id]);
+    assert!(r.stdout.contains("| second\\u{9}line"), "{}", r.stdout);
 }
 
 #[test]
