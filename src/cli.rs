@@ -323,7 +323,9 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
         },
     };
     if !(secs > 0.0 && secs.is_finite() && secs <= 31_536_000.0) {
-        return Err(format!("`{s}`: the timeout must be between 0 and one year"));
+        return Err(format!(
+            "`{s}`: a timeout must be greater than 0 and at most one year (31536000 seconds)"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -165,7 +165,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
                 }
             };
             if code != 0 {
-                network_hint(net_watch.as_mut());
+                network_hint(net_watch.as_mut(), sandbox.spec());
             }
             code
         }
@@ -205,9 +205,14 @@ pub enum Checked {
     Refused(u8),
 }
 
-/// After a command failed with the network off: one line saying so, when the kernel saw it try
-/// to reach the network (see [`bridle_sandbox::net_watch`]).
-pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
+/// After a command failed with the network off or an allow-list: one line saying so, when the
+/// kernel saw it try to reach the network directly (see [`bridle_sandbox::net_watch`]). Under an
+/// allow-list that is a client bypassing the proxy (its own connection or DNS lookup): the line
+/// names the variables it must honour, as `bridle tool bash` does.
+pub fn network_hint(
+    watch: Option<&mut bridle_sandbox::net_watch::NetWatch>,
+    spec: &bridle_policy::SandboxSpec,
+) {
     let Some(attempts) = watch.and_then(|w| w.attempts()).filter(|n| *n > 0) else {
         return;
     };
@@ -216,9 +221,22 @@ pub fn network_hint(watch: Option<&mut bridle_sandbox::net_watch::NetWatch>) {
     } else {
         "more than once"
     };
-    say(&format!(
-        "network: the command tried to reach the network {times}, but the network is off in this sandbox (profile key `network`; `--network on` for this run)"
-    ));
+    match spec.network {
+        bridle_policy::Network::Off => say(&format!(
+            "network: the command tried to reach the network {times}, but the network is off in this sandbox (profile key `network`; `--network on` for this run)"
+        )),
+        bridle_policy::Network::AllowList => {
+            let port = spec
+                .allow_list
+                .as_ref()
+                .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
+            say(&format!(
+                "network: the command tried to connect directly (not through the proxy) {times}: {}",
+                bridle_exec::net::proxy_bypass_attribution(port)
+            ));
+        }
+        bridle_policy::Network::On => {}
+    }
 }
 
 /// Checks the top-level command (`bridle exec`'s CMD, `bridle shell`'s shell) against the

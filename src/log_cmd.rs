@@ -21,7 +21,7 @@ use bridle_exec::printable::printable;
 
 /// Exit status when a session prefix names more than one session, and of `log verify` when
 /// the log could not be checked at all (no such session, no key, unreadable): different from
-/// 1, which says the log is tampered or corrupt.
+/// 1, which says the log is tampered or corrupt (a damaged file included).
 const EXIT_USAGE: u8 = 2;
 
 /// Runs `bridle log ...`; returns the exit status.
@@ -212,11 +212,13 @@ fn verify(dir: &Path, wanted: &str) -> Result<u8> {
     };
     let (status, lines) = match sessions.verify(&id) {
         Ok(v) => verdict(&id, &v),
-        // Lines that are not records at all: the log is corrupt, and says where.
+        // Lines that are not records at all, or a file that is there but damaged (a database
+        // SQLite cannot read as one): the log is corrupt, and the error says where.
         Err(
             e @ (AgentError::ParseLine { .. }
             | AgentError::ParseEvent { .. }
-            | AgentError::UnknownEvent { .. }),
+            | AgentError::UnknownEvent { .. }
+            | AgentError::CorruptLog { .. }),
         ) => (
             1,
             vec![format!(

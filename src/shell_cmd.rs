@@ -207,7 +207,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
             137
         }
     };
-    crate::exec_cmd::network_hint(net_watch.as_mut());
+    crate::exec_cmd::network_hint(net_watch.as_mut(), sandbox.spec());
     crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
     let _ = std::fs::remove_dir_all(&temp_dir);

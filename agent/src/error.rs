@@ -28,6 +28,10 @@ pub enum AgentError {
     OpenLog { path: PathBuf, reason: String },
     #[error("cannot read the session log {}: {reason}", path.display())]
     ReadLog { path: PathBuf, reason: String },
+    /// The log's file is there and readable but damaged: not what bridle writes at all (a
+    /// truncated or overwritten database), as opposed to one that cannot be read.
+    #[error("session log {} is corrupt: {reason}", path.display())]
+    CorruptLog { path: PathBuf, reason: String },
     #[error("cannot append to the session log {}: {reason}", path.display())]
     AppendLog { path: PathBuf, reason: String },
     #[error("session log {}: event {seq}: {reason}", path.display())]

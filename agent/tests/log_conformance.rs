@@ -556,6 +556,15 @@ fn a_new_session_starts_with_its_header_and_verifies(backend: Backend) {
         &std::fs::metadata(f.path(&id)).unwrap().permissions(),
     );
     assert_eq!(mode & 0o077, 0, "logs hold tool output: owner only");
+    // Everything beside the log is the owner's only too, the lock included, in a 0700 directory.
+    let mode_of = |path: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions())
+            & 0o777
+    };
+    for name in [format!("{id}.lock"), format!("{id}.head"), "log.key".into()] {
+        assert_eq!(mode_of(&f.dir.path().join(&name)), 0o600, "{name}");
+    }
+    assert_eq!(mode_of(f.dir.path()), 0o700);
 }
 
 /// One event of every type this version writes (the header is event 0 of every session), with

@@ -298,9 +298,7 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
                 .allow_list
                 .as_ref()
                 .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
-            return Some(format!(
-                "the network is an allow-list reached only through bridle's proxy, and there is no DNS inside the sandbox: this client seems not to use the proxy; it must honour HTTPS_PROXY/HTTP_PROXY (http://127.0.0.1:{port}) or ALL_PROXY (socks5h://127.0.0.1:{port})"
-            ));
+            return Some(crate::net::proxy_bypass_attribution(port));
         }
         if spec.network == Network::Off
             && [

@@ -3,8 +3,9 @@
 /// Whether `c` would move the cursor, break the line, erase or recolour the screen, or reorder
 /// what is shown when printed raw.
 fn hostile(c: char) -> bool {
-    // C0 and C1 controls (NEL U+0085 among them) and DEL; tabs are harmless.
-    (c.is_control() && c != '\t')
+    // Every C0 control (tab included: it would make a value's text differ from what is
+    // there), every C1 control (NEL U+0085 among them) and DEL.
+    c.is_control()
         || matches!(
             c,
             // The Unicode line and paragraph separators (the only members of Zl and Zp).
@@ -21,8 +22,9 @@ fn hostile(c: char) -> bool {
 /// `text` with every character that could move the cursor, break the line, erase or recolour
 /// the screen, or reorder what is shown (C0 and C1 controls, DEL, the Unicode line and
 /// paragraph separators, bidirectional controls) written as an escape such as `\u{1b}`, so
-/// what is printed is exactly what is there. Newlines are escaped too (one value is one line);
-/// tabs are kept.
+/// what is printed is exactly what is there. Newlines and tabs are escaped too (one value is
+/// one line; a tab would pass for spaces). Output meant to span lines splits at its newlines
+/// first and escapes each line.
 pub fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -52,8 +54,21 @@ mod tests {
             printable("\u{9b}31m \u{202e}evil"),
             "\\u{9b}31m \\u{202e}evil"
         );
-        assert_eq!(printable("héllo 日本\tx"), "héllo 日本\tx");
-        assert!(is_printable("héllo 日本\tx"));
+        assert_eq!(printable("héllo 日本 x"), "héllo 日本 x");
+        assert!(is_printable("héllo 日本 x"));
+    }
+
+    #[test]
+    fn every_c0_control_del_and_c1_control_is_escaped_tab_included() {
+        for c in ('\u{0}'..='\u{1f}')
+            .chain(['\u{7f}'])
+            .chain('\u{80}'..='\u{9f}')
+        {
+            let text = format!("a{c}b");
+            assert_eq!(printable(&text), format!("a{}b", c.escape_unicode()));
+            assert!(!is_printable(&text), "{c:?}");
+        }
+        assert_eq!(printable("ok: 1\thello"), "ok: 1\\u{9}hello");
     }
 
     #[test]

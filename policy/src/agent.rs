@@ -24,15 +24,26 @@ use crate::origin::{Origin, Sourced};
 use crate::raw::ListOp;
 
 /// Which tools and plugins a session starts from.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
     /// The persistent terminal and `str_replace_editor`, no plan mode.
     Minimal,
     /// Every shipped tool and plugin (plan mode included).
     Standard,
+}
+
+impl<'de> Deserialize<'de> for Preset {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const WHAT: &str = "preset";
+        const WORDS: [&str; 2] = ["minimal", "standard"];
+        let parse = |s: &str| match s {
+            "minimal" => Ok(Preset::Minimal),
+            "standard" => Ok(Preset::Standard),
+            other => Err(crate::vocab::unknown_word(WHAT, other, &WORDS)),
+        };
+        crate::vocab::deserialize_word(d, WHAT, WORDS.to_vec(), parse)
+    }
 }
 
 impl fmt::Display for Preset {

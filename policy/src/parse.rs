@@ -78,12 +78,35 @@ fn parse_text<T: serde::de::DeserializeOwned>(
         let (line, column) = if line == 0 { (1, 1) } else { (line, column) };
         let message = clean_message(&e.without_snippet().to_string());
         let hint = hint_for(&message);
+        let message = match key_before(text, line, column) {
+            Some(key) => format!("{key}: {message}"),
+            None => message,
+        };
         PolicyError::ParseProfile {
             at: Origin::file(&src.display, line, column),
             message,
             hint,
         }
     })
+}
+
+/// The key whose value starts at `line:column` (1-based), when it is written on that line as
+/// `key: value` (also in a list item or a flow mapping): errors about a value then name it.
+fn key_before(text: &str, line: u64, column: u64) -> Option<&str> {
+    let text_line = text
+        .lines()
+        .nth(usize::try_from(line.checked_sub(1)?).ok()?)?;
+    let upto = usize::try_from(column.checked_sub(1)?).ok()?;
+    let end = text_line
+        .char_indices()
+        .nth(upto)
+        .map_or(text_line.len(), |(i, _)| i);
+    let before = text_line[..end].trim_end().strip_suffix(':')?;
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .map_or(0, |i| i + 1);
+    let key = &before[start..];
+    (!key.is_empty() && !key.starts_with('-')).then_some(key)
 }
 
 fn line_column_at_end(prefix: &str) -> (u64, u64) {
@@ -176,7 +199,7 @@ fn hint_for(message: &str) -> Option<String> {
                 .to_owned(),
         );
     }
-    if message.contains("unknown variant") {
+    if message.contains("unknown variant") || message.contains("(expected one of: ") {
         return Some("check the spelling against the allowed values listed".to_owned());
     }
     None
@@ -223,6 +246,19 @@ mod tests {
             "budget breached: X (defined at line 6, column 189)"
         );
         assert_eq!(clean_message("look at line noise"), "look at line noise");
+    }
+
+    #[test]
+    fn the_key_of_a_value_is_found_on_its_line() {
+        let text =
+            "mode: [\nrules:\n  - id: x\n    decision: [deny]\nnetwork: {mode: 5}\n  - [x]\n";
+        assert_eq!(key_before(text, 1, 7), Some("mode"));
+        assert_eq!(key_before(text, 4, 15), Some("decision"));
+        assert_eq!(key_before(text, 5, 17), Some("mode"));
+        assert_eq!(key_before(text, 3, 5), None);
+        assert_eq!(key_before(text, 6, 5), None);
+        assert_eq!(key_before(text, 9, 1), None);
+        assert_eq!(key_before(text, 0, 0), None);
     }
 
     #[test]

@@ -10,7 +10,10 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::units::{ByteSize, Count, Seconds};
-use crate::vocab::{ApprovalPolicy, CacheHome, Decision, Guarantee, SandboxMode, UnixSockets};
+use crate::vocab::{
+    ApprovalPolicy, CacheHome, Decision, Guarantee, SandboxMode, UnixSockets, deserialize_word,
+    unknown_word,
+};
 
 /// One profile layer.
 #[derive(Debug, Deserialize)]
@@ -51,13 +54,26 @@ pub(crate) struct RawLimits {
 }
 
 /// How the environment is inherited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EnvInherit {
     /// Only variables matching `allow` pass (then `scrub` removes secrets).
     AllowList,
     /// Every variable passes except those matching `scrub`.
     All,
+}
+
+impl<'de> Deserialize<'de> for EnvInherit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const WHAT: &str = "environment inheritance";
+        const WORDS: [&str; 2] = ["allow-list", "all"];
+        let parse = |s: &str| match s {
+            "allow-list" => Ok(EnvInherit::AllowList),
+            "all" => Ok(EnvInherit::All),
+            other => Err(unknown_word(WHAT, other, &WORDS)),
+        };
+        deserialize_word(d, WHAT, WORDS.to_vec(), parse)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,11 +4,12 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 /// What file effects a sandboxed command may have. Ordered from strictest to widest, so
 /// `a < b` means "`a` is tighter than `b`".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     /// Nothing is writable except `/dev/null` and the session's private temp dir.
@@ -20,7 +21,7 @@ pub enum SandboxMode {
 }
 
 /// Who answers an escalation request. Ordered from strictest to widest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalPolicy {
     /// Every escalation is rejected without asking anyone.
@@ -30,7 +31,7 @@ pub enum ApprovalPolicy {
 }
 
 /// Whether commands may reach the network outside the sandbox. Ordered from strictest to widest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
     /// No connection or datagram leaves the sandbox; loopback inside it may work.
@@ -44,7 +45,7 @@ pub enum Network {
 
 /// Whether a confined command may create unix sockets (and so reach a daemon's socket that
 /// lies anywhere it can read). Ordered from strictest to widest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UnixSockets {
     /// `socket(AF_UNIX)` is denied (socketpair keeps working): no pathname or abstract socket
@@ -59,7 +60,7 @@ pub enum UnixSockets {
 
 /// Whether tools get a writable cache home (see [`crate::CacheHomeSpec`]). Ordered from
 /// strictest to widest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CacheHome {
     /// Cache directories stay as the host has them: readable, not writable.
@@ -71,7 +72,7 @@ pub enum CacheHome {
 
 /// A policy decision. Ordered so that the strictest decision is the greatest:
 /// `Allow < Ask < Deny`, and combining decisions takes the maximum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Decision {
     /// Proceed without asking.
@@ -83,7 +84,7 @@ pub enum Decision {
 }
 
 /// A guarantee from `shared/spec/sandbox.md`, cited by tests and by `bridle probe`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Guarantee {
     /// No file effect outside writable roots, metadata included.
     #[serde(rename = "G-FS-WRITE")]
@@ -182,16 +183,97 @@ macro_rules! display_and_parse {
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($text => Ok($variant),)+
-                    other => Err(format!(
-                        "unknown {} `{}` (expected one of: {})",
-                        $what,
-                        other,
-                        [$($text),+].join(", ")
-                    )),
+                    other => Err(unknown_word($what, other, &[$($text),+])),
                 }
             }
         }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                deserialize_word(d, $what, vec![$($text),+], str::parse)
+            }
+        }
     };
+}
+
+/// The message for a word that is not one of `words`.
+pub(crate) fn unknown_word(what: &str, text: &str, words: &[&str]) -> String {
+    format!(
+        "unknown {what} `{text}` (expected one of: {})",
+        words.join(", ")
+    )
+}
+
+/// Reads one of `words` (a `what`, such as a sandbox mode) with `parse`. Whatever else is
+/// written there (a list, a mapping, a number, nothing) gets a message that lists the
+/// accepted words, not the deserializer's own terms.
+pub(crate) fn deserialize_word<'de, D: Deserializer<'de>, T>(
+    d: D,
+    what: &'static str,
+    words: Vec<&'static str>,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    d.deserialize_any(WordVisitor { what, words, parse })
+}
+
+struct WordVisitor<T> {
+    what: &'static str,
+    words: Vec<&'static str>,
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> WordVisitor<T> {
+    fn not_a_word<E: de::Error>(&self, got: &str) -> E {
+        E::custom(format!(
+            "expected one of {} ({}), got {got}",
+            self.words.join(", "),
+            self.what
+        ))
+    }
+}
+
+impl<'de, T> Visitor<'de> for WordVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "one of {} ({})", self.words.join(", "), self.what)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(E::custom)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<T, E> {
+        Err(self.not_a_word(&format!("`{v}`")))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        Err(self.not_a_word(&format!("the number {v}")))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        Err(self.not_a_word(&format!("the number {v}")))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        Err(self.not_a_word(&format!("the number {v}")))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+        Err(self.not_a_word("nothing"))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<T, E> {
+        Err(self.not_a_word("nothing"))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+        Err(self.not_a_word("a list"))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+        Err(self.not_a_word("a mapping"))
+    }
 }
 
 display_and_parse!(SandboxMode, "sandbox mode", [
@@ -228,6 +310,13 @@ impl fmt::Display for Guarantee {
     }
 }
 
+impl<'de> Deserialize<'de> for Guarantee {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let codes = Guarantee::ALL.iter().map(|g| g.code()).collect();
+        deserialize_word(d, "guarantee", codes, str::parse)
+    }
+}
+
 impl FromStr for Guarantee {
     type Err = String;
 
@@ -237,10 +326,7 @@ impl FromStr for Guarantee {
             .find(|g| g.code() == s)
             .ok_or_else(|| {
                 let codes: Vec<&str> = Guarantee::ALL.iter().map(|g| g.code()).collect();
-                format!(
-                    "unknown guarantee `{s}` (expected one of: {})",
-                    codes.join(", ")
-                )
+                unknown_word("guarantee", s, &codes)
             })
     }
 }

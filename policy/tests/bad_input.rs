@@ -173,6 +173,83 @@ fn wrong_type_is_rejected_with_location() {
 }
 
 #[test]
+fn a_word_key_given_a_list_or_mapping_names_the_key_and_the_accepted_words() {
+    for (text, line, column, want) in [
+        (
+            "mode: [\n",
+            1,
+            7,
+            "mode: expected one of read-only, workspace-write, danger-full-access",
+        ),
+        (
+            "mode: read-only\napproval: {x: 1}\n",
+            2,
+            11,
+            "approval: expected one of never, ask",
+        ),
+        (
+            "mode: read-only\nunix_sockets: [block]\n",
+            2,
+            15,
+            "unix_sockets: expected one of block, allow",
+        ),
+        (
+            "mode: read-only\nnetwork: {mode: [on]}\n",
+            2,
+            17,
+            "mode: expected one of off, allow-list, on",
+        ),
+        (
+            "mode: read-only\nnetwork: [on]\n",
+            2,
+            10,
+            "network: expected one of off, allow-list, on",
+        ),
+        (
+            "mode: read-only\ncache_home: {mode: 3}\n",
+            2,
+            20,
+            "mode: expected one of off, per-workspace",
+        ),
+        (
+            "mode: read-only\nenvironment: {inherit: [all]}\n",
+            2,
+            24,
+            "inherit: expected one of allow-list, all",
+        ),
+        (
+            "mode: read-only\nagent: {preset: {a: b}}\n",
+            2,
+            17,
+            "preset: expected one of minimal, standard",
+        ),
+        (
+            "mode: read-only\naccept_missing: [[G-NET]]\n",
+            2,
+            18,
+            "expected one of G-FS-WRITE",
+        ),
+        (
+            "mode: read-only\nrules:\n  commands:\n    - id: x\n      prefix: [x]\n      decision: [deny]\n",
+            6,
+            17,
+            "decision: expected one of allow, ask, deny",
+        ),
+    ] {
+        let err = load_err(text);
+        let (_, message, _) = parse_error(&err);
+        assert!(
+            message.starts_with(want) || message.contains(want),
+            "{text:?}: {message}"
+        );
+        for jargon in ["externally tagged", "invalid type", "enum", "scalar"] {
+            assert!(!message.contains(jargon), "{text:?}: {message}");
+        }
+        assert_located(&err, "p.yaml", line, column);
+    }
+}
+
+#[test]
 fn bare_tilde_is_yaml_null_and_gets_a_quoting_hint() {
     let err = load_err("mode: read-only\nmasked_paths: [~/.ssh, ~]\n");
     let (_, _, hint) = parse_error(&err);

@@ -302,7 +302,7 @@ fn malformed_network_values_are_load_errors() {
         ),
         (
             "mode: read-only\nnetwork: [off]\n",
-            "expected `off`",
+            "network: expected one of off, allow-list, on",
             "[off]",
         ),
         (

@@ -1,8 +1,11 @@
-//! Counting a confined command's attempts to reach the network while it is off.
+//! Counting a confined command's attempts to reach the network directly, while it is off or
+//! an allow-list (whose relay is on loopback: what goes through the proxy is not counted).
 //!
 //! The sandbox's network namespace has only loopback, so a connection or datagram to anything
 //! else fails at once with `ENETUNREACH`, and the kernel counts it as `OutNoRoutes` in that
-//! namespace's `/proc/net/snmp` (IPv4) and `Ip6OutNoRoutes` in `/proc/net/snmp6`. The parent
+//! namespace's `/proc/net/snmp` (IPv4) and `Ip6OutNoRoutes` in `/proc/net/snmp6`. A DNS query
+//! to a resolver on the host's loopback (`127.0.0.53`) reaches the sandbox's own loopback,
+//! where nothing listens: the kernel counts it as UDP `NoPorts` (`Udp6NoPorts`). The parent
 //! opens both files through the launcher's `/proc/PID/net` once the launcher is in the new
 //! namespace; an open file keeps its namespace, so the counters can be read after the run ended.
 //! This is what the kernel saw, not a guess from the command's error messages.
@@ -39,12 +42,18 @@ impl NetWatch {
     }
 
     fn read_total(&mut self) -> Option<u64> {
-        let v4 = ipv4_no_routes(&read_again(&mut self.snmp)?)?;
+        let snmp = read_again(&mut self.snmp)?;
+        let v4 = ipv4_no_routes(&snmp)?;
+        let dns4 = snmp_value(&snmp, "Udp: ", "NoPorts").unwrap_or(0);
         let v6 = match &mut self.snmp6 {
-            Some(file) => ipv6_no_routes(&read_again(file)?).unwrap_or(0),
+            Some(file) => {
+                let snmp6 = read_again(file)?;
+                let no_routes = ipv6_no_routes(&snmp6).unwrap_or(0);
+                no_routes.saturating_add(snmp6_value(&snmp6, "Udp6NoPorts").unwrap_or(0))
+            }
             None => 0,
         };
-        Some(v4.saturating_add(v6))
+        Some(v4.saturating_add(dns4).saturating_add(v6))
     }
 }
 
@@ -57,20 +66,30 @@ fn read_again(file: &mut std::fs::File) -> Option<String> {
 
 /// `OutNoRoutes` of the `Ip:` header/value line pair of `/proc/net/snmp`.
 fn ipv4_no_routes(snmp: &str) -> Option<u64> {
-    let mut ip = snmp.lines().filter(|l| l.starts_with("Ip: "));
-    let names = ip.next()?.split_whitespace();
-    let values = ip.next()?.split_whitespace();
+    snmp_value(snmp, "Ip: ", "OutNoRoutes")
+}
+
+/// The field `name` of the `prefix` header/value line pair of `/proc/net/snmp`.
+fn snmp_value(snmp: &str, prefix: &str, name: &str) -> Option<u64> {
+    let mut pair = snmp.lines().filter(|l| l.starts_with(prefix));
+    let names = pair.next()?.split_whitespace();
+    let values = pair.next()?.split_whitespace();
     names
         .zip(values)
-        .find(|(name, _)| *name == "OutNoRoutes")
+        .find(|(field, _)| *field == name)
         .and_then(|(_, value)| value.parse().ok())
 }
 
 /// `Ip6OutNoRoutes` of `/proc/net/snmp6` (one `name value` pair per line).
 fn ipv6_no_routes(snmp6: &str) -> Option<u64> {
+    snmp6_value(snmp6, "Ip6OutNoRoutes")
+}
+
+/// The field `name` of `/proc/net/snmp6`.
+fn snmp6_value(snmp6: &str, name: &str) -> Option<u64> {
     snmp6.lines().find_map(|line| {
         let mut parts = line.split_whitespace();
-        (parts.next()? == "Ip6OutNoRoutes").then(|| parts.next()?.parse().ok())?
+        (parts.next()? == name).then(|| parts.next()?.parse().ok())?
     })
 }
 
@@ -87,5 +106,8 @@ mod tests {
         assert_eq!(ipv4_no_routes("Icmp: InMsgs\nIcmp: 0\n"), None);
         let snmp6 = "Ip6InReceives                   \t0\nIp6OutNoRoutes                  \t7\n";
         assert_eq!(ipv6_no_routes(snmp6), Some(7));
+        let udp = "Udp: InDatagrams NoPorts InErrors\nUdp: 5 2 0\n";
+        assert_eq!(snmp_value(udp, "Udp: ", "NoPorts"), Some(2));
+        assert_eq!(snmp6_value("Udp6NoPorts \t4\n", "Udp6NoPorts"), Some(4));
     }
 }

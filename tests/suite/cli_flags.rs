@@ -49,6 +49,17 @@ fn timeouts_take_durations_as_in_profiles() {
     );
     r.assert_code(2);
     assert!(r.stderr.contains("2 fortnights"), "{}", r.stderr);
+    // Out of range: the message names the flag and says what is accepted.
+    for bad in ["0", "0s", "9000h", "inf"] {
+        let r = run_bounded(env.bridle().args(["exec", "--timeout", bad, "true"]));
+        r.assert_code(2);
+        assert!(
+            r.stderr.contains("--timeout")
+                && r.stderr.contains("greater than 0 and at most one year"),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
 }
 
 #[test]

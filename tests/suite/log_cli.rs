@@ -261,6 +261,39 @@ fn verify_tells_a_corrupt_log_from_one_it_cannot_check() {
 }
 
 #[test]
+fn verify_calls_a_damaged_sqlite_log_corrupt_naming_the_file() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Sqlite);
+    let path = dir.join(format!("{id}.sqlite"));
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 4096, "{} bytes", bytes.len());
+    let noise: Vec<u8> = (0..bytes.len())
+        .map(|i| u8::try_from(i * 7919 % 251).unwrap())
+        .collect();
+    // Cut to its first page, overwritten with noise, emptied: there, readable, and damaged.
+    for (what, damaged) in [
+        ("truncated", bytes[..4096].to_vec()),
+        ("noise", noise),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(&path, &damaged).unwrap();
+        let r = log_cmd(&env, &dir, &["verify", &id]);
+        r.assert_code(1);
+        assert!(
+            r.stdout.contains("TAMPERED OR CORRUPT")
+                && r.stdout.contains(&format!("{id}.sqlite"))
+                && r.stdout.contains("corrupt"),
+            "{what}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    // A log that cannot be read at all is still "could not check".
+    std::fs::remove_file(&path).unwrap();
+    log_cmd(&env, &dir, &["verify", &id]).assert_code(2);
+}
+
+#[test]
 fn trailing_bytes_are_reported_as_not_part_of_the_log() {
     let env = Env::new();
     let (dir, id) = recorded(&env, Backend::Jsonl);
@@ -311,7 +344,7 @@ fn text_from_the_log_cannot_drive_the_terminal() {
         Event::ToolResult {
             call_id: "c1".into(),
             ok: false,
-            content: "denied\r        ok: fine".into(),
+            content: "denied\r        ok: fine\tand\u{7f}more\nsecond\tline".into(),
             sandbox: None,
         },
     ] {
@@ -319,10 +352,14 @@ fn text_from_the_log_cannot_drive_the_terminal() {
     }
     let id = log.id().to_owned();
     drop(log);
-    for args in [vec!["show", id.as_str()], vec!["list"]] {
+    for args in [
+        vec!["show", id.as_str()],
+        vec!["show", "--full", id.as_str()],
+        vec!["list"],
+    ] {
         let r = log_cmd(&env, &dir_path, &args);
         r.assert_code(0);
-        for hostile in ['\u{1b}', '\r', '\u{202e}'] {
+        for hostile in ['\u{1b}', '\r', '\u{202e}', '\t', '\u{7f}'] {
             assert!(
                 !r.stdout.contains(hostile),
                 "{hostile:?} printed raw:\n{}",
@@ -333,6 +370,8 @@ fn text_from_the_log_cannot_drive_the_terminal() {
     let r = log_cmd(&env, &dir_path, &["show", &id]);
     assert!(r.stdout.contains("deny by rule no-curl"), "{}", r.stdout);
     assert!(r.stdout.contains("\\u{d}"), "{}", r.stdout);
+    let r = log_cmd(&env, &dir_path, &["show", "--full", &id]);
+    assert!(r.stdout.contains("| second\\u{9}line"), "{}", r.stdout);
 }
 
 #[test]

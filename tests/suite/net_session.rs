@@ -203,6 +203,35 @@ fn a_client_that_ignores_the_proxy_is_told_which_variable_to_honour() {
     assert!(why.contains("HTTPS_PROXY") && why.contains("no DNS"), "{v}");
 }
 
+/// `bridle exec` says the same when the failed command tried to connect directly: by name
+/// (its DNS lookup) or to an address, but not when the proxy was used or nothing failed.
+#[test]
+fn exec_names_the_variable_to_honour_when_a_client_bypasses_the_proxy() {
+    let (e, server) = session_env("never");
+    let port = server.port;
+    for target in [
+        format!("http://registry.test:{port}/hello.txt"),
+        "http://192.0.2.1:9/".to_owned(),
+    ] {
+        let r = e.sh(&format!("curl -sS --max-time 5 --noproxy '*' {target}"));
+        assert_ne!(r.code, Some(0), "{target}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("bridle: network: the command tried to connect directly")
+                && r.stderr.contains("HTTPS_PROXY")
+                && r.stderr.contains("ALL_PROXY"),
+            "{target}: {}",
+            r.stderr
+        );
+    }
+    // Through the proxy, or failing for another reason: no such line.
+    let r = e.sh(&format!(
+        "curl -sS --fail http://registry.test:{port}/hello.txt && exit 3"
+    ));
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(!r.stderr.contains("network:"), "{}", r.stderr);
+}
+
 #[test]
 fn an_unmatched_host_is_asked_once_per_session_and_a_denied_one_never() {
     let (e, server) = session_env("ask");

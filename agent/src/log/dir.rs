@@ -3,7 +3,7 @@
 //! [`super::listing`]).
 
 use std::io::Read;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -446,10 +446,13 @@ impl SessionDir {
             path: path.clone(),
             reason,
         };
+        // 0600 like everything else in the directory (the lock holds nothing, but nothing in
+        // a session directory is for others to open).
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| fail(e.to_string()))?;
         match file.try_lock() {

@@ -47,16 +47,34 @@ impl SqliteStore {
         if !path.is_file() {
             return Err(fail("no such file".to_owned()));
         }
-        let conn = if write {
-            connect(path).map_err(|e| fail(e.to_string()))?
-        } else {
-            connect_read_only(path).map_err(|e| fail(e.to_string()))?
+        let corrupt = |reason: String| AgentError::CorruptLog {
+            path: path.to_owned(),
+            reason,
         };
+        let conn = if write {
+            connect(path)
+        } else {
+            connect_read_only(path)
+        }
+        .map_err(|e| {
+            if is_damage(&e) {
+                corrupt(e.to_string())
+            } else {
+                fail(e.to_string())
+            }
+        })?;
         let format: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'format'", [], |row| {
                 row.get(0)
             })
-            .map_err(|e| fail(format!("not a bridle log database: {e}")))?;
+            .map_err(|e| match e {
+                e if is_damage(&e) => corrupt(e.to_string()),
+                // A database without the marker (no `meta` table, no row) is not a log.
+                e if is_schema_error(&e) || matches!(e, rusqlite::Error::QueryReturnedNoRows) => {
+                    corrupt(format!("not a bridle log database: {e}"))
+                }
+                e => fail(format!("cannot read its format marker: {e}")),
+            })?;
         if format != FORMAT {
             return Err(fail(format!(
                 "log format {format:?}, this version reads {FORMAT:?}"
@@ -146,6 +164,21 @@ fn connect_read_only(path: &Path) -> rusqlite::Result<Connection> {
     }
 }
 
+/// Whether `e` says the file's bytes are not a sound SQLite database (truncated, overwritten,
+/// not a database at all): the log is corrupt, not merely unreadable right now.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Whether `e` is SQLite's generic error, which a query over bridle's fixed schema only gets
+/// when the schema is not there (`no such table`, `no such column`).
+fn is_schema_error(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_ERROR)
+}
+
 fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
@@ -193,9 +226,26 @@ impl LogStore for SqliteStore {
         visit: &mut dyn FnMut(Scanned<'_>) -> Flow,
     ) -> Result<Option<TornTail>, AgentError> {
         let path = self.path.clone();
-        let fail = |row: u64, e: rusqlite::Error| AgentError::ReadLog {
-            path: path.clone(),
-            reason: format!("row {row}: {e}"),
+        let fail = |row: u64, e: rusqlite::Error| {
+            let reason = format!("row {row}: {e}");
+            // A value of the wrong type is a row bridle did not write, like a damaged page.
+            let misshapen = matches!(
+                e,
+                rusqlite::Error::InvalidColumnType(..)
+                    | rusqlite::Error::FromSqlConversionFailure(..)
+                    | rusqlite::Error::IntegralValueOutOfRange(..)
+            );
+            if misshapen || is_damage(&e) || is_schema_error(&e) {
+                AgentError::CorruptLog {
+                    path: path.clone(),
+                    reason,
+                }
+            } else {
+                AgentError::ReadLog {
+                    path: path.clone(),
+                    reason,
+                }
+            }
         };
         let mut query = self
             .conn

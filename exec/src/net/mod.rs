@@ -439,6 +439,18 @@ pub fn summary(decisions: &[NetDecision]) -> String {
     out
 }
 
+/// What a client that did not use the proxy under the allow-list is told: the proxy is the
+/// only way out, names do not resolve inside, and which variables to honour (`relay_port` is
+/// where the sandbox's relay listens).
+pub fn proxy_bypass_attribution(relay_port: u16) -> String {
+    format!(
+        "the network is an allow-list reached only through bridle's proxy, and there is no DNS \
+         inside the sandbox: this client seems not to use the proxy; it must honour \
+         HTTPS_PROXY/HTTP_PROXY (http://127.0.0.1:{relay_port}) or ALL_PROXY \
+         (socks5h://127.0.0.1:{relay_port})"
+    )
+}
+
 /// The first denial among `decisions`.
 pub fn first_denial(decisions: &[NetDecision]) -> Option<&NetDecision> {
     decisions.iter().find(|d| d.decision != Decision::Allow)

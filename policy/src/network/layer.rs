@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use super::hosts::{HostPattern, check_name};
@@ -56,10 +56,34 @@ impl<'de> Visitor<'de> for RawNetworkVisitor {
         )))
     }
 
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Err(not_a_setting(&format!("the number {v}")))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Err(not_a_setting(&format!("the number {v}")))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Err(not_a_setting(&format!("the number {v}")))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+        Err(not_a_setting("a list"))
+    }
+
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         RawNetworkTable::deserialize(de::value::MapAccessDeserializer::new(map))
             .map(|t| RawNetwork::Table(Box::new(t)))
     }
+}
+
+/// The message for a `network:` value that is neither a word nor a mapping.
+fn not_a_setting<E: de::Error>(got: &str) -> E {
+    E::custom(format!(
+        "expected one of off, allow-list, on (network setting), or a mapping with mode, \
+         allow, deny, resolve; got {got}"
+    ))
 }
 
 impl<'de> Deserialize<'de> for RawNetwork {

@@ -432,9 +432,10 @@ impl Launch {
                     tracing::info!("{note}");
                 }
                 running.ready = Some(ready);
-                // The launcher is in the sandbox's network namespace by now.
+                // The launcher is in the sandbox's network namespace by now. Under an
+                // allow-list the counters see only what bypassed the relay (which is loopback).
                 if self.config.mechanisms.net_ns
-                    && self.config.spec.network == bridle_policy::Network::Off
+                    && self.config.spec.network != bridle_policy::Network::On
                 {
                     running.net_watch = crate::net_watch::NetWatch::open(running.pid.as_raw());
                 }

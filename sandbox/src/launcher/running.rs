@@ -81,7 +81,8 @@ pub struct Running {
     pub(super) pids_group: Option<crate::cgroup::PidsGroup>,
     /// Swept when the run is over (see [`mounts::sweep_planted`]).
     pub(super) must_stay_absent: Vec<PathBuf>,
-    /// The sandbox's network counters, when the network is off (see [`Running::take_net_watch`]).
+    /// The sandbox's network counters, when the network is off or an allow-list (see
+    /// [`Running::take_net_watch`]).
     pub(super) net_watch: Option<crate::net_watch::NetWatch>,
     /// Run when the run is over (see [`mounts::inspect`]).
     pub(super) inspector: Option<Box<Inspector>>,
@@ -235,8 +236,9 @@ impl Running {
         self.io.stderr.take()
     }
 
-    /// The sandbox's count of attempts to reach the network, when the network is off and the
-    /// sandbox has its own network namespace. It stays readable after [`Running::wait`].
+    /// The sandbox's count of attempts to reach the network directly, when the network is off
+    /// or an allow-list and the sandbox has its own network namespace. It stays readable after
+    /// [`Running::wait`].
     pub fn take_net_watch(&mut self) -> Option<crate::net_watch::NetWatch> {
         self.net_watch.take()
     }
