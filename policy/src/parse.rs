@@ -103,8 +103,9 @@ fn key_before(text: &str, line: u64, column: u64) -> Option<&str> {
         .map_or(text_line.len(), |(i, _)| i);
     let before = text_line[..end].trim_end().strip_suffix(':')?;
     let start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let key = &before[start..];
     (!key.is_empty() && !key.starts_with('-')).then_some(key)
 }
