@@ -98,7 +98,8 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     // bridle exec is single-threaded here and passes its stdio through: fork the launcher
     // instead of re-executing bridle (same launcher code, one exec less). The re-executed
     // launcher (what multi-threaded callers use) can be selected for testing and comparison.
-    let launch = sandbox.launch(args.argv.clone(), &cwd);
+    // A person's own command at their terminal keeps it (job control, /dev/tty).
+    let launch = sandbox.launch(args.argv.clone(), &cwd).keeping_terminal();
     // With the allow-list the proxy's threads already run: the launcher is re-executed.
     let network = sandbox.spec().network;
     let (launch, relay) = match crate::net_wiring::with_relay(launch, network, proxy.as_ref()) {

@@ -1,14 +1,16 @@
 //! The model-facing one-shot `bash` tool (`{command, timeout_secs?, workdir?,
 //! sandbox_permissions?, justification?}` → `bash -c`) and `grep`, as tool values: each parses
 //! its arguments and declares what it runs; the pipeline decides, and hands back the call's
-//! spec and spawner. Also the sandbox attribution of a failed command's error lines.
+//! spec and spawner. A failed command's denial is attributed: to the command rule that refused
+//! an exec, or from its error lines ([`crate::attribution`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bridle_policy::{Network, Plan, SandboxMode, SandboxSpec};
+use bridle_policy::{Plan, SandboxMode, SandboxSpec};
 use serde::Deserialize;
 
+pub use crate::attribution::{attribute, root_without_capabilities};
 use crate::run::{RunRequest, RunStatus};
 use crate::tool::{CallEnv, Declaration, Effect, Escalation, TypedTool};
 
@@ -166,18 +168,35 @@ impl TypedTool for Bash {
             }
         };
         content.push_str(&crate::net::summary(&result.network));
+        // An exec a command rule refused fails with EACCES too: that is the rule's doing, and
+        // no wider sandbox mode lifts it.
+        let rule_denial = execs
+            .records
+            .iter()
+            .find(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved);
         if denied_by.is_none() {
-            sandbox.denied_by_sandbox = attribute(spec, &stderr).or_else(|| {
-                crate::net::first_denial(&result.network)
-                    .map(|d| format!("the network allow-list denied `{}`", d.target()))
-            });
+            sandbox.denied_by_sandbox = match rule_denial {
+                Some(record) => Some(record.message()),
+                None => bridle_sandbox::privileges::caller_is_root()
+                    .then(|| root_without_capabilities(spec, &request.cwd, &stderr))
+                    .flatten()
+                    .or_else(|| attribute(spec, &stderr))
+                    .or_else(|| {
+                        crate::net::first_denial(&result.network)
+                            .map(|d| format!("the network allow-list denied `{}`", d.target()))
+                    }),
+            };
         }
         sandbox.network_decisions = result.network.clone();
-        if !ok && let Some(what) = &sandbox.denied_by_sandbox {
-            content.push_str(&format!(
+        match (&sandbox.denied_by_sandbox, rule_denial) {
+            (Some(_), Some(_)) if !ok => content.push_str(
+                "\n[denied by a command rule of the profile (below), not by the sandbox's mode: `sandbox_permissions` cannot lift a rule, so do not ask for it]",
+            ),
+            (Some(what), None) if !ok => content.push_str(&format!(
                 "\n[denied by the sandbox (mode {}): {what}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
                 spec.mode
-            ));
+            )),
+            _ => {}
         }
         content.push_str(&execs.note());
         sandbox.exec_decisions = execs.records;
@@ -220,235 +239,6 @@ fn resolve_workdir(workspace: &Path, workdir: Option<&str>) -> Result<PathBuf, S
         return Err(format!("`workdir` `{dir}` is not a directory"));
     }
     Ok(real)
-}
-
-/// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
-///
-/// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
-/// writable root or inside a protected path (the mount view and Landlock produce exactly these),
-/// and git's "could not lock config file" naming a protected config (bridle holds its lock);
-/// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
-/// with the network off, unreachable-network and name-resolution failures. Not attributed: a
-/// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
-/// Residual uncertainty: a read-only host filesystem, or a tool that prints no path, can be
-/// misattributed or missed; the wording says "looks caused".
-pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
-    for line in stderr.lines() {
-        let lower = line.to_ascii_lowercase();
-        // git cannot take the lock bridle holds on a protected config while the run lasts.
-        let fs_error = lower.contains("read-only file system")
-            || lower.contains("permission denied")
-            || lower.contains("could not lock config file");
-        if fs_error {
-            for path in paths_in(line) {
-                let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
-                let protected = spec.protected_paths.iter().any(|p| path.starts_with(p));
-                let masked = spec.masked_paths.iter().any(|p| path.starts_with(p));
-                if protected {
-                    return Some(format!("`{}` is a protected path", path.display()));
-                }
-                if masked {
-                    return Some(format!("`{}` is a masked path", path.display()));
-                }
-                // Full access keeps only the protected paths, the masks and the disks' nodes.
-                if spec.protected_kept {
-                    if path.starts_with("/dev") && lower.contains("read-only file system") {
-                        return Some(format!(
-                            "`{}` is a device node that reaches a disk or memory, hidden from a command escalated to full access",
-                            path.display()
-                        ));
-                    }
-                    continue;
-                }
-                if !inside_root {
-                    return Some(format!(
-                        "`{}` is outside the writable roots",
-                        path.display()
-                    ));
-                }
-            }
-        }
-        if lower.contains("operation not permitted")
-            && [
-                "socket",
-                "connect",
-                "mount",
-                "unshare",
-                "ptrace",
-                "namespace",
-                "bind",
-            ]
-            .iter()
-            .any(|w| lower.contains(w))
-        {
-            return Some(format!("a blocked system call (`{}`)", line.trim()));
-        }
-        if spec.network == Network::AllowList
-            && [
-                "network is unreachable",
-                "could not resolve host",
-                "temporary failure in name resolution",
-                "name or service not known",
-                "no address associated with hostname",
-            ]
-            .iter()
-            .any(|w| lower.contains(w))
-        {
-            let port = spec
-                .allow_list
-                .as_ref()
-                .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
-            return Some(crate::net::proxy_bypass_attribution(port));
-        }
-        if spec.network == Network::Off
-            && [
-                "network is unreachable",
-                "could not resolve host",
-                "temporary failure in name resolution",
-                "name or service not known",
-            ]
-            .iter()
-            .any(|w| lower.contains(w))
-        {
-            return Some("the network is off".into());
-        }
-    }
-    None
-}
-
-/// Absolute paths mentioned in an error line (quoted or bare, trailing `:` dropped).
-fn paths_in(line: &str) -> Vec<PathBuf> {
-    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’'))
-        .map(|w| w.trim_end_matches([':', ',', ';']))
-        .filter(|w| w.starts_with('/'))
-        .map(|w| bridle_policy::normalize(Path::new(w)))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec() -> SandboxSpec {
-        SandboxSpec {
-            mode: SandboxMode::WorkspaceWrite,
-            workspace: "/w".into(),
-            guarantees: vec![],
-            accept_missing: vec![],
-            readable_roots: vec!["/".into()],
-            writable_roots: vec!["/w".into(), "/var/tmp/t".into(), "/dev/null".into()],
-            protected_paths: vec!["/w/.git/hooks".into()],
-            must_stay_absent: Vec::new(),
-            masked_paths: vec!["/home/u/.ssh".into()],
-            network: Network::Off,
-            allow_list: None,
-            unix_sockets: bridle_policy::UnixSockets::Block,
-            seccomp: bridle_policy::SeccompProfile::ConfinedNoNetwork,
-            limits: bridle_policy::ResourceLimits {
-                processes: None,
-                memory_bytes: None,
-                file_size_bytes: None,
-                open_files: None,
-                cpu_time_secs: None,
-                wall_time_secs: None,
-                command_timeout_secs: None,
-                command_timeout_max_secs: None,
-                spill_size_bytes: None,
-            },
-            env: Default::default(),
-            temp_dir: "/var/tmp/t".into(),
-            private_tmp: true,
-            cache_home: None,
-            exec_rules: None,
-            protected_kept: false,
-        }
-    }
-
-    #[test]
-    fn sandbox_caused_errors_are_attributed() {
-        let s = spec();
-        assert!(
-            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system")
-                .unwrap()
-                .contains("/etc/x")
-        );
-        assert!(
-            attribute(
-                &s,
-                "sh: 1: cannot create /w/.git/hooks/pre-commit: Read-only file system"
-            )
-            .unwrap()
-            .contains("protected")
-        );
-        assert!(
-            attribute(
-                &s,
-                "error: could not lock config file /w/.git/hooks/x: File exists"
-            )
-            .unwrap()
-            .contains("protected")
-        );
-        assert!(
-            attribute(&s, "cat: /home/u/.ssh/id_rsa: Permission denied")
-                .unwrap()
-                .contains("masked")
-        );
-        assert!(
-            attribute(&s, "curl: (6) Could not resolve host: example.com")
-                .unwrap()
-                .contains("network is off")
-        );
-        assert!(
-            attribute(
-                &s,
-                "python3: socket.socket: [Errno 1] Operation not permitted"
-            )
-            .is_some()
-        );
-    }
-
-    #[test]
-    fn under_full_access_only_what_the_view_keeps_is_attributed() {
-        let s = SandboxSpec {
-            mode: bridle_policy::SandboxMode::DangerFullAccess,
-            protected_kept: true,
-            ..spec()
-        };
-        assert!(
-            attribute(&s, "bash: line 2: /dev/vda: Read-only file system")
-                .unwrap()
-                .contains("reaches a disk")
-        );
-        assert!(
-            attribute(
-                &s,
-                "sh: 1: cannot create /w/.git/hooks/x: Read-only file system"
-            )
-            .unwrap()
-            .contains("protected")
-        );
-        // Nothing else is read-only because of the sandbox there.
-        assert_eq!(
-            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system"),
-            None
-        );
-        assert_eq!(attribute(&s, "cat: /root/x: Permission denied"), None);
-    }
-
-    #[test]
-    fn ordinary_permission_errors_are_not_attributed() {
-        let s = spec();
-        assert_eq!(attribute(&s, "cat: /w/secret.txt: Permission denied"), None);
-        assert_eq!(
-            attribute(&s, "git@github.com: Permission denied (publickey)."),
-            None
-        );
-        assert_eq!(
-            attribute(&s, "rm: cannot remove 'x': Operation not permitted"),
-            None
-        );
-        assert_eq!(attribute(&s, "everything is fine"), None);
-    }
 }
 
 /// The arguments of `grep`.

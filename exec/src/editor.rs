@@ -229,7 +229,15 @@ impl TypedTool for Editor {
                 };
                 let text = args.file_text.unwrap_or_default();
                 let len = text.len();
-                write(before, text, format!("created `{shown}` ({len} bytes)"))
+                // A reviewer must see that a file was clobbered, not only that one exists now.
+                let done = match &before {
+                    None => format!("created `{shown}` ({len} bytes)"),
+                    Some(old) => format!(
+                        "replaced the existing `{shown}` ({} bytes before, {len} bytes now; undo_edit restores it)",
+                        old.len()
+                    ),
+                };
+                write(before, text, done)
             }
             EditorCommand::StrReplace => {
                 let text = match read(&path) {
@@ -288,7 +296,7 @@ impl TypedTool for Editor {
                 match previous {
                     None => fail(format!("no edit of `{shown}` to undo in this session")),
                     Some(None) => fail(format!(
-                        "`{shown}` did not exist before it was created; remove it with bash"
+                        "`{shown}` did not exist before it was created; delete it with `rm` in a shell (`terminal` or `bash`)"
                     )),
                     Some(Some(bytes)) => match env.fs.write(&path, bytes, env.links) {
                         Ok(()) => {

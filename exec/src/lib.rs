@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod approvals;
+pub mod attribution;
 pub mod backend;
 pub mod bash_tool;
 pub mod editor;

@@ -367,6 +367,13 @@ impl TypedTool for TerminalTool {
 
     fn declare(&self, args: &TerminalArgs, _plan: &Plan) -> Result<Declaration, String> {
         let effect = match &args.input {
+            // What the call does without input, said as it is for the audit log.
+            None if args.close => Effect::Confined(
+                "closing the session's terminal and its whole process tree".to_owned(),
+            ),
+            None if self.slot().is_some() => {
+                Effect::Confined("reading the session's terminal".to_owned())
+            }
             None => Effect::Confined("opening the session's terminal".to_owned()),
             Some(input) => {
                 // What bash will see: the text typed before and not yet submitted, then this.
@@ -387,6 +394,14 @@ impl TypedTool for TerminalTool {
     fn execute(&self, args: TerminalArgs, env: &CallEnv<'_>) -> ToolResult {
         let mut slot = self.slot();
         let spec = env.spec;
+        // Closing what is not open must not start a shell first.
+        if args.close && args.input.is_none() && slot.is_none() {
+            return env.result(
+                true,
+                "no terminal was open; nothing to close".to_owned(),
+                None,
+            );
+        }
         let mut terminal = match slot.take() {
             Some(t) => t,
             None => match env.spawner.start_terminal(spec, &spec.workspace) {

@@ -291,14 +291,13 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn concurrency_safe(&self, raw_arguments: &str) -> bool {
-        serde_json::from_str::<T::Args>(raw_arguments)
-            .is_ok_and(|a| TypedTool::concurrency_safe(self, &a))
+        arguments::<T::Args>(raw_arguments).is_ok_and(|a| TypedTool::concurrency_safe(self, &a))
     }
 
     fn prepare<'t>(&'t self, raw_arguments: &str, plan: &Plan) -> Result<Prepared<'t>, String> {
         let name = TypedTool::name(self);
-        let args: T::Args = serde_json::from_str(raw_arguments)
-            .map_err(|e| format!("invalid arguments for `{name}`: {e}"))?;
+        let args: T::Args =
+            arguments(raw_arguments).map_err(|e| format!("invalid arguments for `{name}`: {e}"))?;
         let declaration = self
             .declare(&args, plan)
             .map_err(|e| format!("invalid arguments for `{name}`: {e}"))?;
@@ -307,6 +306,28 @@ impl<T: TypedTool> Tool for T {
             execute: Box::new(move |env| self.execute(args, env)),
         })
     }
+}
+
+/// Parses a call's arguments: one JSON object of named arguments, as the schema offers. serde
+/// would also take a struct as a positional array (`["a.txt", null, null]`), which no schema
+/// describes, and word its refusal of one in Rust terms.
+fn arguments<A: DeserializeOwned>(raw_arguments: &str) -> Result<A, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(raw_arguments).map_err(|e| e.to_string())?;
+    if value.is_object() {
+        return serde_json::from_value(value).map_err(|e| e.to_string());
+    }
+    let kind = match &value {
+        serde_json::Value::Object(_) => "an object",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+    };
+    Err(format!(
+        "expected a JSON object of named arguments (`{{\"name\": value, ...}}`, as the tool's schema says), got {kind}"
+    ))
 }
 
 /// The JSON schema of `A` in the shape chat-completion APIs take: an object schema without

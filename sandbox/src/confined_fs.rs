@@ -1,20 +1,20 @@
 //! File operations for the file tools, enforced by the kernel with the session's spec.
 //!
-//! Every operation runs on one dedicated worker thread that has restricted itself with the same
-//! Landlock ruleset the launcher gives commands (readable roots read-only, writable roots
-//! writable), except that the host's `/proc` is left out of it too: commands get a `/proc` of
-//! their own PID namespace, the worker (a thread of bridle) would see the host's processes,
-//! sockets and keys there, so the file tools refuse it. Paths are opened with `openat2`: writes
-//! relative to their writable root with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-//! RESOLVE_NO_MAGICLINKS`, so a directory swapped for a symlink between a check and the write
-//! makes the write fail instead of redirecting it; reads with `RESOLVE_NO_MAGICLINKS`, and the
-//! file actually opened (read back from `/proc/self/fd`) is refused when it lies in a masked
-//! path or `/proc`. Masks are compared in their resolved form as well as as written (a `$HOME`
-//! below a symlinked `/home`, a masked path that is itself a symlink), and carved out of the
-//! worker's Landlock rules in that form. Reads open with `O_PATH` first and refuse anything but
-//! a regular file before reading, so a FIFO, socket or device never blocks or is touched.
-//! Policy decisions (protected paths, rules) are the caller's; this module is the
-//! kernel-enforced floor under them.
+//! Every operation runs on one dedicated worker thread that has emptied its capability sets (so
+//! root's file tools pass file permissions no more than root's commands do, G-PRIV) and restricted
+//! itself with the same Landlock ruleset the launcher gives commands (readable roots read-only,
+//! writable roots writable), except that the host's `/proc` is left out of it too: commands get a
+//! `/proc` of their own PID namespace, the worker (a thread of bridle) would see the host's
+//! processes, sockets and keys there, so the file tools refuse it. Paths are opened with `openat2`:
+//! writes relative to their writable root with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS`, so a directory swapped for a symlink between a check and the write makes
+//! the write fail instead of redirecting it; reads with `RESOLVE_NO_MAGICLINKS`, and the file
+//! actually opened (read back from `/proc/self/fd`) is refused when it lies in a masked path or
+//! `/proc`. Masks are compared in their resolved form as well as as written (a `$HOME` below a
+//! symlinked `/home`, a masked path that is itself a symlink), and carved out of the worker's
+//! Landlock rules in that form. Reads open with `O_PATH` first and refuse anything but a regular
+//! file before reading, so a FIFO, socket or device never blocks or is touched. Policy decisions
+//! (protected paths, rules) are the caller's; this module is the kernel-enforced floor under them.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -51,6 +51,12 @@ pub enum FsDenied {
     /// The kernel (Landlock) refused.
     #[error("`{0}`: denied by the sandbox (Landlock)")]
     Landlock(PathBuf),
+    /// The file's owner and mode refuse it to root without capabilities, which is what the
+    /// sandbox leaves root (commands and file tools alike).
+    #[error(
+        "`{0}`: permission denied by its owner and mode: the sandbox takes root's capabilities away (from commands and file tools alike), so root gets only what the permission bits give it"
+    )]
+    RootWithoutCapabilities(PathBuf),
     /// The path is in the host's `/proc`.
     #[error(
         "`{0}` is in /proc, which the file tools do not read (it would show the host's processes, sockets and keys); use `bash`, whose commands see the sandbox's own /proc"
@@ -92,15 +98,58 @@ pub enum FsDenied {
     Unavailable(String),
 }
 
-fn io_denied(path: &Path, err: nix::errno::Errno) -> FsDenied {
+fn io_denied(path: &Path, err: nix::errno::Errno, access: Access) -> FsDenied {
     match err {
         nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => {
             FsDenied::Symlink(path.to_path_buf())
         }
-        nix::errno::Errno::EACCES => FsDenied::Landlock(path.to_path_buf()),
+        nix::errno::Errno::EACCES => permission_denied(path, access),
         other => FsDenied::Io {
             path: path.to_path_buf(),
             message: std::io::Error::from(other).to_string(),
+        },
+    }
+}
+
+/// What an operation needed of its path, to tell who refused it.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    Read,
+    Write,
+}
+
+/// Who refused `access` to `path` with `EACCES`, asked on the worker (its credentials): the
+/// file's owner and mode, or Landlock. `access(2)` checks only the former (Landlock takes no
+/// part in it), with the thread's own credentials under `AT_EACCESS`; for a missing file, the
+/// nearest existing directory must be writable.
+fn permission_denied(path: &Path, access: Access) -> FsDenied {
+    use nix::errno::Errno;
+    use nix::fcntl::AtFlags;
+    use nix::unistd::{AccessFlags, faccessat};
+    let mut at = path;
+    let mut mode = match access {
+        Access::Read => AccessFlags::R_OK,
+        Access::Write => AccessFlags::W_OK,
+    };
+    let by_mode = loop {
+        match faccessat(nix::fcntl::AT_FDCWD, at, mode, AtFlags::AT_EACCESS) {
+            Err(Errno::EACCES) => break true,
+            Err(Errno::ENOENT) if matches!(access, Access::Write) => match at.parent() {
+                Some(parent) => {
+                    at = parent;
+                    mode = AccessFlags::W_OK | AccessFlags::X_OK;
+                }
+                None => break false,
+            },
+            Ok(()) | Err(_) => break false,
+        }
+    };
+    match (by_mode, nix::unistd::geteuid().is_root()) {
+        (false, _) => FsDenied::Landlock(path.to_path_buf()),
+        (true, true) => FsDenied::RootWithoutCapabilities(path.to_path_buf()),
+        (true, false) => FsDenied::Io {
+            path: path.to_path_buf(),
+            message: std::io::Error::from(Errno::EACCES).to_string(),
         },
     }
 }
@@ -259,11 +308,18 @@ impl ConfinedFs {
                     deny_tcp: false,
                     masked: &masked_for_worker,
                 };
-                // danger-full-access confines nothing: the worker stays unrestricted.
+                // danger-full-access confines nothing: the worker stays unrestricted, as
+                // commands do there. Otherwise it loses its capabilities first (G-PRIV: root's
+                // file tools get what root's commands get), then takes the Landlock rules.
                 let outcome = if unconfined {
                     Ok(())
                 } else {
-                    restrict_current_thread(&request).map(drop)
+                    crate::privileges::drop_from_current_thread()
+                        .map_err(|e| crate::SandboxError::Landlock {
+                            stage: "dropping the confined file worker's capabilities".into(),
+                            message: e,
+                        })
+                        .and_then(|()| restrict_current_thread(&request).map(drop))
                 };
                 let ok = outcome.is_ok();
                 let _ = ready_tx.send(outcome);
@@ -353,7 +409,7 @@ impl ConfinedFs {
                     .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
                     .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
             )
-            .map_err(|e| io_denied(&shown, e))?;
+            .map_err(|e| io_denied(&shown, e, Access::Write))?;
             let mut dir: OwnedFd = root_fd;
             let parts: Vec<_> = relative.components().collect();
             let Some((last, parents)) = parts.split_last() else {
@@ -366,7 +422,7 @@ impl ConfinedFs {
                 let name = Path::new(part.as_os_str());
                 match nix::sys::stat::mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o755)) {
                     Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                    Err(e) => return Err(io_denied(&shown, e)),
+                    Err(e) => return Err(io_denied(&shown, e, Access::Write)),
                 }
                 dir = openat2(
                     dir.as_fd(),
@@ -375,7 +431,7 @@ impl ConfinedFs {
                         .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
                         .resolve(strict),
                 )
-                .map_err(|e| io_denied(&shown, e))?;
+                .map_err(|e| io_denied(&shown, e, Access::Write))?;
             }
             // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader.
             let how = OpenHow::new()
@@ -397,7 +453,7 @@ impl ConfinedFs {
                         kind: "FIFO",
                     });
                 }
-                Err(e) => return Err(io_denied(&shown, e)),
+                Err(e) => return Err(io_denied(&shown, e, Access::Write)),
             };
             let mut file = std::fs::File::from(fd);
             let meta = file.metadata().map_err(|e| io_error(&shown, &e))?;
@@ -419,8 +475,8 @@ impl ConfinedFs {
             let how = OpenHow::new()
                 .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
                 .resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            let fd =
-                openat2(nix::fcntl::AT_FDCWD, &shown, how).map_err(|e| io_denied(&shown, e))?;
+            let fd = openat2(nix::fcntl::AT_FDCWD, &shown, how)
+                .map_err(|e| io_denied(&shown, e, Access::Read))?;
             hidden.check(&opened_path(&fd, &shown))?;
             let meta = std::fs::File::from(fd.try_clone().map_err(|e| io_error(&shown, &e))?)
                 .metadata()
@@ -437,7 +493,7 @@ impl ConfinedFs {
             let file =
                 std::fs::File::open(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|e| {
                     match e.raw_os_error() {
-                        Some(nix::libc::EACCES) => FsDenied::Landlock(shown.clone()),
+                        Some(nix::libc::EACCES) => permission_denied(&shown, Access::Read),
                         _ => io_error(&shown, &e),
                     }
                 })?;
@@ -468,7 +524,7 @@ impl ConfinedFs {
                 &shown,
                 ResolveFlag::RESOLVE_NO_MAGICLINKS,
             )
-            .map_err(|e| io_denied(&shown, e))?;
+            .map_err(|e| io_denied(&shown, e, Access::Read))?;
             let real_base = opened_path(&base_fd, &shown);
             hidden.check(&real_base)?;
             let beneath = ResolveFlag::RESOLVE_BENEATH
@@ -527,7 +583,7 @@ impl ConfinedFs {
                 &shown,
                 ResolveFlag::RESOLVE_NO_MAGICLINKS,
             )
-            .map_err(|e| io_denied(&shown, e))?;
+            .map_err(|e| io_denied(&shown, e, Access::Read))?;
             hidden.check(&opened_path(&fd, &shown))?;
             let mut out = Vec::new();
             let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))

@@ -51,6 +51,41 @@ pub fn drop_all(lock_securebits: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether bridle runs as root (euid 0): the sandbox then takes capabilities away that root
+/// would otherwise use to pass file permissions.
+pub fn caller_is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Empties the calling thread's effective, permitted, inheritable and ambient capability sets
+/// and checks that `/proc/thread-self/status` says so; `Err` names the step that failed.
+/// Capabilities are per thread: bridle's other threads keep theirs. For the thread that does the
+/// file tools' I/O, so that root's file tools get what root's commands get (no
+/// `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` or `CAP_FOWNER`). The bounding set and securebits
+/// only matter at an exec or a setuid, which that thread never does.
+pub fn drop_from_current_thread() -> Result<(), String> {
+    sys::cap_ambient_clear_all().map_err(|e| format!("clearing ambient capabilities: {e}"))?;
+    sys::capset_clear().map_err(|e| format!("clearing capability sets: {e}"))?;
+    let status = std::fs::read_to_string("/proc/thread-self/status")
+        .map_err(|e| format!("reading /proc/thread-self/status to verify: {e}"))?;
+    thread_has_no_capabilities(&status)
+}
+
+/// Checks the per-thread capability sets of a `/proc/.../status` text.
+fn thread_has_no_capabilities(status: &str) -> Result<(), String> {
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        let value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(set).and_then(|r| r.strip_prefix(':')))
+            .map(str::trim)
+            .ok_or_else(|| format!("{set} missing from /proc/thread-self/status"))?;
+        if value.chars().any(|c| c != '0') {
+            return Err(format!("{set} is {value}, expected no capabilities"));
+        }
+    }
+    Ok(())
+}
+
 /// What `/proc/self/status` must say for a confined process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expected {
@@ -108,6 +143,34 @@ mod tests {
             no_new_privs: true,
             no_capabilities: true,
         }
+    }
+
+    #[test]
+    fn a_thread_keeping_a_capability_is_refused() {
+        assert_eq!(thread_has_no_capabilities(CONFINED), Ok(()));
+        // CAP_DAC_OVERRIDE (bit 1) left in the effective set.
+        let status = CONFINED.replace("CapEff:\t0000000000000000", "CapEff:\t0000000000000002");
+        assert!(
+            thread_has_no_capabilities(&status)
+                .unwrap_err()
+                .contains("CapEff")
+        );
+        assert!(thread_has_no_capabilities("Name:\tx\n").is_err());
+    }
+
+    #[test]
+    fn a_dropped_thread_has_no_capabilities_and_other_threads_keep_theirs() {
+        let before = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let dropped = std::thread::spawn(drop_from_current_thread).join().unwrap();
+        assert_eq!(dropped, Ok(()));
+        // This thread is unchanged (capabilities are per thread).
+        assert_eq!(
+            std::fs::read_to_string("/proc/thread-self/status")
+                .unwrap()
+                .lines()
+                .find(|l| l.starts_with("CapEff")),
+            before.lines().find(|l| l.starts_with("CapEff"))
+        );
     }
 
     #[test]

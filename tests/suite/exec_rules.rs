@@ -207,6 +207,30 @@ fn the_bash_tool_denies_every_evasion_and_attributes_it() {
 }
 
 #[test]
+fn a_rule_denial_at_exec_is_attributed_to_the_rule_without_escalation_advice() {
+    let e = with_remote();
+    // The script fails with git's exec (EACCES), which reads like a file-system denial.
+    e.write("s.sh", "cd repo && git push origin HEAD:main\n");
+    let (_, v) = bash_tool(&e, "bash ./s.sh");
+    assert_eq!(v["ok"], false, "{v}");
+    let content = v["content"].as_str().unwrap();
+    let denied = v["sandbox"]["denied_by_sandbox"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        denied.starts_with("rule deny-git-push denied exec of"),
+        "{v}"
+    );
+    assert!(!content.contains("outside the writable roots"), "{v}");
+    assert!(
+        !content.contains("call again with `sandbox_permissions`"),
+        "{v}"
+    );
+    assert!(content.contains("cannot lift a rule"), "{v}");
+    assert_nothing_pushed(&e, "script");
+}
+
+#[test]
 fn a_tree_five_levels_deep_started_by_a_script_file_is_supervised_with_its_ancestry() {
     let e = with_remote();
     // Each level starts the next with a different program.

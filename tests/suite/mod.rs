@@ -48,5 +48,6 @@ mod support;
 mod tool_bash;
 mod tool_files;
 mod tool_files_hardening;
+mod tool_no_tty;
 mod tool_temp_files;
 mod tool_terminal;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Env, Run, path_str, run, run_within};
+use super::support::{Env, Run, is_root, path_str, run, run_within};
 
 fn tool_with(env: &Env, home: &Path, profile: &str, name: &str, args: &Value) -> Value {
     let mut cmd = env.bridle();
@@ -272,4 +272,67 @@ fn writing_a_hard_link_of_a_rule_covered_file_needs_approval() {
         &json!({"path": "innocent.txt", "content": "TOKEN=other\n"}),
     );
     assert_eq!(v["ok"], true, "{v}");
+}
+
+/// Another user's uid (`nobody`): root reaches its 0600 files only with CAP_DAC_OVERRIDE.
+const OTHER_UID: u32 = 65534;
+
+#[test]
+fn as_root_the_file_tools_get_what_commands_get() {
+    if !is_root() {
+        eprintln!("skipped: only root has capabilities for the sandbox to take away");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let secret = env.home.join("secret.txt");
+    std::fs::write(&secret, "S\n").unwrap();
+    std::os::unix::fs::chown(&secret, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let read = tool_with(
+        &env,
+        &env.home,
+        "workspace-write",
+        "read_file",
+        &json!({"path": path_str(&secret)}),
+    );
+    assert_eq!(
+        read["ok"], false,
+        "root's read_file passed another user's 0600: {read}"
+    );
+    assert!(
+        content(&read).contains("permission denied by its owner and mode"),
+        "{read}"
+    );
+    assert_eq!(read["denied_by"], "sandbox", "{read}");
+    let cat = run(env.bridle().args(["exec", "--", "cat", path_str(&secret)]));
+    assert_ne!(cat.code, Some(0), "a command read it: {}", cat.stdout);
+    // A workspace of another user: neither a command nor write_file creates a file there.
+    let theirs = env.home.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let in_theirs = |name: &str, args: Value| {
+        let r = run(env
+            .bridle()
+            .current_dir(&theirs)
+            .args(["tool", name, &args.to_string()])
+            .stdin(std::process::Stdio::null()));
+        parse(&r)
+    };
+    let written = in_theirs("write_file", json!({"path": "f", "content": "x"}));
+    assert_eq!(written["ok"], false, "{written}");
+    assert!(
+        content(&written).contains("permission denied by its owner and mode"),
+        "{written}"
+    );
+    let touched = in_theirs("bash", json!({"command": "touch f"}));
+    assert_eq!(touched["ok"], false, "{touched}");
+    assert!(
+        touched["sandbox"]["denied_by_sandbox"]
+            .as_str()
+            .is_some_and(|d| d.contains("belongs to uid 65534")),
+        "the sandbox's part is not said: {touched}"
+    );
+    assert!(!theirs.join("f").exists());
 }

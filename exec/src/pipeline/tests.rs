@@ -519,3 +519,62 @@ fn str_replace_editor_views_creates_replaces_inserts_and_undoes_through_the_pipe
     let missing = call(serde_json::json!({"command": "insert", "path": "a.txt", "new_str": "x"}));
     assert!(missing.content.contains("insert_line"), "{missing:?}");
 }
+
+#[test]
+fn every_tool_refuses_arguments_that_are_not_an_object_naming_itself() {
+    let s = setup("workspace-write");
+    for tool in s.pipeline.registry().tools() {
+        for raw in [r#"["a.txt",null,null]"#, "[]", r#""a.txt""#, "7", "null"] {
+            let result = s.pipeline.call(tool.name(), raw);
+            assert!(!result.ok, "{}: {raw} was accepted", tool.name());
+            assert!(
+                result.content.starts_with(&format!(
+                    "invalid arguments for `{}`: expected a JSON object of named arguments",
+                    tool.name()
+                )),
+                "{}: {raw}: {}",
+                tool.name(),
+                result.content
+            );
+        }
+    }
+    assert_eq!(
+        s.fs.calls().len(),
+        0,
+        "a refused call touched the file system"
+    );
+}
+
+#[test]
+fn audit_texts_say_what_a_call_does() {
+    let s = setup("workspace-write");
+    let call = |args: serde_json::Value| s.pipeline.call("str_replace_editor", &args.to_string());
+    let first = call(serde_json::json!({"command": "create", "path": "p.txt", "file_text": "old"}));
+    assert!(first.content.starts_with("created "), "{first:?}");
+    // Creating over an existing file says it replaced it, and what was there.
+    let again =
+        call(serde_json::json!({"command": "create", "path": "p.txt", "file_text": "new text\n"}));
+    assert!(again.ok, "{again:?}");
+    assert!(
+        again.content.contains("replaced the existing")
+            && again.content.contains("3 bytes before, 9 bytes now"),
+        "{again:?}"
+    );
+    // Undoing a creation names a way every preset offers (`minimal` has no `bash`).
+    let undo_new = {
+        call(serde_json::json!({"command": "undo_edit", "path": "p.txt"}));
+        call(serde_json::json!({"command": "undo_edit", "path": "p.txt"}))
+    };
+    assert!(
+        undo_new.content.contains("`rm`") && undo_new.content.contains("`terminal`"),
+        "{undo_new:?}"
+    );
+    let terminal = s.pipeline.registry().tool("terminal").unwrap();
+    let plan = s.pipeline.plan();
+    let effect = |raw: &str| match terminal.prepare(raw, plan).unwrap().declaration.effects[..] {
+        [Effect::Confined(ref text)] => text.clone(),
+        ref other => panic!("{other:?}"),
+    };
+    assert!(effect(r#"{"close": true}"#).starts_with("closing"));
+    assert!(effect("{}").starts_with("opening"));
+}

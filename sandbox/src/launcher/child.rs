@@ -186,6 +186,16 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
             "the parent exited before the launcher started",
         ));
     }
+    // Detached from the caller's terminal before anything of the command runs: with it, a
+    // command could open /dev/tty and set the person's terminal modes, title or clipboard.
+    if config.new_session {
+        nix::unistd::setsid().map_err(|e| {
+            fail(
+                Guarantee::Tty,
+                format!("starting a session without the caller's terminal (setsid): {e}"),
+            )
+        })?;
+    }
     // The run's pids cgroup (the process limit for root): join it before anything is forked,
     // and while still in the host's user namespace, which owns the cgroup files.
     if let Some(procs) = &config.cgroup_procs {

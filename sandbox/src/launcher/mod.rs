@@ -214,6 +214,7 @@ impl Sandbox {
             cgroup_procs: None,
             notes: Vec::new(),
             supervisor: self.supervisor.clone(),
+            new_session: true,
         };
         Launch {
             command,
@@ -327,6 +328,19 @@ impl Launch {
     /// control on that terminal, and Ctrl-C on it is a real SIGINT to its foreground group.
     pub fn with_controlling_terminal(mut self) -> Launch {
         self.controlling_tty = true;
+        // The session is made before the exec of the launcher (it needs the pty as stdin).
+        self.config.new_session = false;
+        self
+    }
+
+    /// Leaves the command in the caller's session, with the caller's controlling terminal:
+    /// only for a person's own command at their terminal (`bridle exec`), which gets job
+    /// control and `/dev/tty` there. Without this (or [`Launch::with_controlling_terminal`])
+    /// the launcher starts a new session without a controlling terminal, so `/dev/tty` fails
+    /// (`ENXIO`) and nothing a command writes or sets there (a title, `stty`, OSC 52) reaches
+    /// the caller's terminal: what an agent runs only has the stdio it was given.
+    pub fn keeping_terminal(mut self) -> Launch {
+        self.config.new_session = false;
         self
     }
 

@@ -62,6 +62,10 @@ pub struct LaunchConfig {
     /// [`SUPERVISOR_FD`]).
     #[serde(default)]
     pub supervisor: Option<crate::supervisor::SupervisorConfig>,
+    /// The launcher starts a new session without a controlling terminal (see
+    /// [`super::Launch::keeping_terminal`]). No serde default: a config without it is refused
+    /// rather than read as "keep the caller's terminal".
+    pub new_session: bool,
 }
 
 /// What was enforced, reported with `ready`.
