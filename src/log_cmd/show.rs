@@ -289,7 +289,10 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
     if let Some(by) = &call.refused_by {
         writeln!(out, "{MORE}refused by: {}", p(by))?;
     }
-    if let Some(what) = &call.denied_by_sandbox {
+    // A rule's denial at an exec is printed as that exec's decision below, not as the sandbox's.
+    if let Some(what) = &call.denied_by_sandbox
+        && !call.execs.iter().any(|exec| exec.message == *what)
+    {
         writeln!(out, "{MORE}denied by the sandbox: {}", p(what))?;
     }
     // Decisions of the exec supervisor are printed whole, with the processes above.

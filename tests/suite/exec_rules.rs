@@ -403,6 +403,21 @@ fn bridle_run_records_exec_decisions_with_the_call_that_caused_them() {
         "{exec:?}"
     );
     assert_nothing_pushed(&e, "bridle run");
+    // A reviewer reads the rule's denial as the exec's decision, not as the sandbox's.
+    let id = session_id(&r);
+    let mut cmd = e.bridle();
+    cmd.args(["log", "show", &id, "--session-dir"])
+        .arg(e.home.join("sessions"));
+    let shown = run_bounded(&mut cmd);
+    shown.assert_ok();
+    assert!(
+        shown
+            .stdout
+            .contains("exec: rule deny-git-push denied exec of")
+            && !shown.stdout.contains("denied by the sandbox: rule"),
+        "{}",
+        shown.stdout
+    );
     // Decisions are recorded before the result of the call that caused them.
     let at = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap();
     assert!(
