@@ -29,7 +29,11 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
             for path in paths_in(line) {
                 let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
                 let protected = spec.protected_paths.iter().any(|p| path.starts_with(p));
-                let masked = spec.masked_paths.iter().any(|p| path.starts_with(p));
+                // A mask hides what its path resolves to too (`~/.netrc -> /opt/netrc`).
+                let masked = spec.masked_paths.iter().any(|p| {
+                    path.starts_with(p)
+                        || std::fs::canonicalize(p).is_ok_and(|real| path.starts_with(real))
+                });
                 if protected {
                     return Some(format!("`{}` is a protected path", path.display()));
                 }
@@ -308,5 +312,19 @@ mod tests {
             None
         );
         assert_eq!(attribute(&s, "everything is fine"), None);
+    }
+
+    #[test]
+    fn a_denied_target_of_a_masked_symlink_is_attributed_to_the_mask() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("netrc");
+        std::fs::write(&target, "secret").unwrap();
+        let link = dir.path().join(".netrc");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut s = spec();
+        s.masked_paths = vec![link];
+        let real = std::fs::canonicalize(&target).unwrap();
+        let said = attribute(&s, &format!("cat: {}: Permission denied", real.display()));
+        assert!(said.is_some_and(|m| m.contains("masked")));
     }
 }
