@@ -192,6 +192,18 @@ fn a_tool_call_leaves_no_temp_dir_behind() {
         ("bash", json!({"command": "echo $TMPDIR"})),
         ("read_file", json!({"path": "missing.txt"})),
     ] {
+        let entries = || -> std::collections::BTreeSet<String> {
+            std::fs::read_dir(temp_base())
+                .map(|dir| {
+                    dir.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // Pids are reused: a `tool-PID-*` left by an earlier process of the same pid (an older
+        // bridle, a call whose result names a file there) is not this call's.
+        let before = entries();
         let mut cmd = e.bridle();
         cmd.args(["tool", name, &args.to_string()])
             .stdin(std::process::Stdio::null())
@@ -201,11 +213,9 @@ fn a_tool_call_leaves_no_temp_dir_behind() {
         let prefix = format!("tool-{}-", child.id());
         let out = child.wait_with_output().unwrap();
         assert!(out.status.code().is_some(), "{name}");
-        let left: Vec<String> = std::fs::read_dir(temp_base())
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(&prefix))
+        let left: Vec<String> = entries()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix) && !before.contains(n))
             .collect();
         assert!(left.is_empty(), "{name} left {left:?}");
     }
