@@ -88,6 +88,24 @@ fn xdg_dir(home: &Path, var: &str, fallback: &str) -> PathBuf {
     }
 }
 
+/// A `--session-dir` made absolute (nothing resolved or created); `..` in it is refused, so
+/// what the checks compare is where it really is.
+pub(crate) fn absolute_session_dir(dir: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(dir)
+        .map_err(|e| UsageError(format!("session dir `{}`: {e}", dir.display())))?;
+    if absolute
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(UsageError(format!(
+            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(absolute)
+}
+
 /// Where session logs live by default: `$XDG_STATE_HOME/bridle/sessions`.
 pub fn default_session_dir() -> Result<PathBuf> {
     let home = home_dir()?;

@@ -103,18 +103,7 @@ impl Drop for TempCleanup {
 /// `--session-dir DIR` made absolute with its existing part resolved (it may not exist yet);
 /// nothing is created.
 fn resolve_session_dir(dir: &Path) -> Result<PathBuf> {
-    let absolute = std::path::absolute(dir)
-        .map_err(|e| UsageError(format!("session dir `{}`: {e}", dir.display())))?;
-    if absolute
-        .components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(UsageError(format!(
-            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
-            dir.display()
-        ))
-        .into());
-    }
+    let absolute = crate::session_facts::absolute_session_dir(dir)?;
     Ok(bridle_sandbox::real_path::real_path(&absolute))
 }
 

@@ -134,19 +134,9 @@ pub(super) fn session_dir(
     temp_dir: &Path,
 ) -> Result<SessionDir> {
     let dir: PathBuf = match requested {
-        Some(d) => std::path::absolute(d)?,
+        Some(d) => crate::session_facts::absolute_session_dir(d)?,
         None => crate::session_facts::default_session_dir()?,
     };
-    if dir
-        .components()
-        .any(|c| matches!(c, std::path::Component::ParentDir))
-    {
-        return Err(UsageError(format!(
-            "session dir `{}`: `..` is not allowed in it (say where it is directly)",
-            dir.display()
-        ))
-        .into());
-    }
     let real = real_path(&dir);
     let forbidden = std::iter::once(&plan.spec.workspace).chain(
         plan.spec
