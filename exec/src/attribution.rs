@@ -8,6 +8,55 @@ use std::path::{Path, PathBuf};
 
 use bridle_policy::{Network, SandboxMode, SandboxSpec};
 
+/// What the sandbox looks to have caused, and whether one call in a wider mode would get past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribution {
+    /// What was in the way, naming the path, call or setting (`` `/w/.git/config` is a
+    /// protected path ``).
+    pub what: String,
+    /// False for protected and masked paths: an escalated call keeps them, so asking for
+    /// `sandbox_permissions` cannot help.
+    pub escalation_lifts: bool,
+}
+
+impl Attribution {
+    fn liftable(what: String) -> Attribution {
+        Attribution {
+            what,
+            escalation_lifts: true,
+        }
+    }
+
+    fn kept(what: String) -> Attribution {
+        Attribution {
+            what,
+            escalation_lifts: false,
+        }
+    }
+
+    /// The line a tool result ends with, for the model: what the sandbox denied under `mode`,
+    /// and whether to ask for a wider mode.
+    pub fn note(&self, mode: SandboxMode) -> String {
+        if self.escalation_lifts {
+            format!(
+                "[denied by the sandbox (mode {mode}): {}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
+                self.what
+            )
+        } else {
+            format!(
+                "[denied by the sandbox (mode {mode}): {}. A wider mode keeps it too, so do not ask for `sandbox_permissions`.]",
+                self.what
+            )
+        }
+    }
+}
+
+impl From<String> for Attribution {
+    fn from(what: String) -> Attribution {
+        Attribution::liftable(what)
+    }
+}
+
 /// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
 ///
 /// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
@@ -16,47 +65,22 @@ use bridle_policy::{Network, SandboxMode, SandboxSpec};
 /// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
 /// with the network off, unreachable-network and name-resolution failures. Not attributed: a
 /// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
-/// Residual uncertainty: a read-only host filesystem, or a tool that prints no path, can be
-/// misattributed or missed; the wording says "looks caused".
-pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
+/// Paths may be relative to `cwd`, the command's working directory, or (as git names them) to a
+/// directory above it; a relative path is only looked for among the protected and masked
+/// paths, since the command may have changed directory first. Residual uncertainty: a read-only host filesystem, or
+/// a tool that prints no path, can be misattributed or missed; the wording says "looks caused".
+pub fn attribute(spec: &SandboxSpec, cwd: &Path, stderr: &str) -> Option<Attribution> {
     for line in stderr.lines() {
         let lower = line.to_ascii_lowercase();
         // git cannot take the lock bridle holds on a protected config while the run lasts.
         let fs_error = lower.contains("read-only file system")
             || lower.contains("permission denied")
             || lower.contains("could not lock config file");
-        if fs_error {
-            for path in paths_in(line) {
-                let inside_root = spec.writable_roots.iter().any(|r| path.starts_with(r));
-                let protected = spec.protected_paths.iter().any(|p| path.starts_with(p));
-                // A mask hides what its path resolves to too (`~/.netrc -> /opt/netrc`).
-                let masked = spec.masked_paths.iter().any(|p| {
-                    path.starts_with(p)
-                        || std::fs::canonicalize(p).is_ok_and(|real| path.starts_with(real))
-                });
-                if protected {
-                    return Some(format!("`{}` is a protected path", path.display()));
-                }
-                if masked {
-                    return Some(format!("`{}` is a masked path", path.display()));
-                }
-                // Full access keeps only the protected paths, the masks and the disks' nodes.
-                if spec.protected_kept {
-                    if path.starts_with("/dev") && lower.contains("read-only file system") {
-                        return Some(format!(
-                            "`{}` is a device node that reaches a disk or memory, hidden from a command escalated to full access",
-                            path.display()
-                        ));
-                    }
-                    continue;
-                }
-                if !inside_root {
-                    return Some(format!(
-                        "`{}` is outside the writable roots",
-                        path.display()
-                    ));
-                }
-            }
+        if let Some(found) = fs_error
+            .then(|| fs_attribution(spec, cwd, line, &lower))
+            .flatten()
+        {
+            return Some(found);
         }
         if lower.contains("operation not permitted")
             && [
@@ -71,7 +95,7 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
             .iter()
             .any(|w| lower.contains(w))
         {
-            return Some(format!("a blocked system call (`{}`)", line.trim()));
+            return Some(format!("a blocked system call (`{}`)", line.trim()).into());
         }
         if spec.network == Network::AllowList
             && [
@@ -88,7 +112,7 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
                 .allow_list
                 .as_ref()
                 .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
-            return Some(crate::net::proxy_bypass_attribution(port));
+            return Some(crate::net::proxy_bypass_attribution(port).into());
         }
         if spec.network == Network::Off
             && [
@@ -100,19 +124,104 @@ pub fn attribute(spec: &SandboxSpec, stderr: &str) -> Option<String> {
             .iter()
             .any(|w| lower.contains(w))
         {
-            return Some("the network is off".into());
+            return Some(Attribution::liftable("the network is off".into()));
         }
     }
     None
 }
 
-/// Absolute paths mentioned in an error line (quoted or bare, trailing `:` dropped).
-fn paths_in(line: &str) -> Vec<PathBuf> {
-    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’'))
-        .map(|w| w.trim_end_matches([':', ',', ';']))
-        .filter(|w| w.starts_with('/'))
-        .map(|w| bridle_policy::normalize(Path::new(w)))
-        .collect()
+/// A file-system error line's attribution: the first path it names (absolute, or relative to
+/// `cwd`) that the sandbox keeps from being written or read.
+fn fs_attribution(spec: &SandboxSpec, cwd: &Path, line: &str, lower: &str) -> Option<Attribution> {
+    let git_config = lower.contains("could not lock config file");
+    for word in path_words(line) {
+        let path = bridle_policy::normalize(&cwd.join(word));
+        if let Some(found) = kept_path(spec, &path, git_config) {
+            return Some(found);
+        }
+        if !word.starts_with('/') {
+            // git names files from the top of the work tree, which may be above `cwd`. Where
+            // the command changed directory first, a relative name means something else: only
+            // protected and masked paths are looked for, never "outside the writable roots".
+            let above = cwd.ancestors().skip(1).find_map(|base| {
+                kept_path(
+                    spec,
+                    &bridle_policy::normalize(&base.join(word)),
+                    git_config,
+                )
+            });
+            if above.is_some() {
+                return above;
+            }
+            continue;
+        }
+        // Full access keeps only the protected paths, the masks and the disks' nodes.
+        if spec.protected_kept {
+            if path.starts_with("/dev") && lower.contains("read-only file system") {
+                return Some(Attribution::kept(format!(
+                    "`{}` is a device node that reaches a disk or memory, hidden from a command escalated to full access",
+                    path.display()
+                )));
+            }
+        } else if !spec.writable_roots.iter().any(|r| path.starts_with(r)) {
+            return Some(Attribution::liftable(format!(
+                "`{}` is outside the writable roots",
+                path.display()
+            )));
+        }
+    }
+    None
+}
+
+/// Whether `path` is in a protected or masked path of `spec` (a mask hides what its path
+/// resolves to as well: `~/.netrc -> /opt/netrc`). Both stay when a call is escalated.
+fn kept_path(spec: &SandboxSpec, path: &Path, git_config: bool) -> Option<Attribution> {
+    if spec.protected_paths.iter().any(|p| path.starts_with(p)) {
+        let why = if git_config {
+            " (a repository's git config, read-only while the run lasts: `git config`, \
+             `git remote add` and setting an upstream cannot change it; `git -c NAME=VALUE` \
+             sets a value for one command, and `--no-track` makes a branch without an upstream)"
+        } else {
+            ""
+        };
+        return Some(Attribution::kept(format!(
+            "`{}` is a protected path{why}",
+            path.display()
+        )));
+    }
+    let masked = spec.masked_paths.iter().any(|p| {
+        path.starts_with(p) || std::fs::canonicalize(p).is_ok_and(|real| path.starts_with(real))
+    });
+    masked.then(|| Attribution::kept(format!("`{}` is a masked path", path.display())))
+}
+
+/// The words of an error line that name a file: absolute paths, and relative ones that are
+/// quoted (`'x'`), contain a `/`, or stand right before the error (`x: Permission denied`).
+fn path_words(line: &str) -> Vec<&str> {
+    const QUOTES: &[char] = &['\'', '"', '`', '‘', '’'];
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let mut words = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let before_error = token.ends_with(':')
+            && tokens.get(i + 1).is_some_and(|next| {
+                let next = next.to_ascii_lowercase();
+                next == "read-only" || next == "permission"
+            });
+        let trimmed = token.trim_end_matches([':', ',', ';']);
+        let quoted = trimmed.starts_with(QUOTES);
+        let word = trimmed
+            .trim_matches(QUOTES)
+            .trim_end_matches([':', ',', ';']);
+        if !word.chars().any(char::is_alphanumeric) {
+            continue;
+        }
+        // `git@host: Permission denied (publickey)` names a login, not a file.
+        let login = word.contains('@') && !word.contains('/');
+        if word.starts_with('/') || quoted || word.contains('/') || (before_error && !login) {
+            words.push(word);
+        }
+    }
+    words
 }
 
 /// For bridle running as root, under a mode that takes root's capabilities away (every mode
@@ -193,6 +302,10 @@ fn words_in(line: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
+    fn w() -> &'static Path {
+        Path::new("/w")
+    }
+
     fn spec() -> SandboxSpec {
         SandboxSpec {
             mode: SandboxMode::WorkspaceWrite,
@@ -232,39 +345,51 @@ mod tests {
     fn sandbox_caused_errors_are_attributed() {
         let s = spec();
         assert!(
-            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system")
-                .unwrap()
-                .contains("/etc/x")
+            attribute(
+                &s,
+                w(),
+                "touch: cannot touch '/etc/x': Read-only file system"
+            )
+            .unwrap()
+            .what
+            .contains("/etc/x")
         );
         assert!(
             attribute(
                 &s,
+                w(),
                 "sh: 1: cannot create /w/.git/hooks/pre-commit: Read-only file system"
             )
             .unwrap()
+            .what
             .contains("protected")
         );
         assert!(
             attribute(
                 &s,
+                w(),
                 "error: could not lock config file /w/.git/hooks/x: File exists"
             )
             .unwrap()
+            .what
             .contains("protected")
         );
         assert!(
-            attribute(&s, "cat: /home/u/.ssh/id_rsa: Permission denied")
+            attribute(&s, w(), "cat: /home/u/.ssh/id_rsa: Permission denied")
                 .unwrap()
+                .what
                 .contains("masked")
         );
         assert!(
-            attribute(&s, "curl: (6) Could not resolve host: example.com")
+            attribute(&s, w(), "curl: (6) Could not resolve host: example.com")
                 .unwrap()
+                .what
                 .contains("network is off")
         );
         assert!(
             attribute(
                 &s,
+                w(),
                 "python3: socket.socket: [Errno 1] Operation not permitted"
             )
             .is_some()
@@ -279,39 +404,49 @@ mod tests {
             ..spec()
         };
         assert!(
-            attribute(&s, "bash: line 2: /dev/vda: Read-only file system")
+            attribute(&s, w(), "bash: line 2: /dev/vda: Read-only file system")
                 .unwrap()
+                .what
                 .contains("reaches a disk")
         );
         assert!(
             attribute(
                 &s,
+                w(),
                 "sh: 1: cannot create /w/.git/hooks/x: Read-only file system"
             )
             .unwrap()
+            .what
             .contains("protected")
         );
         // Nothing else is read-only because of the sandbox there.
         assert_eq!(
-            attribute(&s, "touch: cannot touch '/etc/x': Read-only file system"),
+            attribute(
+                &s,
+                w(),
+                "touch: cannot touch '/etc/x': Read-only file system"
+            ),
             None
         );
-        assert_eq!(attribute(&s, "cat: /root/x: Permission denied"), None);
+        assert_eq!(attribute(&s, w(), "cat: /root/x: Permission denied"), None);
     }
 
     #[test]
     fn ordinary_permission_errors_are_not_attributed() {
         let s = spec();
-        assert_eq!(attribute(&s, "cat: /w/secret.txt: Permission denied"), None);
         assert_eq!(
-            attribute(&s, "git@github.com: Permission denied (publickey)."),
+            attribute(&s, w(), "cat: /w/secret.txt: Permission denied"),
             None
         );
         assert_eq!(
-            attribute(&s, "rm: cannot remove 'x': Operation not permitted"),
+            attribute(&s, w(), "git@github.com: Permission denied (publickey)."),
             None
         );
-        assert_eq!(attribute(&s, "everything is fine"), None);
+        assert_eq!(
+            attribute(&s, w(), "rm: cannot remove 'x': Operation not permitted"),
+            None
+        );
+        assert_eq!(attribute(&s, w(), "everything is fine"), None);
     }
 
     #[test]
@@ -324,7 +459,74 @@ mod tests {
         let mut s = spec();
         s.masked_paths = vec![link];
         let real = std::fs::canonicalize(&target).unwrap();
-        let said = attribute(&s, &format!("cat: {}: Permission denied", real.display()));
-        assert!(said.is_some_and(|m| m.contains("masked")));
+        let said = attribute(
+            &s,
+            w(),
+            &format!("cat: {}: Permission denied", real.display()),
+        );
+        assert!(said.is_some_and(|m| m.what.contains("masked") && !m.escalation_lifts));
+    }
+
+    #[test]
+    fn a_relative_path_in_a_protected_directory_is_attributed() {
+        let s = spec();
+        let said = attribute(
+            &s,
+            w(),
+            "touch: cannot touch '.git/hooks/x': Read-only file system",
+        )
+        .unwrap();
+        assert!(said.what.contains("`/w/.git/hooks/x` is a protected path"));
+        assert!(!said.escalation_lifts);
+        assert!(
+            said.note(SandboxMode::WorkspaceWrite)
+                .contains("do not ask")
+        );
+    }
+
+    #[test]
+    fn git_names_a_protected_config_from_the_top_of_the_work_tree() {
+        let mut s = spec();
+        s.protected_paths.push("/w/.git/config".into());
+        // git moved to the top of the work tree; the command ran in `/w/src/lib`.
+        let said = attribute(
+            &s,
+            Path::new("/w/src/lib"),
+            "error: could not lock config file .git/config: File exists",
+        )
+        .unwrap();
+        assert!(said.what.contains("`/w/.git/config` is a protected path"));
+        assert!(said.what.contains("git -c NAME=VALUE"));
+        assert!(!said.escalation_lifts);
+    }
+
+    #[test]
+    fn a_relative_path_is_never_said_to_be_outside_the_writable_roots() {
+        // The command may have changed directory before naming it.
+        let s = spec();
+        assert_eq!(
+            attribute(&s, w(), "touch: cannot touch '../x': Read-only file system"),
+            None
+        );
+        assert_eq!(
+            attribute(&s, w(), "sh: 1: cannot create x: Permission denied"),
+            None
+        );
+    }
+
+    #[test]
+    fn what_an_escalated_call_would_get_past_says_how_to_ask() {
+        let s = spec();
+        let said = attribute(
+            &s,
+            w(),
+            "touch: cannot touch '/etc/x': Read-only file system",
+        )
+        .unwrap();
+        assert!(said.escalation_lifts);
+        assert!(
+            said.note(SandboxMode::WorkspaceWrite)
+                .contains("call again with `sandbox_permissions`")
+        );
     }
 }

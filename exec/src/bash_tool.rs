@@ -10,7 +10,7 @@ use std::time::Duration;
 use bridle_policy::{Plan, SandboxMode, SandboxSpec};
 use serde::Deserialize;
 
-pub use crate::attribution::{attribute, root_without_capabilities};
+pub use crate::attribution::{Attribution, attribute, root_without_capabilities};
 use crate::run::{RunRequest, RunStatus};
 use crate::tool::{CallEnv, Declaration, Effect, Escalation, TypedTool};
 
@@ -174,28 +174,34 @@ impl TypedTool for Bash {
             .records
             .iter()
             .find(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved);
+        let mut attribution = None;
         if denied_by.is_none() {
             sandbox.denied_by_sandbox = match rule_denial {
                 Some(record) => Some(record.message()),
-                None => bridle_sandbox::privileges::caller_is_root()
-                    .then(|| root_without_capabilities(spec, &request.cwd, &stderr))
-                    .flatten()
-                    .or_else(|| attribute(spec, &stderr))
-                    .or_else(|| {
-                        crate::net::first_denial(&result.network)
-                            .map(|d| format!("the network allow-list denied `{}`", d.target()))
-                    }),
+                None => {
+                    attribution = bridle_sandbox::privileges::caller_is_root()
+                        .then(|| root_without_capabilities(spec, &request.cwd, &stderr))
+                        .flatten()
+                        .map(Attribution::from)
+                        .or_else(|| attribute(spec, &request.cwd, &stderr))
+                        .or_else(|| {
+                            crate::net::first_denial(&result.network).map(|d| {
+                                format!("the network allow-list denied `{}`", d.target()).into()
+                            })
+                        });
+                    attribution.as_ref().map(|a| a.what.clone())
+                }
             };
         }
         sandbox.network_decisions = result.network.clone();
-        match (&sandbox.denied_by_sandbox, rule_denial) {
-            (Some(_), Some(_)) if !ok => content.push_str(
+        match (&attribution, rule_denial) {
+            (_, Some(_)) if !ok && sandbox.denied_by_sandbox.is_some() => content.push_str(
                 "\n[denied by a command rule of the profile (below), not by the sandbox's mode: `sandbox_permissions` cannot lift a rule, so do not ask for it]",
             ),
-            (Some(what), None) if !ok => content.push_str(&format!(
-                "\n[denied by the sandbox (mode {}): {what}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
-                spec.mode
-            )),
+            (Some(found), None) if !ok => {
+                content.push('\n');
+                content.push_str(&found.note(spec.mode));
+            }
             _ => {}
         }
         content.push_str(&execs.note());

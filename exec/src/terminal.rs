@@ -437,10 +437,25 @@ impl TypedTool for TerminalTool {
         }
         let decisions = terminal.take_network_decisions();
         out.push_str(&crate::net::summary(&decisions));
+        // The shell may have changed directory; relative names are looked up from where it
+        // started (and above, as git names them).
+        let attribution = if exec_decisions
+            .iter()
+            .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
+        {
+            None
+        } else {
+            crate::attribution::attribute(spec, &spec.workspace, &out)
+        };
+        if let Some(found) = &attribution {
+            out.push('\n');
+            out.push_str(&found.note(spec.mode));
+        }
         let result = |ok, content, denied_by| {
             let mut r = env.result(ok, content, denied_by);
             r.sandbox.network_decisions.clone_from(&decisions);
             r.sandbox.exec_decisions.clone_from(&exec_decisions);
+            r.sandbox.denied_by_sandbox = attribution.as_ref().map(|a| a.what.clone());
             r
         };
         if self.persist && !args.close {

@@ -368,3 +368,69 @@ fn invalid_arguments_and_unknown_tools_are_reported() {
     r.assert_code(2);
     assert!(r.stderr.contains("unknown tool `teleport`"), "{}", r.stderr);
 }
+
+/// git rewrites its repository config under a lock bridle holds for the run, so `git config`
+/// fails with git's own words ("could not lock config file .git/config: File exists"), naming
+/// the config relative to the top of the work tree. The model must learn that the sandbox did
+/// it, that no wider mode lifts it, and what to do instead, from the bash tool and the terminal.
+#[test]
+fn a_change_to_the_protected_git_config_is_attributed_with_what_to_do_instead() {
+    let env = Env::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&env.workspace)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(env.workspace.join("src")).unwrap();
+    let config = env.workspace.join(".git/config");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "git config user.email agent@example.com", "workdir": "src"}"#,
+    );
+    assert_eq!(v["ok"], false, "{v}");
+    let what = v["sandbox"]["denied_by_sandbox"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        what.contains(&format!("`{}` is a protected path", path_str(&config)))
+            && what.contains("git -c NAME=VALUE"),
+        "{v}"
+    );
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("do not ask for `sandbox_permissions`")
+            && !content.contains("call again with `sandbox_permissions`"),
+        "{v}"
+    );
+    let mut cmd = env.bridle();
+    cmd.args([
+        "--profile",
+        "workspace-write",
+        "tool",
+        "terminal",
+        r#"{"input": "git remote add upstream ../elsewhere\n", "wait_ms": 3000}"#,
+    ])
+    .stdin(std::process::Stdio::null());
+    let r = run(&mut cmd);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert!(
+        v["sandbox"]["denied_by_sandbox"]
+            .as_str()
+            .is_some_and(|w| w.contains("is a protected path")),
+        "{v}"
+    );
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the sandbox (mode workspace-write)"),
+        "{v}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+}
