@@ -11,6 +11,7 @@ use anyhow::Result;
 use bridle_agent::TurnReport;
 use bridle_agent::front::json;
 use bridle_agent::log::{SessionLog, TurnEndReason};
+use bridle_agent::plan_mode::PlanArgs;
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, RunArgs};
@@ -229,10 +230,11 @@ impl<'t> Task<'t> {
             // `/planner ...`: not the command.
             return Ok(Task::Prompt(task));
         }
-        let rest = rest.trim();
+        // A `/plan` the command would refuse is refused here, before a session exists.
+        let args = bridle_agent::plan_mode::parse_plan_args(rest.trim()).map_err(UsageError)?;
         Ok(Task::Command {
             text,
-            turn: !rest.is_empty() && rest != "off",
+            turn: matches!(args, PlanArgs::OnWith(_)),
         })
     }
 }
@@ -288,5 +290,15 @@ mod tests {
         assert_eq!(Task::of("/planets").unwrap(), Task::Prompt("/planets"));
         assert_eq!(Task::of("fix it").unwrap(), Task::Prompt("fix it"));
         assert!(Task::of(" \n").is_err());
+    }
+
+    /// A `/plan` with arguments the command refuses is a usage error before any session.
+    #[test]
+    fn a_plan_task_with_bad_arguments_is_a_usage_error_naming_it() {
+        for task in ["/plan -x", "/plan on", "/plan off now", " /plan --now "] {
+            let err = Task::of(task).unwrap_err().0;
+            assert!(err.contains(&format!("`{}`", task.trim())), "{task}: {err}");
+            assert!(err.contains("usage: `/plan`"), "{task}: {err}");
+        }
     }
 }

@@ -163,6 +163,31 @@ pub enum SetOutcome {
 /// How `/plan` is used.
 pub const PLAN_USAGE: &str = "usage: `/plan` enters plan mode; `/plan MESSAGE` enters it and sends MESSAGE; `/plan off` leaves it";
 
+/// What `/plan ARGS` asks for (PM22-PM25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanArgs<'a> {
+    /// `/plan`: plan mode on.
+    On,
+    /// `/plan off`.
+    Off,
+    /// `/plan MESSAGE`: on, then MESSAGE through the steering path.
+    OnWith(&'a str),
+}
+
+/// Reads the arguments of `/plan` (the text after the name, trimmed), without a session, so
+/// a front end can refuse a bad one before anything exists. `Err`: the command as given and
+/// how to use it.
+pub fn parse_plan_args(args: &str) -> Result<PlanArgs<'_>, String> {
+    match args {
+        "" => Ok(PlanArgs::On),
+        "off" => Ok(PlanArgs::Off),
+        _ if args.starts_with('-') || args.starts_with("off ") || args == "on" => {
+            Err(format!("`/plan {args}`: {PLAN_USAGE}"))
+        }
+        message => Ok(PlanArgs::OnWith(message)),
+    }
+}
+
 /// `/plan`, `/plan MESSAGE`, `/plan off`.
 struct PlanCommand {
     plan: PlanMode,
@@ -207,13 +232,10 @@ impl Command for PlanCommand {
     }
 
     fn run(&self, args: &str, ctx: &mut CommandCtx<'_, '_>) -> Result<String, String> {
-        match args {
-            "" => self.switch(true, ctx),
-            "off" => self.switch(false, ctx),
-            _ if args.starts_with('-') || args.starts_with("off ") || args == "on" => {
-                Err(format!("`/plan {args}`: {PLAN_USAGE}"))
-            }
-            message => {
+        match parse_plan_args(args)? {
+            PlanArgs::On => self.switch(true, ctx),
+            PlanArgs::Off => self.switch(false, ctx),
+            PlanArgs::OnWith(message) => {
                 let reply = self.switch(true, ctx)?;
                 // PM23: an ordinary, logged user message for the next step.
                 let id = (ctx.steer)(message).map_err(|e| e.to_string())?;

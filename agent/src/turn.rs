@@ -228,6 +228,17 @@ impl<'h> Agent<'h> {
         self.durable()
     }
 
+    /// Appends `events` and makes them durable together.
+    pub(crate) fn commit_all(
+        &mut self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Result<(), AgentError> {
+        for event in events {
+            self.log.append(event)?;
+        }
+        self.durable()
+    }
+
     /// The number the next turn gets.
     pub fn next_turn(&self) -> u64 {
         self.log.progress().next_turn()
@@ -247,7 +258,10 @@ impl<'h> Agent<'h> {
     ) -> Result<TurnReport, AgentError> {
         let turn = self.log.progress().next_turn();
         self.log.append(Event::TurnStart { turn })?;
-        if let Some(opener) = opener {
+        // A queued input a step of an earlier turn saw arriving is received-logged already.
+        if let Some(opener) = opener
+            && !opener.received_logged
+        {
             self.log.append(Event::InputReceived {
                 input_id: opener.id.clone(),
                 kind: opener.kind.name().to_owned(),

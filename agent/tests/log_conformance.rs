@@ -709,6 +709,12 @@ fn one_of_each_type() -> Vec<Event> {
             detail: Some("the turn was cancelled (signal SIGINT)".into()),
             cancelled_by: Some("signal SIGINT".into()),
         },
+        Event::InputDropped {
+            input_id: "input-2".into(),
+            kind: "steer".into(),
+            turn: Some(0),
+            reason: bridle_agent::log::DropReason::Cancelled,
+        },
         Event::ContextCompacted {
             before: 2,
             summary: "The user asked to fetch x; the network was off.".into(),

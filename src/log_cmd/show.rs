@@ -359,4 +359,51 @@ mod tests {
         assert_eq!(brief("one\ntwo\nthree", 10), "one… [+2 lines, 10 chars]");
         assert_eq!(brief("a\u{1b}b", 10), "a\\u{1b}b");
     }
+
+    /// Steering a cancel dropped is printed where the log has it, saying it never reached
+    /// the model and why.
+    #[test]
+    fn a_dropped_input_is_shown_with_its_turn_and_why() {
+        use bridle_agent::log::{DropReason, Event, TurnEndReason, timeline};
+        let events = [
+            Event::TurnStart { turn: 0 },
+            Event::InputReceived {
+                input_id: "input-2".into(),
+                kind: "steer".into(),
+            },
+            Event::TurnEnd {
+                turn: 0,
+                reason: TurnEndReason::Aborted,
+                detail: None,
+                cancelled_by: Some("signal SIGINT".into()),
+            },
+            Event::InputDropped {
+                input_id: "input-2".into(),
+                kind: "steer".into(),
+                turn: Some(0),
+                reason: DropReason::Cancelled,
+            },
+            Event::InputDropped {
+                input_id: "input-3".into(),
+                kind: "inject".into(),
+                turn: None,
+                reason: DropReason::SessionClosed,
+            },
+        ];
+        let view = timeline(
+            events
+                .iter()
+                .zip(1..)
+                .map(|(e, seq)| (seq, "2026-12-06T00:00:00Z", e)),
+        );
+        let mut out = Vec::new();
+        write_timeline(&mut out, &view, false).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        for line in [
+            "[4] input -> input-2 (steer) dropped, never sent to the model: turn 0 was cancelled",
+            "[5] input -> input-3 (inject) dropped, never sent to the model: the session closed",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line:?} missing:\n{out}");
+        }
+    }
 }

@@ -394,6 +394,18 @@ fn ctrl_c_drops_steering_no_step_took_and_no_turn_runs_it() {
     let events = exported_events(&e, &sessions(&e));
     assert_eq!(of_type(&events, "turn/start").len(), 1, "{events:#?}");
     assert_eq!(user_messages(&events), ["sleep"]);
+    // The log, not only the notice, says the steering was received and then dropped.
+    let received = of_type(&events, "input/received");
+    let steer = received
+        .iter()
+        .find(|r| r["kind"] == "steer")
+        .unwrap_or_else(|| panic!("the steering was never received: {events:#?}"));
+    let dropped = of_type(&events, "input/dropped");
+    assert_eq!(dropped.len(), 1, "{events:#?}");
+    assert_eq!(dropped[0]["input_id"], steer["input_id"]);
+    assert_eq!(dropped[0]["kind"], "steer");
+    assert_eq!(dropped[0]["turn"], 0);
+    assert_eq!(dropped[0]["reason"], "cancelled");
 }
 
 /// `/resume` with an id that names no session is an error line; the chat stays.

@@ -175,6 +175,36 @@ fn plan_commands_as_the_task_switch_plan_mode_and_plan_msg_sends_the_message() {
     );
 }
 
+/// A `/plan` task the command would refuse is a usage error (exit 2, naming the task) before
+/// any session is created, or appended to when one is resumed.
+#[test]
+fn a_plan_task_with_bad_arguments_exits_2_and_leaves_no_session() {
+    let e = ExecEnv::new();
+    let bad = agent(&e, "- text: unused\n", &[], "/plan -x");
+    bad.assert_code(2);
+    assert!(
+        bad.stderr.contains("`/plan -x`: usage: `/plan`"),
+        "{}",
+        bad.stderr
+    );
+    assert!(!bad.stderr.contains("session"), "{}", bad.stderr);
+    assert_eq!(ids(&e), Vec::<String>::new());
+
+    let first = agent(&e, "- text: one\n", &[], "first");
+    first.assert_code(0);
+    let id = session_id(&first);
+    let before = events(&e, &id);
+    let resumed = agent(&e, "- text: unused\n", &["--resume", &id], "/plan on");
+    resumed.assert_code(2);
+    assert!(resumed.stderr.contains("`/plan on`"), "{}", resumed.stderr);
+    assert_eq!(
+        events(&e, &id),
+        before,
+        "the resumed session was appended to"
+    );
+    assert_eq!(ids(&e), vec![id]);
+}
+
 /// A reader that closes stdout early (`| head -c 10`) ends the run quietly, with the status
 /// its turn gives.
 #[test]

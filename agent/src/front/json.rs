@@ -26,6 +26,7 @@
 //! | `quarantine` | `call_id`, `path`, `reason`, `moved_to`? |
 //! | `input_received` | `input_id`, `kind` (prompt/steer/queue/inject) |
 //! | `input_included` | `input_id`, `turn`, `step`, `carried` (the receipt) |
+//! | `input_dropped` | `input_id`, `kind`, `turn`?, `reason` (cancelled/session-closed) |
 //! | `plan_mode` | `active` |
 //! | `sandbox_mode` | `mode` |
 //! | `approval_policy` | `policy` |
@@ -171,6 +172,18 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
             "input_included",
             json!({"input_id": input_id, "turn": turn, "step": step, "carried": carried}),
         ),
+        Event::InputDropped {
+            input_id,
+            kind,
+            turn,
+            reason,
+        } => {
+            let mut fields = json!({"input_id": input_id, "kind": kind, "reason": reason});
+            if let Some(turn) = turn {
+                fields["turn"] = json!(turn);
+            }
+            ("input_dropped", fields)
+        }
         Event::SessionForked { .. }
         | Event::RequestHeader(_)
         | Event::PolicyEffective(_)
@@ -408,6 +421,24 @@ mod tests {
             model: "script:x".into(),
         });
         assert_eq!(json_line(3, &header), None);
+    }
+
+    /// An input that never reached the model has its line, with the documented fields.
+    #[test]
+    fn a_dropped_input_has_its_line() {
+        let dropped = |turn| Event::InputDropped {
+            input_id: "input-2".into(),
+            kind: "steer".into(),
+            turn,
+            reason: crate::log::DropReason::Cancelled,
+        };
+        assert_eq!(
+            json_line(9, &dropped(Some(0))).unwrap(),
+            json!({"v": 1, "event": "input_dropped", "seq": 9, "input_id": "input-2",
+                "kind": "steer", "turn": 0, "reason": "cancelled"})
+        );
+        let idle = json_line(9, &dropped(None)).unwrap();
+        assert!(idle.get("turn").is_none(), "{idle}");
     }
 
     #[test]

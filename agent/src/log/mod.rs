@@ -37,7 +37,7 @@ pub use canonical::RawRecord;
 pub use compaction::Window;
 pub use dir::{NewSession, Repair, SessionDir, Verification, parse_id, turn_end_name};
 pub use event::{
-    Event, EventKinds, ExecDecision, KNOWN_KINDS, NetDecision, PluginEvent, PolicyRule,
+    DropReason, Event, EventKinds, ExecDecision, KNOWN_KINDS, NetDecision, PluginEvent, PolicyRule,
     PolicySummary, PromptSection, Reply, RequestHeader, SessionHeader, ToolCall, TurnEndReason,
     Usage,
 };

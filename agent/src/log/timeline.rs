@@ -4,7 +4,7 @@
 use bridle_policy::Decision;
 use serde::Serialize;
 
-use super::event::{Event, PolicySummary, Reply, SessionHeader, TurnEndReason};
+use super::event::{DropReason, Event, PolicySummary, Reply, SessionHeader, TurnEndReason};
 
 /// A session as a reviewer reads it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -144,7 +144,7 @@ pub struct Switch {
     pub seq: u64,
     pub time: String,
     /// `sandbox-mode`, `approval-policy`, `plan-mode`, `model` (the route of the requests
-    /// from here on), `policy` (the effective policy, by digest) `context` (a compaction), `input` (a live session's input arrived, or a request included it) or
+    /// from here on), `policy` (the effective policy, by digest) `context` (a compaction), `input` (a live session's input arrived, a request included it, or it was dropped) or
     /// `plugin` (an event of a plugin's type: its type and data).
     pub what: &'static str,
     pub to: String,
@@ -402,6 +402,26 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 let s = switch(
                     "input",
                     format!("{input_id} included in turn {n} step {step}{carried}"),
+                );
+                push_switch(&mut out, &mut turn, s);
+            }
+            Event::InputDropped {
+                input_id,
+                kind,
+                turn: n,
+                reason,
+            } => {
+                let why = match (reason, n) {
+                    (DropReason::Cancelled, Some(n)) => format!("turn {n} was cancelled"),
+                    (DropReason::Cancelled, None) => "a turn was cancelled".to_owned(),
+                    (DropReason::SessionClosed, Some(n)) => {
+                        format!("the session closed during turn {n}")
+                    }
+                    (DropReason::SessionClosed, None) => "the session closed".to_owned(),
+                };
+                let s = switch(
+                    "input",
+                    format!("{input_id} ({kind}) dropped, never sent to the model: {why}"),
                 );
                 push_switch(&mut out, &mut turn, s);
             }

@@ -4,6 +4,8 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::log::DropReason;
+
 /// How an input joins the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputKind {
@@ -42,18 +44,52 @@ pub struct Input {
     pub received_logged: bool,
 }
 
+/// An input taken out of the inbox before any step included it, waiting for the session's
+/// thread to log why (`input/dropped`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    pub input: Input,
+    /// The turn running when it was dropped.
+    pub turn: Option<u64>,
+    pub reason: DropReason,
+}
+
 /// A command waiting for the idle agent, and where its reply goes.
 pub(crate) type PendingCommand = (String, std::sync::mpsc::Sender<Result<String, String>>);
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub items: VecDeque<Input>,
+    /// Inputs dropped and not yet logged as such.
+    pub dropped: Vec<Dropped>,
     pub commands: VecDeque<PendingCommand>,
     /// The turn running, if one is.
     pub running: Option<u64>,
     pub cancel: Option<String>,
     pub closed: bool,
     pub next_id: u64,
+}
+
+impl State {
+    /// Takes the inputs `which` selects out of the inbox, to be logged as dropped for
+    /// `reason` by the session's thread; returns their ids.
+    pub(crate) fn drop_inputs(
+        &mut self,
+        which: impl Fn(&Input) -> bool,
+        reason: DropReason,
+    ) -> Vec<String> {
+        let (gone, kept): (VecDeque<Input>, VecDeque<Input>) =
+            self.items.drain(..).partition(|i| which(i));
+        self.items = kept;
+        let turn = self.running;
+        let ids = gone.iter().map(|i| i.id.clone()).collect();
+        self.dropped.extend(gone.into_iter().map(|input| Dropped {
+            input,
+            turn,
+            reason,
+        }));
+        ids
+    }
 }
 
 /// Shared by the handle and the session thread.

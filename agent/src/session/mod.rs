@@ -7,11 +7,14 @@
 //!   when the agent is idle; [`Session::queue`] becomes the next turn; [`Session::inject`]
 //!   joins the next step without waking an idle agent; [`Session::command`] runs a slash
 //!   command a plugin registered (`/plan off`); [`Session::cancel`] cancels the running turn
-//!   and drops the steering no step has taken (queued turns stay).
+//!   and drops the steering no step has taken (queued turns stay: each runs as its own turn).
 //! - Every input has an id, returned by the call. The log records `input/received` and, when
 //!   a step's request includes it (as a `user/message` carrying the id), the receipt
 //!   `input/included {input_id, turn, step, carried}`. Steering that arrives after the last
-//!   step of a turn is carried to the next turn, and its receipt says `carried`.
+//!   step of a turn is carried to the next turn, and its receipt says `carried`. An input
+//!   that is dropped instead (a cancel, a front end that leaves, a close with injected context
+//!   no step took) gets `input/dropped {input_id, kind, turn, reason}`, committed by the
+//!   session's thread as soon as it can: the log says what became of every input it received.
 //! - [`Session::events`] is a feed of committed events only (published right after each
 //!   barrier made them durable); [`Session::reports`] yields each turn's [`TurnReport`].
 //! - Approvals and plan reviews reach a front end through [`ChannelAnswerer`] /
@@ -30,12 +33,13 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::log::{Event, SessionLog};
+use crate::log::{DropReason, Event, SessionLog};
 use crate::model::Model;
 use crate::tools::ToolHost;
 use crate::{Agent, AgentConfig, TurnReport};
 
 pub use feed::{Committed, Feed};
+use inbox::Dropped;
 pub use inbox::{Inbox, Input, InputKind};
 pub use interaction::{ChannelAnswerer, Question, Questions, Reply};
 pub use prestep::{PreStep, StepVerdict, StepView};
@@ -259,18 +263,17 @@ impl Session {
     /// SIGTERM`); nothing when idle. The steering and injected inputs no step has taken yet
     /// are dropped, and their ids returned: they were meant for a step of the turn being
     /// cancelled, and left in the inbox one would open a new turn that runs the model and its
-    /// tools after the person (or the client) asked to stop. Queued turns stay queued.
+    /// tools after the person (or the client) asked to stop. Queued turns stay queued. The
+    /// log gets an `input/dropped {reason: cancelled}` for each.
     pub fn cancel_because(&self, who: &str) -> Vec<String> {
         let mut state = self.inbox.lock();
         let mut dropped = Vec::new();
         if state.running.is_some() {
             state.cancel = Some(who.to_owned());
-            let (gone, kept): (std::collections::VecDeque<Input>, _) = state
-                .items
-                .drain(..)
-                .partition(|i| matches!(i.kind, InputKind::Steer | InputKind::Inject));
-            state.items = kept;
-            dropped = gone.into_iter().map(|i| i.id).collect();
+            dropped = state.drop_inputs(
+                |i| matches!(i.kind, InputKind::Steer | InputKind::Inject),
+                DropReason::Cancelled,
+            );
             drop(state);
             if let Some(a) = &self.answerer {
                 a.cancel();
@@ -295,9 +298,14 @@ impl Session {
 
     /// Drops the inputs no step has taken yet (queued turns, steering not yet included) and
     /// returns their ids: a front end that leaves must not have them run with nobody there.
+    /// The log gets an `input/dropped {reason: session-closed}` for each.
     pub fn discard_pending(&self) -> Vec<String> {
-        let mut state = self.inbox.lock();
-        state.items.drain(..).map(|input| input.id).collect()
+        let ids = self
+            .inbox
+            .lock()
+            .drop_inputs(|_| true, DropReason::SessionClosed);
+        self.inbox.notify();
+        ids
     }
 
     /// Whether a turn runs.
@@ -428,9 +436,16 @@ fn run(
     loop {
         let mut state = inbox.wait_until(|s| {
             s.closed
+                || !s.dropped.is_empty()
                 || !s.commands.is_empty()
                 || s.items.iter().any(|i| i.kind != InputKind::Inject)
         });
+        if !state.dropped.is_empty() {
+            let dropped = std::mem::take(&mut state.dropped);
+            drop(state);
+            log_dropped(agent, dropped)?;
+            continue;
+        }
         if let Some((text, reply)) = state.commands.pop_front() {
             drop(state);
             let steer = |t: &str| submit(inbox, InputKind::Steer, t);
@@ -443,8 +458,12 @@ fn run(
             .iter()
             .find_map(|k| state.items.iter().position(|i| i.kind == *k));
         let Some(index) = opener else {
-            // Closed, with nothing left that opens a turn.
-            return Ok(());
+            // Closed, with nothing left that opens a turn: injected context no step took
+            // will never reach the model.
+            state.drop_inputs(|_| true, DropReason::SessionClosed);
+            let dropped = std::mem::take(&mut state.dropped);
+            drop(state);
+            return log_dropped(agent, dropped);
         };
         let Some(opener) = state.items.remove(index) else {
             return Ok(());
@@ -456,7 +475,22 @@ fn run(
             a.resume();
         }
         let report = agent.run_turn_input(Some(&opener), &opener.text);
-        inbox.lock().running = None;
+        // What the turn's cancel dropped is logged before the turn counts as over, so a front
+        // end that waits for it to end (and then exits) finds the log saying so.
+        let logged = loop {
+            let mut state = inbox.lock();
+            if state.dropped.is_empty() || report.is_err() {
+                state.running = None;
+                break Ok(());
+            }
+            let dropped = std::mem::take(&mut state.dropped);
+            drop(state);
+            if let Err(e) = log_dropped(agent, dropped) {
+                inbox.lock().running = None;
+                break Err(e);
+            }
+        };
+        logged?;
         match report {
             Ok(report) => {
                 let _ = reports.send(report);
@@ -464,6 +498,28 @@ fn run(
             Err(e) => return Err(e.to_string()),
         }
     }
+}
+
+/// Commits `input/dropped` for each of `dropped` (after its `input/received`, when no step
+/// logged that yet).
+fn log_dropped(agent: &mut Agent<'_>, dropped: Vec<Dropped>) -> Result<(), String> {
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    let events = dropped.into_iter().flat_map(|d| {
+        let kind = d.input.kind.name().to_owned();
+        let received = (!d.input.received_logged).then(|| Event::InputReceived {
+            input_id: d.input.id.clone(),
+            kind: kind.clone(),
+        });
+        received.into_iter().chain([Event::InputDropped {
+            input_id: d.input.id,
+            kind,
+            turn: d.turn,
+            reason: d.reason,
+        }])
+    });
+    agent.commit_all(events).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -149,6 +149,12 @@ fn queue_becomes_the_next_turn_and_inject_waits_for_a_step() {
     assert!(!f.session.is_running());
     let log = f.session.close().unwrap();
     let events = events(&log);
+    // Received once: a step of turn 0 saw it arrive; the turn it opens does not log it again.
+    let received = events
+        .iter()
+        .filter(|e| matches!(e, Event::InputReceived { input_id, .. } if *input_id == queued))
+        .count();
+    assert_eq!(received, 1, "{events:#?}");
     assert!(
         events.contains(&Event::InputIncluded {
             input_id: queued,
@@ -519,3 +525,5 @@ fn a_session_whose_plugins_cannot_attach_refuses_inputs_and_says_why_at_close() 
     assert!(why.contains("cannot attach the plugins"), "{why}");
     assert!(why.contains("plan-mode"), "{why}");
 }
+
+mod dropped;
