@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use bridle_policy::{
-    ApprovalPolicy, Decision, FsProfileSource, LoadRequest, Overrides, Policy, SandboxSpec,
-    SourceFile, Verdict,
+    ApprovalPolicy, Decision, FsProfileSource, LoadRequest, Overrides, Plan, Policy, SourceFile,
+    Verdict,
 };
 use serde_json::json;
 
@@ -38,18 +38,25 @@ fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
     let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let mut out = std::io::stdout().lock();
     if as_json {
+        let masked: Vec<_> = plan
+            .spec
+            .masked_paths
+            .iter()
+            .map(|p| json!({"path": p, "origin": plan.origin_of(p)}))
+            .collect();
         let value = json!({
             "profile": policy.profile,
             "layers": policy.layers,
             "entries": policy.entries(),
             "spec": plan.spec,
+            "masked": masked,
         });
         writeln!(out, "{}", serde_json::to_string(&value)?)?;
         return Ok(0);
     }
     write_policy_table(&mut out, &policy)?;
     writeln!(out)?;
-    write_spec(&mut out, &plan.spec)?;
+    write_spec(&mut out, &plan)?;
     Ok(0)
 }
 
@@ -94,7 +101,8 @@ fn write_policy_table(out: &mut impl Write, policy: &Policy) -> Result<()> {
     Ok(())
 }
 
-fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
+fn write_spec(out: &mut impl Write, plan: &Plan) -> Result<()> {
+    let spec = &plan.spec;
     let paths = |list: &[PathBuf]| -> String {
         if list.is_empty() {
             "(none)".to_owned()
@@ -128,7 +136,15 @@ fn write_spec(out: &mut impl Write, spec: &SandboxSpec) -> Result<()> {
     if !spec.must_stay_absent.is_empty() {
         writeln!(out, "  must not appear: {}", paths(&spec.must_stay_absent))?;
     }
-    writeln!(out, "  masked:          {}", paths(&spec.masked_paths))?;
+    // One resolved path a line, with the entry (or what was found) that masks it.
+    let mut label = "  masked:          ";
+    if spec.masked_paths.is_empty() {
+        writeln!(out, "{label}(none)")?;
+    }
+    for path in &spec.masked_paths {
+        writeln!(out, "{label}{} ({})", path.display(), plan.origin_of(path))?;
+        label = "                   ";
+    }
     writeln!(out, "  network:         {}", spec.network)?;
     if let Some(list) = &spec.allow_list {
         let entries = |l: &[bridle_policy::network::NetEntry]| -> String {

@@ -60,6 +60,9 @@ pub fn ensure_temp_base() -> Result<PathBuf> {
     Ok(base)
 }
 
+/// Where `$XDG_STATE_HOME` is when it is not set (relative to the home directory).
+const DEFAULT_STATE_HOME: &str = ".local/state";
+
 /// The host facts for one invocation.
 #[derive(Debug, Clone)]
 pub struct Facts {
@@ -109,7 +112,7 @@ pub(crate) fn absolute_session_dir(dir: &Path) -> Result<PathBuf> {
 /// Where session logs live by default: `$XDG_STATE_HOME/bridle/sessions`.
 pub fn default_session_dir() -> Result<PathBuf> {
     let home = home_dir()?;
-    Ok(xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("bridle/sessions"))
+    Ok(xdg_dir(&home, "XDG_STATE_HOME", DEFAULT_STATE_HOME).join("bridle/sessions"))
 }
 
 impl Facts {
@@ -128,7 +131,7 @@ impl Facts {
             .into());
         }
         let home = home_dir()?;
-        let state_dir = xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("bridle");
+        let state_dir = xdg_dir(&home, "XDG_STATE_HOME", DEFAULT_STATE_HOME).join("bridle");
         let config_dir = xdg_dir(&home, "XDG_CONFIG_HOME", ".config").join("bridle");
         let host_env = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -201,11 +204,22 @@ impl Facts {
     /// the caller masks besides: bridle's state directory, which holds the session logs and the
     /// key that seals them. Resolved, so that the directory the kernel reaches is what is
     /// hidden (a mount on a symlink would hide only the name).
+    /// When `$XDG_STATE_HOME` moves the state directory, its default place is hidden too: the
+    /// logs and key of the sessions run without the variable are still there.
     pub fn own_masks(&self) -> Vec<(PathBuf, String)> {
-        vec![(
+        let mut masks = vec![(
             bridle_sandbox::real_path::real_path(&self.state_dir),
             "bridle's state directory (session logs and their key)".to_owned(),
-        )]
+        )];
+        let default = self.home.join(DEFAULT_STATE_HOME).join("bridle");
+        if default != self.state_dir {
+            masks.push((
+                bridle_sandbox::real_path::real_path(&default),
+                "bridle's state directory without $XDG_STATE_HOME (session logs and their key)"
+                    .to_owned(),
+            ));
+        }
+        masks
     }
 
     pub fn plan_context(&self, temp_dir: PathBuf) -> PlanContext {

@@ -30,6 +30,21 @@ pub enum Origin {
         /// What was found, e.g. "submodule git dir `/w/.git/modules/lib`".
         what: String,
     },
+    /// A profile entry under a default XDG base directory (`~/.config/gh`), applied where the
+    /// environment moved that directory (`$XDG_CONFIG_HOME/gh`). Boxed: every error that names
+    /// an origin carries this variant's size.
+    Xdg(Box<XdgMoved>),
+}
+
+/// See [`Origin::Xdg`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct XdgMoved {
+    /// The variable that moved it, e.g. `XDG_CONFIG_HOME`.
+    pub var: String,
+    /// The entry as written, e.g. `~/.config/gh`.
+    pub entry: String,
+    /// Where the entry was written.
+    pub at: Origin,
 }
 
 impl Origin {
@@ -55,6 +70,10 @@ impl fmt::Display for Origin {
             Origin::Flag { flag } => write!(f, "command line {flag}"),
             Origin::Builtin => f.write_str("built-in default"),
             Origin::Found { what } => write!(f, "found on disk: {what}"),
+            Origin::Xdg(moved) => {
+                let XdgMoved { var, entry, at } = moved.as_ref();
+                write!(f, "{at}: `{entry}` under ${var}")
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What no sandbox reaches whatever the consumer (`exec`, `tool`): masked files named through a
 //! symlink, bridle's state directory (the session logs and their key), and bridle's temp
 //! directory, which is never a writable root; and how `--allow-write` and `--session-dir` are
-//! checked before anything runs or is created.
+//! checked before anything runs or is created. Masks follow `$XDG_CONFIG_HOME`, `$XDG_DATA_HOME`
+//! and `$XDG_STATE_HOME` where the person moved those directories.
 
 use std::path::{Path, PathBuf};
 
@@ -246,4 +247,81 @@ fn gits_xdg_credential_store_is_masked() {
     r.assert_ok();
     assert!(r.stdout.contains("done"), "{}", r.stderr);
     assert!(!r.stdout.contains("XDG-GIT-SECRET"), "{}", r.stdout);
+}
+
+#[test]
+fn credential_stores_under_xdg_config_home_are_unreadable_to_exec_and_the_file_tools() {
+    let e = ExecEnv::new();
+    let config = e.outside.join("xdg");
+    let data = e.outside.join("data");
+    let stores = [
+        (config.join("gh/hosts.yml"), "XDG-GH-TOKEN"),
+        (config.join("git/credentials"), "XDG-GIT-SECRET"),
+        (data.join("keyrings/login.keyring"), "XDG-KEYRING"),
+    ];
+    for (path, secret) in &stores {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{secret}\n")).unwrap();
+    }
+    let with_xdg = |cmd: &mut std::process::Command| {
+        cmd.env("XDG_CONFIG_HOME", &config)
+            .env("XDG_DATA_HOME", &data)
+            .stdin(std::process::Stdio::null());
+    };
+    let script = stores
+        .iter()
+        .map(|(p, _)| format!("cat {}; ", path_str(p)))
+        .collect::<String>()
+        + "echo done";
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", &script]);
+    with_xdg(&mut cmd);
+    let r = run_bounded(&mut cmd);
+    assert!(r.stdout.contains("done"), "{}", r.stderr);
+    for (path, secret) in &stores {
+        assert!(!r.stdout.contains(secret), "exec read {}", path.display());
+        let mut cmd = e.bridle();
+        cmd.args(["tool", "read_file"])
+            .arg(json!({ "path": path_str(path) }).to_string());
+        with_xdg(&mut cmd);
+        let r = run(&mut cmd);
+        r.assert_code(1);
+        assert!(!r.stdout.contains(secret), "read_file: {}", r.stdout);
+    }
+    // `policy show` names the resolved path and the entry that masks it.
+    let mut cmd = e.bridle();
+    cmd.args(["policy", "show"]);
+    with_xdg(&mut cmd);
+    let r = run(&mut cmd);
+    r.assert_code(0);
+    let gh = format!("{} (", path_str(&config.join("gh")));
+    let line = r.stdout.lines().find(|l| l.contains(&gh));
+    assert!(
+        line.is_some_and(|l| l.contains("`~/.config/gh` under $XDG_CONFIG_HOME")),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn the_default_state_directory_stays_hidden_when_xdg_state_home_moves_it() {
+    // The logs and key of sessions run before the variable was set are still there.
+    let e = ExecEnv::new();
+    let key = e.home.join(".local/state/bridle/sessions/log.key");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, "EARLIER-LOG-KEY").unwrap();
+    let xdg = e.outside.join("state");
+    let script = format!("cat {}; echo done", path_str(&key));
+    let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", &script]);
+    cmd.env("XDG_STATE_HOME", &xdg);
+    let r = run_bounded(&mut cmd);
+    assert!(r.stdout.contains("done"), "{}", r.stderr);
+    assert!(!r.stdout.contains("EARLIER-LOG-KEY"), "{}", r.stdout);
+    let mut cmd = e.bridle();
+    cmd.args(["tool", "read_file"])
+        .arg(json!({ "path": path_str(&key) }).to_string())
+        .env("XDG_STATE_HOME", &xdg)
+        .stdin(std::process::Stdio::null());
+    let r = run(&mut cmd);
+    r.assert_code(1);
+    assert!(!r.stdout.contains("EARLIER-LOG-KEY"), "{}", r.stdout);
 }

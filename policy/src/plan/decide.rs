@@ -10,7 +10,8 @@ use crate::shell::{self, Word};
 use crate::vocab::{Decision, SandboxMode};
 
 impl Plan {
-    pub(super) fn origin_of(&self, path: &Path) -> Origin {
+    /// Where one of the spec's paths (a root, a protected or a masked path) came from.
+    pub fn origin_of(&self, path: &Path) -> Origin {
         self.provenance
             .get(path)
             .cloned()

@@ -12,7 +12,7 @@ pub(crate) use decide::rule_verdict;
 use env::plan_env;
 pub use env::{EnvDecision, env_decisions};
 pub use paths::normalize;
-use paths::{check_root, expand, is_relative_entry};
+use paths::{check_root, expand, is_relative_entry, xdg_moved};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::PolicyError;
-use crate::origin::{Origin, Sourced};
+use crate::origin::{Origin, Sourced, XdgMoved};
 use crate::policy::Policy;
 use crate::rules::{CommandRule, ExecRules, PathRule};
 use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
@@ -283,7 +283,24 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     let masked_paths = if mode == SandboxMode::DangerFullAccess {
         Vec::new()
     } else {
-        expand_all(&policy.masked_paths, &mut provenance)
+        let mut masked = BTreeSet::new();
+        for item in &policy.masked_paths {
+            let path = expand(&item.value, &ctx.home, &workspace);
+            // The same store where the person's environment moved its XDG base directory.
+            let moved = xdg_moved(&path, &ctx.home, &ctx.host_env).map(|(moved, var)| {
+                let origin = Origin::Xdg(Box::new(XdgMoved {
+                    var: var.to_owned(),
+                    entry: item.value.clone(),
+                    at: item.origin.clone(),
+                }));
+                (moved, origin)
+            });
+            for (path, origin) in std::iter::once((path, item.origin.clone())).chain(moved) {
+                provenance.entry(path.clone()).or_insert(origin);
+                masked.insert(path);
+            }
+        }
+        masked.into_iter().collect()
     };
 
     let l = &policy.limits;

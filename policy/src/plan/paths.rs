@@ -1,6 +1,7 @@
 //! Paths as planning reads them: profile entries expanded (`~`, relative to a base),
 //! normalised lexically, and writable roots checked against the places they must not cover.
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::PlanContext;
@@ -95,6 +96,30 @@ pub(super) fn expand(entry: &str, home: &Path, base: &Path) -> PathBuf {
         base.join(entry)
     };
     normalize(&path)
+}
+
+/// The XDG base directories whose default lies in the home directory, with that default.
+const XDG_BASES: [(&str, &str); 2] = [
+    ("XDG_CONFIG_HOME", ".config"),
+    ("XDG_DATA_HOME", ".local/share"),
+];
+
+/// Where `path`, under the default of an XDG base directory (`~/.config/gh`), also is when the
+/// environment moves that directory (`$XDG_CONFIG_HOME/gh`: where gh and git then keep their
+/// credentials), with the variable that moved it. A relative or empty value is ignored, as the
+/// XDG specification says; so is one that moves nothing.
+pub(super) fn xdg_moved(
+    path: &Path,
+    home: &Path,
+    env: &BTreeMap<String, String>,
+) -> Option<(PathBuf, &'static str)> {
+    let home = normalize(home);
+    XDG_BASES.iter().find_map(|&(var, default)| {
+        let rest = path.strip_prefix(home.join(default)).ok()?;
+        let base = env.get(var).map(Path::new).filter(|b| b.is_absolute())?;
+        let moved = normalize(&base.join(rest));
+        (moved != path).then_some((moved, var))
+    })
 }
 
 /// Lexical normalisation: drops `.`, resolves `..` without following symlinks, never above `/`.
