@@ -107,7 +107,7 @@ pub(crate) fn sandbox_denied(env: &CallEnv<'_>, err: &FsDenied) -> ToolResult {
         | FsDenied::Masked(_)
         | FsDenied::Symlink(_)
         | FsDenied::Landlock(_)
-        | FsDenied::RootWithoutCapabilities(_)
+        | FsDenied::RootWithoutCapabilities { .. }
         | FsDenied::HostProc(_) => Some(DeniedBy::Sandbox),
         FsDenied::HardLinked { .. } => Some(DeniedBy::Policy),
         _ => None,

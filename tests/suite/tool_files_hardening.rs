@@ -301,7 +301,7 @@ fn as_root_the_file_tools_get_what_commands_get() {
         "root's read_file passed another user's 0600: {read}"
     );
     assert!(
-        content(&read).contains("permission denied by its owner and mode"),
+        content(&read).contains("permission denied by the owner and mode of the file"),
         "{read}"
     );
     assert_eq!(read["denied_by"], "sandbox", "{read}");
@@ -323,8 +323,11 @@ fn as_root_the_file_tools_get_what_commands_get() {
     let written = in_theirs("write_file", json!({"path": "f", "content": "x"}));
     assert_eq!(written["ok"], false, "{written}");
     assert!(
-        content(&written).contains("permission denied by its owner and mode"),
-        "{written}"
+        content(&written).contains(&format!(
+            "permission denied by the owner and mode of `{}`, the directory it would be created in",
+            path_str(&theirs)
+        )),
+        "the directory that refused is not named: {written}"
     );
     let touched = in_theirs("bash", json!({"command": "touch f"}));
     assert_eq!(touched["ok"], false, "{touched}");

@@ -21,12 +21,19 @@ pub enum FsDenied {
     /// The kernel (Landlock) refused.
     #[error("`{0}`: denied by the sandbox (Landlock)")]
     Landlock(PathBuf),
-    /// The file's owner and mode refuse it to root without capabilities, which is what the
-    /// sandbox leaves root (commands and file tools alike).
+    /// The owner and mode of the file, or (for a file to be created) of the directory it would
+    /// be created in, refuse it to root without capabilities, which is what the sandbox leaves
+    /// root (commands and file tools alike).
     #[error(
-        "`{0}`: permission denied by its owner and mode: the sandbox takes root's capabilities away (from commands and file tools alike), so root gets only what the permission bits give it"
+        "`{path}`: permission denied by the owner and mode of {}: the sandbox takes root's capabilities away (from commands and file tools alike), so root gets only what the permission bits give it",
+        refused_by.as_ref().map_or("the file".to_owned(), |d| format!("`{}`, the directory it would be created in", d.display()))
     )]
-    RootWithoutCapabilities(PathBuf),
+    RootWithoutCapabilities {
+        /// The path.
+        path: PathBuf,
+        /// The directory whose mode refused creating `path` in it, when that is what refused.
+        refused_by: Option<PathBuf>,
+    },
     /// The path is in the host's `/proc`.
     #[error(
         "`{0}` is in /proc, which the file tools do not read (it would show the host's processes, sockets and keys); use `bash`, whose commands see the sandbox's own /proc"
@@ -116,7 +123,10 @@ pub(super) fn permission_denied(path: &Path, access: Access) -> FsDenied {
     };
     match (by_mode, nix::unistd::geteuid().is_root()) {
         (false, _) => FsDenied::Landlock(path.to_path_buf()),
-        (true, true) => FsDenied::RootWithoutCapabilities(path.to_path_buf()),
+        (true, true) => FsDenied::RootWithoutCapabilities {
+            path: path.to_path_buf(),
+            refused_by: (at != path).then(|| at.to_path_buf()),
+        },
         (true, false) => FsDenied::Io {
             path: path.to_path_buf(),
             message: std::io::Error::from(Errno::EACCES).to_string(),
