@@ -6,7 +6,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use bridle_policy::{Network, SandboxMode, SandboxSpec};
+use bridle_policy::{ApprovalPolicy, Network, SandboxMode, SandboxSpec};
 
 /// What the sandbox looks to have caused, and whether one call in a wider mode would get past it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +35,15 @@ impl Attribution {
     }
 
     /// The line a tool result ends with, for the model: what the sandbox denied under `mode`,
-    /// and whether to ask for a wider mode.
-    pub fn note(&self, mode: SandboxMode) -> String {
-        if self.escalation_lifts {
+    /// and whether to ask for a wider mode (never under the approval policy `never`, where
+    /// nobody can approve one).
+    pub fn note(&self, mode: SandboxMode, approval: ApprovalPolicy) -> String {
+        if self.escalation_lifts && approval == ApprovalPolicy::Never {
+            format!(
+                "[denied by the sandbox (mode {mode}): {}. The approval policy is `never`, so no wider mode can be approved: do not ask for `sandbox_permissions`.]",
+                self.what
+            )
+        } else if self.escalation_lifts {
             format!(
                 "[denied by the sandbox (mode {mode}): {}. To do this, call again with `sandbox_permissions` and a `justification`; a person must approve it.]",
                 self.what
@@ -153,6 +159,13 @@ fn fs_attribution(spec: &SandboxSpec, cwd: &Path, line: &str, lower: &str) -> Op
             if above.is_some() {
                 return above;
             }
+            // A read-only file system is the mount view's doing whatever the directory was:
+            // name the path as the command did.
+            if lower.contains("read-only file system") && !spec.protected_kept {
+                return Some(Attribution::liftable(format!(
+                    "`{word}` is outside the writable roots (a read-only file system there)"
+                )));
+            }
             continue;
         }
         // Full access keeps only the protected paths, the masks and the disks' nodes.
@@ -163,7 +176,10 @@ fn fs_attribution(spec: &SandboxSpec, cwd: &Path, line: &str, lower: &str) -> Op
                     path.display()
                 )));
             }
-        } else if !spec.writable_roots.iter().any(|r| path.starts_with(r)) {
+        } else if !spec.writable_roots.iter().any(|r| path.starts_with(r))
+            && (lower.contains("read-only file system")
+                || bridle_sandbox::privileges::may_write_unconfined(&path))
+        {
             return Some(Attribution::liftable(format!(
                 "`{}` is outside the writable roots",
                 path.display()
@@ -479,7 +495,7 @@ mod tests {
         assert!(said.what.contains("`/w/.git/hooks/x` is a protected path"));
         assert!(!said.escalation_lifts);
         assert!(
-            said.note(SandboxMode::WorkspaceWrite)
+            said.note(SandboxMode::WorkspaceWrite, ApprovalPolicy::Ask)
                 .contains("do not ask")
         );
     }
@@ -501,13 +517,15 @@ mod tests {
     }
 
     #[test]
-    fn a_relative_path_is_never_said_to_be_outside_the_writable_roots() {
-        // The command may have changed directory before naming it.
+    fn a_relative_path_is_never_resolved_to_a_path_outside_the_writable_roots() {
+        // The command may have changed directory before naming it: a read-only file system
+        // names the path as the command did, and a permission error is left alone.
         let s = spec();
-        assert_eq!(
-            attribute(&s, w(), "touch: cannot touch '../x': Read-only file system"),
-            None
-        );
+        let said = attribute(&s, w(), "touch: cannot touch '../x': Read-only file system")
+            .unwrap()
+            .what;
+        assert!(said.starts_with("`../x` is outside"), "{said}");
+        assert!(!said.contains("`/x`"), "{said}");
         assert_eq!(
             attribute(&s, w(), "sh: 1: cannot create x: Permission denied"),
             None
@@ -525,8 +543,12 @@ mod tests {
         .unwrap();
         assert!(said.escalation_lifts);
         assert!(
-            said.note(SandboxMode::WorkspaceWrite)
+            said.note(SandboxMode::WorkspaceWrite, ApprovalPolicy::Ask)
                 .contains("call again with `sandbox_permissions`")
+        );
+        assert!(
+            said.note(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never)
+                .contains("no wider mode can be approved")
         );
     }
 }

@@ -200,7 +200,7 @@ impl TypedTool for Bash {
             ),
             (Some(found), None) if !ok => {
                 content.push('\n');
-                content.push_str(&found.note(spec.mode));
+                content.push_str(&found.note(spec.mode, env.approvals.policy()));
             }
             _ => {}
         }

@@ -449,7 +449,7 @@ impl TypedTool for TerminalTool {
         };
         if let Some(found) = &attribution {
             out.push('\n');
-            out.push_str(&found.note(spec.mode));
+            out.push_str(&found.note(spec.mode, env.approvals.policy()));
         }
         let result = |ok, content, denied_by| {
             let mut r = env.result(ok, content, denied_by);

@@ -57,6 +57,31 @@ pub fn caller_is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Whether the calling thread, unconfined, may write `path` (or, missing, create it in its
+/// nearest existing directory), by its owner and mode and the thread's credentials: a
+/// permission error on a file they refuse anyway (`/etc/shadow` to a user) is not the
+/// sandbox's doing. Root passes, as it does outside the sandbox.
+pub fn may_write_unconfined(path: &std::path::Path) -> bool {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, AtFlags};
+    use nix::unistd::{AccessFlags, faccessat};
+    let mut at = path;
+    let mut mode = AccessFlags::W_OK;
+    loop {
+        match faccessat(AT_FDCWD, at, mode, AtFlags::AT_EACCESS) {
+            Ok(()) => return true,
+            Err(Errno::ENOENT) => match at.parent() {
+                Some(parent) => {
+                    at = parent;
+                    mode = AccessFlags::W_OK | AccessFlags::X_OK;
+                }
+                None => return false,
+            },
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Empties the calling thread's effective, permitted, inheritable and ambient capability sets
 /// and checks that `/proc/thread-self/status` says so; `Err` names the step that failed.
 /// Capabilities are per thread: bridle's other threads keep theirs. For the thread that does the

@@ -511,6 +511,38 @@ fn workspace_below_private_tmp_is_writable_and_host_tmp_stays_hidden() {
     v.assert_untouched(&r);
 }
 
+/// The private /tmp holds the directories a workspace below /tmp is mounted in: a write there
+/// (`../out.txt`, `git worktree add ../wt`) must fail, not land in the private /tmp and vanish
+/// when the run ends with exit 0. A home below /tmp (containers set `HOME=/tmp`) is seen.
+#[test]
+fn a_write_beside_a_workspace_below_private_tmp_fails_instead_of_vanishing() {
+    let e = ExecEnv::in_tmpdir();
+    let script = "echo data > ../beside.txt; echo beside=$?
+         mkdir ../made; echo mkdir=$?
+         echo ok > inside.txt; echo inside=$?
+         echo t > /tmp/own-file; echo tmp=$?
+         test -d \"$HOME\"; echo home=$?";
+    // In the home (below /tmp here), and in directories made only to hold the workspace.
+    let elsewhere = e.outside.join("jobs/ws");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for dir in [&e.workspace, &elsewhere] {
+        let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
+        let r = super::support::run(cmd.current_dir(dir));
+        r.assert_ok();
+        r.assert_failed("beside");
+        r.assert_failed("mkdir");
+        r.assert_succeeded("inside");
+        r.assert_succeeded("tmp");
+        r.assert_succeeded("home");
+        assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
+        assert!(!dir.parent().unwrap().join("beside.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("inside.txt")).unwrap(),
+            "ok\n"
+        );
+    }
+}
+
 #[test]
 fn read_only_mode_denies_workspace_writes() {
     let e = ExecEnv::new();

@@ -231,6 +231,16 @@ fn sandbox_denial_is_attributed_but_an_ordinary_permission_error_is_not() {
         own["sandbox"]["denied_by_sandbox"].is_null(),
         "a permission error the sandbox did not cause was attributed: {own}"
     );
+    // A file its owner and mode refuse bridle's user anyway (as root, it is read).
+    let (_, shadow) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "cat /etc/shadow > /dev/null"}"#,
+    );
+    assert!(
+        shadow["sandbox"]["denied_by_sandbox"].is_null(),
+        "reading a file the user may not read was attributed to the sandbox: {shadow}"
+    );
     let (_, net) = tool(
         &env,
         "workspace-write",

@@ -155,6 +155,22 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
+/// The directories of the private /tmp that hold the mount points `points` (below /tmp) and
+/// are not mount points themselves: the top one of each (`/tmp/ci` for `/tmp/ci/job/ws`).
+fn holders_in_tmp(points: &[&Path]) -> Vec<PathBuf> {
+    let mut holders: Vec<PathBuf> = points
+        .iter()
+        .filter_map(|p| {
+            let first = p.strip_prefix("/tmp").ok()?.components().next()?;
+            Some(Path::new("/tmp").join(first))
+        })
+        .filter(|top| !points.contains(&top.as_path()))
+        .collect();
+    holders.sort();
+    holders.dedup();
+    holders
+}
+
 fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|r| path.starts_with(r))
 }
@@ -277,8 +293,23 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         })
     };
     if temp_for_tmp.is_some() {
+        // Every mount point below /tmp is made first; then each directory made only to hold
+        // them goes read-only, so a write beside a workspace in /tmp (`../out.txt`) fails
+        // instead of landing in the private /tmp and vanishing when the run ends.
+        let points: Vec<&Path> = read_only_in_tmp
+            .iter()
+            .map(|(p, _)| p.as_path())
+            .chain(writable.iter().map(|(p, _)| p.as_path()))
+            .chain(std::iter::once(plan.temp_dir.as_path()))
+            .filter(|p| p.starts_with("/tmp") && *p != Path::new("/tmp"))
+            .collect();
+        for point in &points {
+            mount_point_in_tmp(point)?;
+        }
+        for holder in holders_in_tmp(&points) {
+            bind_onto_itself(&holder, true, FsWrite)?;
+        }
         for (path, tree) in &read_only_in_tmp {
-            mount_point_in_tmp(path)?;
             attach(tree, path, FsWrite)?;
         }
     }

@@ -238,16 +238,29 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         writable_ids.push((meta.dev(), meta.ino()));
     }
     // The private /tmp hides the host's: a workspace there that is not a writable root (it is
-    // bound writable otherwise) must still be seen, read-only.
-    let read_only_in_tmp: Vec<PathBuf> = if spec.private_tmp
-        && spec.workspace.starts_with("/tmp")
-        && spec.workspace.is_dir()
-        && !is_within(&spec.workspace, &outermost)
-    {
-        vec![spec.workspace.clone()]
-    } else {
-        Vec::new()
-    };
+    // bound writable otherwise), and a home there (containers often have `HOME=/tmp`), must
+    // still be seen, read-only (the masks then cover what they mask in it).
+    let home = spec.env.get("HOME").map(PathBuf::from);
+    let mut read_only_in_tmp: Vec<PathBuf> = [Some(spec.workspace.clone()), home]
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            spec.private_tmp
+                && p.is_absolute()
+                && p.starts_with("/tmp")
+                && p != Path::new("/tmp")
+                && p.is_dir()
+                && !is_within(p, &outermost)
+        })
+        .collect();
+    read_only_in_tmp.sort();
+    read_only_in_tmp.dedup();
+    // One inside the other (a workspace in the home) is seen through the outer one.
+    let read_only_in_tmp: Vec<PathBuf> = read_only_in_tmp
+        .iter()
+        .filter(|p| !read_only_in_tmp.iter().any(|o| o != *p && p.starts_with(o)))
+        .cloned()
+        .collect();
     let mut absent_at_end = placeholders.take_absent_at_end();
     absent_at_end.sort();
     absent_at_end.dedup();
