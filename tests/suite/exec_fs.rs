@@ -513,34 +513,62 @@ fn workspace_below_private_tmp_is_writable_and_host_tmp_stays_hidden() {
 
 /// The private /tmp holds the directories a workspace below /tmp is mounted in: a write there
 /// (`../out.txt`, `git worktree add ../wt`) must fail, not land in the private /tmp and vanish
-/// when the run ends with exit 0. A home below /tmp (containers set `HOME=/tmp`) is seen.
+/// when the run ends with exit 0.
 #[test]
 fn a_write_beside_a_workspace_below_private_tmp_fails_instead_of_vanishing() {
     let e = ExecEnv::in_tmpdir();
-    let script = "echo data > ../beside.txt; echo beside=$?
-         mkdir ../made; echo mkdir=$?
-         echo ok > inside.txt; echo inside=$?
-         echo t > /tmp/own-file; echo tmp=$?
-         test -d \"$HOME\"; echo home=$?";
-    // In the home (below /tmp here), and in directories made only to hold the workspace.
-    let elsewhere = e.outside.join("jobs/ws");
-    std::fs::create_dir_all(&elsewhere).unwrap();
-    for dir in [&e.workspace, &elsewhere] {
-        let mut cmd = e.exec_cmd(&[], &[], &["sh", "-c", script]);
-        let r = super::support::run(cmd.current_dir(dir));
-        r.assert_ok();
-        r.assert_failed("beside");
-        r.assert_failed("mkdir");
-        r.assert_succeeded("inside");
-        r.assert_succeeded("tmp");
-        r.assert_succeeded("home");
-        assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
-        assert!(!dir.parent().unwrap().join("beside.txt").exists());
-        assert_eq!(
-            std::fs::read_to_string(dir.join("inside.txt")).unwrap(),
-            "ok\n"
-        );
-    }
+    // Not in the home (below /tmp too here, which has a layer of its own).
+    let ws = e.outside.join("jobs/ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut cmd = e.exec_cmd(
+        &[],
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo data > ../beside.txt; echo beside=$?
+             mkdir ../made; echo mkdir=$?
+             echo ok > inside.txt; echo inside=$?
+             echo t > /tmp/own-file; echo tmp=$?",
+        ],
+    );
+    let r = super::support::run(cmd.current_dir(&ws));
+    r.assert_ok();
+    r.assert_failed("beside");
+    r.assert_failed("mkdir");
+    r.assert_succeeded("inside");
+    r.assert_succeeded("tmp");
+    assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
+/// A home below /tmp is the host's, seen read-only with its masks, under a layer that takes
+/// the command's writes (caches) and ends with the run, as the private /tmp did when it hid the
+/// home; a read-only workspace inside it stays read-only.
+#[test]
+fn a_home_below_private_tmp_is_seen_and_what_is_written_there_ends_with_the_run() {
+    let e = ExecEnv::in_tmpdir();
+    std::fs::write(e.home.join(".gitconfig"), "[user]\n\tname = host\n").unwrap();
+    let script = "cat ~/.gitconfig; echo config=$?
+         mkdir -p ~/.npm/_cacache && echo x > ~/.npm/_cacache/entry; echo cache=$?
+         echo new > inside.txt; echo inside=$?";
+    let r = e.sh(script);
+    r.assert_ok();
+    r.assert_succeeded("config");
+    r.assert_succeeded("cache");
+    r.assert_succeeded("inside");
+    assert!(r.stdout.contains("name = host"), "{}", r.stdout);
+    assert!(
+        !e.home.join(".npm").exists(),
+        "a write to the home reached the host"
+    );
+    let r = e.sh_with(&[], &["--mode", "read-only"], script);
+    r.assert_ok();
+    r.assert_succeeded("cache");
+    r.assert_failed("inside");
 }
 
 #[test]

@@ -241,6 +241,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         temp_dir: spec.temp_dir.clone(),
         private_tmp: false,
         read_only_in_tmp: Vec::new(),
+        home_in_tmp: None,
         cache_overlays: Vec::new(),
         pins: Vec::new(),
         protected: Vec::new(),

@@ -91,6 +91,11 @@ pub struct MountPlan {
     /// (a workspace there that is not writable, as under `read-only`).
     #[serde(default)]
     pub read_only_in_tmp: Vec<PathBuf>,
+    /// `$HOME`, when it is one of `read_only_in_tmp`: it gets an overlay whose upper layer is
+    /// in the private `/tmp`, so what the command writes there (caches) works and goes with the
+    /// run, as when the private `/tmp` hid it, while the host's files in it are seen.
+    #[serde(default)]
+    pub home_in_tmp: Option<PathBuf>,
     /// Cache directories made writable through an overlay (see [`cache`]).
     #[serde(default)]
     pub cache_overlays: Vec<cache::CacheOverlay>,
@@ -153,6 +158,30 @@ fn listing(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Mounts an overlay on `home` (already bound read-only from the host) whose upper layer lives in
+/// the private `/tmp` (`/tmp/.bridle-home`), so writes there succeed and end with the run.
+fn overlay_home_in_tmp(home: &Path) -> Result<(), String> {
+    let layers = Path::new("/tmp/.bridle-home");
+    let (upper, work) = (layers.join("upper"), layers.join("work"));
+    for dir in [&upper, &work] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating `{}`: {e}", dir.display()))?;
+    }
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        home.display(),
+        upper.display(),
+        work.display()
+    );
+    mount(
+        Some("overlay"),
+        home,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .map_err(|e| format!("mounting its overlay: {e}"))
 }
 
 /// The directories of the private /tmp that hold the mount points `points` (below /tmp) and
@@ -309,8 +338,17 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         for holder in holders_in_tmp(&points) {
             bind_onto_itself(&holder, true, FsWrite)?;
         }
+        // In order, outer first: a read-only workspace in the home goes on top of its overlay.
         for (path, tree) in &read_only_in_tmp {
             attach(tree, path, FsWrite)?;
+            if plan.home_in_tmp.as_ref() == Some(path)
+                && let Err(why) = overlay_home_in_tmp(path)
+            {
+                report.cache_notes.push(format!(
+                    "`{}` (the home, below /tmp) left read-only: {why}",
+                    path.display()
+                ));
+            }
         }
     }
     for (path, tree) in &writable {

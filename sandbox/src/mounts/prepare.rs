@@ -241,7 +241,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     // bound writable otherwise), and a home there (containers often have `HOME=/tmp`), must
     // still be seen, read-only (the masks then cover what they mask in it).
     let home = spec.env.get("HOME").map(PathBuf::from);
-    let mut read_only_in_tmp: Vec<PathBuf> = [Some(spec.workspace.clone()), home]
+    let mut read_only_in_tmp: Vec<PathBuf> = [Some(spec.workspace.clone()), home.clone()]
         .into_iter()
         .flatten()
         .filter(|p| {
@@ -255,18 +255,16 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         .collect();
     read_only_in_tmp.sort();
     read_only_in_tmp.dedup();
-    // One inside the other (a workspace in the home) is seen through the outer one.
-    let read_only_in_tmp: Vec<PathBuf> = read_only_in_tmp
-        .iter()
-        .filter(|p| !read_only_in_tmp.iter().any(|o| o != *p && p.starts_with(o)))
-        .cloned()
-        .collect();
+    // Outer first: a workspace in the home is bound read-only on top of the home's overlay.
     let mut absent_at_end = placeholders.take_absent_at_end();
     absent_at_end.sort();
     absent_at_end.dedup();
     let plan = MountPlan {
         full_view: spec.protected_kept,
         cache_overlays: Vec::new(),
+        // Not a home in (or that is) a read-only workspace: that stays read-only.
+        home_in_tmp: home
+            .filter(|h| read_only_in_tmp.contains(h) && !h.starts_with(&spec.workspace)),
         read_only_in_tmp,
         writable: outermost,
         must_stay_absent,
