@@ -175,7 +175,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
     pumps.finish();
     crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
-    let _ = std::fs::remove_dir_all(&temp_dir);
+    let _ = crate::remove_tree::remove_tree(&temp_dir);
     Ok(code)
 }
 
@@ -307,7 +307,7 @@ fn sweep_stale_run_dirs() {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > day);
         if kind == "run" || old {
-            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = crate::remove_tree::remove_tree(&entry.path());
         }
     }
 }

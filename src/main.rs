@@ -9,6 +9,7 @@ mod log_cmd;
 mod net_wiring;
 mod policy_cmd;
 mod probe_cmd;
+mod remove_tree;
 mod run_cmd;
 mod session_facts;
 mod session_wiring;

@@ -94,7 +94,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     if bridle_sandbox::launcher::termination_requested() {
         // Not seen by anyone: bridle dies of the signal once the sandbox is undone.
         drop(sandbox);
-        let _ = std::fs::remove_dir_all(&temp_dir);
+        let _ = crate::remove_tree::remove_tree(&temp_dir);
         return Ok(128 + 15);
     }
     let mut running = match sandbox.spawn(launch) {
@@ -210,7 +210,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     crate::exec_cmd::network_hint(net_watch.as_mut(), sandbox.spec());
     crate::net_wiring::print_deferred(proxy.as_ref());
     drop(sandbox);
-    let _ = std::fs::remove_dir_all(&temp_dir);
+    let _ = crate::remove_tree::remove_tree(&temp_dir);
     Ok(code)
 }
 

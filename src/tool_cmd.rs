@@ -159,7 +159,7 @@ fn check_session_dir(dir: &Path, plan: &bridle_policy::Plan, temp_dir: &Path) ->
 /// directory itself when none is kept.
 fn remove_unnamed(temp_dir: &Path, content: &str) {
     if !content.contains(&temp_dir.display().to_string()) {
-        let _ = std::fs::remove_dir_all(temp_dir);
+        let _ = crate::remove_tree::remove_tree(temp_dir);
         return;
     }
     for entry in std::fs::read_dir(temp_dir).into_iter().flatten().flatten() {
@@ -168,7 +168,7 @@ fn remove_unnamed(temp_dir: &Path, content: &str) {
             continue;
         }
         let _ = match entry.file_type() {
-            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(t) if t.is_dir() => crate::remove_tree::remove_tree(&path),
             _ => std::fs::remove_file(&path),
         };
     }
