@@ -11,6 +11,7 @@ mod policy_cmd;
 mod probe_cmd;
 mod run_cmd;
 mod session_facts;
+mod session_registry;
 mod session_wiring;
 mod shell_cmd;
 mod style;
