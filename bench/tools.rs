@@ -39,6 +39,7 @@ fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
     let ctx = PlanContext {
         workspace,
         home: home.clone(),
+        account_home: None,
         state_dir: home.join(".local/state/bridle"),
         config_dir: home.join(".config/bridle"),
         temp_dir: std::path::PathBuf::from("/var/tmp")

@@ -95,7 +95,7 @@ impl LocalTools {
         }
         let own = masks
             .iter()
-            .chain(&facts.own_masks())
+            .chain(&facts.own_masks(&temp_dir))
             .map(|(p, _)| p.clone())
             .collect();
         registry.add_guard(

@@ -12,6 +12,7 @@ mod probe_cmd;
 mod remove_tree;
 mod run_cmd;
 mod session_facts;
+mod session_registry;
 mod session_wiring;
 mod shell_cmd;
 mod style;

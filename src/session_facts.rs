@@ -68,9 +68,29 @@ const DEFAULT_STATE_HOME: &str = ".local/state";
 pub struct Facts {
     pub workspace: PathBuf,
     pub home: PathBuf,
+    /// The real user's home from the password database, when it is not `home` (canonically).
+    pub account_home: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub config_dir: PathBuf,
     pub host_env: BTreeMap<String, String>,
+    /// The session directories the registries list (see [`crate::session_registry`]).
+    pub registered: Vec<PathBuf>,
+}
+
+/// The home directory the password database gives the real user, when it differs from `home`
+/// (compared canonically); `None` when it is the same or there is no entry.
+fn account_home(home: &Path) -> Option<PathBuf> {
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok()??;
+    let dir = user.dir;
+    // A home that does not exist (`/nonexistent`) holds no credentials to hide.
+    if !dir.is_absolute() || !dir.is_dir() {
+        return None;
+    }
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => bridle_policy::normalize(a) == bridle_policy::normalize(b),
+    };
+    (!same(&dir, home)).then_some(dir)
 }
 
 /// `$HOME`, which must be absolute.
@@ -131,18 +151,37 @@ impl Facts {
             .into());
         }
         let home = home_dir()?;
+        let account_home = account_home(&home);
         let state_dir = xdg_dir(&home, "XDG_STATE_HOME", DEFAULT_STATE_HOME).join("bridle");
         let config_dir = xdg_dir(&home, "XDG_CONFIG_HOME", ".config").join("bridle");
         let host_env = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
+        let homes: Vec<&Path> = std::iter::once(home.as_path())
+            .chain(account_home.as_deref())
+            .collect();
+        let registered = crate::session_registry::read(&homes)?;
         Ok(Facts {
             workspace,
             home,
+            account_home,
             state_dir,
             config_dir,
             host_env,
+            registered,
         })
+    }
+
+    /// Records `dir` as a session directory bridle keeps logs in, so that later sandboxes hide
+    /// it whatever their environment says: in the registry under `$HOME` (an error when that
+    /// fails) and under the account's home when it is another.
+    pub fn record_session_dir(&self, dir: &Path) -> Result<()> {
+        let dir = bridle_sandbox::real_path::real_path(dir);
+        crate::session_registry::record(&self.home, &dir)?;
+        if let Some(account) = &self.account_home {
+            crate::session_registry::record_also(account, &dir);
+        }
+        Ok(())
     }
 
     /// A temp directory name for previews (`policy show`/`explain`); runs get their own.
@@ -195,7 +234,13 @@ impl Facts {
         ctx.escalated_from = escalated_from;
         let roots = bridle_policy::plan(policy, &ctx)?;
         ctx.found = bridle_exec::git_dirs::discover(&roots, &self.home);
-        ctx.masks = self.own_masks();
+        // A directory the caller masks too keeps the caller's account of it: the current
+        // session directory is no registered one to the logged policy.
+        ctx.masks = self
+            .own_masks(&ctx.temp_dir)
+            .into_iter()
+            .filter(|(p, _)| !masks.iter().any(|(m, _)| m == p))
+            .collect();
         ctx.masks.extend(masks.iter().cloned());
         bridle_policy::plan(policy, &ctx)
     }
@@ -204,20 +249,47 @@ impl Facts {
     /// the caller masks besides: bridle's state directory, which holds the session logs and the
     /// key that seals them. Resolved, so that the directory the kernel reaches is what is
     /// hidden (a mount on a symlink would hide only the name).
-    /// When `$XDG_STATE_HOME` moves the state directory, its default place is hidden too: the
-    /// logs and key of the sessions run without the variable are still there.
-    pub fn own_masks(&self) -> Vec<(PathBuf, String)> {
+    /// The default state directory is hidden too when `$XDG_STATE_HOME` moves it, under the
+    /// account's home when `$HOME` is another, and so is every session directory the registry
+    /// lists (an earlier `$XDG_STATE_HOME` or `--session-dir`). A registered directory that
+    /// holds the workspace or `temp_dir` is hidden entry by entry around them.
+    pub fn own_masks(&self, temp_dir: &Path) -> Vec<(PathBuf, String)> {
+        let real = bridle_sandbox::real_path::real_path;
         let mut masks = vec![(
-            bridle_sandbox::real_path::real_path(&self.state_dir),
+            real(&self.state_dir),
             "bridle's state directory (session logs and their key)".to_owned(),
         )];
-        let default = self.home.join(DEFAULT_STATE_HOME).join("bridle");
+        let default = crate::session_registry::default_state_dir(&self.home);
         if default != self.state_dir {
             masks.push((
-                bridle_sandbox::real_path::real_path(&default),
+                real(&default),
                 "bridle's state directory without $XDG_STATE_HOME (session logs and their key)"
                     .to_owned(),
             ));
+        }
+        if let Some(account) = &self.account_home {
+            masks.push((
+                real(&crate::session_registry::default_state_dir(account)),
+                "bridle's state directory under the account's home (session logs and their key)"
+                    .to_owned(),
+            ));
+        }
+        let keep = [self.workspace.as_path(), temp_dir];
+        for dir in &self.registered {
+            let what = crate::session_registry::REGISTERED;
+            if !keep.iter().any(|k| k.starts_with(dir)) {
+                masks.push((dir.clone(), what.to_owned()));
+                continue;
+            }
+            masks.push((dir.join("log.key"), what.to_owned()));
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                // bridle writes no symlinks there; one is not followed to mask what it names.
+                let symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
+                let path = entry.path();
+                if !symlink && !keep.iter().any(|k| k.starts_with(&path)) {
+                    masks.push((path, what.to_owned()));
+                }
+            }
         }
         masks
     }
@@ -226,6 +298,7 @@ impl Facts {
         PlanContext {
             workspace: self.workspace.clone(),
             home: self.home.clone(),
+            account_home: self.account_home.clone(),
             state_dir: self.state_dir.clone(),
             config_dir: self.config_dir.clone(),
             temp_dir,

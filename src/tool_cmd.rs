@@ -49,6 +49,7 @@ pub fn run(
     let plan = facts.plan(&policy, temp_dir.clone(), &masks)?;
     if let Some(dir) = &session {
         check_session_dir(dir, &plan, &temp_dir)?;
+        facts.record_session_dir(dir)?;
     }
     // From here on the call's own temp dir is removed however the call ends (a spill file its
     // result names is kept).

@@ -48,6 +48,7 @@ fn world(answerer: Box<dyn Answerer>) -> World {
     let ctx = PlanContext {
         workspace,
         home: dir.path().join("home"),
+        account_home: None,
         state_dir: dir.path().join("state"),
         config_dir: dir.path().join("config"),
         temp_dir: dir.path().join("tmp"),

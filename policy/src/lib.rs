@@ -58,7 +58,7 @@ pub use merge::{
     LoadRequest, MAX_EXTENDS_DEPTH, Overrides, check_workspace_layer, load,
 };
 pub use network::{AllowListSpec, NetList, RELAY_PORT};
-pub use origin::{Origin, Sourced, XdgMoved};
+pub use origin::{AccountHome, Origin, Sourced, XdgMoved};
 pub use parse::parse_document;
 pub use plan::{
     DecidedBy, EnvDecision, FoundPath, Plan, PlanContext, Verdict, cache_dir_for, env_decisions,

@@ -34,6 +34,21 @@ pub enum Origin {
     /// environment moved that directory (`$XDG_CONFIG_HOME/gh`). Boxed: every error that names
     /// an origin carries this variant's size.
     Xdg(Box<XdgMoved>),
+    /// A profile entry under the home directory (`~/.aws`), applied under the account's home
+    /// from the password database too, when `$HOME` points elsewhere: the files there are the
+    /// same person's. Boxed like [`Origin::Xdg`].
+    AccountHome(Box<AccountHome>),
+}
+
+/// See [`Origin::AccountHome`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AccountHome {
+    /// The account's home directory, e.g. `/root`.
+    pub home: std::path::PathBuf,
+    /// The entry as written, e.g. `~/.aws`.
+    pub entry: String,
+    /// Where the entry was written.
+    pub at: Origin,
 }
 
 /// See [`Origin::Xdg`].
@@ -73,6 +88,14 @@ impl fmt::Display for Origin {
             Origin::Xdg(moved) => {
                 let XdgMoved { var, entry, at } = moved.as_ref();
                 write!(f, "{at}: `{entry}` under ${var}")
+            }
+            Origin::AccountHome(account) => {
+                let AccountHome { home, entry, at } = account.as_ref();
+                write!(
+                    f,
+                    "{at}: `{entry}` under the account's home `{}`",
+                    home.display()
+                )
             }
         }
     }

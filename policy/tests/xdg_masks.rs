@@ -46,6 +46,7 @@ fn credential_stores_under_an_absolute_xdg_config_home_are_masked_too() {
             "/home/dev/xdg/hub",
             "/home/dev/xdg/gcloud",
             "/home/dev/xdg/git/credentials",
+            "/home/dev/xdg/containers/auth.json",
             "/srv/data/keyrings",
         ] {
             assert!(masked.contains(&PathBuf::from(path)), "{profile}: {path}");
@@ -60,7 +61,7 @@ fn credential_stores_under_an_absolute_xdg_config_home_are_masked_too() {
             assert!(masked.contains(&home.join(path)), "{profile}: {path}");
         }
         let defaults = shipped_plan(profile).spec.masked_paths;
-        assert_eq!(masked.len(), defaults.len() + 5, "{profile}: {masked:?}");
+        assert_eq!(masked.len(), defaults.len() + 6, "{profile}: {masked:?}");
     }
 }
 

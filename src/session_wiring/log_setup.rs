@@ -47,8 +47,13 @@ fn stable(value: serde_json::Value, temp: &str) -> serde_json::Value {
 /// all of it (spec, approval policy, rules), the same on every run of the same policy.
 pub(super) fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Result<PolicySummary> {
     let temp = temp_dir.display().to_string();
+    // The registry's directories are masked but are no part of the policy: each new session
+    // directory would change the digest of every later run.
+    let mut spec = plan.spec.clone();
+    spec.masked_paths
+        .retain(|p| !crate::session_registry::is_registered_mask(plan, p));
     let everything = serde_json::json!({
-        "spec": plan.spec,
+        "spec": spec,
         "approval": plan.approval,
         "command_rules": plan.command_rules,
         "path_rules": plan.path_rules,
@@ -64,7 +69,7 @@ pub(super) fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Res
             .map(|p| without_temp_dir(&p.display().to_string(), &temp))
             .collect()
     };
-    let spec = &plan.spec;
+    let spec = &spec;
     let rules = plan
         .command_rules
         .iter()

@@ -144,6 +144,11 @@ pub fn prepare(request: Request) -> Result<Prepared> {
             return Err(e);
         }
     };
+    // Later invocations hide it whatever their `--session-dir` or `$XDG_STATE_HOME` says.
+    if let Err(e) = facts.record_session_dir(dir.path()) {
+        let _ = std::fs::remove_dir_all(&temp_dir);
+        return Err(e);
+    }
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.

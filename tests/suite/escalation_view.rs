@@ -248,6 +248,7 @@ fn escalated_spec(env: &Env, sessions: &Path) -> bridle_policy::SandboxSpec {
     let ctx = bridle_policy::PlanContext {
         workspace: env.workspace.clone(),
         home: env.home.clone(),
+        account_home: None,
         state_dir: env.home.join(".local/state/bridle"),
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,

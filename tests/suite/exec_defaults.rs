@@ -91,6 +91,8 @@ fn the_default_profile_masks_the_credential_stores_peers_forget() {
         (".config/gcloud/credentials.db", "gcloud_secret"),
         (".azure/accessTokens.json", "azure_secret"),
         (".docker/config.json", "docker_secret"),
+        (".m2/settings.xml", "<password>maven_secret</password>"),
+        (".config/containers/auth.json", "podman_secret"),
         (".ssh/id_rsa", "ssh_secret"),
     ] {
         let path = env.home.join(file);

@@ -43,6 +43,7 @@ mod run_input_cli;
 mod run_json_cli;
 mod run_log_cli;
 mod run_plugins_cli;
+mod session_registry;
 mod shell_cli;
 mod support;
 mod tool_bash;

@@ -345,6 +345,7 @@ fn a_proxy_that_stops_mid_run_fails_the_connections_and_never_opens_the_network(
     let ctx = bridle_policy::PlanContext {
         workspace: e.workspace.clone(),
         home: e.home.clone(),
+        account_home: None,
         state_dir: e.home.join(".local/state/bridle"),
         config_dir: e.home.join(".config/bridle"),
         temp_dir: temp,

@@ -512,6 +512,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
     let ctx = bridle_policy::PlanContext {
         workspace: env.workspace.clone(),
         home: env.home.clone(),
+        account_home: None,
         state_dir: env.home.join(".local/state/bridle"),
         config_dir: env.home.join(".config/bridle"),
         temp_dir: temp,

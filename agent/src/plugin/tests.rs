@@ -106,6 +106,7 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
     let ctx = PlanContext {
         workspace: dir.join("w"),
         home: dir.join("home"),
+        account_home: None,
         state_dir: dir.join("state"),
         config_dir: dir.join("config"),
         temp_dir: dir.join("tmp"),

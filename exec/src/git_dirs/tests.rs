@@ -52,6 +52,7 @@ impl Repo {
         let ctx = PlanContext {
             workspace: self.ws.clone(),
             home: self.home(),
+            account_home: None,
             state_dir: "/home/dev/.local/state/bridle".into(),
             config_dir: "/home/dev/.config/bridle".into(),
             temp_dir: "/var/tmp/bridle-1000/s".into(),

@@ -40,6 +40,7 @@ fn plan_from(
     let ctx = PlanContext {
         workspace,
         home: home.clone(),
+        account_home: None,
         state_dir: home.join(".local/state/bridle"),
         config_dir: home.join(".config/bridle"),
         temp_dir: root.join("tmp"),

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::PolicyError;
-use crate::origin::{Origin, Sourced, XdgMoved};
+use crate::origin::{AccountHome, Origin, Sourced, XdgMoved};
 use crate::policy::Policy;
 use crate::rules::{CommandRule, ExecRules, PathRule};
 use crate::spec::{ResourceLimits, SandboxSpec, SeccompProfile};
@@ -34,6 +34,10 @@ pub struct PlanContext {
     pub workspace: PathBuf,
     /// The user's home directory (for `~` and the dangerous-root check).
     pub home: PathBuf,
+    /// The home directory the password database gives the real user, when it is not `home`
+    /// (`$HOME` set elsewhere, as CI and `sudo` do): the masks written under `~` apply there
+    /// too, since that is where ssh and other tools keep that person's credentials.
+    pub account_home: Option<PathBuf>,
     /// bridle's state directory (session logs live here).
     pub state_dir: PathBuf,
     /// bridle's configuration directory.
@@ -295,7 +299,23 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
                 }));
                 (moved, origin)
             });
-            for (path, origin) in std::iter::once((path, item.origin.clone())).chain(moved) {
+            // The same store under the account's home, when `$HOME` points elsewhere.
+            let account = ctx
+                .account_home
+                .as_deref()
+                .filter(|_| item.value == "~" || item.value.starts_with("~/"))
+                .map(|home| {
+                    let origin = Origin::AccountHome(Box::new(AccountHome {
+                        home: home.to_path_buf(),
+                        entry: item.value.clone(),
+                        at: item.origin.clone(),
+                    }));
+                    (expand(&item.value, home, &workspace), origin)
+                });
+            let all = std::iter::once((path, item.origin.clone()))
+                .chain(moved)
+                .chain(account);
+            for (path, origin) in all {
                 provenance.entry(path.clone()).or_insert(origin);
                 masked.insert(path);
             }

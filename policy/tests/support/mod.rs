@@ -37,6 +37,7 @@ pub fn ctx() -> PlanContext {
     PlanContext {
         workspace: PathBuf::from(WORKSPACE),
         home: PathBuf::from(HOME),
+        account_home: None,
         state_dir: PathBuf::from(STATE),
         config_dir: PathBuf::from(CONFIG),
         temp_dir: PathBuf::from(TEMP),

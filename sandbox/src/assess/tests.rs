@@ -26,6 +26,7 @@ fn planned(mode: Option<SandboxMode>, from: Option<SandboxMode>) -> SandboxSpec 
     let ctx = bridle_policy::PlanContext {
         workspace: "/home/dev/project".into(),
         home: "/home/dev".into(),
+        account_home: None,
         state_dir: "/home/dev/.local/state/bridle".into(),
         config_dir: "/home/dev/.config/bridle".into(),
         temp_dir: "/var/tmp/bridle-1000/s".into(),
