@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bridle_policy::{Plan, SandboxMode, SandboxSpec};
+use bridle_sandbox::confined_fs::FsDenied;
 use serde::Deserialize;
 
 pub use crate::attribution::{Attribution, attribute, root_without_capabilities};
+use crate::fs_tools::{resolve, sandbox_denied};
 use crate::run::{RunRequest, RunStatus};
 use crate::tool::{CallEnv, Declaration, Effect, Escalation, TypedTool};
 
@@ -263,7 +265,9 @@ pub struct GrepArgs {
 /// invisible to it exactly as to commands), without a shell: the pattern is one argument.
 /// Binary files are skipped, and so are FIFOs, sockets and devices even when `path` names one
 /// (`--devices=skip`: GNU grep reads those when named on its command line, and a FIFO without
-/// a writer would block it until the timeout); output is capped like `bash`.
+/// a writer would block it until the timeout); output is capped like `bash`. A `path` in a
+/// masked path is refused before anything runs, as the file tools refuse it; a failure shows
+/// grep's own error lines, and one outside the readable roots is the sandbox's.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Grep;
 
@@ -297,10 +301,16 @@ impl TypedTool for Grep {
 
     fn execute(&self, args: GrepArgs, env: &CallEnv<'_>) -> ToolResult {
         let spec = env.spec;
-        let target = args.path.clone().unwrap_or_else(|| ".".into());
+        let raw = args.path.as_deref().unwrap_or(".");
+        // What the kernel will reach: the masks are compared with it, as the file tools do.
+        let real = resolve(spec, raw);
+        if in_masked_path(spec, &real) {
+            return sandbox_denied(env, &FsDenied::Masked(real));
+        }
+        let target = home_expanded(spec, raw);
         let mut argv: Vec<String> = [
             "grep",
-            "-rnIEs",
+            "-rnIE",
             "--color=never",
             "--devices=skip",
             "--exclude-dir=.git",
@@ -337,9 +347,25 @@ impl TypedTool for Grep {
             // Matches, but some paths were unreadable (masked or without permission).
             RunStatus::Exited(2) if !stdout.trim().is_empty() => (
                 true,
-                format!("{stdout}[some paths could not be read and were skipped]"),
+                format!(
+                    "{stdout}[some paths could not be read and were skipped:\n{}]",
+                    stderr.trim_end()
+                ),
             ),
-            RunStatus::Exited(code) => (false, format!("grep failed (exit {code}): {stderr}")),
+            RunStatus::Exited(code) if !readable(spec, &real) => {
+                let why = format!(
+                    "`{}` is outside the readable roots: grep failed (exit {code}): {}",
+                    real.display(),
+                    stderr.trim_end()
+                );
+                let mut denied = env.result(false, why, Some(DeniedBy::Sandbox));
+                denied.sandbox.denied_by_sandbox = Some(denied.content.clone());
+                return denied;
+            }
+            RunStatus::Exited(code) => (
+                false,
+                format!("grep failed (exit {code}): {}", stderr.trim_end()),
+            ),
             RunStatus::TimedOut => (false, "grep timed out".to_owned()),
             RunStatus::NotExecuted { cause, .. } => (false, cause.clone()),
             RunStatus::Refused(r) => (false, format!("not run: {r}")),
@@ -352,4 +378,35 @@ impl TypedTool for Grep {
             ..env.result(ok, content, None)
         }
     }
+}
+
+/// `raw` with a leading `~` replaced by the sandbox's `HOME`, as the file tools read it; grep
+/// gets it without a shell, so nothing else would expand it.
+fn home_expanded(spec: &SandboxSpec, raw: &str) -> String {
+    match (raw.strip_prefix('~'), spec.env.get("HOME")) {
+        (Some(""), Some(home)) => home.clone(),
+        (Some(rest), Some(home)) if rest.starts_with('/') => format!("{home}{rest}"),
+        _ => raw.to_owned(),
+    }
+}
+
+/// Whether `real` (symlinks resolved) is in one of the spec's masked paths, taken as written
+/// and resolved.
+fn in_masked_path(spec: &SandboxSpec, real: &Path) -> bool {
+    spec.masked_paths
+        .iter()
+        .any(|m| real.starts_with(m) || real.starts_with(bridle_sandbox::real_path::real_path(m)))
+}
+
+/// Whether commands may read `real`: danger-full-access confines nothing; otherwise it must
+/// be under a readable or a writable root.
+fn readable(spec: &SandboxSpec, real: &Path) -> bool {
+    spec.mode == SandboxMode::DangerFullAccess
+        || spec
+            .readable_roots
+            .iter()
+            .chain(&spec.writable_roots)
+            .any(|r| {
+                real.starts_with(r) || real.starts_with(bridle_sandbox::real_path::real_path(r))
+            })
 }

@@ -425,11 +425,32 @@ fn reasons_name_the_rule_and_what_was_hidden() {
         DecidedBy::Hidden {
             what: "the variable `$sub`".into(),
             rule: "ask-git-push".into(),
+            rules: vec!["ask-git-push".into()],
         }
     );
     assert_eq!(
         v.reason,
         "`git $sub origin` needs approval: the rules cannot see the variable `$sub`, and rule `ask-git-push` (profiles/workstation.yaml:8:11) could match what runs"
+    );
+    // A hidden program could be any rule's: all of them are named, not the first one found.
+    let v = ci.decide_bash("x=git; $x push origin main");
+    assert_eq!(v.decision, Decision::Ask);
+    let all = [
+        "deny-sudo",
+        "deny-git-push",
+        "deny-network-clients",
+        "deny-package-publish",
+    ];
+    for id in all {
+        assert!(v.reason.contains(&format!("`{id}`")), "{id}: {}", v.reason);
+    }
+    assert_eq!(
+        v.by,
+        DecidedBy::Hidden {
+            what: "the variable `$x`".into(),
+            rule: "deny-sudo".into(),
+            rules: all.map(String::from).to_vec(),
+        }
     );
     let v = ws.decide_bash("echo hi");
     assert_eq!(v.by, DecidedBy::Default);

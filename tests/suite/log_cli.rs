@@ -294,6 +294,38 @@ fn verify_calls_a_damaged_sqlite_log_corrupt_naming_the_file() {
 }
 
 #[test]
+fn verify_calls_an_sqlite_log_with_an_altered_format_marker_corrupt() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Sqlite);
+    let path = dir.join(format!("{id}.sqlite"));
+    let bytes = std::fs::read(&path).unwrap();
+    // The `meta` row as SQLite stores it: a 3-byte header (text of 6 bytes, text of 13
+    // bytes), then "format" and the marker. Same-length edits keep the database sound.
+    let row = b"\x03\x19\x27formatbridle-log-v1";
+    let at = bytes
+        .windows(row.len())
+        .position(|w| w == row)
+        .expect("the format marker row");
+    for (what, offset, byte) in [
+        ("another value", row.len() - 1, b'9'),
+        // Serial type 38: a blob of 13 bytes instead of text.
+        ("a blob", 2, 0x26),
+    ] {
+        let mut edited = bytes.clone();
+        edited[at + offset] = byte;
+        std::fs::write(&path, &edited).unwrap();
+        let r = log_cmd(&env, &dir, &["verify", &id]);
+        r.assert_code(1);
+        assert!(
+            r.stdout.contains("TAMPERED OR CORRUPT") && r.stdout.contains(&format!("{id}.sqlite")),
+            "{what}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+#[test]
 fn trailing_bytes_are_reported_as_not_part_of_the_log() {
     let env = Env::new();
     let (dir, id) = recorded(&env, Backend::Jsonl);

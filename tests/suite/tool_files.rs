@@ -327,6 +327,81 @@ fn grep_finds_matches_but_never_masked_secrets() {
 }
 
 #[test]
+fn grep_failures_say_why_and_a_masked_path_is_the_sandboxs() {
+    let exec_env = super::support::ExecEnv::new();
+    let env: &Env = &exec_env;
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "secret-token-4711").unwrap();
+    std::os::unix::fs::symlink(env.home.join(".ssh"), env.workspace.join("keys")).unwrap();
+    // Masked: refused before grep runs, named as read_file names it.
+    for path in [
+        path_str(&env.home.join(".ssh")),
+        "~/.ssh",
+        "keys",
+        "~/.ssh/id_rsa",
+    ] {
+        let (r, v) = tool(
+            env,
+            "workstation",
+            "grep",
+            &json!({"pattern": "secret", "path": path}),
+        );
+        r.assert_code(1);
+        assert!(content(&v).contains("is in a masked path"), "{path}: {v}");
+        assert!(!content(&v).contains("4711"), "{path}: {v}");
+        assert_eq!(v["denied_by"], "sandbox", "{path}: {v}");
+    }
+    // Not the sandbox's: grep's own words, and nobody denied anything.
+    env.write("locked.txt", "needle");
+    let locked = env.workspace.join("locked.txt");
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    for (path, says) in [
+        ("missing.txt", "missing.txt: No such file or directory"),
+        ("locked.txt", "locked.txt: Permission denied"),
+    ] {
+        let (r, v) = tool(
+            env,
+            "workstation",
+            "grep",
+            &json!({"pattern": "needle", "path": path}),
+        );
+        r.assert_code(1);
+        assert!(content(&v).contains(says), "{path}: {v}");
+        assert_eq!(v["denied_by"], Value::Null, "{path}: {v}");
+    }
+    // Matches elsewhere: the unreadable file is named as skipped.
+    env.write("found.txt", "needle");
+    let (r, v) = tool(env, "workstation", "grep", &json!({"pattern": "needle"}));
+    r.assert_code(0);
+    assert!(
+        content(&v).contains("skipped:\ngrep: ./locked.txt: Permission denied"),
+        "{v}"
+    );
+    // Outside the readable roots: the sandbox's, with grep's words.
+    std::fs::create_dir_all(env.home.join("outside")).unwrap();
+    std::fs::write(env.home.join("outside/f"), "needle").unwrap();
+    let narrow = exec_env.profile(
+        "narrow.yaml",
+        "mode: workspace-write\n\
+         readable_roots: {replace: [/usr, /bin, /lib, /lib64, /etc, /proc, /dev, /sys]}\n",
+    );
+    let outside = path_str(&env.home.join("outside")).to_owned();
+    let (r, v) = tool(
+        env,
+        &narrow,
+        "grep",
+        &json!({"pattern": "needle", "path": outside}),
+    );
+    r.assert_code(1);
+    assert!(
+        content(&v).contains("is outside the readable roots")
+            && content(&v).contains("Permission denied"),
+        "{v}"
+    );
+    assert_eq!(v["denied_by"], "sandbox", "{v}");
+}
+
+#[test]
 fn write_escalation_needs_a_person_and_runs_only_that_call_wider() {
     let env = Env::new();
     let outside = env.home.join("report.txt");

@@ -69,15 +69,19 @@ impl SqliteStore {
             })
             .map_err(|e| match e {
                 e if is_damage(&e) => corrupt(e.to_string()),
-                // A database without the marker (no `meta` table, no row) is not a log.
-                e if is_schema_error(&e) || matches!(e, rusqlite::Error::QueryReturnedNoRows) => {
+                // A database without the marker (no `meta` table, no row, a value that is not
+                // text) is not a log bridle wrote.
+                e if is_schema_error(&e) || is_misshapen(&e) => {
                     corrupt(format!("not a bridle log database: {e}"))
                 }
                 e => fail(format!("cannot read its format marker: {e}")),
             })?;
+        // Another marker is an altered log as far as this version can tell: it cannot check
+        // it, and a log that cannot be checked because of what it holds is not intact.
         if format != FORMAT {
-            return Err(fail(format!(
-                "log format {format:?}, this version reads {FORMAT:?}"
+            return Err(corrupt(format!(
+                "its format marker is {format:?}, not {FORMAT:?} (altered, or not written by \
+                 this version of bridle)"
             )));
         }
         Ok(Self {
@@ -174,9 +178,26 @@ fn is_damage(e: &rusqlite::Error) -> bool {
 }
 
 /// Whether `e` is SQLite's generic error, which a query over bridle's fixed schema only gets
-/// when the schema is not there (`no such table`, `no such column`).
+/// when the schema is not there (`no such table`, `no such column`). rusqlite reports one that
+/// points at a token of the query (a missing column) as an input error.
 fn is_schema_error(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_ERROR)
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _) | rusqlite::Error::SqlInputError { error: f, .. }
+            if f.extended_code == rusqlite::ffi::SQLITE_ERROR
+    )
+}
+
+/// Whether `e` says a value is not of the type bridle writes there, or a row bridle always
+/// writes is missing: the database holds something bridle did not write, like a damaged page.
+fn is_misshapen(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::QueryReturnedNoRows
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+    )
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -228,14 +249,7 @@ impl LogStore for SqliteStore {
         let path = self.path.clone();
         let fail = |row: u64, e: rusqlite::Error| {
             let reason = format!("row {row}: {e}");
-            // A value of the wrong type is a row bridle did not write, like a damaged page.
-            let misshapen = matches!(
-                e,
-                rusqlite::Error::InvalidColumnType(..)
-                    | rusqlite::Error::FromSqlConversionFailure(..)
-                    | rusqlite::Error::IntegralValueOutOfRange(..)
-            );
-            if misshapen || is_damage(&e) || is_schema_error(&e) {
+            if is_misshapen(&e) || is_damage(&e) || is_schema_error(&e) {
                 AgentError::CorruptLog {
                     path: path.clone(),
                     reason,

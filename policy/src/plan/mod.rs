@@ -109,8 +109,11 @@ pub enum DecidedBy {
     Hidden {
         /// What hid it: "the variable `$x`".
         what: String,
-        /// The rule it could match.
+        /// The strictest rule it could match (the first of `rules`).
         rule: String,
+        /// Every `ask` or `deny` rule it could match, strictest first, then in the profile's
+        /// order: a hidden program name could be any rule's program.
+        rules: Vec<String>,
     },
     /// A `network.allow` or `network.deny` entry decided a connection.
     NetworkEntry {

@@ -16,9 +16,26 @@ pub const MAX_NESTING: usize = 4;
 pub(crate) struct Findings<'r> {
     /// The strictest rule some view matched, and the command it matched.
     pub matched: Option<(&'r CommandRule, String)>,
-    /// The strictest `ask`/`deny` rule a hidden part could match, what hid it, and the
-    /// command it is part of.
-    pub hidden: Option<(&'r CommandRule, String, String)>,
+    /// A hidden part an `ask`/`deny` rule could match: the one with the strictest such rule.
+    pub hidden: Option<HiddenFinding<'r>>,
+}
+
+/// A part of a command the rules cannot see, and every `ask`/`deny` rule it could match.
+#[derive(Debug)]
+pub(crate) struct HiddenFinding<'r> {
+    /// The rules, strictest first, then in the profile's order: a hidden program name could
+    /// be any of them, so naming only one would point at the wrong rule.
+    pub rules: Vec<&'r CommandRule>,
+    /// What hid it: "the variable `$x`".
+    pub what: String,
+    /// The command it is part of.
+    pub subject: String,
+}
+
+impl HiddenFinding<'_> {
+    fn strictest(&self) -> Decision {
+        self.rules.first().map_or(Decision::Allow, |r| r.decision)
+    }
 }
 
 /// How a rule's prefix fits a view.
@@ -68,16 +85,38 @@ impl<'r> Findings<'r> {
                         self.matched = Some((rule, subject.to_owned()));
                     }
                 }
-                Fit::Maybe(hidden) => {
-                    if rule.decision >= Decision::Ask
-                        && self
-                            .hidden
-                            .as_ref()
-                            .is_none_or(|(best, _, _)| rule.decision > best.decision)
-                    {
-                        self.hidden = Some((rule, hidden.what.clone(), subject.to_owned()));
-                    }
+                Fit::Maybe(hidden) if rule.decision >= Decision::Ask => {
+                    self.could_match(rule, &hidden.what, subject);
                 }
+                Fit::Maybe(_) => {}
+            }
+        }
+    }
+
+    /// Notes that `rule` could match the part `what` hides in `subject`. The first hidden part
+    /// found is kept, unless a later one could match a stricter rule; the rules a kept part
+    /// could match are all listed.
+    fn could_match(&mut self, rule: &'r CommandRule, what: &str, subject: &str) {
+        match &mut self.hidden {
+            Some(found) if found.what == what && found.subject == subject => {
+                if !found.rules.iter().any(|r| r.id == rule.id) {
+                    // After the last rule at least as strict: strictest first, profile order
+                    // within a decision.
+                    let at = found
+                        .rules
+                        .iter()
+                        .position(|r| r.decision < rule.decision)
+                        .unwrap_or(found.rules.len());
+                    found.rules.insert(at, rule);
+                }
+            }
+            Some(found) if rule.decision <= found.strictest() => {}
+            _ => {
+                self.hidden = Some(HiddenFinding {
+                    rules: vec![rule],
+                    what: what.to_owned(),
+                    subject: subject.to_owned(),
+                });
             }
         }
     }
@@ -179,17 +218,22 @@ pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdi
     };
     match (literal, &findings.hidden) {
         (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
-        (_, Some((rule, what, subject))) => Verdict {
+        (_, Some(hidden)) => Verdict {
             decision: Decision::Ask,
             reason: format!(
-                "`{}` needs approval: the rules cannot see {what}, and rule `{}` ({}) could match what runs",
-                shell::short(subject),
-                rule.id,
-                rule.origin
+                "`{}` needs approval: the rules cannot see {}, and {} could match what runs",
+                shell::short(&hidden.subject),
+                hidden.what,
+                rules_named(&hidden.rules)
             ),
             by: DecidedBy::Hidden {
-                what: what.clone(),
-                rule: rule.id.clone(),
+                what: hidden.what.clone(),
+                rule: hidden
+                    .rules
+                    .first()
+                    .map(|r| r.id.clone())
+                    .unwrap_or_default(),
+                rules: hidden.rules.iter().map(|r| r.id.clone()).collect(),
             },
         },
         (Some(m), None) => rule_says(m),
@@ -198,5 +242,18 @@ pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdi
             by: DecidedBy::Default,
             reason: allowed,
         },
+    }
+}
+
+/// "rule `a` (origin)", or "any of the rules `a` (origin), `b` (origin) and `c` (origin)".
+fn rules_named(rules: &[&CommandRule]) -> String {
+    let named: Vec<String> = rules
+        .iter()
+        .map(|r| format!("`{}` ({})", r.id, r.origin))
+        .collect();
+    match named.as_slice() {
+        [] => "a rule".to_owned(),
+        [one] => format!("rule {one}"),
+        [rest @ .., last] => format!("any of the rules {} and {last}", rest.join(", ")),
     }
 }

@@ -247,6 +247,37 @@ mod tests {
     }
 
     #[test]
+    fn a_hidden_program_names_every_rule_it_could_match() {
+        let rules = [
+            rule("allow-ls", &[&["ls"]], Decision::Allow),
+            rule("ask-push", &[&["git"], &["push"]], Decision::Ask),
+            rule("deny-sudo", &[&["sudo"]], Decision::Deny),
+            rule("deny-publish", &[&["cargo"], &["publish"]], Decision::Deny),
+        ];
+        let script = crate::shell::parse("x=git; $x push origin main");
+        let mut f = Findings::default();
+        check_script(&rules, &script, "x=git; $x push origin main", 0, &mut f);
+        let v = command_verdict(&f, String::new());
+        assert_eq!(v.decision, Decision::Ask);
+        // Strictest first, then in the rules' order; an allow rule is never the reason to ask.
+        assert_eq!(
+            v.reason,
+            "`$x push origin main` needs approval: the rules cannot see the variable `$x`, and \
+             any of the rules `deny-sudo` (built-in default), `deny-publish` (built-in default) \
+             and `ask-push` (built-in default) could match what runs"
+        );
+        // Only the rule a hidden subcommand could match is named.
+        let script = crate::shell::parse("git $sub origin");
+        let mut f = Findings::default();
+        check_script(&rules, &script, "git $sub origin", 0, &mut f);
+        assert!(
+            command_verdict(&f, String::new())
+                .reason
+                .ends_with("and rule `ask-push` (built-in default) could match what runs"),
+        );
+    }
+
+    #[test]
     fn path_rule_anchoring() {
         let mk = |p: &str| PathRule {
             id: "r".into(),
