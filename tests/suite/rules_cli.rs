@@ -12,8 +12,12 @@ use serde_json::{Value, json};
 use super::support::{Env, ExecEnv, path_str, run, run_bounded};
 
 /// The first rule a text names (`rule `ID``).
+/// The rule a result names first ("rule `X`", or "the rules `X` (...) and `Y` ...").
 fn named_rule(text: &str) -> Option<String> {
-    let rest = text.split_once("rule `")?.1;
+    let rest = text
+        .split_once("rule `")
+        .or_else(|| text.split_once("rules `"))?
+        .1;
     Some(rest.split('`').next()?.to_owned())
 }
 
