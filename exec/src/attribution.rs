@@ -205,10 +205,8 @@ fn kept_path(spec: &SandboxSpec, path: &Path, git_config: bool) -> Option<Attrib
             path.display()
         )));
     }
-    let masked = spec.masked_paths.iter().any(|p| {
-        path.starts_with(p) || std::fs::canonicalize(p).is_ok_and(|real| path.starts_with(real))
-    });
-    masked.then(|| Attribution::kept(format!("`{}` is a masked path", path.display())))
+    crate::fs_tools::in_masked_path(spec, path)
+        .then(|| Attribution::kept(format!("`{}` is a masked path", path.display())))
 }
 
 /// The words of an error line that name a file: absolute paths, and relative ones that are

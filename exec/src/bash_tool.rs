@@ -12,7 +12,7 @@ use bridle_sandbox::confined_fs::FsDenied;
 use serde::Deserialize;
 
 pub use crate::attribution::{Attribution, attribute, root_without_capabilities};
-use crate::fs_tools::{resolve, sandbox_denied};
+use crate::fs_tools::{home_expanded, in_masked_path, resolve, sandbox_denied};
 use crate::run::{RunRequest, RunStatus};
 use crate::tool::{CallEnv, Declaration, Effect, Escalation, TypedTool};
 
@@ -307,7 +307,7 @@ impl TypedTool for Grep {
         if in_masked_path(spec, &real) {
             return sandbox_denied(env, &FsDenied::Masked(real));
         }
-        let target = home_expanded(spec, raw);
+        let target = home_expanded(spec, raw).to_string_lossy().into_owned();
         let mut argv: Vec<String> = [
             "grep",
             "-rnIE",
@@ -378,24 +378,6 @@ impl TypedTool for Grep {
             ..env.result(ok, content, None)
         }
     }
-}
-
-/// `raw` with a leading `~` replaced by the sandbox's `HOME`, as the file tools read it; grep
-/// gets it without a shell, so nothing else would expand it.
-fn home_expanded(spec: &SandboxSpec, raw: &str) -> String {
-    match (raw.strip_prefix('~'), spec.env.get("HOME")) {
-        (Some(""), Some(home)) => home.clone(),
-        (Some(rest), Some(home)) if rest.starts_with('/') => format!("{home}{rest}"),
-        _ => raw.to_owned(),
-    }
-}
-
-/// Whether `real` (symlinks resolved) is in one of the spec's masked paths, taken as written
-/// and resolved.
-fn in_masked_path(spec: &SandboxSpec, real: &Path) -> bool {
-    spec.masked_paths
-        .iter()
-        .any(|m| real.starts_with(m) || real.starts_with(bridle_sandbox::real_path::real_path(m)))
 }
 
 /// Whether commands may read `real`: danger-full-access confines nothing; otherwise it must

@@ -89,15 +89,25 @@ fn done(env: &CallEnv<'_>, ok: bool, content: String, denied_by: Option<DeniedBy
 /// Resolves a tool path: relative to the workspace, lexically normalised, then with symlinks
 /// in its existing ancestors resolved (what the kernel will actually reach).
 pub fn resolve(spec: &bridle_policy::SandboxSpec, raw: &str) -> PathBuf {
-    // `~` means what it means to the commands of the sandbox: their `HOME`.
-    let home = spec.env.get("HOME").map(PathBuf::from);
-    let joined = match (raw.strip_prefix('~'), &home) {
-        (Some(""), Some(home)) => home.clone(),
-        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(&rest[1..]),
-        _ if Path::new(raw).is_absolute() => PathBuf::from(raw),
-        _ => spec.workspace.join(raw),
-    };
-    bridle_sandbox::real_path::real_path(&joined)
+    bridle_sandbox::real_path::real_path(&spec.workspace.join(home_expanded(spec, raw)))
+}
+
+/// `raw` with a leading `~` replaced by what it means to the commands of the sandbox: their
+/// `HOME` (anything else as written).
+pub(crate) fn home_expanded(spec: &bridle_policy::SandboxSpec, raw: &str) -> PathBuf {
+    match (raw.strip_prefix('~'), spec.env.get("HOME")) {
+        (Some(""), Some(home)) => PathBuf::from(home),
+        (Some(rest), Some(home)) if rest.starts_with('/') => Path::new(home).join(&rest[1..]),
+        _ => PathBuf::from(raw),
+    }
+}
+
+/// Whether `path` is in one of the spec's masked paths, each taken as written and resolved (a
+/// mask hides what its path resolves to as well: `~/.netrc -> /opt/netrc`).
+pub(crate) fn in_masked_path(spec: &bridle_policy::SandboxSpec, path: &Path) -> bool {
+    spec.masked_paths
+        .iter()
+        .any(|m| path.starts_with(m) || path.starts_with(bridle_sandbox::real_path::real_path(m)))
 }
 
 /// A failure of the file system, attributed.

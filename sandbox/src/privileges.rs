@@ -57,29 +57,43 @@ pub fn caller_is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Whether the calling thread, unconfined, may write `path` (or, missing, create it in its
-/// nearest existing directory), by its owner and mode and the thread's credentials: a
-/// permission error on a file they refuse anyway (`/etc/shadow` to a user) is not the
-/// sandbox's doing. Root passes, as it does outside the sandbox.
-pub fn may_write_unconfined(path: &std::path::Path) -> bool {
+/// Asks the kernel whether the calling thread's credentials and the owner and mode of `path`
+/// allow `write` (or reading) it, unconfined (Landlock takes no part in `access(2)`): for a
+/// missing file to be written, whether its nearest existing directory allows creating it.
+/// `Err` names the path that refused and why (`EACCES`: its owner and mode).
+pub fn unconfined_access(
+    path: &std::path::Path,
+    write: bool,
+) -> Result<(), (nix::errno::Errno, std::path::PathBuf)> {
     use nix::errno::Errno;
     use nix::fcntl::{AT_FDCWD, AtFlags};
     use nix::unistd::{AccessFlags, faccessat};
     let mut at = path;
-    let mut mode = AccessFlags::W_OK;
+    let mut mode = if write {
+        AccessFlags::W_OK
+    } else {
+        AccessFlags::R_OK
+    };
     loop {
         match faccessat(AT_FDCWD, at, mode, AtFlags::AT_EACCESS) {
-            Ok(()) => return true,
-            Err(Errno::ENOENT) => match at.parent() {
+            Err(Errno::ENOENT) if write => match at.parent() {
                 Some(parent) => {
                     at = parent;
                     mode = AccessFlags::W_OK | AccessFlags::X_OK;
                 }
-                None => return false,
+                None => return Err((Errno::ENOENT, path.to_path_buf())),
             },
-            Err(_) => return false,
+            Ok(()) => return Ok(()),
+            Err(e) => return Err((e, at.to_path_buf())),
         }
     }
+}
+
+/// Whether the calling thread, unconfined, may write `path` (or, missing, create it): a
+/// permission error on a file its owner and mode refuse anyway (`/etc/shadow` to a user) is not
+/// the sandbox's doing. Root passes, as it does outside the sandbox.
+pub fn may_write_unconfined(path: &std::path::Path) -> bool {
+    unconfined_access(path, true).is_ok()
 }
 
 /// Empties the calling thread's effective, permitted, inheritable and ambient capability sets

@@ -101,33 +101,18 @@ pub(super) enum Access {
 /// nearest existing directory must be writable.
 pub(super) fn permission_denied(path: &Path, access: Access) -> FsDenied {
     use nix::errno::Errno;
-    use nix::fcntl::AtFlags;
-    use nix::unistd::{AccessFlags, faccessat};
-    let mut at = path;
-    let mut mode = match access {
-        Access::Read => AccessFlags::R_OK,
-        Access::Write => AccessFlags::W_OK,
-    };
-    let by_mode = loop {
-        match faccessat(nix::fcntl::AT_FDCWD, at, mode, AtFlags::AT_EACCESS) {
-            Err(Errno::EACCES) => break true,
-            Err(Errno::ENOENT) if matches!(access, Access::Write) => match at.parent() {
-                Some(parent) => {
-                    at = parent;
-                    mode = AccessFlags::W_OK | AccessFlags::X_OK;
-                }
-                None => break false,
-            },
-            Ok(()) | Err(_) => break false,
-        }
-    };
-    match (by_mode, nix::unistd::geteuid().is_root()) {
-        (false, _) => FsDenied::Landlock(path.to_path_buf()),
-        (true, true) => FsDenied::RootWithoutCapabilities {
+    let refused_by =
+        match crate::privileges::unconfined_access(path, matches!(access, Access::Write)) {
+            Err((Errno::EACCES, at)) => Some(at),
+            _ => None,
+        };
+    match (refused_by, nix::unistd::geteuid().is_root()) {
+        (None, _) => FsDenied::Landlock(path.to_path_buf()),
+        (Some(at), true) => FsDenied::RootWithoutCapabilities {
             path: path.to_path_buf(),
-            refused_by: (at != path).then(|| at.to_path_buf()),
+            refused_by: (at != path).then_some(at),
         },
-        (true, false) => FsDenied::Io {
+        (Some(_), false) => FsDenied::Io {
             path: path.to_path_buf(),
             message: std::io::Error::from(Errno::EACCES).to_string(),
         },
