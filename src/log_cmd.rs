@@ -85,15 +85,21 @@ pub(crate) fn resolve(dir: &SessionDir, wanted: &str) -> Result<Named, AgentErro
         });
     }
     parse_id(wanted)?;
-    let ids = dir.ids()?;
-    if ids.iter().any(|(id, _)| id == wanted) {
+    // A session whose log is missing beside its head is named too: opening it says so.
+    let ids: Vec<String> = dir
+        .ids()?
+        .into_iter()
+        .map(|(id, _)| id)
+        .chain(dir.missing_logs()?)
+        .collect();
+    if ids.iter().any(|id| id == wanted) {
         return Ok(Named::One(wanted.to_owned()));
     }
     let mut matching: Vec<String> = ids
         .into_iter()
-        .filter(|(id, _)| id.starts_with(wanted))
-        .map(|(id, _)| id)
+        .filter(|id| id.starts_with(wanted))
         .collect();
+    matching.sort();
     // The same id in both stores is one session (opening it then says what is wrong).
     matching.dedup();
     Ok(match matching.len() {
@@ -149,7 +155,7 @@ fn list(dir: &Path, json: bool) -> Result<u8> {
             .map(|s| {
                 serde_json::json!({
                     "id": s.id,
-                    "store": s.backend.name(),
+                    "store": s.backend.map(|b| b.name()),
                     "created": s.created,
                     "workspace": s.workspace,
                     "turns": s.turns,

@@ -144,7 +144,7 @@ impl TypedTool for Bash {
                 content.push('\n');
             }
         }
-        let (ok, exit_code, timed_out, denied_by) = match &result.status {
+        let (ok, exit_code, timed_out, mut denied_by) = match &result.status {
             RunStatus::Exited(code) => {
                 content.push_str(&format!("[exit code {code}]"));
                 (*code == 0, Some(*code), false, None)
@@ -196,11 +196,18 @@ impl TypedTool for Bash {
             };
         }
         sandbox.network_decisions = result.network.clone();
+        // A failed command one of whose execs a rule refused was denied by that rule, as far
+        // as a caller branching on `denied_by` is concerned; the exec's record says which.
+        if !ok && denied_by.is_none() && rule_denial.is_some() {
+            denied_by = Some(DeniedBy::Rule);
+        }
         match (&attribution, rule_denial) {
             (_, Some(_)) if !ok && sandbox.denied_by_sandbox.is_some() => content.push_str(
                 "\n[denied by a command rule of the profile (below), not by the sandbox's mode: `sandbox_permissions` cannot lift a rule, so do not ask for it]",
             ),
-            (Some(found), None) if !ok => {
+            // A command that succeeded while git failed to update a protected config (`git
+            // branch -D` leaves the branch's section) still gets the note: it says why.
+            (Some(found), None) if !ok || !found.escalation_lifts => {
                 content.push('\n');
                 content.push_str(&found.note(spec.mode, env.approvals.policy()));
             }

@@ -1,7 +1,8 @@
 //! `Plan::decide_bash`: every command a script can run is found and decided by the shipped
-//! rules, through wrappers and global options; what the rules cannot see asks only when a rule
-//! could match it. Each case names the decision (and the deciding rule, or `hidden`) under
-//! ci-locked and under workstation.
+//! rules, through wrappers and global options; what the rules cannot see is left to the exec
+//! supervisor when one decides every program the sandbox runs, and otherwise asks when a rule
+//! could match it. Each case names the decision (and the deciding rule, `at-exec` or `hidden`)
+//! under ci-locked and under workstation.
 
 #![cfg(test)]
 
@@ -10,22 +11,27 @@ mod support;
 use bridle_policy::{DecidedBy, Decision, Plan};
 use pretty_assertions::assert_eq;
 
-use support::{load_text, plan_fixed, shipped_plan};
+use support::{load_text, plan_fixed, shipped_plan, text_only_plan};
 
-/// `deny:RULE`, `ask:RULE`, `ask:hidden`, `allow` (or `allow:RULE` for an allow rule).
+/// `deny:RULE`, `ask:RULE`, `ask:hidden`, `allow:at-exec`, `allow` (or `allow:RULE` for an
+/// allow rule).
 fn outcome(plan: &Plan, cmd: &str) -> String {
     let v = plan.decide_bash(cmd);
     match &v.by {
         DecidedBy::Rule { id, .. } => format!("{}:{id}", v.decision),
         DecidedBy::Hidden { .. } => format!("{}:hidden", v.decision),
+        DecidedBy::AtExec { .. } => format!("{}:at-exec", v.decision),
         _ => v.decision.to_string(),
     }
 }
 
 /// Checks `(command, under ci-locked, under workstation)` and reports every mismatch at once.
+/// A case left to the exec supervisor (`HIDDEN`) must ask where the text alone decides.
 fn check(cases: &[(&str, &str, &str)]) {
     let ci = shipped_plan("ci-locked");
     let ws = shipped_plan("workstation");
+    let text_ci = text_only_plan("ci-locked");
+    let text_ws = text_only_plan("workstation");
     let mut wrong = Vec::new();
     for (cmd, want_ci, want_ws) in cases {
         let got = (outcome(&ci, cmd), outcome(&ws, cmd));
@@ -35,13 +41,28 @@ fn check(cases: &[(&str, &str, &str)]) {
                 got.0, got.1
             ));
         }
+        for (plan, want, name) in [
+            (&text_ci, want_ci, "ci-locked"),
+            (&text_ws, want_ws, "workstation"),
+        ] {
+            let text = outcome(plan, cmd);
+            let want_text = if *want == HIDDEN { TEXT_HIDDEN } else { want };
+            if text != want_text {
+                wrong.push(format!(
+                    "{cmd:?}: {name} without a supervisor {text} (want {want_text})"
+                ));
+            }
+        }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
 
 const PUSH_CI: &str = "deny:deny-git-push";
 const PUSH_WS: &str = "ask:ask-git-push";
-const HIDDEN: &str = "ask:hidden";
+/// Hidden from the rules, with an exec supervisor to decide what it runs.
+const HIDDEN: &str = "allow:at-exec";
+/// Hidden from the rules, with only the text to decide.
+const TEXT_HIDDEN: &str = "ask:hidden";
 
 #[test]
 fn every_construct_that_runs_a_command_is_walked() {
@@ -265,7 +286,7 @@ fn global_options_before_a_subcommand_are_skipped() {
 }
 
 #[test]
-fn what_the_rules_cannot_see_asks() {
+fn what_the_rules_cannot_see_is_left_to_the_exec_supervisor_or_asks() {
     check(&[
         ("$x push", HIDDEN, HIDDEN),
         ("\"$(echo git)\" push", HIDDEN, HIDDEN),
@@ -418,7 +439,7 @@ fn reasons_name_the_rule_and_what_was_hidden() {
         v.reason,
         "`git -C . push origin` denied by rule `deny-git-push` (profiles/ci-locked.yaml:22:13): CI agents do not publish; the pipeline pushes after review"
     );
-    let ws = shipped_plan("workstation");
+    let ws = text_only_plan("workstation");
     let v = ws.decide_bash("git $sub origin");
     assert_eq!(
         v.by,
@@ -433,7 +454,7 @@ fn reasons_name_the_rule_and_what_was_hidden() {
         "`git $sub origin` needs approval: the rules cannot see the variable `$sub`, and rule `ask-git-push` (profiles/workstation.yaml:8:11) could match what runs"
     );
     // A hidden program could be any rule's: all of them are named, not the first one found.
-    let v = ci.decide_bash("x=git; $x push origin main");
+    let v = text_only_plan("ci-locked").decide_bash("x=git; $x push origin main");
     assert_eq!(v.decision, Decision::Ask);
     let all = [
         "deny-sudo",
@@ -452,7 +473,23 @@ fn reasons_name_the_rule_and_what_was_hidden() {
             rules: all.map(String::from).to_vec(),
         }
     );
-    let v = ws.decide_bash("echo hi");
+    // With the exec supervisor, the same text runs and each exec is decided by those rules.
+    let v = ci.decide_bash("x=git; $x push origin main");
+    assert_eq!(v.decision, Decision::Allow);
+    assert_eq!(
+        v.by,
+        DecidedBy::AtExec {
+            what: "the variable `$x`".into(),
+            rules: all.map(String::from).to_vec(),
+        }
+    );
+    assert_eq!(
+        v.reason,
+        "`$x push origin main` allowed: the rules cannot see the variable `$x`, so each program it runs is decided at its exec by the rules `deny-sudo` (profiles/workstation.yaml:14:11), `deny-git-push` (profiles/ci-locked.yaml:22:13), `deny-network-clients` (profiles/ci-locked.yaml:28:13) and `deny-package-publish` (profiles/ci-locked.yaml:34:13)"
+    );
+    let v = shipped_plan("ci-locked").decide_bash(". .venv/bin/activate && pytest -q");
+    assert_eq!(v.decision, Decision::Allow, "{}", v.reason);
+    let v = shipped_plan("workstation").decide_bash("echo hi");
     assert_eq!(v.by, DecidedBy::Default);
     assert_eq!(
         v.reason,
@@ -487,4 +524,24 @@ fn decide_exec_and_decide_bash_agree_on_one_command() {
         let bash = ci.decide_bash(cmd);
         assert_eq!((exec.decision, exec.by), (bash.decision, bash.by), "{cmd}");
     }
+}
+
+#[test]
+fn a_hidden_part_a_rule_on_a_shell_builtin_could_match_asks_even_with_a_supervisor() {
+    // What a builtin does happens without an exec: only the text can decide it.
+    let plan = plan_fixed(
+        &load_text(
+            "extends: workspace-write\napproval: never\nrules:\n  commands:\n    \
+             - {id: deny-ulimit, prefix: [ulimit], decision: deny}\n    \
+             - {id: deny-curl, prefix: [curl], decision: deny}\n",
+        )
+        .unwrap(),
+    );
+    assert!(plan.spec.exec_rules.is_some());
+    assert_eq!(outcome(&plan, "ulimit -n 10"), "deny:deny-ulimit");
+    assert_eq!(outcome(&plan, "x=ulimit; $x -n 10"), "ask:hidden");
+    assert_eq!(outcome(&plan, "source env.sh"), "ask:hidden");
+    // A hidden subcommand of curl can only be curl: the supervisor decides it.
+    assert_eq!(outcome(&plan, "curl $url"), "deny:deny-curl");
+    assert_eq!(outcome(&plan, "command \"$tool\" --version"), "ask:hidden");
 }

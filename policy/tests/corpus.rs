@@ -31,6 +31,19 @@ const MAX_FALSE_ASK_RATE: f64 = 0.005;
 
 const PROFILES: [&str; 4] = ["read-only", "workspace-write", "workstation", "ci-locked"];
 
+/// `workstation` in `danger-full-access`: its rules with no exec supervisor to guarantee them,
+/// so what the rules cannot see asks.
+const TEXT_ONLY: &str = "workstation, text only";
+
+/// The rows of the table: the shipped profiles, then workstation deciding on text alone.
+const ROWS: [&str; 5] = [
+    PROFILES[0],
+    PROFILES[1],
+    PROFILES[2],
+    PROFILES[3],
+    TEXT_ONLY,
+];
+
 /// Commands where the engine is stricter than the corpus labels on purpose, by the start of
 /// the command text. The engine may be stricter, never laxer.
 const STRICTER_ON_PURPOSE: &[(&str, &str)] = &[
@@ -98,6 +111,7 @@ struct Tally {
     allow: usize,
     ask_rule: usize,
     ask_hidden: usize,
+    at_exec: usize,
     deny: usize,
     false_ask: usize,
     false_deny: usize,
@@ -116,7 +130,8 @@ fn corpus_decisions_meet_the_targets() {
         "the corpus has {} entries, fewer than {MIN_ENTRIES}",
         entries.len()
     );
-    let plans: BTreeMap<&str, Plan> = PROFILES.iter().map(|p| (*p, shipped_plan(p))).collect();
+    let mut plans: BTreeMap<&str, Plan> = PROFILES.iter().map(|p| (*p, shipped_plan(p))).collect();
+    plans.insert(TEXT_ONLY, support::text_only_plan("workstation"));
     let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut missed = Vec::new();
     let mut unexpected = Vec::new();
@@ -126,13 +141,16 @@ fn corpus_decisions_meet_the_targets() {
         let on_purpose = STRICTER_ON_PURPOSE
             .iter()
             .any(|(start, _)| entry.cmd.starts_with(start));
-        for name in PROFILES {
+        for name in ROWS {
             let verdict = plans[name].decide_bash(&entry.cmd);
             let tally = tallies.entry(name).or_default();
             let rule = match &verdict.by {
                 DecidedBy::Rule { id, .. } => Some(id.as_str()),
                 _ => None,
             };
+            if matches!(verdict.by, DecidedBy::AtExec { .. }) {
+                tally.at_exec += 1;
+            }
             match verdict.decision {
                 Decision::Allow => tally.allow += 1,
                 Decision::Ask if rule.is_some() => tally.ask_rule += 1,
@@ -194,14 +212,15 @@ fn corpus_decisions_meet_the_targets() {
     let total = entries.len();
     println!("rule engine over {total} corpus entries:");
     println!(
-        "{:<16} {:>6} {:>9} {:>11} {:>6} {:>10} {:>11}",
-        "profile", "allow", "ask:rule", "ask:hidden", "deny", "false ask", "false deny"
+        "{:<22} {:>6} {:>8} {:>9} {:>11} {:>6} {:>10} {:>11}",
+        "profile", "allow", "at exec", "ask:rule", "ask:hidden", "deny", "false ask", "false deny"
     );
-    for name in PROFILES {
+    for name in ROWS {
         let t = &tallies[name];
         println!(
-            "{name:<16} {:>6} {:>9} {:>11} {:>6} {:>5} ({:.2} %) {:>5}",
+            "{name:<22} {:>6} {:>8} {:>9} {:>11} {:>6} {:>5} ({:.2} %) {:>5}",
             t.allow,
+            t.at_exec,
             t.ask_rule,
             t.ask_hidden,
             t.deny,
@@ -211,16 +230,16 @@ fn corpus_decisions_meet_the_targets() {
         );
     }
     for ((name, kind), (n, false_asks)) in &by_kind {
-        if *name == "workstation" {
+        if *name == TEXT_ONLY {
             println!(
-                "  workstation false asks, {kind}: {false_asks} of {n} ({:.2} %)",
+                "  {TEXT_ONLY}: false asks, {kind}: {false_asks} of {n} ({:.2} %)",
                 100.0 * *false_asks as f64 / *n as f64
             );
         }
     }
     for (name, asks) in &hidden_asks {
-        if *name == "workstation" {
-            println!("workstation false asks ({}):", asks.len());
+        if *name == TEXT_ONLY {
+            println!("{TEXT_ONLY}: false asks ({}):", asks.len());
             for a in asks {
                 println!("  {a}");
             }
@@ -232,14 +251,18 @@ fn corpus_decisions_meet_the_targets() {
         missed.len(),
         unexpected.len()
     );
-    let ws = &tallies["workspace-write"];
-    let rate = ws.false_ask as f64 / total as f64;
-    assert!(
-        rate <= MAX_FALSE_ASK_RATE,
-        "false asks under workspace-write: {} of {total} ({:.2} %)",
-        ws.false_ask,
-        100.0 * rate
-    );
+    // With the exec supervisor deciding what hidden parts run, the shipped profiles with rules
+    // ask for nothing no rule names either.
+    for name in ["workspace-write", "workstation", "ci-locked"] {
+        let t = &tallies[name];
+        let rate = t.false_ask as f64 / total as f64;
+        assert!(
+            rate <= MAX_FALSE_ASK_RATE,
+            "false asks under {name}: {} of {total} ({:.2} %)",
+            t.false_ask,
+            100.0 * rate
+        );
+    }
     assert!(missed.is_empty(), "missed catches:\n{}", missed.join("\n"));
     assert!(
         unexpected.is_empty(),

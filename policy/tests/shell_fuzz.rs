@@ -1,5 +1,6 @@
 //! Property tests for the shell parser and `decide_bash`: no input panics, overflows the stack
-//! or allows by accident what does not parse.
+//! or allows by accident what does not parse (it asks, or, where the exec supervisor decides
+//! every program the sandbox runs, is allowed as `at-exec`, saying so).
 
 #![cfg(test)]
 
@@ -8,7 +9,7 @@ mod support;
 use bridle_policy::{DecidedBy, Decision, shell};
 use proptest::prelude::*;
 
-use support::shipped_plan;
+use support::{shipped_plan, text_only_plan};
 
 fn config() -> ProptestConfig {
     ProptestConfig {
@@ -91,12 +92,17 @@ proptest! {
     #[test]
     fn bash_like_text_is_decided_without_panic(parts in prop::collection::vec(0..PIECES.len(), 0..80)) {
         let text: String = parts.iter().map(|&i| PIECES[i]).collect();
-        let plan = shipped_plan("workstation");
-        let verdict = plan.decide_bash(&text);
+        let verdict = text_only_plan("workstation").decide_bash(&text);
+        let supervised = shipped_plan("workstation").decide_bash(&text);
         // What does not parse is never allowed by accident under a profile with rules.
         let parsed = shell::parse(&text);
         if !parsed.hidden.is_empty() {
             prop_assert!(verdict.decision >= Decision::Ask, "{text:?}: {verdict:?}");
+            prop_assert!(
+                supervised.decision >= Decision::Ask
+                    || matches!(supervised.by, DecidedBy::AtExec { .. }),
+                "{text:?}: {supervised:?}"
+            );
         }
     }
 
@@ -109,7 +115,7 @@ proptest! {
 
 #[test]
 fn deep_nesting_does_not_overflow_the_stack() {
-    let plan = shipped_plan("ci-locked");
+    let plan = text_only_plan("ci-locked");
     for (open, close) in [
         ("(", ")"),
         ("$(", ")"),
@@ -157,19 +163,29 @@ fn characters_past_latin1_do_not_crash_the_parser() {
 
 #[test]
 fn oversized_input_is_hidden_not_allowed() {
-    let plan = shipped_plan("workstation");
     let text = "echo hi; ".repeat(shell::MAX_SCRIPT_BYTES / 9 + 1);
-    let verdict = plan.decide_bash(&text);
+    let verdict = text_only_plan("workstation").decide_bash(&text);
     assert_eq!(verdict.decision, Decision::Ask);
     assert!(
         matches!(verdict.by, DecidedBy::Hidden { .. }),
         "{verdict:?}"
     );
+    // With the exec supervisor, it runs and each exec is decided there, as the reason says.
+    let verdict = shipped_plan("workstation").decide_bash(&text);
+    assert!(
+        matches!(verdict.by, DecidedBy::AtExec { .. }),
+        "{verdict:?}"
+    );
+    assert!(
+        verdict.reason.contains("decided at its exec"),
+        "{}",
+        verdict.reason
+    );
 }
 
 #[test]
 fn scripts_nested_past_the_limit_are_hidden() {
-    let plan = shipped_plan("workstation");
+    let plan = text_only_plan("workstation");
     // Each level is literal and parses; past MAX_NESTING the inner script is not followed.
     let mut script = "echo hi".to_owned();
     for _ in 0..=bridle_policy::rules::MAX_NESTING {

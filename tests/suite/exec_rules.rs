@@ -105,6 +105,15 @@ pub(super) const EVASIONS: &[(&str, &str)] = &[
         "export GIT_CONFIG_GLOBAL=../gitconfig\ngit config --global alias.pp push\ngit pp origin HEAD:main",
     ),
     (
+        "a sourced file",
+        "printf 'git push origin HEAD:main\\n' > ../push.sh\n. ../push.sh",
+    ),
+    ("a variable command name", "x=git; $x push origin HEAD:main"),
+    (
+        "eval of a variable",
+        "c='git push origin HEAD:main'; eval \"$c\"",
+    ),
+    (
         "alias in a new repository's config",
         "cd ..; git init -q fresh; cd fresh; git remote add origin ../remote.git\n\
          git -c user.name=t -c user.email=t@e commit -q --allow-empty -m x\n\
@@ -167,7 +176,7 @@ fn bridle_exec_refuses_a_denied_exec_with_eacces_so_the_caller_goes_on() {
 }
 
 /// `bridle tool bash ARGS` under ci-locked, in the workspace.
-fn bash_tool(e: &ExecEnv, command: &str) -> (Run, Value) {
+pub(super) fn bash_tool(e: &ExecEnv, command: &str) -> (Run, Value) {
     let mut cmd = e.bridle();
     cmd.args(["--profile", "ci-locked", "tool", "bash"])
         .arg(serde_json::json!({ "command": command }).to_string())
@@ -186,6 +195,10 @@ fn the_bash_tool_denies_every_evasion_and_attributes_it() {
         let (_, v) = bash_tool(&e, &format!("cd repo && {line}"));
         let content = v["content"].as_str().unwrap();
         assert!(content.contains("rule"), "{what}: {v}");
+        // Refused before it ran, or failed because a rule refused an exec: either way a rule.
+        if v["ok"] == false {
+            assert_eq!(v["denied_by"], "rule", "{what}: {v}");
+        }
         assert_nothing_pushed(&e, what);
         // In a script file the command line shows nothing: the supervisor stops it.
         let name = script(&e, &format!("tool-{i}.sh"), line);
@@ -279,8 +292,9 @@ fn a_tree_five_levels_deep_started_by_a_script_file_is_supervised_with_its_ances
 fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
     let e = with_remote();
     // One evasion split over two calls each: `hash -p` in one call and its use in the next;
-    // a line continued with a backslash; an alias (the command-line rules deny the definition,
-    // so the next call runs no alias); a script written in one call and run in the next.
+    // a line continued with a backslash; an alias; a script written in one call and run in the
+    // next. What the command-line rules cannot see in one call (the alias's body, half a line)
+    // runs, and the supervisor denies the exec it leads to in the next.
     let script = r#"
 - tool_calls:
     - name: terminal
@@ -341,13 +355,8 @@ fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
         .collect();
     let supervised = |r: &str| r.contains("[bridle: rule deny-git-push denied exec of");
     assert!(supervised(&results[1]), "{results:?}");
-    // The continued line: its first half does not parse as bash, which the command-line rules
-    // refuse; either way nothing pushed.
-    assert!(
-        results[2].contains("denied") || supervised(&results[3]),
-        "{results:?}"
-    );
-    assert!(results[4].contains("denied"), "{results:?}");
+    assert!(supervised(&results[3]), "{results:?}");
+    assert!(supervised(&results[5]), "{results:?}");
     assert!(supervised(&results[7]), "{results:?}");
     assert_nothing_pushed(&e, "terminal");
     // `log show` prints each decision with the processes above it.

@@ -3,7 +3,7 @@
 //! a process made with `clone` untraced, `danger-full-access`, execs of missing files. Failing
 //! closed is in [`super::exec_rules_closed`].
 
-use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
+use super::exec_rules::{assert_nothing_pushed, bash_tool, git, script, with_remote};
 use super::support::{ExecEnv, bridle_in_pty, path_str, pty_command, run, run_bounded, run_within};
 
 #[track_caller]
@@ -89,6 +89,42 @@ fn python_m_pytest_keeps_working_under_ci_locked() {
     assert_no_exec_denied(&r, "pytest");
     r.assert_ok();
     assert!(r.stdout.contains("1 passed"), "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn a_virtualenv_activated_with_dot_keeps_working_under_ci_locked() {
+    // What `.` runs is hidden from the command-line rules; the exec supervisor decides each
+    // program it starts, so the agent's usual `. .venv/bin/activate && ...` runs.
+    let e = ExecEnv::new();
+    let venv = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-m",
+            "venv",
+            "--without-pip",
+            "--system-site-packages",
+            ".venv",
+        ])
+        .current_dir(&e.workspace)
+        .output()
+        .expect("run python3 -m venv");
+    assert!(
+        venv.status.success(),
+        "python3 -m venv: {}",
+        String::from_utf8_lossy(&venv.stderr)
+    );
+    e.write(
+        "test_sample.py",
+        "import sys\n\ndef test_in_the_venv():\n    assert sys.prefix.endswith('.venv')\n",
+    );
+    let (_, v) = bash_tool(
+        &e,
+        ". .venv/bin/activate && command -v python && python -m pytest -q -p no:cacheprovider",
+    );
+    assert_eq!(v["ok"], true, "{v}");
+    let content = v["content"].as_str().unwrap();
+    assert!(content.contains(".venv/bin/python\n"), "{content}");
+    assert!(content.contains("1 passed"), "{content}");
+    assert!(v["sandbox"].get("exec_decisions").is_none(), "{v}");
 }
 
 #[test]

@@ -261,6 +261,46 @@ fn verify_tells_a_corrupt_log_from_one_it_cannot_check() {
 }
 
 #[test]
+fn a_deleted_log_whose_head_is_left_is_listed_and_fails_verification() {
+    let env = Env::new();
+    let (dir, id) = recorded(&env, Backend::Jsonl);
+    let (_, sqlite_id) = recorded(&env, Backend::Sqlite);
+    std::fs::remove_file(dir.join(format!("{id}.jsonl"))).unwrap();
+    std::fs::remove_file(dir.join(format!("{sqlite_id}.sqlite"))).unwrap();
+    let r = log_cmd(&env, &dir, &["list", "--json"]);
+    r.assert_code(0);
+    let list: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    for gone in [&id, &sqlite_id] {
+        let entry = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == gone.as_str())
+            .unwrap_or_else(|| panic!("{gone} not listed: {list}"));
+        assert_eq!(entry["store"], serde_json::Value::Null, "{entry}");
+        let status = entry["status"].as_str().unwrap();
+        assert!(
+            status.starts_with("unreadable:") && status.contains("log file is missing"),
+            "{entry}"
+        );
+    }
+    let r = log_cmd(&env, &dir, &["list"]);
+    assert!(r.stdout.contains(&id), "{}", r.stdout);
+    for (args, code) in [
+        (vec!["verify", id.as_str()], 1),
+        (vec!["verify", &id[..20]], 1),
+        (vec!["show", id.as_str()], 1),
+    ] {
+        let r = log_cmd(&env, &dir, &args);
+        r.assert_code(code);
+        let said = format!("{}{}", r.stdout, r.stderr);
+        assert!(said.contains("log file is missing"), "{args:?}: {said}");
+    }
+    let r = log_cmd(&env, &dir, &["verify", &id]);
+    assert!(r.stdout.contains("TAMPERED OR CORRUPT"), "{}", r.stdout);
+}
+
+#[test]
 fn verify_calls_a_damaged_sqlite_log_corrupt_naming_the_file() {
     let env = Env::new();
     let (dir, id) = recorded(&env, Backend::Sqlite);
@@ -288,8 +328,10 @@ fn verify_calls_a_damaged_sqlite_log_corrupt_naming_the_file() {
             r.stderr
         );
     }
-    // A log that cannot be read at all is still "could not check".
+    // A session that left no trace at all (log and head gone) is "could not check"; with its
+    // head left, a missing log is corrupt (`a_deleted_log_whose_head_is_left_...`).
     std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(dir.join(format!("{id}.head"))).unwrap();
     log_cmd(&env, &dir, &["verify", &id]).assert_code(2);
 }
 

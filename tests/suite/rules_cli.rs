@@ -65,11 +65,12 @@ fn explain(env: &Env, profile: &str, command: &str) -> (Option<i32>, Value) {
     (r.code, v)
 }
 
-/// Workstation: sudo is denied, `git push` asks, what hides a command name asks.
+/// Workstation: sudo is denied, `git push` asks, what hides a command name runs (its execs
+/// are decided by the exec supervisor).
 const CASES: [(&str, &str, Option<&str>); 4] = [
     ("cd . && sudo -n true", "deny", Some("deny-sudo")),
     ("git -C . push origin main", "ask", Some("ask-git-push")),
-    ("$x push", "ask", Some("deny-sudo")),
+    ("x=true; $x push", "allow", None),
     ("echo \"year $(date +%Y)\"", "allow", None),
 ];
 
@@ -198,14 +199,24 @@ fn explain_bash_prints_the_decision_and_exits_0_allow_1_deny_3_ask() {
     ]));
     r.assert_code(0);
     assert!(r.stdout.starts_with("allow:"), "{}", r.stdout);
+    // What the rules cannot see runs; the exec supervisor decides each program it starts.
     let (code, v) = explain(&env, "workstation", "git $sub");
-    assert_eq!(code, Some(3));
+    assert_eq!(code, Some(0));
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["by"]["kind"], "at-exec");
+    assert_eq!(v["by"]["what"], "the variable `$sub`");
+    assert_eq!(v["by"]["rules"], json!(["ask-git-push"]));
+    assert_eq!(v["subject"]["bash"], "git $sub");
+    assert_eq!(v["approval"], "ask");
+    // Without the supervisor's guarantee (`danger-full-access`), the same text asks.
+    let full = env.home.join("full.yaml");
+    std::fs::write(&full, "extends: workstation\nmode: danger-full-access\n").unwrap();
+    let (code, v) = explain(&env, path_str(&full), "git $sub");
+    assert_eq!(code, Some(3), "{v}");
     assert_eq!(v["decision"], "ask");
     assert_eq!(v["by"]["kind"], "hidden");
     assert_eq!(v["by"]["what"], "the variable `$sub`");
     assert_eq!(v["by"]["rule"], "ask-git-push");
-    assert_eq!(v["subject"]["bash"], "git $sub");
-    assert_eq!(v["approval"], "ask");
     // Every explain subcommand uses the same exit codes.
     let code = |args: &[&str]| {
         run(env

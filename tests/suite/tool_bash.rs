@@ -443,4 +443,32 @@ fn a_change_to_the_protected_git_config_is_attributed_with_what_to_do_instead() 
         "{v}"
     );
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    // A command that succeeds while git could not update the config (`git branch -D` deletes
+    // the branch but keeps its section) is told why too.
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@e",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "a",
+    ]);
+    git(&["branch", "feat"]);
+    git(&["config", "branch.feat.description", "work in progress"]);
+    let (_, v) = tool(
+        &env,
+        "workspace-write",
+        r#"{"command": "git branch -D feat"}"#,
+    );
+    assert_eq!(v["ok"], true, "{v}");
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("could not lock config file")
+            && content.contains("is a protected path")
+            && content.contains("do not ask for `sandbox_permissions`"),
+        "{v}"
+    );
 }

@@ -164,6 +164,41 @@ fn masked_paths_are_unreadable_even_through_a_symlink() {
 }
 
 #[test]
+fn listings_leave_out_masked_paths_even_their_names() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "PRIVATE KEY").unwrap();
+    std::fs::write(env.home.join(".netrc"), "machine x password y\n").unwrap();
+    std::fs::write(env.home.join("notes.txt"), "hi\n").unwrap();
+    let home = path_str(&env.home);
+    let (r, v) = tool(&env, "workstation", "list_dir", &json!({"path": home}));
+    r.assert_ok();
+    let listed = content(&v);
+    assert!(listed.contains("notes.txt"), "{v}");
+    assert!(
+        !listed.contains(".netrc") && !listed.contains(".ssh"),
+        "{v}"
+    );
+    for pattern in ["**/.netrc", "**/id_rsa", ".ssh", "**/.ssh/**"] {
+        let (r, v) = tool(
+            &env,
+            "workstation",
+            "glob",
+            &json!({"pattern": pattern, "path": home}),
+        );
+        r.assert_ok();
+        assert!(content(&v).starts_with("no matches"), "{pattern}: {v}");
+    }
+    let (_, v) = tool(
+        &env,
+        "workstation",
+        "glob",
+        &json!({"pattern": "*.txt", "path": home}),
+    );
+    assert!(content(&v).contains("notes.txt"), "{v}");
+}
+
+#[test]
 fn ask_rule_on_a_write_is_unavailable_without_a_terminal() {
     let env = Env::new();
     let (_, v) = tool(

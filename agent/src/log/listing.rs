@@ -13,7 +13,8 @@ use crate::AgentError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSummary {
     pub id: String,
-    pub backend: Backend,
+    /// `None` for a session whose log is missing and whose head is left.
+    pub backend: Option<Backend>,
     pub created: String,
     pub workspace: String,
     pub turns: u64,
@@ -85,21 +86,70 @@ impl SessionDir {
         created
     }
 
+    /// The ids of sessions whose log is gone while its head record is still there: a log
+    /// deleted or moved away, which a reviewer must see rather than a shorter list.
+    pub fn missing_logs(&self) -> Result<Vec<String>, AgentError> {
+        let entries =
+            std::fs::read_dir(self.path()).map_err(|source| AgentError::ListSessionDir {
+                dir: self.path().to_path_buf(),
+                source,
+            })?;
+        let mut out: Vec<String> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                let id = name.to_str()?.strip_suffix(".head")?.to_owned();
+                (parse_id(&id).is_ok() && !self.has_log(&id)).then_some(id)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn has_log(&self, id: &str) -> bool {
+        Backend::ALL.iter().any(|b| {
+            std::fs::symlink_metadata(self.path().join(format!("{id}.{}", b.extension()))).is_ok()
+        })
+    }
+
     /// Every session in the directory, oldest first. A log that cannot be read is listed with
-    /// the reason as its status.
+    /// the reason as its status, and a log that is missing beside its head as missing.
     pub fn list(&self) -> Result<Vec<SessionSummary>, AgentError> {
         let mut out = Vec::new();
         for (id, backend) in self.ids()? {
             out.push(self.summarise(id, backend));
         }
         out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+        for id in self.missing_logs()? {
+            let status = format!("unreadable: {}", self.log_missing(&id));
+            out.push(SessionSummary {
+                id,
+                backend: None,
+                created: String::new(),
+                workspace: String::new(),
+                turns: 0,
+                status,
+            });
+        }
         Ok(out)
+    }
+
+    /// Why session `id`, whose head is there, has no log: it is corrupt, as a log cut short
+    /// is (`log verify` exits 1).
+    fn log_missing(&self, id: &str) -> AgentError {
+        AgentError::CorruptLog {
+            path: self.path().join(id),
+            reason: format!(
+                "its log file is missing (deleted or moved away); only its head `{id}.head` is \
+                 left"
+            ),
+        }
     }
 
     pub(super) fn summarise(&self, id: String, backend: Backend) -> SessionSummary {
         let mut summary = SessionSummary {
             id,
-            backend,
+            backend: Some(backend),
             created: String::new(),
             workspace: String::new(),
             turns: 0,
@@ -145,6 +195,7 @@ impl SessionDir {
             .collect();
         match found.as_slice() {
             [one] => Ok(one.clone()),
+            [] if self.path().join(format!("{id}.head")).exists() => Err(self.log_missing(id)),
             [] => Err(AgentError::FindSession {
                 id: id.to_owned(),
                 dir: self.path().to_path_buf(),

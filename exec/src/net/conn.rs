@@ -479,7 +479,8 @@ fn by_text(by: &DecidedBy) -> String {
         | DecidedBy::MaskedPath { .. }
         | DecidedBy::WritableRoot { .. }
         | DecidedBy::OutsideWritableRoots
-        | DecidedBy::Mode { .. } => "the policy".to_owned(),
+        | DecidedBy::Mode { .. }
+        | DecidedBy::AtExec { .. } => "the policy".to_owned(),
     }
 }
 

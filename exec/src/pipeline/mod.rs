@@ -279,8 +279,8 @@ impl Pipeline {
         let mut asks = Vec::new();
         for effect in &declaration.effects {
             let verdict = match effect {
-                Effect::Shell(text) => self.plan.decide_bash(text),
-                Effect::Exec(argv) => self.plan.decide_exec(argv),
+                Effect::Shell(text) => call_plan.decide_bash(text),
+                Effect::Exec(argv) => call_plan.decide_exec(argv),
                 Effect::Write(path) => write_verdict(call_plan, path),
                 Effect::Confined(why) | Effect::Session(why) => {
                     allowed_by.push(why.clone());

@@ -325,6 +325,28 @@ fn an_approved_escalation_runs_under_a_plan_made_anew() {
     assert_eq!(s.pipeline.plan().spec.mode, SandboxMode::ReadOnly);
 }
 
+/// What the command line hides from the rules runs in a supervised sandbox (its execs are
+/// decided there); escalated to `danger-full-access`, where the supervisor is a best effort,
+/// the same text asks, in the one question with the escalation.
+#[test]
+fn hidden_parts_are_decided_by_the_plan_the_call_runs_under() {
+    let s = setup("workstation");
+    let plain = serde_json::json!({"command": "source env.sh && make"});
+    let (result, _) = notes_of(&s.pipeline, "bash", &plain);
+    assert!(result.ok, "{result:?}");
+    assert!(s.asked.lock().unwrap().is_empty());
+    let full = serde_json::json!({"command": "source env.sh && make", "sandbox_permissions": "danger-full-access", "justification": "install"});
+    let (result, _) = notes_of(&s.pipeline, "bash", &full);
+    assert!(result.ok, "{result:?}");
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("the rules cannot see the file `env.sh` that `source` runs"),
+        "{}",
+        asked[0]
+    );
+}
+
 /// Said before the answer: an escalation of a command to `danger-full-access` runs with full
 /// access except the protected paths and bridle's session directory, and the question names
 /// both; a smaller escalation does not need to.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{DecidedBy, Plan, Verdict, normalize};
 use crate::origin::Origin;
-use crate::rules::{Findings, PathRule, check_command, check_script, command_verdict};
+use crate::rules::{Findings, HiddenParts, PathRule, check_command, check_script, command_verdict};
 use crate::shell::{self, Word};
 use crate::vocab::{Decision, SandboxMode};
 
@@ -149,8 +149,10 @@ impl Plan {
     /// Decides a bash script (the `bash` tool's command, terminal input, `bridle policy
     /// explain bash`): every simple command it can run is checked like [`Plan::decide_exec`]
     /// and the strictest decision wins. A part the rules cannot see gives `ask` only when an
-    /// `ask` or `deny` rule could match it; plain shell syntax with literal commands is decided
-    /// by the rules alone. Text with no statement at all (only blanks and comments) is denied.
+    /// `ask` or `deny` rule could match it, and then only where no exec supervisor decides
+    /// what it runs, or a rule naming a shell builtin could match it; plain shell syntax with
+    /// literal commands is decided by the rules alone. Text with no statement at all (only
+    /// blanks and comments) is denied.
     pub fn decide_bash(&self, script: &str) -> Verdict {
         let parsed = shell::parse(script);
         if parsed.empty && parsed.hidden.is_empty() {
@@ -173,7 +175,20 @@ impl Plan {
                 shell::short(whole),
                 self.spec.mode
             ),
+            self.hidden_parts(),
         )
+    }
+
+    /// A confined sandbox with command rules has an exec supervisor that decides every
+    /// program it runs, so what the rules cannot see in the text is decided there. Under
+    /// `danger-full-access` the supervisor is a best effort (a process can leave it), so the
+    /// text asks.
+    fn hidden_parts(&self) -> HiddenParts {
+        if self.spec.exec_rules.is_some() && self.spec.mode != SandboxMode::DangerFullAccess {
+            HiddenParts::AtExec
+        } else {
+            HiddenParts::Ask
+        }
     }
 }
 

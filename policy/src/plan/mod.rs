@@ -115,6 +115,16 @@ pub enum DecidedBy {
         /// order: a hidden program name could be any rule's program.
         rules: Vec<String>,
     },
+    /// A part of the command the rules cannot see that only rules on programs could match,
+    /// in a sandbox whose exec supervisor decides every program that runs: allowed here, each
+    /// exec it makes is decided by the rules when it happens.
+    AtExec {
+        /// What hid it: "the file `env.sh` that `.` runs".
+        what: String,
+        /// Every `ask` or `deny` rule it could match, strictest first, then in the profile's
+        /// order.
+        rules: Vec<String>,
+    },
     /// A `network.allow` or `network.deny` entry decided a connection.
     NetworkEntry {
         /// Which list.

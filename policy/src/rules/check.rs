@@ -204,8 +204,118 @@ pub(crate) fn check_script<'r>(
     }
 }
 
+/// Where the hidden parts of a command go when the rules cannot see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HiddenParts {
+    /// They ask when an `ask` or `deny` rule could match them.
+    Ask,
+    /// An exec supervisor decides every program the command runs, so a hidden part that only
+    /// rules on programs could match is allowed here: what it runs is decided at its exec.
+    AtExec,
+}
+
+/// bash's builtins and keywords: what they do happens without an exec, so a rule naming one
+/// is only ever decided on command-line text.
+const SHELL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    "!",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "case",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "coproc",
+    "declare",
+    "dirs",
+    "disown",
+    "do",
+    "done",
+    "echo",
+    "elif",
+    "else",
+    "enable",
+    "esac",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "fi",
+    "for",
+    "function",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "if",
+    "in",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "select",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "then",
+    "time",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "until",
+    "wait",
+    "while",
+];
+
+/// Whether every command `rule` can match starts with a program (never a shell builtin or
+/// keyword, and not every command), so that an exec supervisor sees each one it matches.
+fn names_programs_only(rule: &CommandRule) -> bool {
+    rule.prefix
+        .first()
+        .is_some_and(|names| names.iter().all(|n| !SHELL_BUILTINS.contains(&n.as_str())))
+}
+
 /// The verdict for what `findings` found; `allowed` is the reason when nothing matched.
-pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdict {
+pub(crate) fn command_verdict(
+    findings: &Findings<'_>,
+    allowed: String,
+    hidden_parts: HiddenParts,
+) -> Verdict {
     let literal = findings.matched.as_ref();
     let rule_says = |(rule, subject): &(&CommandRule, String)| {
         rule_verdict(
@@ -218,6 +328,25 @@ pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdi
     };
     match (literal, &findings.hidden) {
         (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
+        (_, Some(hidden))
+            if hidden_parts == HiddenParts::AtExec
+                && hidden.rules.iter().all(|r| names_programs_only(r)) =>
+        {
+            Verdict {
+                decision: Decision::Allow,
+                reason: format!(
+                    "`{}` allowed: the rules cannot see {}, so each program it runs is decided \
+                     at its exec by {}",
+                    shell::short(&hidden.subject),
+                    hidden.what,
+                    rules_named_all(&hidden.rules)
+                ),
+                by: DecidedBy::AtExec {
+                    what: hidden.what.clone(),
+                    rules: hidden.rules.iter().map(|r| r.id.clone()).collect(),
+                },
+            }
+        }
         (_, Some(hidden)) => Verdict {
             decision: Decision::Ask,
             reason: format!(
@@ -242,6 +371,14 @@ pub(crate) fn command_verdict(findings: &Findings<'_>, allowed: String) -> Verdi
             by: DecidedBy::Default,
             reason: allowed,
         },
+    }
+}
+
+/// "rule `a` (origin)", or "the rules `a` (origin), `b` (origin) and `c` (origin)".
+fn rules_named_all(rules: &[&CommandRule]) -> String {
+    match rules_named(rules).strip_prefix("any of ") {
+        Some(all) => all.to_owned(),
+        None => rules_named(rules),
     }
 }
 

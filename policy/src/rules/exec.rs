@@ -19,7 +19,7 @@ use crate::plan::{DecidedBy, Verdict};
 use crate::shell::{self, Word};
 use crate::vocab::Decision;
 
-use super::check::{Findings, check_explored, command_verdict};
+use super::check::{Findings, HiddenParts, check_explored, command_verdict};
 use super::programs::lookup;
 use super::views::Explorer;
 use super::{CommandRule, basename};
@@ -215,7 +215,7 @@ impl ExecRules {
             matched: Some((rule, shown)),
             ..Findings::default()
         };
-        Some(command_verdict(&findings, String::new()))
+        Some(command_verdict(&findings, String::new(), HiddenParts::Ask))
     }
 
     /// Every view of the exec explored (wrappers, scripts, aliases, other names), each matched.
@@ -251,6 +251,7 @@ impl ExecRules {
                 "exec of `{}` allowed: no rule matched",
                 shell::short(&shown)
             ),
+            HiddenParts::Ask,
         )
     }
 }

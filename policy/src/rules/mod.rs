@@ -92,7 +92,7 @@ impl PathRule {
 }
 
 pub use check::MAX_NESTING;
-pub(crate) use check::{Findings, check_command, check_script, command_verdict};
+pub(crate) use check::{Findings, HiddenParts, check_command, check_script, command_verdict};
 pub use exec::{ExecFacts, ExecRules};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
@@ -257,7 +257,7 @@ mod tests {
         let script = crate::shell::parse("x=git; $x push origin main");
         let mut f = Findings::default();
         check_script(&rules, &script, "x=git; $x push origin main", 0, &mut f);
-        let v = command_verdict(&f, String::new());
+        let v = command_verdict(&f, String::new(), HiddenParts::Ask);
         assert_eq!(v.decision, Decision::Ask);
         // Strictest first, then in the rules' order; an allow rule is never the reason to ask.
         assert_eq!(
@@ -271,7 +271,7 @@ mod tests {
         let mut f = Findings::default();
         check_script(&rules, &script, "git $sub origin", 0, &mut f);
         assert!(
-            command_verdict(&f, String::new())
+            command_verdict(&f, String::new(), HiddenParts::Ask)
                 .reason
                 .ends_with("and rule `ask-push` (built-in default) could match what runs"),
         );

@@ -133,6 +133,15 @@ pub fn shipped_plan(name: &str) -> Plan {
     plan_fixed(&shipped(name))
 }
 
+/// A shipped profile in `danger-full-access`: the same rules with no exec supervisor that
+/// guarantees them, so what the command line hides from them asks.
+#[allow(dead_code, reason = "not every test binary decides on text alone")]
+pub fn text_only_plan(name: &str) -> Plan {
+    let mut policy = shipped(name);
+    policy.mode.value = bridle_policy::SandboxMode::DangerFullAccess;
+    plan_fixed(&policy)
+}
+
 /// Runs `f`, asserting it returns within `limit`.
 pub fn within<T>(limit: Duration, f: impl FnOnce() -> T) -> T {
     let start = Instant::now();

@@ -1,5 +1,5 @@
 //! Listing and walking directories for the file tools: beneath the base, without following
-//! symlinks, skipping masked directories.
+//! symlinks, leaving out masked paths (not even their names are shown).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -11,8 +11,8 @@ use super::denied::{Access, FsDenied, io_denied, io_error};
 use super::hidden::opened_path;
 
 impl ConfinedFs {
-    /// Walks the tree below `base` (not following symlinks, skipping masked directories and
-    /// `.git`), returning `(path relative to base, is_dir)` for at most `max_entries` entries,
+    /// Walks the tree below `base` (not following symlinks, leaving out masked paths and not
+    /// entering `.git`), returning `(path relative to base, is_dir)` for at most `max_entries` entries,
     /// and whether the walk stopped early. Every directory is opened beneath `base` without
     /// following symlinks, so one swapped for a symlink during the walk is skipped, not entered.
     pub fn walk(
@@ -62,6 +62,9 @@ impl ConfinedFs {
                     .collect();
                 names.sort();
                 for (path, is_dir) in names.into_iter().rev() {
+                    if hidden.is_masked(&real_base.join(&path)) {
+                        continue;
+                    }
                     if out.len() >= max_entries {
                         return Ok((out, true));
                     }
@@ -76,8 +79,8 @@ impl ConfinedFs {
         })
     }
 
-    /// Lists a directory: `(name, is_dir)` sorted by name. Refuses masked directories and
-    /// `/proc`.
+    /// Lists a directory: `(name, is_dir)` sorted by name, masked entries left out. Refuses
+    /// masked directories and `/proc`.
     pub fn list_dir(&self, path: &Path) -> Result<Vec<(String, bool)>, FsDenied> {
         let shown = path.to_path_buf();
         let hidden = self.hidden.clone();
@@ -89,11 +92,15 @@ impl ConfinedFs {
                 ResolveFlag::RESOLVE_NO_MAGICLINKS,
             )
             .map_err(|e| io_denied(&shown, e, Access::Read))?;
-            hidden.check(&opened_path(&fd, &shown))?;
+            let real = opened_path(&fd, &shown);
+            hidden.check(&real)?;
             let mut out = Vec::new();
             let entries = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
                 .map_err(|e| io_error(&shown, &e))?;
             for entry in entries.flatten() {
+                if hidden.is_masked(&real.join(entry.file_name())) {
+                    continue;
+                }
                 let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
                 out.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
             }
