@@ -68,7 +68,9 @@ impl From<String> for Attribution {
 /// Attributed: "Read-only file system" or "Permission denied" naming a path outside every
 /// writable root or inside a protected path (the mount view and Landlock produce exactly these),
 /// and git's "could not lock config file" naming a protected config (bridle holds its lock);
-/// "Operation not permitted" on socket, mount, namespace and tracing operations (seccomp); and,
+/// "No such file or directory" or "does not exist" naming a path on the host's `/tmp` that the
+/// private `/tmp` does not show; "Operation not permitted" on socket, mount, namespace and
+/// tracing operations (seccomp); and,
 /// with the network off, unreachable-network and name-resolution failures. Not attributed: a
 /// permission error on a path the sandbox allows (a 0400 file, an ssh key the server refused).
 /// Paths may be relative to `cwd`, the command's working directory, or (as git names them) to a
@@ -86,6 +88,11 @@ pub fn attribute(spec: &SandboxSpec, cwd: &Path, stderr: &str) -> Option<Attribu
             .then(|| fs_attribution(spec, cwd, line, &lower))
             .flatten()
         {
+            return Some(found);
+        }
+        let missing =
+            lower.contains("no such file or directory") || lower.contains("does not exist");
+        if let Some(found) = missing.then(|| hidden_in_tmp(spec, cwd, line)).flatten() {
             return Some(found);
         }
         if lower.contains("operation not permitted")
@@ -187,6 +194,40 @@ fn fs_attribution(spec: &SandboxSpec, cwd: &Path, line: &str, lower: &str) -> Op
         }
     }
     None
+}
+
+/// A path a "no such file" line names that exists on the host below `/tmp`, where the
+/// sandbox's private `/tmp` shows only the workspace, the writable roots and `$HOME` (a sibling
+/// of a workspace in `/tmp`, say: `git submodule add ../lib`). Full access shows the host's.
+fn hidden_in_tmp(spec: &SandboxSpec, cwd: &Path, line: &str) -> Option<Attribution> {
+    if !spec.private_tmp {
+        return None;
+    }
+    let home = spec.env.get("HOME").map(PathBuf::from);
+    path_words(line).into_iter().find_map(|word| {
+        let path = bridle_policy::normalize(&cwd.join(word));
+        let shown = path
+            .strip_prefix("/tmp")
+            .or_else(|_| path.strip_prefix("/dev/shm"))
+            .is_ok()
+            && !path.starts_with(&spec.workspace)
+            && !path.starts_with(&spec.temp_dir)
+            && !spec.writable_roots.iter().any(|r| path.starts_with(r))
+            && !home.as_ref().is_some_and(|h| path.starts_with(h))
+            && std::fs::symlink_metadata(&path).is_ok();
+        shown.then(|| {
+            let named = if word.starts_with('/') {
+                format!("`{word}`")
+            } else {
+                format!("`{word}` (`{}`)", path.display())
+            };
+            Attribution::liftable(format!(
+                "{named} exists outside the sandbox, in a /tmp the sandbox replaces with a private \
+                 one (only the workspace and the writable roots are seen there; \
+                 `danger-full-access` sees the host's)"
+            ))
+        })
+    })
 }
 
 /// Whether `path` is in a protected or masked path of `spec` (a mask hides what its path
@@ -353,6 +394,54 @@ mod tests {
             exec_rules: None,
             protected_kept: false,
         }
+    }
+
+    #[test]
+    fn a_host_path_the_private_tmp_does_not_show_is_attributed() {
+        let host = tempfile::Builder::new()
+            .prefix("bridle-attr-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let lib = host.path().join("lib");
+        let ws = host.path().join("ws");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut s = spec();
+        s.workspace.clone_from(&ws);
+        s.writable_roots = vec![ws.clone()];
+        let said = attribute(
+            &s,
+            &ws,
+            &format!("fatal: repository '{}' does not exist", lib.display()),
+        )
+        .unwrap();
+        assert!(
+            said.what.contains("private one") && said.escalation_lifts,
+            "{said:?}"
+        );
+        let said = attribute(
+            &s,
+            &ws,
+            "ls: cannot access '../lib': No such file or directory",
+        )
+        .unwrap();
+        assert!(said.what.contains(&lib.display().to_string()), "{said:?}");
+        // Missing on the host too, inside the workspace, or with the host's /tmp: not the sandbox.
+        for line in [
+            "ls: cannot access '../nothing': No such file or directory",
+            "ls: cannot access 'src': No such file or directory",
+        ] {
+            assert_eq!(attribute(&s, &ws, line), None, "{line}");
+        }
+        s.private_tmp = false;
+        assert_eq!(
+            attribute(
+                &s,
+                &ws,
+                "ls: cannot access '../lib': No such file or directory"
+            ),
+            None
+        );
     }
 
     #[test]
