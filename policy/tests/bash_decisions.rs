@@ -541,6 +541,30 @@ fn a_hidden_part_a_rule_on_a_shell_builtin_could_match_asks_even_with_a_supervis
     assert_eq!(outcome(&plan, "ulimit -n 10"), "deny:deny-ulimit");
     assert_eq!(outcome(&plan, "x=ulimit; $x -n 10"), "ask:hidden");
     assert_eq!(outcome(&plan, "source env.sh"), "ask:hidden");
+    // bash runs a builtin through state the text sets without naming it: the alias table as a
+    // variable, a variable named at run time, a callback, a prompt.
+    for text in [
+        "set -o posix\nBASH_ALIASES[u]=ulimit\nu -n 77",
+        "BASH_ALIASES+=([u]=ulimit); u -n 77",
+        "printf -v 'BASH_ALIASES[u]' ulimit",
+        "declare BASH_ALI\\\nASES[u]=ulimit",
+        "read 'BASH_ALIASES[u]' <<< ulimit",
+        "v=BASH_ALIASES; declare \"$v[u]=ulimit\"",
+        "declare -n r=\"$v\"",
+        "printf -v \"$v\" %s ulimit",
+        "mapfile -C ulimit -c 1 a <<< 5",
+        "PROMPT_COMMAND='ulimit -n 5'",
+        "BASH_ENV=./e.sh bash -c true",
+    ] {
+        assert_eq!(outcome(&plan, text), "ask:hidden", "{text}");
+    }
+    for text in [
+        "export PATH=\"$HOME/bin:$PATH\"",
+        "read -r line",
+        "printf '%s' \"$x\"",
+    ] {
+        assert_eq!(outcome(&plan, text), "allow", "{text}");
+    }
     // A hidden subcommand of curl can only be curl: the supervisor decides it.
     assert_eq!(outcome(&plan, "curl $url"), "deny:deny-curl");
     assert_eq!(outcome(&plan, "command \"$tool\" --version"), "ask:hidden");

@@ -174,6 +174,44 @@ impl Explorer {
                 }
             }
             Role::Trap => self.trap(rest),
+            Role::SetsVariables => self.sets_variables(&name, rest),
+        }
+    }
+
+    /// `declare`, `read`, `printf -v`...: a variable whose name is hidden, or `mapfile -C`'s
+    /// callback, is hidden.
+    fn sets_variables(&mut self, name: &str, rest: &[Word]) {
+        let literal = |w: &Word| w.as_literal().map(str::to_owned);
+        if matches!(name, "mapfile" | "readarray")
+            && rest
+                .iter()
+                .any(|w| literal(w).is_some_and(|s| s.starts_with("-C")))
+        {
+            self.hidden(format!("the callback `{name} -C` runs"));
+            return;
+        }
+        let hidden_name = match name {
+            "printf" => rest.windows(2).any(|pair| {
+                pair[0].as_literal() == Some("-v") && matches!(pair[1], Word::Hidden(_))
+            }),
+            "read" | "mapfile" | "readarray" | "compgen" => {
+                rest.iter().any(|w| matches!(w, Word::Hidden(_)))
+            }
+            // `declare -n ref="$x"` names a variable in its value.
+            _ => {
+                let nameref = rest
+                    .iter()
+                    .any(|w| literal(w).is_some_and(|s| s.starts_with('-') && s.contains('n')));
+                rest.iter().any(|w| match w {
+                    Word::Hidden(h) => nameref || !h.prefix.contains('='),
+                    Word::Literal(_) => false,
+                })
+            }
+        };
+        if hidden_name {
+            self.hidden(format!(
+                "the name of a variable `{name}` sets (it may be one bash runs, or an alias)"
+            ));
         }
     }
 

@@ -15,6 +15,7 @@
 //! (`sh -c`, `eval`, `source`, wrappers) is the business of [`crate::rules`], which calls back
 //! here for nested scripts.
 
+mod state;
 mod walk;
 mod words;
 
@@ -251,6 +252,7 @@ fn parse_afresh(text: &str) -> Script {
             true,
         )),
     }
+    script.hidden.extend(state::hidden_state(text));
     script
 }
 

@@ -98,6 +98,15 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
                 redirected(node, src, ctx, script, &mut extra, &mut stack);
                 continue;
             }
+            "declaration_command" if declares_a_hidden_name(node, src) => {
+                script.hidden.push(Hidden::new(
+                    format!(
+                        "the name of a variable `{}` sets (it may be one bash runs, or an alias)",
+                        short(text(node, src))
+                    ),
+                    true,
+                ));
+            }
             "pipeline" => {
                 let mut after_pipe = false;
                 let first = stack.len();
@@ -243,6 +252,27 @@ fn redirected<'t>(
         }
         stack.push((body, Ctx { stdin, ..ctx }));
     }
+}
+
+/// Whether a `declare`/`local`/`export`/... names a variable the text does not show: an
+/// argument that is an expansion (`declare "$v[u]=x"`), or any expanded value of a nameref
+/// (`declare -n r="$v"`).
+fn declares_a_hidden_name(node: Node<'_>, src: &str) -> bool {
+    let expands = |n: Node<'_>| {
+        let t = text(n, src);
+        t.contains('$') || t.contains('`')
+    };
+    let mut cursor = node.walk();
+    let args: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+    let nameref = args.iter().any(|a| {
+        let t = text(*a, src);
+        a.kind() == "word" && t.starts_with('-') && t.contains('n')
+    });
+    args.iter().any(|a| match a.kind() {
+        "variable_assignment" => nameref && expands(*a),
+        "word" | "variable_name" => false,
+        _ => expands(*a),
+    })
 }
 
 /// The simple command that arguments written after a statement's redirection belong to.
@@ -429,8 +459,8 @@ mod tests {
 
     #[test]
     fn assignments_to_code_variables_are_hidden() {
-        assert_eq!(parse("PROMPT_COMMAND='git push'").hidden.len(), 1);
-        assert_eq!(parse("export BASH_ENV=x; FOO=1 true").hidden.len(), 1);
+        assert!(!parse("PROMPT_COMMAND='git push'").hidden.is_empty());
+        assert!(!parse("export BASH_ENV=x; FOO=1 true").hidden.is_empty());
         assert!(parse("FOO=$(date) true").hidden.is_empty());
     }
 }

@@ -96,6 +96,12 @@ impl ExecRecord {
                     self.pid, self.reason
                 )
             }
+            (Decision::Ask, _) if self.rule.is_none() => format!(
+                "exec of {what} (pid {}) needs approval ({}): {}; denied",
+                self.pid,
+                self.reason,
+                self.answer.as_deref().unwrap_or("not approved")
+            ),
             (Decision::Ask, _) => format!(
                 "rule {rule} needs approval for exec of {what} (pid {}): {}; denied",
                 self.pid,

@@ -22,9 +22,10 @@ impl Supervisor {
         facts: &ExecFacts,
         verdict: &Verdict,
     ) -> ExecRecord {
+        // What the supervisor cannot see (the file the dynamic loader opens) could be any of
+        // several rules' programs: the reason names them all, and no one rule decided.
         let rule = match &verdict.by {
             DecidedBy::Rule { id, .. } => Some(id.clone()),
-            DecidedBy::Hidden { rule, .. } => Some(rule.clone()),
             _ => None,
         };
         ExecRecord {

@@ -95,6 +95,10 @@ pub(super) enum Role {
     Alias,
     /// `shopt -s expand_aliases`: hidden, like an alias.
     Shopt,
+    /// Builtins that set variables by name (`declare`, `read`, `printf -v`, ...): a name the
+    /// rules cannot see may be `BASH_ALIASES` or `PROMPT_COMMAND`, and `mapfile -C` runs a
+    /// callback: hidden.
+    SetsVariables,
     /// `trap ACTION SIGNAL...`: a literal action is parsed as a script, anything else hidden.
     Trap,
 }

@@ -392,5 +392,20 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     role(&["source", "."], Role::Source),
     role(&["alias"], Role::Alias),
     role(&["shopt"], Role::Shopt),
+    role(
+        &[
+            "declare",
+            "typeset",
+            "local",
+            "export",
+            "readonly",
+            "read",
+            "mapfile",
+            "readarray",
+            "compgen",
+            "printf",
+        ],
+        Role::SetsVariables,
+    ),
     role(&["trap"], Role::Trap),
 ];
