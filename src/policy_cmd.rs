@@ -55,6 +55,7 @@ fn show(global: &GlobalArgs, as_json: bool) -> Result<u8> {
         return Ok(0);
     }
     write_policy_table(&mut out, &policy)?;
+    builtin_notes(&mut out, &policy)?;
     writeln!(out)?;
     write_spec(&mut out, &plan)?;
     Ok(0)
@@ -208,6 +209,27 @@ fn write_spec(out: &mut impl Write, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// A note for each command rule naming a shell builtin: the exec supervisor never sees those.
+fn builtin_notes(out: &mut impl Write, policy: &Policy) -> Result<()> {
+    for rule in &policy.command_rules {
+        let names = rule.shell_builtins();
+        if names.is_empty() {
+            continue;
+        }
+        let named: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        writeln!(
+            out,
+            "note: rule `{}` ({}) names {}, which bash runs as a builtin without an exec: it is \
+             decided on command-line text only, a best effort (a script file `bash FILE` runs \
+             is not read)",
+            rule.id,
+            rule.origin,
+            named.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
 fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
     let source = SourceFile::read(file)?;
     let mut out = std::io::stdout().lock();
@@ -231,6 +253,7 @@ fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
             policy.command_rules.len(),
             policy.path_rules.len()
         )?;
+        builtin_notes(&mut out, &policy)?;
         return Ok(0);
     }
     let reference = file.to_str().context("profile path is not valid UTF-8")?;
@@ -258,6 +281,7 @@ fn check(global: &GlobalArgs, file: &Path) -> Result<u8> {
         policy.path_rules.len(),
         policy.layers.len()
     )?;
+    builtin_notes(&mut out, &policy)?;
     Ok(0)
 }
 

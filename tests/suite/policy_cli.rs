@@ -229,7 +229,34 @@ fn check_accepts_every_shipped_profile_by_path() {
         let r = run(env.bridle().args(["policy", "check", path_str(&path)]));
         r.assert_code(0);
         assert!(r.stdout.contains(": ok"), "{}", r.stdout);
+        // No shipped rule names a shell builtin: every one is decided at the exec.
+        assert!(!r.stdout.contains("note: rule"), "{name}: {}", r.stdout);
     }
+}
+
+#[test]
+fn check_and_show_say_a_rule_naming_a_shell_builtin_is_decided_on_text_only() {
+    let env = Env::new();
+    let file = env.home.join("mine.yaml");
+    std::fs::write(
+        &file,
+        "extends: workstation\nrules:\n  commands:\n    - {id: deny-ulimit, prefix: [ulimit], decision: deny}\n",
+    )
+    .unwrap();
+    let r = run(env.bridle().args(["policy", "check", path_str(&file)]));
+    r.assert_code(0);
+    let note = "note: rule `deny-ulimit` (";
+    assert!(
+        r.stdout.contains(note) && r.stdout.contains("decided on command-line text only"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.matches("note: rule").count(), 1, "{}", r.stdout);
+    let r = run(env
+        .bridle()
+        .args(["--profile", path_str(&file), "policy", "show"]));
+    r.assert_code(0);
+    assert!(r.stdout.contains(note), "{}", r.stdout);
 }
 
 #[test]

@@ -216,7 +216,7 @@ pub(crate) enum HiddenParts {
 
 /// bash's builtins and keywords: what they do happens without an exec, so a rule naming one
 /// is only ever decided on command-line text.
-const SHELL_BUILTINS: &[&str] = &[
+pub(super) const SHELL_BUILTINS: &[&str] = &[
     ".",
     ":",
     "[",
@@ -305,9 +305,7 @@ const SHELL_BUILTINS: &[&str] = &[
 /// Whether every command `rule` can match starts with a program (never a shell builtin or
 /// keyword, and not every command), so that an exec supervisor sees each one it matches.
 fn names_programs_only(rule: &CommandRule) -> bool {
-    rule.prefix
-        .first()
-        .is_some_and(|names| names.iter().all(|n| !SHELL_BUILTINS.contains(&n.as_str())))
+    !rule.prefix.is_empty() && rule.shell_builtins().is_empty()
 }
 
 /// The verdict for what `findings` found; `allowed` is the reason when nothing matched.

@@ -55,6 +55,18 @@ fn serialize_glob<S: serde::Serializer>(glob: &Glob, s: S) -> Result<S::Ok, S::E
 }
 
 impl CommandRule {
+    /// The names the rule starts with that bash runs as builtins or keywords, without an exec:
+    /// for those, the rule is decided on command-line text only (`policy check` says so).
+    pub fn shell_builtins(&self) -> Vec<&str> {
+        self.prefix
+            .first()
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|n| check::SHELL_BUILTINS.contains(n))
+            .collect()
+    }
+
     /// Whether `argv` starts with this rule's prefix.
     pub fn matches(&self, argv: &[String]) -> bool {
         if argv.len() < self.prefix.len() {
