@@ -307,3 +307,49 @@ fn input_receipts_are_shown_where_they_happened() {
         ]
     );
 }
+
+#[test]
+fn every_question_asked_about_a_call_is_kept_with_its_answer() {
+    // The call's own question, then one per exec an `ask` rule matched: a reviewer must see
+    // each answer, not only the last.
+    let cmd = r#"{"command":"git push; make push"}"#;
+    let asked = |q: &str| Event::ApprovalAsked {
+        call_id: "c1".into(),
+        question: q.into(),
+    };
+    let decided = |answer: &str| Event::ApprovalDecided {
+        call_id: "c1".into(),
+        answer: answer.into(),
+        by: "the person at the terminal".into(),
+    };
+    let events = [
+        Event::TurnStart { turn: 0 },
+        Event::StepStart { turn: 0, step: 0 },
+        answer(vec![listed("c1", cmd)]),
+        Event::ToolCall(listed("c1", cmd)),
+        asked("approve bash git push?"),
+        decided("approved"),
+        Event::ToolDecision {
+            call_id: "c1".into(),
+            decision: Decision::Allow,
+            by: "approved".into(),
+        },
+        asked("approve exec git push origin sneaky?"),
+        decided("rejected"),
+        result("c1", "done", None),
+    ];
+    let view = view(&events);
+    let call = &only_turn(&view).steps[0].calls[0];
+    let answers: Vec<(&str, Option<&str>)> = call
+        .approvals
+        .iter()
+        .map(|a| (a.question.as_str(), a.answer.as_deref()))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            ("approve bash git push?", Some("approved")),
+            ("approve exec git push origin sneaky?", Some("rejected")),
+        ]
+    );
+}

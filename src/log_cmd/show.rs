@@ -277,7 +277,7 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
         };
         writeln!(out, "{MORE}escalation: asked {}, {ran}", p(&e.asked))?;
     }
-    if let Some(a) = &call.approval {
+    for a in &call.approvals {
         writeln!(
             out,
             "{MORE}asked: {}  answer: {} by {}",

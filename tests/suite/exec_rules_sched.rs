@@ -24,9 +24,13 @@ fn slices_inside(e: &ExecEnv, profile: &str) -> (Option<u64>, Option<u64>, Vec<O
         &[
             "sh",
             "-c",
-            "cat /proc/self/sched; echo ===; cat /proc/1/sched; for p in /proc/[0-9]*; do \
-             if [ \"$(cat $p/comm 2>/dev/null)\" = bridle-execs ]; then \
-             for t in $p/task/*; do echo ===; cat $t/sched; done; fi; done",
+            // A supervisor thread sets its slice as it starts: the threads are listed first,
+            // and read a second later, so that one the pool is just starting (under load it
+            // may wait that long for a CPU) has done so.
+            "cat /proc/self/sched; echo ===; cat /proc/1/sched; tasks=; for p in /proc/[0-9]*; do \
+             if [ \"$(cat $p/comm 2>/dev/null)\" = bridle-execs ]; then for t in $p/task/*; do \
+             tasks=\"$tasks $t\"; done; fi; done; sleep 1; for t in $tasks; do [ -e $t/sched ] || continue; echo ===; \
+             cat $t/sched; done",
         ],
     ));
     r.assert_ok();

@@ -194,7 +194,7 @@ fn show_prints_decisions_denials_approvals_and_switches() {
         let calls = &view["entries"][0]["steps"][0]["calls"];
         assert_eq!(calls[1]["decision"], "deny");
         assert_eq!(calls[1]["decided_by"], "rule no-push");
-        assert_eq!(calls[2]["approval"]["answer"], "rejected");
+        assert_eq!(calls[2]["approvals"][0]["answer"], "rejected");
         assert_eq!(view["entries"][1]["what"], "sandbox-mode");
     }
 }

@@ -87,7 +87,10 @@ pub struct Call {
     pub decision: Option<Decision>,
     /// The rule, approval or guard that decided.
     pub decided_by: Option<String>,
-    pub approval: Option<Approval>,
+    /// Every question asked about the call, in order: the call's own, then one for each exec
+    /// its command made that an `ask` rule matched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<Approval>,
     /// `None` when the log has no result.
     pub ok: Option<bool>,
     pub result: Option<String>,
@@ -279,7 +282,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             },
             Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {
                 Some(call) => {
-                    call.approval = Some(Approval {
+                    call.approvals.push(Approval {
                         question: question.clone(),
                         answer: None,
                         answered_by: None,
@@ -293,7 +296,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
                 by,
             } => match open
                 .find(&mut turn, call_id)
-                .and_then(|c| c.approval.as_mut())
+                .and_then(|c| c.approvals.last_mut())
             {
                 Some(approval) => {
                     approval.answer = Some(answer.clone());
@@ -462,7 +465,7 @@ impl Call {
             }),
             decision: None,
             decided_by: None,
-            approval: None,
+            approvals: Vec::new(),
             ok: None,
             result: None,
             sandbox: None,
