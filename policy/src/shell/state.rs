@@ -4,20 +4,10 @@
 //! `BASH_ENV`). Found in the text itself, so any spelling that reaches bash is seen.
 
 use super::Hidden;
+use super::walk::CODE_VARIABLES;
 
 /// Variables written through their names: the tables behind `alias` and `hash`.
 const TABLES: &[&str] = &["BASH_ALIASES", "BASH_CMDS"];
-
-/// Variables whose assigned value bash later runs (prompts expand `$(...)`) or sources.
-const RUN_VALUES: &[&str] = &[
-    "PROMPT_COMMAND",
-    "PS0",
-    "PS1",
-    "PS2",
-    "PS4",
-    "BASH_ENV",
-    "ENV",
-];
 
 /// What `text` sets that makes bash run commands the text does not show, if anything.
 pub(super) fn hidden_state(text: &str) -> Option<Hidden> {
@@ -29,7 +19,7 @@ pub(super) fn hidden_state(text: &str) -> Option<Hidden> {
             true,
         ));
     }
-    RUN_VALUES
+    CODE_VARIABLES
         .iter()
         .find(|name| may_set(&joined, name))
         .map(|name| Hidden::new(format!("what bash runs from the value of `{name}`"), true))

@@ -15,7 +15,7 @@ use super::{Hidden, MAX_COMMANDS, Script, SimpleCommand, Stdin, Word, short};
 
 /// Variables whose value bash runs (or expands command substitutions in) later: assigning one
 /// stores code the rules do not see run.
-const CODE_VARIABLES: &[&str] = &[
+pub(super) const CODE_VARIABLES: &[&str] = &[
     "PROMPT_COMMAND",
     "BASH_ENV",
     "ENV",
