@@ -140,7 +140,9 @@ static int dying_parent(const char *echo) {
     return code;
 }
 
-/* Mode cousin (see above). The memory the children share: the word, argv, their stacks. */
+/* Mode cousin (see above). The memory the children share: the word, argv, their stacks. No
+ * wait here depends on the scheduler: every one ends once the task it waits for ran or is
+ * gone (a loaded CPU can leave a child unrun for the whole life of the parent's `sleep`). */
 static char *shared_mem;
 static const char *cousin_echo;
 static volatile int *cousins_started, *cousin_go;
@@ -150,13 +152,21 @@ static int cousin_exec(void *unused) {
     char exe[64], now[256], before[256];
     snprintf(exe, sizeof exe, "/proc/%d/exe", cousin_parent);
     ssize_t n = readlink(exe, before, sizeof before - 1);
-    if (n < 0) syscall(SYS_exit, 7);
+    if (n < 0) {
+        /* Nobody waits for this child then: the writer goes, the parent execs. */
+        *cousin_go = 1;
+        __atomic_add_fetch(cousins_started, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_exit, 7);
+    }
     before[n] = 0;
     __atomic_add_fetch(cousins_started, 1, __ATOMIC_SEQ_CST);
-    /* Until the parent runs its new program: its threads are gone then. */
+    /* Until the parent runs its new program, or has no program left (it ran `sleep` to its end
+     * before this child looked again, or its exec failed and it exited): either way its threads
+     * are gone. Waiting only for a new program hung for ever when this child was not run for
+     * those 50 ms (a loaded CI machine). */
     for (;;) {
         n = readlink(exe, now, sizeof now - 1);
-        if (n > 0 && (now[n] = 0, strcmp(now, before) != 0)) break;
+        if (n < 0 || (now[n] = 0, strcmp(now, before) != 0)) break;
     }
     *cousin_go = 1;
     syscall(SYS_execve, cousin_echo, (char **)(shared_mem + 8192), environ);
@@ -173,14 +183,19 @@ static int cousin_write(void *unused) {
     syscall(SYS_exit, 0);
     return 0;
 }
+/* A child not made ends the parent (which waits for both to start), and sets the writer going
+ * when it is the one that would have. */
 static void *vfork_exec(void *unused) {
     (void)unused;
-    clone(cousin_exec, shared_mem + (2 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (clone(cousin_exec, shared_mem + (2 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL) < 0) {
+        *cousin_go = 1;
+        _exit(4);
+    }
     return NULL;
 }
 static void *vfork_write(void *unused) {
     (void)unused;
-    clone(cousin_write, shared_mem + (3 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (clone(cousin_write, shared_mem + (3 << 20) - 64, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL) < 0) _exit(4);
     return NULL;
 }
 /* Exits with how the echo ended (the other processes end with 0). */
