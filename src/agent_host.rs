@@ -159,6 +159,14 @@ impl Answerer for Shared {
         self.0.answer(request)
     }
 
+    fn answer_unless(
+        &self,
+        request: &bridle_exec::approvals::ApprovalRequest,
+        withdrawn: &dyn Fn() -> bool,
+    ) -> bridle_exec::approvals::ApprovalOutcome {
+        self.0.answer_unless(request, withdrawn)
+    }
+
     fn review_plan(&self, plan: &str) -> bridle_exec::approvals::PlanReview {
         self.0.review_plan(plan)
     }

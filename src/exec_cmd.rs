@@ -190,8 +190,12 @@ impl bridle_sandbox::ExecObserver for Reported<'_> {
         self.0.decided(record);
     }
 
-    fn approve(&mut self, record: &bridle_sandbox::ExecRecord) -> bool {
-        self.0.approve(record)
+    fn approve(
+        &mut self,
+        record: &bridle_sandbox::ExecRecord,
+        withdrawn: &dyn Fn() -> bool,
+    ) -> bool {
+        self.0.approve(record, withdrawn)
     }
 }
 

@@ -224,7 +224,11 @@ impl bridle_sandbox::ExecObserver for ShellExecs {
         let _ = write!(err, "\r\nbridle: {}\r\n", record.message());
     }
 
-    fn approve(&mut self, _record: &bridle_sandbox::ExecRecord) -> bool {
+    fn approve(
+        &mut self,
+        _record: &bridle_sandbox::ExecRecord,
+        _withdrawn: &dyn Fn() -> bool,
+    ) -> bool {
         false
     }
 }

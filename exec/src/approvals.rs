@@ -26,6 +26,9 @@ pub enum ApprovalOutcome {
     Rejected,
     /// The question was dismissed (end of input, interrupt).
     Cancelled,
+    /// The question was given up before anyone answered: what it was about ended first (the
+    /// command timed out or was stopped).
+    Withdrawn,
     /// Nobody could be asked.
     Unavailable,
 }
@@ -37,6 +40,7 @@ impl ApprovalOutcome {
             ApprovalOutcome::AllowedOnce => "approved",
             ApprovalOutcome::Rejected => "rejected",
             ApprovalOutcome::Cancelled => "cancelled",
+            ApprovalOutcome::Withdrawn => "withdrawn",
             ApprovalOutcome::Unavailable => "unavailable",
         }
     }
@@ -50,6 +54,7 @@ impl ApprovalOutcome {
             }
             ApprovalOutcome::Rejected => Some("rejected by the person asked; do not retry the same call".into()),
             ApprovalOutcome::Cancelled => Some("cancelled: the approval question was dismissed without an answer".into()),
+            ApprovalOutcome::Withdrawn => Some("withdrawn: the command the question was about ended (it timed out or was stopped) before anyone answered".into()),
             ApprovalOutcome::Unavailable => {
                 Some("unavailable: approval is needed but nobody can be asked in this session (no terminal)".into())
             }
@@ -100,6 +105,19 @@ pub trait Answerer: Send + Sync {
     /// Answers one approval question.
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome;
 
+    /// Answers one approval question whose answer may stop mattering while it is open (an exec
+    /// held while its command runs against a timeout): once `withdrawn` returns true, an
+    /// answerer that can stop asking gives up with `withdrawn`. By default the question is
+    /// asked to the end (the command is stopped on time all the same).
+    fn answer_unless(
+        &self,
+        request: &ApprovalRequest,
+        withdrawn: &dyn Fn() -> bool,
+    ) -> ApprovalOutcome {
+        let _ = withdrawn;
+        self.answer(request)
+    }
+
     /// Reviews a plan (markdown); without a way to ask, `unavailable`.
     fn review_plan(&self, plan: &str) -> PlanReview {
         let _ = plan;
@@ -148,6 +166,14 @@ impl Answerer for TerminalAnswerer {
     }
 
     fn answer(&self, request: &ApprovalRequest) -> ApprovalOutcome {
+        self.answer_unless(request, &|| false)
+    }
+
+    fn answer_unless(
+        &self,
+        request: &ApprovalRequest,
+        withdrawn: &dyn Fn() -> bool,
+    ) -> ApprovalOutcome {
         let Ok(tty) = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -187,6 +213,12 @@ impl Answerer for TerminalAnswerer {
         loop {
             if bridle_sandbox::launcher::termination_requested() {
                 return ApprovalOutcome::Cancelled;
+            }
+            if withdrawn() {
+                let _ = out.write_all(
+                    b"\nbridle: question withdrawn: the command ended before an answer\n",
+                );
+                return ApprovalOutcome::Withdrawn;
             }
             match bridle_sandbox::tty::wait_readable(&tty, std::time::Duration::from_millis(100)) {
                 Ok(true) => break,
@@ -322,6 +354,20 @@ impl<'o> Approvals<'o> {
     /// observer, the question and the answer are reported; a question that cannot be reported
     /// is not asked, and an answer that cannot be reported does not approve (`unavailable`).
     pub fn ask(&self, request: &ApprovalRequest) -> ApprovalOutcome {
+        self.ask_unless(request, &|| false)
+    }
+
+    /// Like [`Approvals::ask`], for a question whose answer may stop mattering while it is
+    /// open (see [`Answerer::answer_unless`]). One withdrawn before it is asked is not asked
+    /// (nor reported): `withdrawn`.
+    pub fn ask_unless(
+        &self,
+        request: &ApprovalRequest,
+        withdrawn: &dyn Fn() -> bool,
+    ) -> ApprovalOutcome {
+        if withdrawn() {
+            return ApprovalOutcome::Withdrawn;
+        }
         if self
             .note(PipelineNote::ApprovalAsked {
                 question: question_text(request),
@@ -344,7 +390,7 @@ impl<'o> Approvals<'o> {
         let (outcome, by) = match self.policy {
             ApprovalPolicy::Never => (ApprovalOutcome::Rejected, "approval policy never"),
             ApprovalPolicy::Ask => (
-                self.answerer.get().answer(request),
+                self.answerer.get().answer_unless(request, withdrawn),
                 self.answerer.get().who(),
             ),
         };

@@ -72,6 +72,10 @@ pub struct CallExecs<'a> {
     approvals: &'a Approvals<'a>,
     /// Exact command lines a person already approved: not asked about again.
     approved: Vec<Vec<String>>,
+    /// The execs asked about so far (pid, argv): the supervisor asks again about one only when
+    /// the file it runs is not the one first asked about (a path swapped meanwhile), and that
+    /// question goes to the person whatever was approved.
+    asked: Vec<(i32, Vec<String>)>,
     /// What was reported, in order.
     pub records: Vec<ExecRecord>,
 }
@@ -90,15 +94,28 @@ impl<'a> CallExecs<'a> {
         CallExecs {
             approvals,
             approved: Vec::new(),
+            asked: Vec::new(),
             records: Vec::new(),
         }
     }
 
     /// Does not ask again about an exec of exactly one of `approved` (what the person already
-    /// approved for the call); any other exec an `ask` rule matches is still asked about.
+    /// approved for the call), or of a command one of them runs through wrappers and scripts
+    /// ([`bridle_policy::rules::runs_of`]: `env git push` runs `git push`); any other exec an
+    /// `ask` rule matches is still asked about.
     pub fn approving(mut self, approved: &[Vec<String>]) -> CallExecs<'a> {
-        self.approved = approved.to_vec();
+        for argv in approved {
+            self.approve_runs_of(argv);
+        }
         self
+    }
+
+    fn approve_runs_of(&mut self, argv: &[String]) {
+        for run in bridle_policy::rules::runs_of(argv) {
+            if !self.approved.contains(&run) {
+                self.approved.push(run);
+            }
+        }
     }
 
     /// The lines the tool result adds for what was reported (empty when nothing was).
@@ -125,9 +142,14 @@ impl ExecObserver for CallExecs<'_> {
         self.records.push(record.clone());
     }
 
-    fn approve(&mut self, record: &ExecRecord) -> bool {
-        if self.approved.contains(&record.argv) {
-            return true;
+    fn approve(&mut self, record: &ExecRecord, withdrawn: &dyn Fn() -> bool) -> bool {
+        let key = (record.pid, record.argv.clone());
+        let swapped = self.asked.contains(&key);
+        if !swapped {
+            self.asked.push(key);
+            if self.approved.contains(&record.argv) {
+                return true;
+            }
         }
         let request = ApprovalRequest {
             tool: "exec".into(),
@@ -141,6 +163,12 @@ impl ExecObserver for CallExecs<'_> {
             escalation: None,
             call_id: None,
         };
-        self.approvals.ask(&request) == ApprovalOutcome::AllowedOnce
+        let yes = self.approvals.ask_unless(&request, withdrawn) == ApprovalOutcome::AllowedOnce;
+        // What the approved program runs through its wrappers (`env git push`) is approved
+        // with it: its own exec is not asked about again.
+        if yes {
+            self.approve_runs_of(&record.argv);
+        }
+        yes
     }
 }

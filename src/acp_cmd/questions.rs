@@ -68,7 +68,19 @@ async fn ask(cx: &ConnectionTo<Client>, entry: &Entry, question: Question) {
                 &title,
                 &text,
             );
-            let outcome = cx.send_request(asked).block_task().await.map(|r| r.outcome);
+            let sent = cx.send_request(asked);
+            let withdraw = sent.cancellation_handle();
+            let answered = sent.block_task();
+            tokio::pin!(answered);
+            // A question the session gives up (its command timed out) is withdrawn from the
+            // client (`$/cancel_request`); whatever the client answers later changes nothing.
+            let outcome = tokio::select! {
+                outcome = &mut answered => outcome.map(|r| r.outcome),
+                () = reply.wait_given_up() => {
+                    let _ = withdraw.cancel();
+                    return;
+                }
+            };
             let cancelled = matches!(outcome, Ok(RequestPermissionOutcome::Cancelled));
             let answer = match acp::answer_of(acp::Question::Approval, outcome) {
                 _ if cancelled => ApprovalOutcome::Cancelled,

@@ -41,6 +41,26 @@ impl Asked {
         !self.lock().is_empty()
     }
 
+    /// Drops the questions the session gave up (what they were about ended before an
+    /// answer); returns what the person must be told: that the shown one is gone, and the next
+    /// one's lines. Empty when the shown question still waits.
+    pub fn prune(&self) -> Vec<String> {
+        let mut queue = self.lock();
+        let shown_gone = queue.front().is_some_and(Question::given_up);
+        let mut out = Vec::new();
+        if let Some(front) = queue.front().filter(|_| shown_gone) {
+            out.push(format!(
+                "  question withdrawn (what it was about ended before an answer): {}",
+                summary(front)
+            ));
+        }
+        queue.retain(|q| !q.given_up());
+        if shown_gone && let Some(next) = queue.front() {
+            out.extend(lines(next));
+        }
+        out
+    }
+
     /// Whether the first waiting question is a plan review.
     pub fn reviewing(&self) -> bool {
         matches!(self.lock().front(), Some(Question::PlanReview { .. }))
@@ -127,18 +147,23 @@ pub fn review(line: &str) -> Option<PlanReview> {
     }
 }
 
+/// One line naming `question` (escaped).
+fn summary(question: &Question) -> String {
+    match question {
+        Question::Approval { request, .. } => printable(&call_summary(
+            &request.tool,
+            &request.arguments.to_string(),
+            120,
+        )),
+        Question::PlanReview { .. } => "the plan review".to_owned(),
+    }
+}
+
 /// What the person reads of `question` (escaped: nothing the model wrote drives the terminal).
 pub fn lines(question: &Question) -> Vec<String> {
     match question {
         Question::Approval { request, .. } => {
-            let mut out = vec![format!(
-                "? approve {}",
-                printable(&call_summary(
-                    &request.tool,
-                    &request.arguments.to_string(),
-                    120
-                ))
-            )];
+            let mut out = vec![format!("? approve {}", summary(question))];
             out.push(format!("  why: {}", brief(&request.reason, 200)));
             if let Some(mode) = request.escalation
                 && !request.reason.contains(&mode.to_string())
@@ -177,6 +202,50 @@ mod tests {
             })
         );
         assert_eq!(review("  "), None);
+    }
+
+    /// A question the session withdraws (its command timed out) stops waiting: the person is
+    /// told, and the next question is shown; the asking side gets `withdrawn`.
+    #[test]
+    fn a_withdrawn_question_is_dropped_and_the_next_one_shown() {
+        use bridle_exec::approvals::Answerer;
+        let (answerer, mut questions) = bridle_agent::session::ChannelAnswerer::new();
+        let asked = Asked::default();
+        let request = |command: &str| bridle_exec::approvals::ApprovalRequest {
+            tool: "bash".into(),
+            arguments: serde_json::json!({ "command": command }),
+            reason: "rule `ask-rm` asks".into(),
+            justification: None,
+            escalation: None,
+            call_id: None,
+        };
+        let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first = {
+            let (answerer, over, request) = (answerer.clone(), over.clone(), request("rm -rf a"));
+            std::thread::spawn(move || {
+                answerer.answer_unless(&request, &|| over.load(std::sync::atomic::Ordering::SeqCst))
+            })
+        };
+        assert!(asked.push(questions.blocking_recv().unwrap()).is_some());
+        let second = {
+            let (answerer, request) = (answerer.clone(), request("rm -rf b"));
+            std::thread::spawn(move || answerer.answer(&request))
+        };
+        assert!(asked.push(questions.blocking_recv().unwrap()).is_none());
+        assert!(asked.prune().is_empty(), "nothing withdrawn yet");
+        over.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(first.join().unwrap(), ApprovalOutcome::Withdrawn);
+        let told = asked.prune();
+        assert!(
+            told[0].contains("question withdrawn") && told[0].contains("rm -rf a"),
+            "{told:?}"
+        );
+        assert!(
+            told[1].contains("rm -rf b"),
+            "the next question is shown: {told:?}"
+        );
+        assert!(matches!(asked.answer("y"), Answered::Done { .. }));
+        assert_eq!(second.join().unwrap(), ApprovalOutcome::AllowedOnce);
     }
 
     /// Answers go to the question in front; a line that answers nothing keeps it waiting;

@@ -99,9 +99,19 @@ pub fn show_questions(
     asked: Arc<Asked>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        while let Some(question) = questions.blocking_recv() {
-            if let Some(lines) = asked.push(question) {
-                screen.print(&lines);
+        loop {
+            match questions.try_recv() {
+                Ok(question) => {
+                    if let Some(lines) = asked.push(question) {
+                        screen.print(&lines);
+                    }
+                }
+                // Meanwhile, a question the session gave up stops waiting for an answer.
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
+                    screen.print(&asked.prune());
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
             }
         }
     })

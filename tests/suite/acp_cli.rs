@@ -251,10 +251,8 @@ fn one_question_about_the_bash_call(
     results(&events(e, &id.0))
 }
 
-/// The exec supervisor's question about a program a `bash` call's script runs is asked of the
-/// client as part of that call (not of some other call, nor of none).
-#[test]
-fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
+/// A workspace with `push.sh`, a script that runs `git push` and prints `pushed=STATUS`.
+fn with_pusher() -> ExecEnv {
     use std::os::unix::fs::PermissionsExt;
     let e = ExecEnv::new();
     let pusher = e.write(
@@ -262,6 +260,14 @@ fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
         "#!/bin/sh\ngit push origin HEAD:main\necho pushed=$?\n",
     );
     std::fs::set_permissions(&pusher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    e
+}
+
+/// The exec supervisor's question about a program a `bash` call's script runs is asked of the
+/// client as part of that call (not of some other call, nor of none).
+#[test]
+fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
+    let e = with_pusher();
     // A read first, so the latest call of some other tool is on record too.
     let script = r#"
 - tool_calls:
@@ -274,6 +280,83 @@ fn an_exec_asked_about_inside_a_bash_call_names_that_call() {
 "#;
     let ran = one_question_about_the_bash_call(&e, Some("workstation"), script, "reject-once");
     assert!(ran[1].1.contains("pushed=126"), "{ran:?}");
+}
+
+/// A question about an exec that nobody answers before the call's timeout is withdrawn from
+/// the client (`$/cancel_request`): the call ends on time, the log says the question was
+/// withdrawn and the exec refused, and the push did not happen.
+#[test]
+fn an_exec_question_open_at_the_calls_timeout_is_withdrawn_from_the_client() {
+    let e = with_pusher();
+    let script = r#"
+- tool_calls:
+    - name: bash
+      arguments: {command: "./push.sh", timeout_secs: 2}
+- text: done
+"#;
+    let record = Record::default();
+    let (id, took) = converse(
+        agent(&e, Some("workstation"), script, &record),
+        &record,
+        vec![Reply::Held],
+        async |cx| {
+            let session = new_session(&cx, &e).await?.session_id;
+            let started = std::time::Instant::now();
+            let answer = cx.send_request(prompt(&session, "go")).block_task().await?;
+            assert_eq!(answer.stop_reason, StopReason::EndTurn);
+            let took = started.elapsed();
+            // The cancellation goes out on a task of its own, not ordered with the prompt's
+            // answer: wait for it before the connection closes.
+            for _ in 0..100 {
+                let sent = record
+                    .0
+                    .lock()
+                    .unwrap()
+                    .stdout
+                    .iter()
+                    .any(|l| l.contains("$/cancel_request"));
+                if sent {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok((session, took))
+        },
+    );
+    assert!(
+        took < super::acp_support::HELD / 2,
+        "the turn waited for the answer: {took:?}"
+    );
+    let seen = record.0.lock().unwrap();
+    assert_eq!(seen.asked.len(), 1, "{:?}", seen.asked);
+    assert!(
+        seen.stdout.iter().any(|l| l.contains("$/cancel_request")),
+        "no cancellation sent:\n{}",
+        seen.stdout.join("\n")
+    );
+    let log = events(&e, &id.0);
+    let answers: Vec<&str> = log
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ApprovalDecided { answer, .. } => Some(answer.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["withdrawn"]);
+    let exec = log
+        .iter()
+        .find_map(|ev| match ev {
+            Event::ExecDecision { exec, .. } => Some(exec),
+            _ => None,
+        })
+        .expect("the exec's decision is on record");
+    assert_eq!(
+        exec.answer.as_deref(),
+        Some("withdrawn: the run timed out before anyone answered")
+    );
+    let ran = results(&log);
+    assert!(ran[0].1.contains("timed out"), "{ran:?}");
+    assert!(!ran[0].1.contains("pushed="), "{ran:?}");
 }
 
 /// The network proxy's question (its allow-list is the session's, so it knows no call) is

@@ -24,7 +24,12 @@ pub const CONVERSATION: Duration = Duration::from_secs(60);
 pub enum Reply {
     Option(&'static str),
     Cancelled,
+    /// No answer for [`HELD`] (then cancelled): the question stays open meanwhile.
+    Held,
 }
+
+/// How long a [`Reply::Held`] question stays unanswered.
+pub const HELD: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// What one conversation saw.
 #[derive(Debug, Default)]
@@ -106,10 +111,22 @@ pub fn converse<T: Send + 'static>(
             .on_receive_request(
                 async move |r: RequestPermissionRequest, responder, _cx| {
                     asked.0.lock().unwrap().asked.push(r);
-                    let outcome = match replies.lock().unwrap().pop_front() {
+                    let reply = replies.lock().unwrap().pop_front();
+                    let outcome = match reply {
                         Some(Reply::Option(id)) => RequestPermissionOutcome::Selected(
                             SelectedPermissionOutcome::new(id.to_owned()),
                         ),
+                        // Answered later, off the connection's loop (which a handler that
+                        // waits would hold up).
+                        Some(Reply::Held) => {
+                            tokio::spawn(async move {
+                                tokio::time::sleep(HELD).await;
+                                let _ = responder.respond(RequestPermissionResponse::new(
+                                    RequestPermissionOutcome::Cancelled,
+                                ));
+                            });
+                            return Ok(());
+                        }
                         _ => RequestPermissionOutcome::Cancelled,
                     };
                     responder.respond(RequestPermissionResponse::new(outcome))

@@ -210,14 +210,23 @@ fn an_ask_rule_at_an_exec_holds_the_process_until_a_person_answers() {
 /// its question must reach the person (it used to wait forever for an observer that exists
 /// only once the run is started), and a command line the person approved is not asked about
 /// a second time, neither by `bridle exec` nor through the `bash` tool (its `bash -c` and the
-/// `git` it runs).
+/// `git` it runs), nor when a wrapper runs it (`env git push`, seen in the text or only at its
+/// exec).
 #[test]
 fn an_approved_command_is_asked_about_once_and_runs() {
     let push = "git -C repo push -q origin HEAD:main";
     let bash = serde_json::json!({ "command": push }).to_string();
-    let runs: [(&str, Vec<&str>); 2] = [
+    // Through a wrapper: approving it approves the command it runs.
+    let env_push = format!("env {push}");
+    let wrapped = serde_json::json!({ "command": env_push }).to_string();
+    // A wrapper the text does not show: asked at its exec, once.
+    let hidden = serde_json::json!({ "command": format!("x=env; $x {push}") }).to_string();
+    let runs: [(&str, Vec<&str>); 5] = [
         ("exec", push.split(' ').collect()),
         ("tool", vec!["bash", &bash]),
+        ("exec", env_push.split(' ').collect()),
+        ("tool", vec!["bash", &wrapped]),
+        ("tool", vec!["bash", &hidden]),
     ];
     for (how, rest) in runs {
         let e = with_remote();
@@ -226,7 +235,8 @@ fn an_approved_command_is_asked_about_once_and_runs() {
             args.push("--");
         }
         args.extend(rest);
-        let r = bridle_in_pty(&args, &e.home, &e.workspace, Some("y"), None);
+        // A second question would be refused (and counted).
+        let r = bridle_in_pty(&args, &e.home, &e.workspace, Some("y,n"), None);
         let asked = r.stdout.matches("approval needed for tool").count();
         assert_eq!(asked, 1, "{how}: asked {asked} times:\n{}", r.stdout);
         let refs = git(&e.workspace.join("remote.git"), &["for-each-ref"]);
@@ -454,4 +464,77 @@ attempt("unsearchable", lambda: os.execv("/root/no/such/program", ["program"]))
         outputs[0]
     );
     assert_eq!(outputs[0], outputs[1], "with rules and without");
+}
+
+/// A question about an exec does not hold the run past its timeout: the tree is killed on
+/// time, the question is withdrawn from the person, the exec never runs, and what happened is
+/// on record (`bridle exec`'s lines; the `bash` tool's exec decisions).
+#[test]
+fn a_timeout_withdraws_an_open_exec_question_and_kills_the_run_on_time() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "slow-ask.sh",
+        "git push -q origin HEAD:main; echo pushed=$?",
+    );
+    let started = std::time::Instant::now();
+    let r = bridle_in_pty(
+        &[
+            "--profile",
+            "workstation",
+            "exec",
+            "--timeout",
+            "2",
+            "--",
+            &name,
+        ],
+        &e.home,
+        &e.workspace,
+        None,
+        None,
+    );
+    let took = started.elapsed();
+    assert_eq!(r.code, Some(124), "{}", r.stdout);
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    assert!(
+        r.stdout.contains("approval needed for tool `exec`"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("question withdrawn"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("withdrawn: the run timed out before anyone answered; denied"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("pushed="), "{}", r.stdout);
+    assert_nothing_pushed(&e, "timed-out question, exec");
+
+    let bash = serde_json::json!({ "command": name, "timeout_secs": 2 }).to_string();
+    let started = std::time::Instant::now();
+    let r = bridle_in_pty(
+        &["--profile", "workstation", "tool", "bash", &bash],
+        &e.home,
+        &e.workspace,
+        None,
+        None,
+    );
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    let json = r
+        .stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no tool result:\n{}", r.stdout));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert!(v["content"].as_str().unwrap().contains("timed out"), "{v}");
+    let decision = &v["sandbox"]["exec_decisions"][0];
+    assert_eq!(decision["decision"], "ask", "{v}");
+    assert_eq!(decision["outcome"], "refused", "{v}");
+    assert_eq!(
+        decision["answer"], "withdrawn: the run timed out before anyone answered",
+        "{v}"
+    );
+    assert_nothing_pushed(&e, "timed-out question, bash tool");
 }

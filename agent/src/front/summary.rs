@@ -27,6 +27,22 @@ pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
                     break;
                 }
             }
+            // An argument vector (an exec the supervisor asks about) reads as its command,
+            // the program that runs first (its `argv[0]` is whatever the caller chose).
+            if parts.is_empty()
+                && let Some(serde_json::Value::Array(argv)) = map.get("argv")
+            {
+                let mut words: Vec<&str> = argv.iter().filter_map(|w| w.as_str()).collect();
+                if let Some(program) = map.get("program").and_then(|p| p.as_str())
+                    && !program.is_empty()
+                    && !words.is_empty()
+                {
+                    words[0] = program;
+                }
+                if words.len() == argv.len() {
+                    parts.push(words.join(" "));
+                }
+            }
             if parts.is_empty() {
                 serde_json::to_string(&args).unwrap_or_default()
             } else {
@@ -58,6 +74,18 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exec_question_is_summarised_by_its_command_line() {
+        assert_eq!(
+            call_summary(
+                "exec",
+                r#"{"program":"/usr/bin/git","argv":["git","push","origin","main"],"pid":7}"#,
+                80
+            ),
+            "exec: /usr/bin/git push origin main"
+        );
+    }
 
     #[test]
     fn a_call_is_summarised_by_what_its_arguments_do() {

@@ -515,6 +515,7 @@ async fn ask(shared: &Arc<Shared>, host: &str, port: u16, reason: &str) -> (Deci
             ApprovalOutcome::AllowedOnce => Decision::Allow,
             ApprovalOutcome::Rejected
             | ApprovalOutcome::Cancelled
+            | ApprovalOutcome::Withdrawn
             | ApprovalOutcome::Unavailable => Decision::Deny,
         };
         if matches!(
@@ -531,6 +532,7 @@ async fn ask(shared: &Arc<Shared>, host: &str, port: u16, reason: &str) -> (Deci
             ApprovalOutcome::AllowedOnce => format!("approved by {who}"),
             ApprovalOutcome::Rejected => format!("rejected by {who}"),
             ApprovalOutcome::Cancelled => "the approval question was cancelled".to_owned(),
+            ApprovalOutcome::Withdrawn => "the approval question was withdrawn".to_owned(),
             ApprovalOutcome::Unavailable => format!("approval unavailable: {who}"),
         };
         (decision, by)

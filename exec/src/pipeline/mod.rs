@@ -398,28 +398,19 @@ impl Pipeline {
 }
 
 /// The command lines a person saw and approved in a call's effects, exactly as they will be
-/// exec'd: a shell text as `bash -c TEXT` and each of its simple commands whose every word is
-/// literal; an argv as it is. The exec supervisor does not ask again about exactly these.
+/// exec'd: a shell text as `bash -c TEXT`, an argv as it is. The exec supervisor does not ask
+/// again about these, nor about what they run (see [`CallExecs::approving`]).
+///
+/// [`CallExecs::approving`]: crate::supervised::CallExecs::approving
 fn approved_commands(effects: &[Effect]) -> Vec<Vec<String>> {
-    let mut commands = Vec::new();
-    for effect in effects {
-        match effect {
-            Effect::Shell(text) => {
-                commands.push(vec!["bash".to_owned(), "-c".to_owned(), text.clone()]);
-                for command in bridle_policy::shell::parse(text).commands {
-                    let words: Option<Vec<String>> = command
-                        .words
-                        .iter()
-                        .map(|w| w.as_literal().map(str::to_owned))
-                        .collect();
-                    commands.extend(words.filter(|w| !w.is_empty()));
-                }
-            }
-            Effect::Exec(argv) => commands.push(argv.clone()),
-            _ => {}
-        }
-    }
-    commands
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Shell(text) => Some(vec!["bash".to_owned(), "-c".to_owned(), text.clone()]),
+            Effect::Exec(argv) => Some(argv.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The workspace's default protected paths and the spec's own, for a question (the first

@@ -6,6 +6,7 @@
 //! variable, a command substitution, `eval` of one...) "could match": that is `ask` when the
 //! rule is `ask` or `deny`. The strictest decision wins.
 
+mod approved;
 mod check;
 mod exec;
 mod programs;
@@ -103,6 +104,7 @@ impl PathRule {
     }
 }
 
+pub use approved::runs_of;
 pub use check::MAX_NESTING;
 pub(crate) use check::{Findings, HiddenParts, check_command, check_script, command_verdict};
 pub use exec::{ExecFacts, ExecRules};

@@ -4,7 +4,8 @@
 use std::io::{BufRead, BufReader};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -106,7 +107,7 @@ impl ExecEvents {
     pub fn run(self, observer: &mut dyn crate::supervisor::ExecObserver) {
         while let Ok(wake) = self.events.recv() {
             if let Wake::Exec(message) = wake {
-                crate::supervisor::record::observe(message, observer);
+                crate::supervisor::record::observe(message, observer, &|| false);
             }
         }
     }
@@ -285,7 +286,9 @@ impl Running {
         let mut next = events.recv_timeout(wait);
         while let Ok(wake) = next {
             match wake {
-                Wake::Exec(message) => crate::supervisor::record::observe(message, observer),
+                Wake::Exec(message) => {
+                    crate::supervisor::record::observe(message, observer, &|| false);
+                }
                 // Not sent before `finish_observed` starts its waiter; the status is over.
                 Wake::Exited(_) | Wake::Status(_) => {}
             }
@@ -347,45 +350,58 @@ impl Running {
                 (tx, rx, None)
             }
         };
-        let waiter = std::thread::spawn(move || {
-            // Once the launcher is dead but before it is reaped (its pid cannot be reused
-            // yet), signals to this process stop being passed on to that pid.
-            while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitid(
-                nix::sys::wait::Id::Pid(pid),
-                nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
-            ) {}
-            sys::stop_forwarding_to(pid.as_raw());
-            let status = loop {
-                match waitpid(pid, None) {
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    other => break other,
-                }
-            };
-            let _ = tx.send(Wake::Exited(status));
-        });
-        let deadline = timeout.map(|t| std::time::Instant::now() + t);
-        let mut timed_out = false;
-        let status = loop {
-            let wake = match deadline {
-                Some(d) if !timed_out => {
-                    rx.recv_timeout(d.saturating_duration_since(std::time::Instant::now()))
-                }
-                _ => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            };
-            match wake {
-                Ok(Wake::Exited(status)) => break Some(status),
-                // Once the tree is being killed nobody is asked any more.
-                Ok(Wake::Exec(crate::supervisor::record::FromSupervisor::Ask(..))) if timed_out => {
-                }
-                Ok(Wake::Exec(message)) => crate::supervisor::record::observe(message, observer),
-                Ok(Wake::Status(_)) => {}
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    timed_out = true;
+        // Set once the run is over for its questions: the launcher is gone or the timeout
+        // passed. A question still open then is withdrawn (its answer would come too late).
+        let over = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let over = over.clone();
+            std::thread::spawn(move || {
+                // Once the launcher is dead but before it is reaped (its pid cannot be reused
+                // yet), signals to this process stop being passed on to that pid.
+                while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitid(
+                    nix::sys::wait::Id::Pid(pid),
+                    nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+                ) {}
+                over.store(true, Ordering::SeqCst);
+                sys::stop_forwarding_to(pid.as_raw());
+                let status = loop {
+                    match waitpid(pid, None) {
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        other => break other,
+                    }
+                };
+                let _ = tx.send(Wake::Exited(status));
+            })
+        };
+        // The timeout is kept on a thread of its own: this one may be waiting for a person's
+        // answer to a question when it passes.
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let (stop_timer, timer_stopped) = mpsc::channel::<()>();
+        let timer = timeout.map(|timeout| {
+            let (over, timed_out) = (over.clone(), timed_out.clone());
+            std::thread::spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = timer_stopped.recv_timeout(timeout) {
+                    timed_out.store(true, Ordering::SeqCst);
+                    over.store(true, Ordering::SeqCst);
                     let _ = kill(pid, Signal::SIGTERM);
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            })
+        });
+        let withdrawn = || over.load(Ordering::SeqCst);
+        let mut observing = crate::supervisor::record::Observing::new(observer);
+        let status = loop {
+            match rx.recv() {
+                Ok(Wake::Exited(status)) => break Some(status),
+                Ok(Wake::Exec(message)) => observing.pass(message, &withdrawn),
+                Ok(Wake::Status(_)) => {}
+                Err(_) => break None,
             }
         };
+        drop(stop_timer);
+        if let Some(timer) = timer {
+            let _ = timer.join();
+        }
+        let timed_out = timed_out.load(Ordering::SeqCst);
         let outcome = match (status, timed_out) {
             (_, true) => Some(Outcome::TimedOut),
             (Some(status), false) => Some(exit_outcome(status)),
@@ -397,10 +413,7 @@ impl Running {
         if let Some(reader) = reader {
             loop {
                 match rx.recv_timeout(Duration::from_millis(10)) {
-                    Ok(Wake::Exec(crate::supervisor::record::FromSupervisor::Ask(..))) => {}
-                    Ok(Wake::Exec(message)) => {
-                        crate::supervisor::record::observe(message, observer);
-                    }
+                    Ok(Wake::Exec(message)) => observing.pass(message, &|| true),
                     Ok(Wake::Exited(_) | Wake::Status(_)) => {}
                     Err(_) if reader.is_finished() => break,
                     Err(_) => {}
@@ -408,14 +421,16 @@ impl Running {
             }
             let _ = reader.join();
             while let Ok(wake) = rx.try_recv() {
-                if let Wake::Exec(
-                    message @ crate::supervisor::record::FromSupervisor::Decided(..),
-                ) = wake
-                {
-                    crate::supervisor::record::observe(message, observer);
+                if let Wake::Exec(message) = wake {
+                    observing.pass(message, &|| true);
                 }
             }
         }
+        observing.settle(if timed_out {
+            "the run timed out"
+        } else {
+            "the run ended"
+        });
         drop(pids_group);
         let moved = mounts::sweep_planted(&must_stay_absent);
         let inspection = inspector.map(|i| i.finish()).unwrap_or_default();

@@ -144,8 +144,10 @@ pub trait ExecObserver {
     fn decided(&mut self, record: &ExecRecord);
 
     /// Whether `record` (an exec an `ask` rule matched, held stopped meanwhile) may run. The
-    /// answer is recorded through [`ExecObserver::decided`] afterwards.
-    fn approve(&mut self, record: &ExecRecord) -> bool;
+    /// answer is recorded through [`ExecObserver::decided`] afterwards. `withdrawn` turns true
+    /// once the answer no longer matters (the run timed out or ended): an observer still
+    /// asking should then stop and answer no.
+    fn approve(&mut self, record: &ExecRecord, withdrawn: &dyn Fn() -> bool) -> bool;
 }
 
 /// The observer of runs nobody watches: decisions go to the log (`tracing`), questions are
@@ -158,7 +160,7 @@ impl ExecObserver for Unobserved {
         tracing::warn!("{}", record.message());
     }
 
-    fn approve(&mut self, _record: &ExecRecord) -> bool {
+    fn approve(&mut self, _record: &ExecRecord, _withdrawn: &dyn Fn() -> bool) -> bool {
         false
     }
 }
@@ -216,14 +218,74 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
 }
 
 /// Hands one message to `observer`; a question is answered on its sender.
-pub(crate) fn observe(message: FromSupervisor, observer: &mut dyn ExecObserver) {
+pub(crate) fn observe(
+    message: FromSupervisor,
+    observer: &mut dyn ExecObserver,
+    withdrawn: &dyn Fn() -> bool,
+) {
     match message {
         FromSupervisor::Decided(record, delivered) => {
             observer.decided(&record);
             let _ = delivered.send(true);
         }
         FromSupervisor::Ask(record, reply) => {
-            let _ = reply.send(observer.approve(&record));
+            let _ = reply.send(observer.approve(&record, withdrawn));
+        }
+    }
+}
+
+/// Hands a run's messages to its observer, keeping each question answered no until the
+/// supervisor reports its decision: a sandbox stopped first (a timeout, a stop) reports
+/// nothing more, and [`Observing::settle`] then records those questions itself, so that every
+/// question asked has its decision on record.
+pub(crate) struct Observing<'o> {
+    observer: &'o mut dyn ExecObserver,
+    refused: Vec<ExecRecord>,
+}
+
+impl<'o> Observing<'o> {
+    pub(crate) fn new(observer: &'o mut dyn ExecObserver) -> Observing<'o> {
+        Observing {
+            observer,
+            refused: Vec::new(),
+        }
+    }
+
+    /// Hands `message` over; `withdrawn` says whether the run is over for its questions.
+    pub(crate) fn pass(&mut self, message: FromSupervisor, withdrawn: &dyn Fn() -> bool) {
+        match message {
+            FromSupervisor::Decided(record, delivered) => {
+                if record.decision == Decision::Ask {
+                    self.refused
+                        .retain(|r| !(r.pid == record.pid && r.argv == record.argv));
+                }
+                self.observer.decided(&record);
+                let _ = delivered.send(true);
+            }
+            FromSupervisor::Ask(mut record, reply) => {
+                let yes = self.observer.approve(&record, withdrawn);
+                if !yes {
+                    record.outcome = ExecOutcome::Refused;
+                    record.answer = Some(if withdrawn() {
+                        "withdrawn".to_owned()
+                    } else {
+                        "not approved".to_owned()
+                    });
+                    self.refused.push(record);
+                }
+                let _ = reply.send(yes);
+            }
+        }
+    }
+
+    /// Records each question answered no whose decision the supervisor never reported; `why`
+    /// says how the run ended (`the run timed out`).
+    pub(crate) fn settle(self, why: &str) {
+        for mut record in self.refused {
+            if record.answer.as_deref() == Some("withdrawn") {
+                record.answer = Some(format!("withdrawn: {why} before anyone answered"));
+            }
+            self.observer.decided(&record);
         }
     }
 }
