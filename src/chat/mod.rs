@@ -234,7 +234,10 @@ fn watch(
         let finished = done.load(Ordering::SeqCst);
         if bridle_sandbox::launcher::termination_requested() && signalled_at.is_none() {
             signalled_at = Some(std::time::Instant::now());
-            session.cancel();
+            // The log says the signal ended the turn, not the person.
+            let who = bridle_sandbox::launcher::termination_signal()
+                .map_or_else(|| "a signal".to_owned(), |name| format!("signal {name}"));
+            session.cancel_because(&who);
             cancelling.store(true, Ordering::SeqCst);
         }
         if cancelling.load(Ordering::SeqCst) {

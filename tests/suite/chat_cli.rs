@@ -355,6 +355,8 @@ fn sigterm_cancels_the_turn_kills_its_tools_and_bridle_dies_of_it() {
     let events = exported_events(&e, &sessions(&e));
     let ends = of_type(&events, "turn/end");
     assert_eq!(ends[0]["reason"], "aborted", "{ends:?}");
+    // The log says what ended it: the signal, not the person.
+    assert_eq!(ends[0]["cancelled_by"], "signal SIGTERM", "{ends:?}");
 }
 
 #[test]

@@ -246,12 +246,15 @@ fn insert_some(fields: &mut Value, key: &str, value: Option<&str>) {
 }
 
 /// The progress lines of `bridle run` without `--json`: one line per tool call when it is
-/// decided, with the decision and what decided it. Folds the calls it has seen, so a decision
-/// names its call.
+/// decided, with the decision and what decided it, and one per exec inside it that a command
+/// rule refused or asked about (an allowed call may still have had its `git push` refused).
+/// Folds the calls it has seen, so a decision names its call.
 #[derive(Debug, Default)]
 pub struct ProgressLines {
-    /// Call id → its summary.
+    /// Call id → its summary, until it is decided.
     calls: HashMap<String, String>,
+    /// Call id → its summary, from its decision to its result.
+    running: HashMap<String, String>,
 }
 
 impl ProgressLines {
@@ -274,16 +277,29 @@ impl ProgressLines {
                     .calls
                     .remove(call_id)
                     .unwrap_or_else(|| format!("call {call_id}"));
-                Some(format!("{call} → {decision} ({by})"))
+                let line = format!("{call} → {decision} ({by})");
+                self.running.insert(call_id.clone(), call);
+                Some(line)
+            }
+            Event::ExecDecision { call_id, exec } => {
+                let call = self
+                    .running
+                    .get(call_id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("call {call_id}"));
+                Some(format!("{call} → {}", exec.message))
             }
             // A call that never reached a decision (its arguments were invalid): its line
             // says why it did not run.
             Event::ToolResult {
                 call_id, content, ..
-            } => self.calls.remove(call_id).map(|call| {
-                let why = content.split('\n').next().unwrap_or("");
-                format!("{call} → not run: {}", super::summary::cut(why, 120))
-            }),
+            } => {
+                self.running.remove(call_id);
+                self.calls.remove(call_id).map(|call| {
+                    let why = content.split('\n').next().unwrap_or("");
+                    format!("{call} → not run: {}", super::summary::cut(why, 120))
+                })
+            }
             _ => None,
         }
     }
@@ -491,6 +507,55 @@ mod tests {
         assert_eq!(
             lines,
             ["read_file: {oops → not run: invalid arguments: expected ident"]
+        );
+    }
+
+    /// An allowed call whose command had an exec refused says so on a line of its own.
+    #[test]
+    fn an_exec_refused_inside_an_allowed_call_has_its_own_progress_line() {
+        let mut progress = ProgressLines::default();
+        let message = "rule deny-git-push denied exec of /usr/bin/git push (pid 5)";
+        let events = [
+            Event::ToolCall(ToolCall {
+                call_id: "c1".into(),
+                name: "bash".into(),
+                arguments: r#"{"command":"./push.sh"}"#.into(),
+            }),
+            Event::ToolDecision {
+                call_id: "c1".into(),
+                decision: Decision::Allow,
+                by: "no rule matched".into(),
+            },
+            Event::ExecDecision {
+                call_id: "c1".into(),
+                exec: bridle_exec::supervised::ExecDecision {
+                    pid: 5,
+                    program: "/usr/bin/git".into(),
+                    argv: vec!["git".into(), "push".into()],
+                    decision: Decision::Deny,
+                    rule: Some("deny-git-push".into()),
+                    reason: "r".into(),
+                    outcome: "refused".into(),
+                    same_as: Vec::new(),
+                    ancestry: Vec::new(),
+                    answer: None,
+                    message: message.into(),
+                },
+            },
+            Event::ToolResult {
+                call_id: "c1".into(),
+                ok: false,
+                content: "pushed=126".into(),
+                sandbox: None,
+            },
+        ];
+        let lines: Vec<String> = events.iter().filter_map(|e| progress.line(e)).collect();
+        assert_eq!(
+            lines,
+            [
+                "bash: ./push.sh → allow (no rule matched)".to_owned(),
+                format!("bash: ./push.sh → {message}"),
+            ]
         );
     }
 
