@@ -454,7 +454,15 @@ fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure
         if !visible_in_view(dir)? {
             continue;
         }
-        mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", guarantee)?;
+        if let Err(failure) =
+            mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", guarantee)
+        {
+            // Removed since it was looked at: nothing is left there to hide.
+            if !visible_in_view(dir)? {
+                continue;
+            }
+            return Err(failure);
+        }
     }
     if plan.masked_files.is_empty() {
         return Ok(());
@@ -464,7 +472,12 @@ fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure
         if !visible_in_view(file)? {
             continue;
         }
-        attach(&mask_clone(&mask_file, guarantee)?, file, guarantee)?;
+        if let Err(failure) = attach(&mask_clone(&mask_file, guarantee)?, file, guarantee) {
+            if !visible_in_view(file)? {
+                continue;
+            }
+            return Err(failure);
+        }
     }
     Ok(())
 }
