@@ -353,8 +353,11 @@ impl Running {
         // Set once the run is over for its questions: the launcher is gone or the timeout
         // passed. A question still open then is withdrawn (its answer would come too late).
         let over = Arc::new(AtomicBool::new(false));
+        // Whether the launcher has ended; the timer signals it only while it has not (under
+        // this lock, so never a reaped pid that may have been reused).
+        let ended = Arc::new(std::sync::Mutex::new(false));
         let waiter = {
-            let over = over.clone();
+            let (over, ended) = (over.clone(), ended.clone());
             std::thread::spawn(move || {
                 // Once the launcher is dead but before it is reaped (its pid cannot be reused
                 // yet), signals to this process stop being passed on to that pid.
@@ -362,6 +365,10 @@ impl Running {
                     nix::sys::wait::Id::Pid(pid),
                     nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
                 ) {}
+                let mut ended = ended
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                *ended = true;
                 over.store(true, Ordering::SeqCst);
                 sys::stop_forwarding_to(pid.as_raw());
                 let status = loop {
@@ -370,6 +377,7 @@ impl Running {
                         other => break other,
                     }
                 };
+                drop(ended);
                 let _ = tx.send(Wake::Exited(status));
             })
         };
@@ -378,12 +386,17 @@ impl Running {
         let timed_out = Arc::new(AtomicBool::new(false));
         let (stop_timer, timer_stopped) = mpsc::channel::<()>();
         let timer = timeout.map(|timeout| {
-            let (over, timed_out) = (over.clone(), timed_out.clone());
+            let (over, timed_out, ended) = (over.clone(), timed_out.clone(), ended.clone());
             std::thread::spawn(move || {
                 if let Err(mpsc::RecvTimeoutError::Timeout) = timer_stopped.recv_timeout(timeout) {
-                    timed_out.store(true, Ordering::SeqCst);
-                    over.store(true, Ordering::SeqCst);
-                    let _ = kill(pid, Signal::SIGTERM);
+                    let ended = ended
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if !*ended {
+                        timed_out.store(true, Ordering::SeqCst);
+                        over.store(true, Ordering::SeqCst);
+                        let _ = kill(pid, Signal::SIGTERM);
+                    }
                 }
             })
         });

@@ -263,7 +263,8 @@ impl<'o> Observing<'o> {
                 let _ = delivered.send(true);
             }
             FromSupervisor::Ask(mut record, reply) => {
-                let yes = self.observer.approve(&record, withdrawn);
+                // Once the run is over nothing is approved, not even from an earlier answer.
+                let yes = !withdrawn() && self.observer.approve(&record, withdrawn);
                 if !yes {
                     record.outcome = ExecOutcome::Refused;
                     record.answer = Some(if withdrawn() {
@@ -307,6 +308,55 @@ mod tests {
             outcome,
             answer: None,
         }
+    }
+
+    /// Records what it is told, approving nothing.
+    #[derive(Default)]
+    struct Noting(Vec<ExecRecord>);
+
+    impl ExecObserver for Noting {
+        fn decided(&mut self, record: &ExecRecord) {
+            self.0.push(record.clone());
+        }
+
+        fn approve(&mut self, _record: &ExecRecord, _withdrawn: &dyn Fn() -> bool) -> bool {
+            false
+        }
+    }
+
+    /// Every question asked has its decision on record: the supervisor's when it reported it,
+    /// else bridle's own when the run ends (a stopped sandbox reports nothing more).
+    #[test]
+    fn a_question_whose_decision_never_came_is_recorded_when_the_run_ends() {
+        let mut noting = Noting::default();
+        let mut observing = Observing::new(&mut noting);
+        let (tx, _rx) = mpsc::channel();
+        let mut answered = record(Decision::Ask, ExecOutcome::Refused);
+        observing.pass(FromSupervisor::Ask(answered.clone(), tx.clone()), &|| false);
+        answered.answer = Some("not approved".into());
+        observing.pass(
+            FromSupervisor::Decided(answered.clone(), tx.clone()),
+            &|| false,
+        );
+        let mut open = record(Decision::Ask, ExecOutcome::Refused);
+        open.pid = 8;
+        observing.pass(FromSupervisor::Ask(open, tx), &|| true);
+        observing.settle("the run timed out");
+        let answers: Vec<(i32, Option<&str>)> = noting
+            .0
+            .iter()
+            .map(|r| (r.pid, r.answer.as_deref()))
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                (7, Some("not approved")),
+                (
+                    8,
+                    Some("withdrawn: the run timed out before anyone answered")
+                ),
+            ]
+        );
     }
 
     #[test]
