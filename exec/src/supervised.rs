@@ -165,9 +165,20 @@ impl ExecObserver for CallExecs<'_> {
         };
         let yes = self.approvals.ask_unless(&request, withdrawn) == ApprovalOutcome::AllowedOnce;
         // What the approved program runs through its wrappers (`env git push`) is approved
-        // with it: its own exec is not asked about again.
+        // with it: its own exec is not asked about again. Wrappers are known by the file that
+        // ran, not by the `argv[0]` its caller chose (git run as `env` wraps nothing).
         if yes {
-            self.approve_runs_of(&record.argv);
+            if !self.approved.contains(&record.argv) {
+                self.approved.push(record.argv.clone());
+            }
+            if let Some((_, args)) = record.argv.split_first()
+                && !record.program.is_empty()
+            {
+                let ran: Vec<String> = std::iter::once(record.program.clone())
+                    .chain(args.iter().cloned())
+                    .collect();
+                self.approve_runs_of(&ran);
+            }
         }
         yes
     }

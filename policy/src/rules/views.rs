@@ -209,9 +209,7 @@ impl Explorer {
             }
         };
         if hidden_name {
-            self.hidden(format!(
-                "the name of a variable `{name}` sets (it may be one bash runs, or an alias)"
-            ));
+            self.hidden(crate::shell::hidden_variable_name(name));
         }
     }
 

@@ -23,6 +23,11 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 
+/// What the rules cannot see when `what` sets a variable whose name is not in the text.
+pub(crate) fn hidden_variable_name(what: &str) -> String {
+    format!("the name of a variable `{what}` sets (it may be one bash runs, or an alias)")
+}
+
 /// Scripts longer than this are not parsed: the whole text counts as hidden.
 pub const MAX_SCRIPT_BYTES: usize = 256 * 1024;
 

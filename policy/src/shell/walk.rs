@@ -100,10 +100,7 @@ pub(super) fn walk(tree: &Tree, src: &str, script: &mut Script) {
             }
             "declaration_command" if declares_a_hidden_name(node, src) => {
                 script.hidden.push(Hidden::new(
-                    format!(
-                        "the name of a variable `{}` sets (it may be one bash runs, or an alias)",
-                        short(text(node, src))
-                    ),
+                    super::hidden_variable_name(&short(text(node, src))),
                     true,
                 ));
             }
