@@ -141,9 +141,9 @@ impl LocalTools {
         self.runner.cancel_with(check);
     }
 
-    /// Closes the persistent terminal (its whole tree); returns why the sandbox stopped it,
-    /// when it did.
-    pub fn close_terminal(&self) -> Option<String> {
+    /// Closes the persistent terminal (its whole tree); returns what closing it found (why the
+    /// sandbox stopped it; the execs decided since its last call), `None` when none was open.
+    pub fn close_terminal(&self) -> Option<bridle_exec::terminal::Closed> {
         self.terminal.close()
     }
 }

@@ -660,6 +660,7 @@ fn one_of_each_type() -> Vec<Event> {
                 answer: None,
                 message: "rule deny-git-push denied exec of /usr/bin/git push origin main (pid 12)"
                     .into(),
+                between_calls: false,
             },
         },
         Event::NetDecision(bridle_agent::log::NetDecision {

@@ -419,6 +419,17 @@ impl<'o> Approvals<'o> {
         self.note(PipelineNote::ExecDecided(record.into()))
     }
 
+    /// Reports what the exec supervisor decided while no call ran (a background process of the
+    /// persistent terminal), at the first call after it.
+    pub fn exec_decided_between_calls(
+        &self,
+        record: &bridle_sandbox::ExecRecord,
+    ) -> Result<(), String> {
+        self.note(PipelineNote::ExecDecided(
+            crate::supervised::ExecDecision::between_calls(record),
+        ))
+    }
+
     /// Reports a network decision of the call's connections.
     pub fn network(&self, decision: &crate::net::NetDecision) -> Result<(), String> {
         self.note(PipelineNote::Network(decision.clone()))

@@ -40,6 +40,11 @@ pub struct ExecDecision {
     pub answer: Option<String>,
     /// The line a person reads (`rule deny-git-push denied exec of ... (pid 7)`).
     pub message: String,
+    /// The exec happened while no call was running (a process the persistent terminal's shell
+    /// left running): it is reported with the next call, or when the session ends, and is
+    /// not that call's doing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub between_calls: bool,
 }
 
 impl From<&ExecRecord> for ExecDecision {
@@ -63,6 +68,18 @@ impl From<&ExecRecord> for ExecDecision {
                 .collect(),
             answer: record.answer.clone(),
             message: record.message(),
+            between_calls: false,
+        }
+    }
+}
+
+impl ExecDecision {
+    /// The decision about an exec made while no call was running (see
+    /// [`ExecDecision::between_calls`](ExecDecision#structfield.between_calls)).
+    pub fn between_calls(record: &ExecRecord) -> ExecDecision {
+        ExecDecision {
+            between_calls: true,
+            ..ExecDecision::from(record)
         }
     }
 }

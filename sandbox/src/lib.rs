@@ -47,8 +47,8 @@ fn host_lacks(feature: &str) -> bool {
 pub use assess::{Assessment, GuaranteeStatus, Mechanism, MechanismPlan};
 pub use error::SandboxError;
 pub use launcher::{
-    Controller, ExecEvents, ExecFailure, Finished, LAUNCHER_SUBCOMMAND, Launch, Outcome, Refusal,
-    Running, Sandbox, Spawned, launcher_main,
+    Background, Controller, ExecEvents, ExecFailure, Finished, LAUNCHER_SUBCOMMAND, Launch,
+    Outcome, Refusal, Running, Sandbox, Spawned, launcher_main,
 };
 pub use mounts::{Inspection, Quarantined};
 pub use probe::{HostProbe, PINNED_LANDLOCK_ABI, probe};

@@ -102,10 +102,30 @@ pub fn write_timeline(out: &mut impl Write, view: &Timeline, full: bool) -> std:
                 out,
                 "[{seq}] {kind} (belongs to no turn or call in the log)"
             )?,
+            Entry::ExecBetweenCalls { seq, exec, .. } => {
+                writeln!(out, "[{seq}] exec between calls: {}", p(&exec.message))?;
+                write_ancestry(out, "  ", exec)?;
+            }
             Entry::Turn(t) => write_turn(out, t, cut)?,
         }
     }
     Ok(())
+}
+
+/// The processes above an exec, when known.
+fn write_ancestry(
+    out: &mut impl Write,
+    indent: &str,
+    exec: &bridle_agent::log::ExecDecision,
+) -> std::io::Result<()> {
+    if exec.ancestry.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{indent}started by: {}",
+        printable(&exec.ancestry.join(" <- "))
+    )
 }
 
 fn write_switch(out: &mut impl Write, indent: &str, s: &Switch) -> std::io::Result<()> {
@@ -297,14 +317,13 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
     }
     // Decisions of the exec supervisor are printed whole, with the processes above.
     for exec in &call.execs {
-        writeln!(out, "{MORE}exec: {}", p(&exec.message))?;
-        if !exec.ancestry.is_empty() {
-            writeln!(
-                out,
-                "{MORE}  started by: {}",
-                p(&exec.ancestry.join(" <- "))
-            )?;
-        }
+        let when = if exec.between_calls {
+            " (between calls, before this call)"
+        } else {
+            ""
+        };
+        writeln!(out, "{MORE}exec{when}: {}", p(&exec.message))?;
+        write_ancestry(out, &format!("{MORE}  "), exec)?;
     }
     for n in &call.network {
         writeln!(out, "{MORE}{}", network_line(n))?;

@@ -455,10 +455,31 @@ impl Live {
     fn stop_keeping_temp(self) -> Result<SessionLog> {
         let Live { session, tools, .. } = self;
         let log = session.close().map_err(anyhow::Error::msg);
-        if let Some(why) = tools.close_terminal() {
+        let Some(closed) = tools.close_terminal() else {
+            return log;
+        };
+        if let Some(why) = closed.message() {
             say(&why);
         }
-        log
+        let mut log = log?;
+        // What the terminal's background processes exec'd after its last call: on record,
+        // belonging to no call.
+        for record in &closed.execs {
+            let event = bridle_agent::log::Event::ExecDecision {
+                call_id: String::new(),
+                exec: bridle_exec::supervised::ExecDecision::between_calls(record),
+            };
+            if let Err(e) = log.append(event) {
+                say(&format!(
+                    "the session log could not record an exec decision ({}): {e}",
+                    record.message()
+                ));
+            }
+        }
+        if let Err(e) = log.barrier() {
+            say(&format!("the session log could not be written: {e}"));
+        }
+        Ok(log)
     }
 }
 

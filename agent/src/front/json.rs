@@ -141,6 +141,9 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
                 "message": exec.message,
             });
             insert_some(&mut fields, "rule", exec.rule.as_deref());
+            if exec.between_calls {
+                fields["between_calls"] = json!(true);
+            }
             ("exec_decision", fields)
         }
         Event::ContextCompacted { before, by, .. } => {
@@ -287,6 +290,9 @@ impl ProgressLines {
                     .get(call_id)
                     .cloned()
                     .unwrap_or_else(|| format!("call {call_id}"));
+                if exec.between_calls {
+                    return Some(format!("between calls → {}", exec.message));
+                }
                 Some(format!("{call} → {}", exec.message))
             }
             // A call that never reached a decision (its arguments were invalid): its line
@@ -540,6 +546,7 @@ mod tests {
                     ancestry: Vec::new(),
                     answer: None,
                     message: message.into(),
+                    between_calls: false,
                 },
             },
             Event::ToolResult {

@@ -31,6 +31,13 @@ pub enum Entry {
         #[serde(rename = "type")]
         kind: &'static str,
     },
+    /// An exec decided while no call was running, reported after the last call (a process the
+    /// persistent terminal's shell left running, when the session ended).
+    ExecBetweenCalls {
+        seq: u64,
+        time: String,
+        exec: crate::log::ExecDecision,
+    },
 }
 
 /// A turn: the input that opened it, its steps and how it ended.
@@ -347,6 +354,11 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             },
             Event::ExecDecision { call_id, exec } => match open.find(&mut turn, call_id) {
                 Some(call) => call.execs.push(exec.clone()),
+                None if exec.between_calls => out.entries.push(Entry::ExecBetweenCalls {
+                    seq,
+                    time: time.to_owned(),
+                    exec: exec.clone(),
+                }),
                 None => out.entries.push(unattached),
             },
             Event::RequestHeader(header) => {

@@ -4,6 +4,7 @@
 //! One code path for every spawn: `bridle exec`, the one-shot bash tool, the PTY terminal and
 //! the subprocess manager all build a [`Launch`] and spawn it; only stdio differs.
 
+mod background;
 mod child;
 mod command;
 mod id_map;
@@ -24,6 +25,7 @@ use nix::fcntl::OFlag;
 use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, getegid, geteuid, getpid};
 
+pub use background::Background;
 pub use child::launcher_main;
 use protocol::{CONFIG_FD, LaunchConfig, RELAY_FD, STATUS_FD, SUPERVISOR_FD};
 use running::{ChildIo, Startup, StatusEnd, Wake, read_status};

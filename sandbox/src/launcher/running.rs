@@ -122,6 +122,8 @@ pub(super) enum Wake {
     Exec(crate::supervisor::record::FromSupervisor),
     /// The launcher's status while the run starts (ignored once it is running).
     Status(StatusWake),
+    /// Look again (a thread observing in the background is asked to stop).
+    Nudge,
 }
 
 /// The launcher's status, read on its own thread while the supervisor may already report.
@@ -182,7 +184,7 @@ impl Running {
                     }
                 }
                 Ok(Wake::Exec(decided)) => held.push(decided),
-                Ok(Wake::Exited(_)) => {}
+                Ok(Wake::Exited(_) | Wake::Nudge) => {}
                 Err(_) => {
                     break Startup::Ended(Err(StatusEnd::Refused(refusal(
                         None,
@@ -215,6 +217,11 @@ impl Running {
     /// What the launcher reported it enforced.
     pub fn report(&self) -> Option<&ReadyReport> {
         self.ready.as_ref()
+    }
+
+    /// Whether an exec supervisor decides this run's execs (its spec has command rules).
+    pub fn is_supervised(&self) -> bool {
+        self.reader.is_some()
     }
 
     /// The launcher's pid (signal it with SIGTERM to kill the whole tree).
@@ -290,7 +297,7 @@ impl Running {
                     crate::supervisor::record::observe(message, observer, &|| false);
                 }
                 // Not sent before `finish_observed` starts its waiter; the status is over.
-                Wake::Exited(_) | Wake::Status(_) => {}
+                Wake::Exited(_) | Wake::Status(_) | Wake::Nudge => {}
             }
             next = events
                 .try_recv()
@@ -406,7 +413,7 @@ impl Running {
             match rx.recv() {
                 Ok(Wake::Exited(status)) => break Some(status),
                 Ok(Wake::Exec(message)) => observing.pass(message, &withdrawn),
-                Ok(Wake::Status(_)) => {}
+                Ok(Wake::Status(_) | Wake::Nudge) => {}
                 Err(_) => break None,
             }
         };
@@ -427,7 +434,7 @@ impl Running {
             loop {
                 match rx.recv_timeout(Duration::from_millis(10)) {
                     Ok(Wake::Exec(message)) => observing.pass(message, &|| true),
-                    Ok(Wake::Exited(_) | Wake::Status(_)) => {}
+                    Ok(Wake::Exited(_) | Wake::Status(_) | Wake::Nudge) => {}
                     Err(_) if reader.is_finished() => break,
                     Err(_) => {}
                 }

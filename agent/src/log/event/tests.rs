@@ -81,6 +81,7 @@ fn every_variant_kind_is_known_and_matches_its_serialised_type() {
                 ancestry: vec!["1 sh -c x".into()],
                 answer: None,
                 message: "rule deny-git-push denied exec of /usr/bin/git push (pid 7)".into(),
+                between_calls: true,
             },
         },
         Event::NetDecision(NetDecision {

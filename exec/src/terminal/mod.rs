@@ -15,6 +15,10 @@ use bridle_sandbox::{Inspection, Outcome, Running, Sandbox, Spawned};
 
 use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool};
 
+mod between_calls;
+
+pub use between_calls::{BetweenCalls, NOBODY_ASKED};
+
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
 
@@ -35,6 +39,9 @@ pub struct Terminal {
     network: Option<crate::net::Attachment>,
     /// Listed among the session's runs in progress (a cancel kills it with them).
     pub(crate) registered: Option<crate::run::RunningGuard>,
+    /// Decides the execs of the shell's background processes while no call reads the
+    /// terminal (see [`Terminal::leave`]).
+    background: Option<bridle_sandbox::Background<BetweenCalls>>,
     // Dropped last: removes placeholders only after the tree is gone.
     _sandbox: Sandbox,
 }
@@ -130,6 +137,7 @@ impl Terminal {
             unsubmitted: String::new(),
             network,
             registered: None,
+            background: None,
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));
@@ -141,6 +149,37 @@ impl Terminal {
         self.network
             .as_ref()
             .map(crate::net::Attachment::take_decisions)
+            .unwrap_or_default()
+    }
+
+    /// The caller stops reading: from now until [`Terminal::come_back`], each exec of the
+    /// shell's processes (what a call left running in the background) is decided when it
+    /// happens, on a thread of its own: a denial is kept for `come_back`, a question is
+    /// answered no ([`NOBODY_ASKED`]). Without command rules there is nothing to decide and no
+    /// thread.
+    pub fn leave(&mut self) {
+        let Some(running) = &mut self.running else {
+            return;
+        };
+        if self.background.is_some() || !running.is_supervised() {
+            return;
+        }
+        match running.observe_in_background(BetweenCalls::default()) {
+            Ok(background) => self.background = Some(background),
+            // The reports stay with the run: an exec that asks waits for the next call.
+            Err(e) => tracing::warn!("the terminal's execs between calls: {e}"),
+        }
+    }
+
+    /// The caller reads again: what the shell's processes exec'd since [`Terminal::leave`],
+    /// in order.
+    pub fn come_back(&mut self) -> Vec<bridle_sandbox::ExecRecord> {
+        let (Some(running), Some(background)) = (&mut self.running, self.background.take()) else {
+            return Vec::new();
+        };
+        running
+            .end_background(background)
+            .map(BetweenCalls::into_records)
             .unwrap_or_default()
     }
 
@@ -241,29 +280,63 @@ impl Terminal {
     /// ([`Outcome::Stopped`]), and what bridle moved aside from repositories the shell's
     /// commands left; one message per line, each line after the first starting `bridle: `.
     pub fn close(self) -> Option<String> {
-        let (stopped, inspection) = self.close_inspected();
-        let lines: Vec<String> = stopped.into_iter().chain(inspection.messages()).collect();
-        (!lines.is_empty()).then(|| lines.join("\nbridle: "))
+        self.close_inspected().message()
     }
 
-    /// Like [`Terminal::close`], with why the run was stopped and the end-of-run inspection
-    /// apart.
-    pub fn close_inspected(mut self) -> (Option<String>, Inspection) {
+    /// Like [`Terminal::close`], with why the run was stopped, the end-of-run inspection and
+    /// what the exec supervisor reported since the last read apart.
+    pub fn close_inspected(mut self) -> Closed {
+        let mut execs = self.come_back();
         let Some(running) = self.running.take() else {
-            return (None, Inspection::default());
+            return Closed {
+                execs,
+                ..Closed::default()
+            };
         };
         running.kill_tree();
-        let finished = running.finish(None);
-        let stopped = match finished.outcome {
-            Outcome::Stopped(why) => Some(why),
-            _ => None,
-        };
-        (stopped, finished.inspection)
+        // What comes while the tree dies is still decided (and kept): questions answered no.
+        let mut last = BetweenCalls::default();
+        let finished = running.finish_observed(None, &mut last);
+        execs.extend(last.into_records());
+        Closed {
+            stopped: match finished.outcome {
+                Outcome::Stopped(why) => Some(why),
+                _ => None,
+            },
+            inspection: finished.inspection,
+            execs,
+        }
+    }
+}
+
+/// What closing a terminal found.
+#[derive(Debug, Default)]
+pub struct Closed {
+    /// Why bridle stopped the run, when it left something that must not exist.
+    pub stopped: Option<String>,
+    /// The end-of-run inspection.
+    pub inspection: Inspection,
+    /// What the exec supervisor reported since the last read (between calls, and while the
+    /// tree died), in order.
+    pub execs: Vec<bridle_sandbox::ExecRecord>,
+}
+
+impl Closed {
+    /// What the user must be told (see [`Terminal::close`]).
+    pub fn message(&self) -> Option<String> {
+        let lines: Vec<String> = self
+            .stopped
+            .iter()
+            .cloned()
+            .chain(self.inspection.messages())
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\nbridle: "))
     }
 }
 
 impl Drop for Terminal {
     fn drop(&mut self) {
+        let _ = self.come_back();
         if let Some(running) = self.running.take() {
             running.kill_tree();
             if let Outcome::Stopped(why) = running.wait(None) {
@@ -347,10 +420,10 @@ impl TerminalTool {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Closes the persistent shell (its whole tree); returns why the sandbox stopped it, when
-    /// it did.
-    pub fn close(&self) -> Option<String> {
-        self.slot().take().and_then(Terminal::close)
+    /// Closes the persistent shell (its whole tree): what closing it found (why the sandbox
+    /// stopped it, and the execs decided since the last call), `None` when none was open.
+    pub fn close(&self) -> Option<Closed> {
+        self.slot().take().map(Terminal::close_inspected)
     }
 }
 
@@ -411,6 +484,14 @@ impl TypedTool for TerminalTool {
                 }
             },
         };
+        // What the shell's background processes exec'd since the last call: on record before
+        // this call's input, marked as not this call's.
+        let earlier = terminal.come_back();
+        for record in &earlier {
+            if let Err(e) = env.approvals.exec_decided_between_calls(record) {
+                tracing::warn!("the session log could not record an exec decision: {e}");
+            }
+        }
         let carried = std::mem::take(&mut terminal.unsubmitted);
         let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
         let mut out = String::new();
@@ -435,12 +516,16 @@ impl TypedTool for TerminalTool {
         } else {
             terminal.unsubmitted = carried;
         }
+        out.push_str(&between_calls::note(&earlier));
         let decisions = terminal.take_network_decisions();
         out.push_str(&crate::net::summary(&decisions));
         // The shell may have changed directory; relative names are looked up from where it
         // started (and above, as git names them).
+        // A refused exec's `Permission denied` (printed now by a background process refused
+        // between calls, too) is the rule's, not the sandbox's.
         let attribution = if exec_decisions
             .iter()
+            .chain(&earlier)
             .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
         {
             None
@@ -459,11 +544,28 @@ impl TypedTool for TerminalTool {
             r
         };
         if self.persist && !args.close {
+            terminal.leave();
             *slot = Some(terminal);
             return result(true, out, None);
         }
-        let (stopped, inspection) = terminal.close_inspected();
+        let Closed {
+            stopped,
+            inspection,
+            execs: last,
+        } = terminal.close_inspected();
+        // Reported while the tree died, after the read: this call's own.
+        for record in &last {
+            if let Err(e) = env.approvals.exec_decided(record) {
+                tracing::warn!("the session log could not record an exec decision: {e}");
+            }
+        }
+        out.push_str(&crate::supervised::result_note(&last));
         out.push_str(&crate::bash_tool::inspection_note(&inspection));
+        let result = |ok, content, denied_by| {
+            let mut r = result(ok, content, denied_by);
+            r.sandbox.exec_decisions.extend(last.iter().cloned());
+            r
+        };
         let mut done = match stopped {
             Some(why) => {
                 out.push_str(&format!("\n[stopped by the sandbox: {why}]"));

@@ -1,0 +1,156 @@
+//! The persistent terminal's background processes exec between calls: each exec is decided
+//! when it happens (the process is not held until the next call happens to look), reported
+//! with the next call marked as not that call's doing, or, when the session ends first, on
+//! record belonging to no call.
+
+use bridle_agent::log::Event;
+
+use super::exec_rules::{assert_nothing_pushed, script, with_remote};
+use super::run_cli::{agent, events, session_id};
+use super::support::run_bounded;
+
+fn exec_events(events: &[Event]) -> Vec<(String, bridle_agent::log::ExecDecision)> {
+    events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ExecDecision { call_id, exec } => Some((call_id.clone(), exec.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn call_ids(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolCall(call) => Some(call.call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn log_show(e: &super::support::ExecEnv, id: &str) -> String {
+    let mut cmd = e.bridle();
+    cmd.args(["log", "show", id, "--session-dir"])
+        .arg(e.home.join("sessions"));
+    let shown = run_bounded(&mut cmd);
+    shown.assert_ok();
+    shown.stdout
+}
+
+/// Runs a session under `profile` whose first `terminal` call leaves a push running in the
+/// background (a second later; its status goes to `bg.txt`), then a `bash` call that waits
+/// three seconds without touching the terminal and prints `bg.txt`, then `more` (script
+/// steps). Held until the next terminal call, the push would not have written `bg.txt` yet.
+fn push_in_the_background(
+    profile: &str,
+    more: &str,
+) -> (super::support::ExecEnv, String, Vec<Event>) {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "later.sh",
+        "sleep 1; git push origin HEAD:main; echo bg=$? > ../bg.txt",
+    );
+    let steps = format!(
+        r#"
+- tool_calls:
+    - name: terminal
+      arguments: {{input: "{name} &\n", wait_ms: 2000}}
+- tool_calls:
+    - name: bash
+      arguments: {{command: "sleep 3; cat bg.txt"}}
+{more}- text: done
+"#
+    );
+    let r = agent(
+        &e,
+        &steps,
+        &["--profile", profile],
+        "push in the background",
+    );
+    r.assert_code(0);
+    let id = session_id(&r);
+    let events = events(&e, &id);
+    (e, id, events)
+}
+
+#[test]
+fn a_background_exec_between_terminal_calls_is_decided_at_once_and_reported_with_the_next_call() {
+    let (e, id, events) = push_in_the_background(
+        "ci-locked",
+        "- tool_calls:\n    - name: terminal\n      arguments: {input: \"echo next\\n\", wait_ms: 3000}\n",
+    );
+    let results: Vec<String> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(results[1].contains("bg=126"), "{results:?}");
+    assert!(
+        results[2].contains("[bridle: between calls: rule deny-git-push denied exec of"),
+        "{results:?}"
+    );
+    assert!(
+        !results[0].contains("deny-git-push"),
+        "the call that started it returned first: {results:?}"
+    );
+    let calls = call_ids(&events);
+    let execs = exec_events(&events);
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    let (call_id, exec) = &execs[0];
+    assert_eq!(*call_id, calls[2], "{execs:?}");
+    assert!(exec.between_calls, "{exec:?}");
+    assert_eq!(exec.rule.as_deref(), Some("deny-git-push"), "{exec:?}");
+    assert_eq!(exec.outcome, "refused", "{exec:?}");
+    assert!(exec.ancestry.iter().any(|a| a.contains("bash")), "{exec:?}");
+    assert_nothing_pushed(&e, "background push");
+    let shown = log_show(&e, &id);
+    assert!(
+        shown.contains("exec (between calls, before this call): rule deny-git-push denied exec of"),
+        "{shown}"
+    );
+    // The refused exec's `Permission denied`, printed in the terminal, is the rule's doing.
+    assert!(!shown.contains("denied by the sandbox"), "{shown}");
+}
+
+#[test]
+fn an_exec_asked_about_after_the_last_terminal_call_is_refused_and_on_record_at_session_end() {
+    // workstation asks before `git push`: between calls nobody is asked, so it is refused at
+    // once; the session ends before any other terminal call.
+    let (e, id, events) = push_in_the_background("workstation", "");
+    let execs = exec_events(&events);
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    let (call_id, exec) = &execs[0];
+    assert_eq!(call_id, "", "belongs to no call: {execs:?}");
+    assert!(exec.between_calls, "{exec:?}");
+    assert_eq!(exec.rule.as_deref(), Some("ask-git-push"), "{exec:?}");
+    assert_eq!(
+        exec.answer.as_deref(),
+        Some(bridle_exec::terminal::NOBODY_ASKED),
+        "{exec:?}"
+    );
+    // The last event: nothing after the session's end is lost.
+    assert!(
+        matches!(events.last(), Some(Event::ExecDecision { .. })),
+        "{events:?}"
+    );
+    let bash = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .nth(1)
+        .unwrap();
+    assert!(bash.contains("bg=126"), "{bash}");
+    assert_nothing_pushed(&e, "background push asked about");
+    let shown = log_show(&e, &id);
+    assert!(
+        shown.contains("exec between calls: rule ask-git-push needs approval for exec of"),
+        "{shown}"
+    );
+    assert!(shown.contains("nobody was asked"), "{shown}");
+}
