@@ -64,6 +64,7 @@ fn whole_turn(turn: u64) -> Vec<Event> {
             connections: 2,
             sent: 1234,
             received: 56789,
+            between_calls: false,
         }),
         Event::ToolResult {
             call_id: id,
@@ -673,6 +674,7 @@ fn one_of_each_type() -> Vec<Event> {
             connections: 1,
             sent: 10,
             received: 20,
+            between_calls: false,
         }),
         Event::SandboxQuarantine {
             call_id: "c1".into(),

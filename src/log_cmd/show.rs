@@ -106,6 +106,9 @@ pub fn write_timeline(out: &mut impl Write, view: &Timeline, full: bool) -> std:
                 writeln!(out, "[{seq}] exec between calls: {}", p(&exec.message))?;
                 write_ancestry(out, "  ", exec)?;
             }
+            Entry::NetBetweenCalls { seq, decision, .. } => {
+                writeln!(out, "[{seq}] between calls: {}", network_line(decision))?;
+            }
             Entry::Turn(t) => write_turn(out, t, cut)?,
         }
     }
@@ -326,7 +329,12 @@ fn write_call(out: &mut impl Write, call: &Call, cut: Cut) -> std::io::Result<()
         write_ancestry(out, &format!("{MORE}  "), exec)?;
     }
     for n in &call.network {
-        writeln!(out, "{MORE}{}", network_line(n))?;
+        let when = if n.between_calls {
+            "(between calls, before this call) "
+        } else {
+            ""
+        };
+        writeln!(out, "{MORE}{when}{}", network_line(n))?;
     }
     match (call.ok, &call.result) {
         (Some(ok), Some(text)) => {

@@ -461,9 +461,15 @@ impl Live {
         if let Some(why) = closed.message() {
             say(&why);
         }
+        if closed.not_kept > 0 {
+            say(&format!(
+                "between calls: {} more exec decisions of the terminal's processes, not kept",
+                closed.not_kept
+            ));
+        }
         let mut log = log?;
-        // What the terminal's background processes exec'd after its last call: on record,
-        // belonging to no call.
+        // What the terminal's background processes did after its last call (execs,
+        // connections): on record, belonging to no call.
         for record in &closed.execs {
             let event = bridle_agent::log::Event::ExecDecision {
                 call_id: String::new(),
@@ -473,6 +479,26 @@ impl Live {
                 say(&format!(
                     "the session log could not record an exec decision ({}): {e}",
                     record.message()
+                ));
+            }
+        }
+        for d in &closed.network {
+            let event = bridle_agent::log::Event::NetDecision(bridle_agent::log::NetDecision {
+                call_id: String::new(),
+                host: d.host.clone(),
+                port: d.port,
+                decision: d.decision,
+                by: d.by.clone(),
+                error: d.error.clone(),
+                connections: d.connections,
+                sent: d.sent,
+                received: d.received,
+                between_calls: true,
+            });
+            if let Err(e) = log.append(event) {
+                say(&format!(
+                    "the session log could not record a network decision ({}:{}): {e}",
+                    d.host, d.port
                 ));
             }
         }

@@ -1,7 +1,7 @@
-//! The persistent terminal's background processes exec between calls: each exec is decided
-//! when it happens (the process is not held until the next call happens to look), reported
-//! with the next call marked as not that call's doing, or, when the session ends first, on
-//! record belonging to no call.
+//! The persistent terminal's processes exec between calls: each denial is reported when it
+//! happens, with the next call marked as not that call's doing, or, when the session ends
+//! first, on record belonging to no call; a question waits for the next call, which asks it,
+//! or is answered no when the terminal closes first.
 
 use bridle_agent::log::Event;
 
@@ -41,7 +41,7 @@ fn log_show(e: &super::support::ExecEnv, id: &str) -> String {
 /// Runs a session under `profile` whose first `terminal` call leaves a push running in the
 /// background (a second later; its status goes to `bg.txt`), then a `bash` call that waits
 /// three seconds without touching the terminal and prints `bg.txt`, then `more` (script
-/// steps). Held until the next terminal call, the push would not have written `bg.txt` yet.
+/// steps).
 fn push_in_the_background(
     profile: &str,
     more: &str,
@@ -117,9 +117,10 @@ fn a_background_exec_between_terminal_calls_is_decided_at_once_and_reported_with
 }
 
 #[test]
-fn an_exec_asked_about_after_the_last_terminal_call_is_refused_and_on_record_at_session_end() {
-    // workstation asks before `git push`: between calls nobody is asked, so it is refused at
-    // once; the session ends before any other terminal call.
+fn an_exec_asked_about_after_the_last_terminal_call_waits_and_is_refused_on_record_at_session_end()
+{
+    // workstation asks before `git push`: between calls nobody is there to ask, so the push
+    // waits for the next terminal call; the session ends first.
     let (e, id, events) = push_in_the_background("workstation", "");
     let execs = exec_events(&events);
     assert_eq!(execs.len(), 1, "{execs:?}");
@@ -129,7 +130,7 @@ fn an_exec_asked_about_after_the_last_terminal_call_is_refused_and_on_record_at_
     assert_eq!(exec.rule.as_deref(), Some("ask-git-push"), "{exec:?}");
     assert_eq!(
         exec.answer.as_deref(),
-        Some(bridle_exec::terminal::NOBODY_ASKED),
+        Some(bridle_exec::terminal::CLOSED_UNASKED),
         "{exec:?}"
     );
     // The last event: nothing after the session's end is lost.
@@ -137,6 +138,7 @@ fn an_exec_asked_about_after_the_last_terminal_call_is_refused_and_on_record_at_
         matches!(events.last(), Some(Event::ExecDecision { .. })),
         "{events:?}"
     );
+    // Held in its exec for a person the next call would ask.
     let bash = events
         .iter()
         .filter_map(|ev| match ev {
@@ -145,12 +147,60 @@ fn an_exec_asked_about_after_the_last_terminal_call_is_refused_and_on_record_at_
         })
         .nth(1)
         .unwrap();
-    assert!(bash.contains("bg=126"), "{bash}");
+    assert!(bash.contains("No such file"), "{bash}");
     assert_nothing_pushed(&e, "background push asked about");
     let shown = log_show(&e, &id);
     assert!(
         shown.contains("exec between calls: rule ask-git-push needs approval for exec of"),
         "{shown}"
     );
-    assert!(shown.contains("nobody was asked"), "{shown}");
+    assert!(shown.contains("closed before anyone was asked"), "{shown}");
+}
+
+#[test]
+fn a_question_of_a_command_that_outlives_its_call_is_asked_by_the_next_call() {
+    let e = with_remote();
+    // In the foreground, quiet past the call's wait: the call returns while it runs.
+    let name = script(
+        &e,
+        "slow.sh",
+        "sleep 1; git push origin HEAD:main; echo fg=$?",
+    );
+    let steps = format!(
+        r#"
+- tool_calls:
+    - name: terminal
+      arguments: {{input: "{name}\n", wait_ms: 300}}
+- tool_calls:
+    - name: bash
+      arguments: {{command: "sleep 3"}}
+- tool_calls:
+    - name: terminal
+      arguments: {{input: "echo next\n", wait_ms: 5000}}
+- text: done
+"#
+    );
+    let r = agent(&e, &steps, &["--profile", "workstation"], "push slowly");
+    r.assert_code(0);
+    let events = events(&e, &session_id(&r));
+    let results: Vec<String> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!results[0].contains("fg="), "{results:?}");
+    assert!(results[2].contains("fg=126"), "{results:?}");
+    assert!(
+        results[2].contains("[bridle: rule ask-git-push needs approval for exec of"),
+        "{results:?}"
+    );
+    // Asked (nobody to answer, headless) in the call that asked it.
+    let calls = call_ids(&events);
+    let execs = exec_events(&events);
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    assert_eq!(execs[0].0, calls[2], "{execs:?}");
+    assert!(!execs[0].1.between_calls, "{execs:?}");
+    assert_nothing_pushed(&e, "a slow push");
 }

@@ -328,3 +328,114 @@ fn the_terminal_reaches_allowed_hosts_through_the_proxy_and_reports_each_call() 
     );
     assert!(!server.requests().iter().any(|q| q.contains("never")));
 }
+
+#[test]
+fn connections_of_the_terminals_background_processes_are_recorded_as_between_calls() {
+    let (e, server) = session_env("never");
+    let port = server.port;
+    // The first connection comes a second after the first terminal call returned (the next
+    // terminal call reports it); the second after the last terminal call (the session's end
+    // records it).
+    let first = format!("(sleep 1; curl -sS http://blocked.test:{port}/bg1) &\n");
+    let second =
+        format!("(sleep 1; curl -sS --fail http://registry.test:{port}/hello.txt >/dev/null) &\n");
+    let call = |name: &str, args: serde_json::Value| {
+        format!("- tool_calls:\n    - name: {name}\n      arguments: {args}\n")
+    };
+    let script = [
+        call(
+            "terminal",
+            serde_json::json!({"input": first, "wait_ms": 2000}),
+        ),
+        call("bash", serde_json::json!({"command": "sleep 3"})),
+        call(
+            "terminal",
+            serde_json::json!({"input": second, "wait_ms": 300}),
+        ),
+        call("bash", serde_json::json!({"command": "sleep 3"})),
+        "- text: done\n".to_owned(),
+    ]
+    .concat();
+    let file = e.home.join("script.yaml");
+    std::fs::write(&file, script).unwrap();
+    let sessions = e.home.join("sessions");
+    let r = run_bounded(
+        e.bridle()
+            .args(["--profile", &e.profile, "run", "--model"])
+            .arg(format!("script:{}", s(&file)))
+            .arg("--session-dir")
+            .arg(&sessions)
+            .arg("fetch in the background"),
+    );
+    r.assert_ok();
+    let id = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bridle: session "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let dir = SessionDir::existing(&sessions).unwrap();
+    let events: Vec<Event> = dir
+        .read(&id)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.event().unwrap())
+        .collect();
+    let calls: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall(c) => Some(c.call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let net: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::NetDecision(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(net.len(), 2, "{net:?}");
+    let denied = net.iter().find(|d| d.host == "blocked.test").unwrap();
+    assert_eq!(denied.call_id, calls[2], "{net:?}");
+    assert!(denied.between_calls, "{net:?}");
+    let allowed = net.iter().find(|d| d.host == "registry.test").unwrap();
+    assert_eq!(allowed.call_id, "", "{net:?}");
+    assert!(allowed.between_calls, "{net:?}");
+    assert!(allowed.received > 0, "{allowed:?}");
+    let third = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .nth(2)
+        .unwrap();
+    assert!(
+        third.contains(&format!(
+            "[network: between calls: denied blocked.test:{port}"
+        )),
+        "{third}"
+    );
+    let shown = run(e
+        .bridle()
+        .args(["log", "show", &id, "--session-dir"])
+        .arg(&sessions));
+    shown.assert_ok();
+    assert!(
+        shown
+            .stdout
+            .contains("(between calls, before this call) network: deny blocked.test"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown
+            .stdout
+            .contains("between calls: network: allow registry.test"),
+        "{}",
+        shown.stdout
+    );
+    assert!(!server.requests().iter().any(|q| q.contains("bg1")));
+}

@@ -127,13 +127,16 @@ pub fn json_line(seq: u64, event: &Event) -> Option<Value> {
             "approval_decided",
             json!({"call_id": call_id, "answer": answer, "by": by}),
         ),
-        Event::NetDecision(d) => (
-            "net_decision",
-            json!({
+        Event::NetDecision(d) => {
+            let mut fields = json!({
                 "call_id": d.call_id, "host": d.host, "port": d.port,
                 "decision": d.decision, "by": d.by,
-            }),
-        ),
+            });
+            if d.between_calls {
+                fields["between_calls"] = json!(true);
+            }
+            ("net_decision", fields)
+        }
         Event::ExecDecision { call_id, exec } => {
             let mut fields = json!({
                 "call_id": call_id, "pid": exec.pid, "program": exec.program,

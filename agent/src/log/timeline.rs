@@ -38,6 +38,12 @@ pub enum Entry {
         time: String,
         exec: crate::log::ExecDecision,
     },
+    /// A connection decided while no call was running, reported after the last call.
+    NetBetweenCalls {
+        seq: u64,
+        time: String,
+        decision: super::event::NetDecision,
+    },
 }
 
 /// A turn: the input that opened it, its steps and how it ended.
@@ -285,6 +291,11 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = (u64, &'a str, &'a Event)>)
             },
             Event::NetDecision(decision) => match open.find(&mut turn, &decision.call_id) {
                 Some(call) => call.network.push(decision.clone()),
+                None if decision.between_calls => out.entries.push(Entry::NetBetweenCalls {
+                    seq,
+                    time: time.to_owned(),
+                    decision: decision.clone(),
+                }),
                 None => out.entries.push(unattached),
             },
             Event::ApprovalAsked { call_id, question } => match open.find(&mut turn, call_id) {

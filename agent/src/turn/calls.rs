@@ -174,6 +174,7 @@ impl Agent<'_> {
                         connections: d.connections,
                         sent: d.sent,
                         received: d.received,
+                        between_calls: d.between_calls,
                     }),
                 };
                 let runs = matches!(

@@ -340,6 +340,7 @@ impl Conn<'_> {
             connections: 1,
             sent: 0,
             received: 0,
+            between_calls: false,
         };
         let pinned = || self.shared.plan.resolve_pin(&shown).map(|pin| pin.address);
         match verdict.decision {

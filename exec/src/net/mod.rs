@@ -101,6 +101,11 @@ pub struct NetDecision {
     pub sent: u64,
     /// Bytes from the host to the sandbox.
     pub received: u64,
+    /// Made while no call was running (by a process the persistent terminal's shell left
+    /// running): reported with the next call, or when the session ends, and not that call's
+    /// doing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub between_calls: bool,
 }
 
 impl NetDecision {
@@ -428,7 +433,12 @@ pub fn summary(decisions: &[NetDecision]) -> String {
                 d.reason_after_target()
             ),
         };
-        out.push_str(&format!("\n[network: {line}]"));
+        let when = if d.between_calls {
+            "between calls: "
+        } else {
+            ""
+        };
+        out.push_str(&format!("\n[network: {when}{line}]"));
     }
     if decisions.len() > SUMMARY_LINES {
         out.push_str(&format!(
@@ -478,6 +488,7 @@ mod tests {
             connections: 1,
             sent: 0,
             received: 0,
+            between_calls: false,
         }
     }
 

@@ -17,7 +17,7 @@ use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool}
 
 mod between_calls;
 
-pub use between_calls::{BetweenCalls, NOBODY_ASKED};
+pub use between_calls::{BetweenCalls, CLOSED_UNASKED, Closing};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -39,9 +39,11 @@ pub struct Terminal {
     network: Option<crate::net::Attachment>,
     /// Listed among the session's runs in progress (a cancel kills it with them).
     pub(crate) registered: Option<crate::run::RunningGuard>,
-    /// Decides the execs of the shell's background processes while no call reads the
-    /// terminal (see [`Terminal::leave`]).
+    /// Takes the exec supervisor's reports while no call reads the terminal (see
+    /// [`Terminal::leave`]).
     background: Option<bridle_sandbox::Background<BetweenCalls>>,
+    /// An exec was refused between calls and no read since has shown what it printed.
+    refusal_unread: bool,
     // Dropped last: removes placeholders only after the tree is gone.
     _sandbox: Sandbox,
 }
@@ -138,6 +140,7 @@ impl Terminal {
             network,
             registered: None,
             background: None,
+            refusal_unread: false,
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));
@@ -152,11 +155,11 @@ impl Terminal {
             .unwrap_or_default()
     }
 
-    /// The caller stops reading: from now until [`Terminal::come_back`], each exec of the
-    /// shell's processes (what a call left running in the background) is decided when it
-    /// happens, on a thread of its own: a denial is kept for `come_back`, a question is
-    /// answered no ([`NOBODY_ASKED`]). Without command rules there is nothing to decide and no
-    /// thread.
+    /// The caller stops reading: from now until [`Terminal::come_back`], the exec supervisor's
+    /// reports about the shell's processes (what a call left running) are taken as they come,
+    /// on a thread of its own: a denial is kept for `come_back`, a question waits for it (its
+    /// process held in its exec) and is asked by the next read. Without command rules there
+    /// is nothing to report and no thread.
     pub fn leave(&mut self) {
         let Some(running) = &mut self.running else {
             return;
@@ -166,16 +169,18 @@ impl Terminal {
         }
         match running.observe_in_background(BetweenCalls::default()) {
             Ok(background) => self.background = Some(background),
-            // The reports stay with the run: an exec that asks waits for the next call.
-            Err(e) => tracing::warn!("the terminal's execs between calls: {e}"),
+            // The reports stay with the run, for the next call (a denial is held at most a
+            // second meanwhile).
+            Err(e) => tracing::warn!("could not observe the terminal's execs between calls: {e}"),
         }
     }
 
-    /// The caller reads again: what the shell's processes exec'd since [`Terminal::leave`],
-    /// in order.
-    pub fn come_back(&mut self) -> Vec<bridle_sandbox::ExecRecord> {
+    /// The caller reads again: what the exec supervisor decided since [`Terminal::leave`], in
+    /// order, and how many more decisions were not kept; the questions it kept are the next
+    /// read's to ask.
+    pub fn come_back(&mut self) -> (Vec<bridle_sandbox::ExecRecord>, u64) {
         let (Some(running), Some(background)) = (&mut self.running, self.background.take()) else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
         running
             .end_background(background)
@@ -286,16 +291,18 @@ impl Terminal {
     /// Like [`Terminal::close`], with why the run was stopped, the end-of-run inspection and
     /// what the exec supervisor reported since the last read apart.
     pub fn close_inspected(mut self) -> Closed {
-        let mut execs = self.come_back();
+        let (mut execs, not_kept) = self.come_back();
         let Some(running) = self.running.take() else {
             return Closed {
                 execs,
+                not_kept,
                 ..Closed::default()
             };
         };
         running.kill_tree();
-        // What comes while the tree dies is still decided (and kept): questions answered no.
-        let mut last = BetweenCalls::default();
+        // The questions kept between calls, and what comes while the tree dies: decided (and
+        // kept), questions answered no.
+        let mut last = Closing::default();
         let finished = running.finish_observed(None, &mut last);
         execs.extend(last.into_records());
         Closed {
@@ -305,6 +312,12 @@ impl Terminal {
             },
             inspection: finished.inspection,
             execs,
+            not_kept,
+            network: self
+                .network
+                .take()
+                .map(|a| a.finish(Duration::from_secs(2)))
+                .unwrap_or_default(),
         }
     }
 }
@@ -319,6 +332,10 @@ pub struct Closed {
     /// What the exec supervisor reported since the last read (between calls, and while the
     /// tree died), in order.
     pub execs: Vec<bridle_sandbox::ExecRecord>,
+    /// How many more exec decisions between calls were not kept.
+    pub not_kept: u64,
+    /// What the network proxy decided since the last read.
+    pub network: Vec<crate::net::NetDecision>,
 }
 
 impl Closed {
@@ -336,7 +353,14 @@ impl Closed {
 
 impl Drop for Terminal {
     fn drop(&mut self) {
-        let _ = self.come_back();
+        // Dropped unclosed (an error path): what nobody else will report goes to the log.
+        let (execs, not_kept) = self.come_back();
+        for record in &execs {
+            tracing::warn!("between calls: {}", record.message());
+        }
+        if not_kept > 0 {
+            tracing::warn!("between calls: {not_kept} more exec decisions, not kept");
+        }
         if let Some(running) = self.running.take() {
             running.kill_tree();
             if let Outcome::Stopped(why) = running.wait(None) {
@@ -486,7 +510,14 @@ impl TypedTool for TerminalTool {
         };
         // What the shell's background processes exec'd since the last call: on record before
         // this call's input, marked as not this call's.
-        let earlier = terminal.come_back();
+        let (earlier, not_kept) = terminal.come_back();
+        let earlier_network = between_calls::network(terminal.take_network_decisions());
+        if earlier
+            .iter()
+            .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
+        {
+            terminal.refusal_unread = true;
+        }
         for record in &earlier {
             if let Err(e) = env.approvals.exec_decided_between_calls(record) {
                 tracing::warn!("the session log could not record an exec decision: {e}");
@@ -494,12 +525,26 @@ impl TypedTool for TerminalTool {
         }
         let carried = std::mem::take(&mut terminal.unsubmitted);
         let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
-        let mut out = String::new();
+        // Listed first: they came before this call's input.
+        let mut out = between_calls::note(&earlier, not_kept)
+            .trim_start()
+            .to_owned();
+        if !out.is_empty() {
+            out.push('\n');
+        }
         let mut exec_decisions = Vec::new();
+        let mut refusal_shown = false;
         if let Some(input) = &args.input {
             if let Err(e) = terminal.input(input) {
-                let _ = terminal.close();
-                return env.result(false, e, None);
+                let closed = terminal.close_inspected();
+                for record in &closed.execs {
+                    if let Err(e) = env.approvals.exec_decided(record) {
+                        tracing::warn!("the session log could not record an exec decision: {e}");
+                    }
+                }
+                out.push_str(&e);
+                out.push_str(&crate::supervised::result_note(&closed.execs));
+                return env.result(false, out, None);
             }
             terminal.unsubmitted = if only_interrupts(input) {
                 // Ctrl-C discards the line being edited.
@@ -510,23 +555,31 @@ impl TypedTool for TerminalTool {
             };
             let mut execs =
                 crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
-            out = terminal.read_observed(wait, wait.min(Duration::from_millis(500)), &mut execs);
+            out.push_str(&terminal.read_observed(
+                wait,
+                wait.min(Duration::from_millis(500)),
+                &mut execs,
+            ));
             out.push_str(&execs.note());
             exec_decisions = execs.records;
+            // What a refused exec printed (between calls too) has been read now.
+            refusal_shown = std::mem::take(&mut terminal.refusal_unread);
         } else {
             terminal.unsubmitted = carried;
         }
-        out.push_str(&between_calls::note(&earlier));
-        let decisions = terminal.take_network_decisions();
+        let decisions: Vec<crate::net::NetDecision> = earlier_network
+            .into_iter()
+            .chain(terminal.take_network_decisions())
+            .collect();
         out.push_str(&crate::net::summary(&decisions));
         // The shell may have changed directory; relative names are looked up from where it
         // started (and above, as git names them).
-        // A refused exec's `Permission denied` (printed now by a background process refused
-        // between calls, too) is the rule's, not the sandbox's.
-        let attribution = if exec_decisions
-            .iter()
-            .chain(&earlier)
-            .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
+        // A refused exec's `Permission denied` (printed by a process refused between calls,
+        // too, whenever it is read) is the rule's, not the sandbox's.
+        let attribution = if refusal_shown
+            || exec_decisions
+                .iter()
+                .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
         {
             None
         } else {
@@ -552,6 +605,8 @@ impl TypedTool for TerminalTool {
             stopped,
             inspection,
             execs: last,
+            network: last_network,
+            ..
         } = terminal.close_inspected();
         // Reported while the tree died, after the read: this call's own.
         for record in &last {
@@ -560,10 +615,14 @@ impl TypedTool for TerminalTool {
             }
         }
         out.push_str(&crate::supervised::result_note(&last));
+        out.push_str(&crate::net::summary(&last_network));
         out.push_str(&crate::bash_tool::inspection_note(&inspection));
         let result = |ok, content, denied_by| {
             let mut r = result(ok, content, denied_by);
             r.sandbox.exec_decisions.extend(last.iter().cloned());
+            r.sandbox
+                .network_decisions
+                .extend(last_network.iter().cloned());
             r
         };
         let mut done = match stopped {

@@ -1,29 +1,37 @@
 //! Observing a run's exec supervisor on a thread of its own while nobody else does: a run that
 //! lives across its caller's steps (the persistent terminal) keeps running between them, and
-//! an exec its background processes make then must be decided now, not held until the next
-//! step happens to look.
+//! its processes' denials are reported as they happen, not when the next step happens to look.
+//! A question is another matter: only the caller's next step has someone to ask, so the thread
+//! keeps it unanswered (its process waits in its exec) and hands it back with the reports; the
+//! next step asks it, or, when the run is closed first, its observer answers no.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use std::panic::AssertUnwindSafe;
+
 use super::running::{Running, Wake};
 use crate::supervisor::ExecObserver;
+use crate::supervisor::record::FromSupervisor;
 
-/// The run's reports and the observer, as the thread takes them and gives them back.
-type Handed<O> = (mpsc::Receiver<Wake>, O);
+/// What the thread gives back: the reports, the observer, and the questions it kept.
+type GivenBack<O> = (mpsc::Receiver<Wake>, O, Vec<Wake>);
 
 /// A thread handing a run's exec reports to an observer until [`Running::end_background`].
 #[derive(Debug)]
 pub struct Background<O> {
     stop: Arc<AtomicBool>,
     nudge: mpsc::Sender<Wake>,
-    thread: Option<JoinHandle<Option<Handed<O>>>>,
+    thread: Option<JoinHandle<Option<GivenBack<O>>>>,
 }
 
 impl<O> Drop for Background<O> {
     fn drop(&mut self) {
+        if self.thread.is_none() {
+            return;
+        }
         // Not ended by the run (the run went away first): the thread must still end.
         self.stop.store(true, Ordering::Release);
         let _ = self.nudge.send(Wake::Nudge);
@@ -31,8 +39,9 @@ impl<O> Drop for Background<O> {
 }
 
 impl Running {
-    /// Hands what the exec supervisor reports to `observer` on a thread of its own (denials;
-    /// questions, which it answers) until [`Running::end_background`] gives it back. An error
+    /// Hands the exec supervisor's reports of denials to `observer` on a thread of its own
+    /// until [`Running::end_background`] gives it back; questions wait there unanswered (their
+    /// processes wait in their exec) and go back to this run with the reports. An error
     /// (another observer has the reports already; no thread could be started) leaves the
     /// reports with this run, for [`Running::pump_exec_events`].
     pub fn observe_in_background<O>(&mut self, observer: O) -> std::io::Result<Background<O>>
@@ -54,16 +63,28 @@ impl Running {
             .name("exec-background".into())
             .spawn(move || {
                 let (events, mut observer) = lock(&handed).take()?;
+                let mut kept = Vec::new();
                 while let Ok(wake) = events.recv() {
                     match wake {
+                        ask @ Wake::Exec(FromSupervisor::Ask(..)) => kept.push(ask),
                         Wake::Exec(message) => {
-                            crate::supervisor::record::observe(message, &mut observer, &|| false);
+                            // An observer that panics must not take the reports with it: the
+                            // run's next observer still needs them (the rest of this record is
+                            // lost, and said so).
+                            let observed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                crate::supervisor::record::observe(message, &mut observer, &|| {
+                                    false
+                                });
+                            }));
+                            if observed.is_err() {
+                                tracing::warn!("an exec report was lost: its observer panicked");
+                            }
                         }
                         Wake::Nudge if stopping.load(Ordering::Acquire) => break,
                         Wake::Nudge | Wake::Exited(_) | Wake::Status(_) => {}
                     }
                 }
-                Some((events, observer))
+                Some((events, observer, kept))
             });
         match spawned {
             Ok(thread) => Ok(Background {
@@ -83,13 +104,20 @@ impl Running {
 
     /// Stops the thread [`Running::observe_in_background`] started once it has handed over
     /// every report that came before this call, and gives the reports (and the observer)
-    /// back to this run.
+    /// back to this run; the questions it kept come first among them, for the run's next
+    /// observer to answer.
     pub fn end_background<O>(&mut self, mut background: Background<O>) -> Option<O> {
         background.stop.store(true, Ordering::Release);
         let _ = background.nudge.send(Wake::Nudge);
         let thread = background.thread.take()?;
         match thread.join() {
-            Ok(Some((events, observer))) => {
+            Ok(Some((events, observer, kept))) => {
+                // Behind whatever came after the nudge: those are other processes' (each
+                // process that asked waits for its answer), so nothing of one process is
+                // reordered.
+                for ask in kept {
+                    let _ = self.events_tx.send(ask);
+                }
                 self.events = Some(events);
                 Some(observer)
             }

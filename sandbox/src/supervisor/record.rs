@@ -195,8 +195,7 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
             ToBridle::Decided { id, record } => {
                 // The process goes on once the observer has printed and recorded the decision,
                 // so that the line comes before what the failed exec makes anyone print; a
-                // side that does not observe now (a terminal between calls) holds it at most
-                // DELIVERY_WAIT.
+                // side that does not observe now holds it at most DELIVERY_WAIT.
                 let (tx, rx) = mpsc::channel();
                 if deliver(FromSupervisor::Decided(record, tx)) {
                     let _ = rx.recv_timeout(DELIVERY_WAIT);

@@ -94,6 +94,7 @@ fn every_variant_kind_is_known_and_matches_its_serialised_type() {
             connections: 1,
             sent: 10,
             received: 20,
+            between_calls: true,
         }),
         Event::ApprovalAsked {
             call_id: "c".into(),
