@@ -37,17 +37,9 @@ fn session_env(approval: &str) -> (NetEnv, Outside) {
     )
 }
 
-#[test]
-fn bridle_run_logs_each_network_decision_and_log_show_lists_it_under_the_call() {
-    let (e, server) = session_env("never");
-    let port = server.port;
-    let command = format!(
-        "curl -sS --fail http://registry.test:{port}/hello.txt; curl -sS --fail http://blocked.test:{port}/never; true"
-    );
-    let script = format!(
-        "- tool_calls:\n    - name: bash\n      arguments: {{command: {}}}\n- text: done\n",
-        serde_json::to_string(&command).unwrap()
-    );
+/// Runs `bridle run` with the model `script` under `e`'s profile; the session directory, the
+/// session's id and its events.
+fn run_session(e: &NetEnv, script: &str, task: &str) -> (std::path::PathBuf, String, Vec<Event>) {
     let file = e.home.join("script.yaml");
     std::fs::write(&file, script).unwrap();
     let sessions = e.home.join("sessions");
@@ -57,7 +49,7 @@ fn bridle_run_logs_each_network_decision_and_log_show_lists_it_under_the_call() 
             .arg(format!("script:{}", s(&file)))
             .arg("--session-dir")
             .arg(&sessions)
-            .arg("fetch"),
+            .arg(task),
     );
     r.assert_ok();
     let id = r
@@ -74,6 +66,21 @@ fn bridle_run_logs_each_network_decision_and_log_show_lists_it_under_the_call() 
         .iter()
         .filter_map(|r| r.event().unwrap())
         .collect();
+    (sessions, id, events)
+}
+
+#[test]
+fn bridle_run_logs_each_network_decision_and_log_show_lists_it_under_the_call() {
+    let (e, server) = session_env("never");
+    let port = server.port;
+    let command = format!(
+        "curl -sS --fail http://registry.test:{port}/hello.txt; curl -sS --fail http://blocked.test:{port}/never; true"
+    );
+    let script = format!(
+        "- tool_calls:\n    - name: bash\n      arguments: {{command: {}}}\n- text: done\n",
+        serde_json::to_string(&command).unwrap()
+    );
+    let (sessions, id, events) = run_session(&e, &script, "fetch");
     let net: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -356,32 +363,7 @@ fn connections_of_the_terminals_background_processes_are_recorded_as_between_cal
         "- text: done\n".to_owned(),
     ]
     .concat();
-    let file = e.home.join("script.yaml");
-    std::fs::write(&file, script).unwrap();
-    let sessions = e.home.join("sessions");
-    let r = run_bounded(
-        e.bridle()
-            .args(["--profile", &e.profile, "run", "--model"])
-            .arg(format!("script:{}", s(&file)))
-            .arg("--session-dir")
-            .arg(&sessions)
-            .arg("fetch in the background"),
-    );
-    r.assert_ok();
-    let id = r
-        .stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("bridle: session "))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let dir = SessionDir::existing(&sessions).unwrap();
-    let events: Vec<Event> = dir
-        .read(&id)
-        .unwrap()
-        .iter()
-        .filter_map(|r| r.event().unwrap())
-        .collect();
+    let (sessions, id, events) = run_session(&e, &script, "fetch in the background");
     let calls: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
