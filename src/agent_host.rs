@@ -82,7 +82,7 @@ impl LocalTools {
                 Err(e) => tracing::warn!("network allow-list unavailable: {e}"),
             }
         }
-        let terminal = Arc::new(TerminalTool::new(persist_terminal));
+        let terminal = Arc::new(TerminalTool::new(persist_terminal).asking(Arc::clone(&answerer)));
         let registry = Registry::new();
         for name in TOOLS {
             let tool = match *name {

@@ -241,7 +241,12 @@ fn on_a_terminal_the_answer_is_escaped_and_escalations_are_shown() {
     // A person at the terminal approves the escalation.
     let r = super::support::bridle_in_pty(&args, &e.home, &e.workspace, Some("y"), None);
     r.assert_code(0);
-    assert_eq!(std::fs::read_to_string(&escaped).unwrap(), "x\n");
+    assert_eq!(
+        std::fs::read_to_string(&escaped).ok().as_deref(),
+        Some("x\n"),
+        "the approved escalation did not write its file: {:?}",
+        r.stdout
+    );
     assert!(!r.stdout.contains("\u{1b}]52"), "{:?}", r.stdout);
     assert!(
         r.stdout.contains("copied\\u{1b}]52;c;aGk=\\u{7}"),

@@ -312,8 +312,8 @@ pub struct NetDecision {
     pub sent: u64,
     /// Bytes from the host to the sandbox.
     pub received: u64,
-    /// Made while no call was running (a process the persistent terminal left running): the
-    /// call it is recorded with did not make it; with no call, the session had ended.
+    /// Decided, or ended, while no call read the persistent terminal: the call it is recorded
+    /// with did not make it; with no call, the session had ended.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub between_calls: bool,
 }

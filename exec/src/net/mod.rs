@@ -101,9 +101,9 @@ pub struct NetDecision {
     pub sent: u64,
     /// Bytes from the host to the sandbox.
     pub received: u64,
-    /// Made while no call was running (by a process the persistent terminal's shell left
-    /// running): reported with the next call, or when the session ends, and not that call's
-    /// doing.
+    /// Decided, or ended, while no call read the persistent terminal (its processes outlive
+    /// their calls): reported with the next call, or when the session ends, and not that
+    /// call's doing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub between_calls: bool,
 }

@@ -17,7 +17,7 @@ use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool}
 
 mod between_calls;
 
-pub use between_calls::{BetweenCalls, CLOSED_UNASKED, Closing};
+pub use between_calls::{Asker, BetweenCalls, CLOSED_UNASKED, Closing, NOBODY_ASKED};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -155,19 +155,19 @@ impl Terminal {
             .unwrap_or_default()
     }
 
-    /// The caller stops reading: from now until [`Terminal::come_back`], the exec supervisor's
-    /// reports about the shell's processes (what a call left running) are taken as they come,
-    /// on a thread of its own: a denial is kept for `come_back`, a question waits for it (its
-    /// process held in its exec) and is asked by the next read. Without command rules there
-    /// is nothing to report and no thread.
-    pub fn leave(&mut self) {
+    /// The caller stops reading: from now until [`Terminal::come_back`], each exec of the
+    /// shell's processes (what a call left running) is decided when it happens, on a thread of
+    /// its own: a denial is kept for `come_back`, a question goes to `asker` at once (nobody:
+    /// answered no, [`NOBODY_ASKED`]). Without command rules there is nothing to decide and no
+    /// thread.
+    pub fn leave(&mut self, asker: Option<Asker>) {
         let Some(running) = &mut self.running else {
             return;
         };
         if self.background.is_some() || !running.is_supervised() {
             return;
         }
-        match running.observe_in_background(BetweenCalls::default()) {
+        match running.observe_in_background(BetweenCalls::asking(asker)) {
             Ok(background) => self.background = Some(background),
             // The reports stay with the run, for the next call (a denial is held at most a
             // second meanwhile).
@@ -179,13 +179,21 @@ impl Terminal {
     /// order, and how many more decisions were not kept; the questions it kept are the next
     /// read's to ask.
     pub fn come_back(&mut self) -> (Vec<bridle_sandbox::ExecRecord>, u64) {
+        self.stop_observing(false)
+    }
+
+    /// Ends the thread between calls; `withdraw` gives up a question it is asking (the
+    /// terminal is being closed) instead of waiting for its answer.
+    fn stop_observing(&mut self, withdraw: bool) -> (Vec<bridle_sandbox::ExecRecord>, u64) {
         let (Some(running), Some(background)) = (&mut self.running, self.background.take()) else {
             return (Vec::new(), 0);
         };
-        running
-            .end_background(background)
-            .map(BetweenCalls::into_records)
-            .unwrap_or_default()
+        let observer = if withdraw {
+            running.withdraw_background(background)
+        } else {
+            running.end_background(background)
+        };
+        observer.map(BetweenCalls::into_records).unwrap_or_default()
     }
 
     /// Writes `input` to the terminal as typed (include `\n` to run a line, `\u{3}` for Ctrl-C).
@@ -291,7 +299,7 @@ impl Terminal {
     /// Like [`Terminal::close`], with why the run was stopped, the end-of-run inspection and
     /// what the exec supervisor reported since the last read apart.
     pub fn close_inspected(mut self) -> Closed {
-        let (mut execs, not_kept) = self.come_back();
+        let (mut execs, not_kept) = self.stop_observing(true);
         let Some(running) = self.running.take() else {
             return Closed {
                 execs,
@@ -300,8 +308,7 @@ impl Terminal {
             };
         };
         running.kill_tree();
-        // The questions kept between calls, and what comes while the tree dies: decided (and
-        // kept), questions answered no.
+        // What comes while the tree dies is still decided (and kept): questions answered no.
         let mut last = Closing::default();
         let finished = running.finish_observed(None, &mut last);
         execs.extend(last.into_records());
@@ -354,7 +361,7 @@ impl Closed {
 impl Drop for Terminal {
     fn drop(&mut self) {
         // Dropped unclosed (an error path): what nobody else will report goes to the log.
-        let (execs, not_kept) = self.come_back();
+        let (execs, not_kept) = self.stop_observing(true);
         for record in &execs {
             tracing::warn!("between calls: {}", record.message());
         }
@@ -423,10 +430,21 @@ pub struct TerminalArgs {
 /// (default 2000). With `persist`, the shell stays for the next call unless `close` is set;
 /// without it, the shell is closed before the call returns. Either way a closed shell's whole
 /// tree is gone when the call returns.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TerminalTool {
     slot: Mutex<Option<Terminal>>,
     persist: bool,
+    /// Who answers the questions of execs made between calls.
+    answerer: Option<std::sync::Arc<dyn crate::approvals::Answerer>>,
+}
+
+impl std::fmt::Debug for TerminalTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TerminalTool")
+            .field("persist", &self.persist)
+            .field("asks", &self.answerer.as_ref().map(|a| a.who()))
+            .finish_non_exhaustive()
+    }
 }
 
 impl TerminalTool {
@@ -435,7 +453,15 @@ impl TerminalTool {
         TerminalTool {
             slot: Mutex::new(None),
             persist,
+            answerer: None,
         }
+    }
+
+    /// Asks `answerer` (under the call's approval policy) about the execs the shell's
+    /// processes make between calls; without one they are answered no.
+    pub fn asking(mut self, answerer: std::sync::Arc<dyn crate::approvals::Answerer>) -> Self {
+        self.answerer = Some(answerer);
+        self
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Terminal>> {
@@ -534,18 +560,15 @@ impl TypedTool for TerminalTool {
         }
         let mut exec_decisions = Vec::new();
         let mut refusal_shown = false;
-        if let Some(input) = &args.input {
-            if let Err(e) = terminal.input(input) {
-                let closed = terminal.close_inspected();
-                for record in &closed.execs {
-                    if let Err(e) = env.approvals.exec_decided(record) {
-                        tracing::warn!("the session log could not record an exec decision: {e}");
-                    }
-                }
-                out.push_str(&e);
-                out.push_str(&crate::supervised::result_note(&closed.execs));
-                return env.result(false, out, None);
-            }
+        // A terminal that takes no input (its shell exited) is closed, with what closing it
+        // finds reported as for `close`.
+        let mut input_failed = false;
+        if let Some(input) = &args.input
+            && let Err(e) = terminal.input(input)
+        {
+            out.push_str(&e);
+            input_failed = true;
+        } else if let Some(input) = &args.input {
             terminal.unsubmitted = if only_interrupts(input) {
                 // Ctrl-C discards the line being edited.
                 String::new()
@@ -562,8 +585,13 @@ impl TypedTool for TerminalTool {
             ));
             out.push_str(&execs.note());
             exec_decisions = execs.records;
-            // What a refused exec printed (between calls too) has been read now.
+            // What a refused exec printed (between calls too) has been read now; what one of
+            // this call's prints later is the next read's.
             refusal_shown = std::mem::take(&mut terminal.refusal_unread);
+            terminal.refusal_unread =
+                exec_decisions.iter().any(|r: &bridle_sandbox::ExecRecord| {
+                    r.outcome != bridle_sandbox::ExecOutcome::Approved
+                });
         } else {
             terminal.unsubmitted = carried;
         }
@@ -596,8 +624,11 @@ impl TypedTool for TerminalTool {
             r.sandbox.denied_by_sandbox = attribution.as_ref().map(|a| a.what.clone());
             r
         };
-        if self.persist && !args.close {
-            terminal.leave();
+        if self.persist && !args.close && !input_failed {
+            terminal.leave(self.answerer.as_ref().map(|answerer| Asker {
+                policy: env.approvals.policy(),
+                answerer: std::sync::Arc::clone(answerer),
+            }));
             *slot = Some(terminal);
             return result(true, out, None);
         }
@@ -634,7 +665,7 @@ impl TypedTool for TerminalTool {
                 if self.persist {
                     out.push_str("[the terminal was closed; the next call starts a new one]");
                 }
-                result(true, out, None)
+                result(!input_failed, out, None)
             }
         };
         done.sandbox.quarantined = crate::bash_tool::quarantine_notes(&inspection);

@@ -1,9 +1,6 @@
 //! Observing a run's exec supervisor on a thread of its own while nobody else does: a run that
 //! lives across its caller's steps (the persistent terminal) keeps running between them, and
-//! its processes' denials are reported as they happen, not when the next step happens to look.
-//! A question is another matter: only the caller's next step has someone to ask, so the thread
-//! keeps it unanswered (its process waits in its exec) and hands it back with the reports; the
-//! next step asks it, or, when the run is closed first, its observer answers no.
+//! its processes' execs are decided as they happen, not when the next step happens to look.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -14,15 +11,16 @@ use std::panic::AssertUnwindSafe;
 
 use super::running::{Running, Wake};
 use crate::supervisor::ExecObserver;
-use crate::supervisor::record::FromSupervisor;
 
-/// What the thread gives back: the reports, the observer, and the questions it kept.
-type GivenBack<O> = (mpsc::Receiver<Wake>, O, Vec<Wake>);
+/// What the thread gives back: the reports and the observer.
+type GivenBack<O> = (mpsc::Receiver<Wake>, O);
 
 /// A thread handing a run's exec reports to an observer until [`Running::end_background`].
 #[derive(Debug)]
 pub struct Background<O> {
     stop: Arc<AtomicBool>,
+    /// Gives up a question being asked (the run is being closed).
+    withdraw: Arc<AtomicBool>,
     nudge: mpsc::Sender<Wake>,
     thread: Option<JoinHandle<Option<GivenBack<O>>>>,
 }
@@ -33,15 +31,15 @@ impl<O> Drop for Background<O> {
             return;
         }
         // Not ended by the run (the run went away first): the thread must still end.
+        self.withdraw.store(true, Ordering::Release);
         self.stop.store(true, Ordering::Release);
         let _ = self.nudge.send(Wake::Nudge);
     }
 }
 
 impl Running {
-    /// Hands the exec supervisor's reports of denials to `observer` on a thread of its own
-    /// until [`Running::end_background`] gives it back; questions wait there unanswered (their
-    /// processes wait in their exec) and go back to this run with the reports. An error
+    /// Hands what the exec supervisor reports to `observer` on a thread of its own (denials;
+    /// questions, which it answers) until [`Running::end_background`] gives it back. An error
     /// (another observer has the reports already; no thread could be started) leaves the
     /// reports with this run, for [`Running::pump_exec_events`].
     pub fn observe_in_background<O>(&mut self, observer: O) -> std::io::Result<Background<O>>
@@ -55,6 +53,8 @@ impl Running {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
+        let withdraw = Arc::new(AtomicBool::new(false));
+        let withdrawing = Arc::clone(&withdraw);
         // Handed to the thread through a slot, so that a thread that cannot start leaves both
         // here.
         let slot = Arc::new(Mutex::new(Some((events, observer))));
@@ -63,17 +63,15 @@ impl Running {
             .name("exec-background".into())
             .spawn(move || {
                 let (events, mut observer) = lock(&handed).take()?;
-                let mut kept = Vec::new();
                 while let Ok(wake) = events.recv() {
                     match wake {
-                        ask @ Wake::Exec(FromSupervisor::Ask(..)) => kept.push(ask),
                         Wake::Exec(message) => {
                             // An observer that panics must not take the reports with it: the
                             // run's next observer still needs them (the rest of this record is
                             // lost, and said so).
                             let observed = std::panic::catch_unwind(AssertUnwindSafe(|| {
                                 crate::supervisor::record::observe(message, &mut observer, &|| {
-                                    false
+                                    withdrawing.load(Ordering::Acquire)
                                 });
                             }));
                             if observed.is_err() {
@@ -84,11 +82,12 @@ impl Running {
                         Wake::Nudge | Wake::Exited(_) | Wake::Status(_) => {}
                     }
                 }
-                Some((events, observer, kept))
+                Some((events, observer))
             });
         match spawned {
             Ok(thread) => Ok(Background {
                 stop,
+                withdraw,
                 nudge: self.events_tx.clone(),
                 thread: Some(thread),
             }),
@@ -103,21 +102,27 @@ impl Running {
     }
 
     /// Stops the thread [`Running::observe_in_background`] started once it has handed over
-    /// every report that came before this call, and gives the reports (and the observer)
-    /// back to this run; the questions it kept come first among them, for the run's next
-    /// observer to answer.
-    pub fn end_background<O>(&mut self, mut background: Background<O>) -> Option<O> {
+    /// every report that came before this call (a question being asked waits for its
+    /// answer), and gives the reports (and the observer) back to this run.
+    pub fn end_background<O>(&mut self, background: Background<O>) -> Option<O> {
+        self.stop_background(background, false)
+    }
+
+    /// Like [`Running::end_background`], giving up a question being asked (`withdrawn`):
+    /// for a run about to be closed, whose processes nobody will answer for.
+    pub fn withdraw_background<O>(&mut self, background: Background<O>) -> Option<O> {
+        self.stop_background(background, true)
+    }
+
+    fn stop_background<O>(&mut self, mut background: Background<O>, withdraw: bool) -> Option<O> {
+        if withdraw {
+            background.withdraw.store(true, Ordering::Release);
+        }
         background.stop.store(true, Ordering::Release);
         let _ = background.nudge.send(Wake::Nudge);
         let thread = background.thread.take()?;
         match thread.join() {
-            Ok(Some((events, observer, kept))) => {
-                // Behind whatever came after the nudge: those are other processes' (each
-                // process that asked waits for its answer), so nothing of one process is
-                // reordered.
-                for ask in kept {
-                    let _ = self.events_tx.send(ask);
-                }
+            Ok(Some((events, observer))) => {
                 self.events = Some(events);
                 Some(observer)
             }
