@@ -141,6 +141,22 @@ impl<'a> CallExecs<'a> {
     }
 }
 
+/// The question about the exec `record` is of, for `reason`.
+pub fn exec_question(record: &ExecRecord, reason: String) -> ApprovalRequest {
+    ApprovalRequest {
+        tool: "exec".into(),
+        arguments: serde_json::json!({
+            "program": record.program,
+            "argv": record.argv,
+            "pid": record.pid,
+        }),
+        reason,
+        justification: None,
+        escalation: None,
+        call_id: None,
+    }
+}
+
 /// One `[bridle: ...]` line per record, each on its own line.
 pub fn result_note(records: &[ExecRecord]) -> String {
     records
@@ -168,18 +184,7 @@ impl ExecObserver for CallExecs<'_> {
                 return true;
             }
         }
-        let request = ApprovalRequest {
-            tool: "exec".into(),
-            arguments: serde_json::json!({
-                "program": record.program,
-                "argv": record.argv,
-                "pid": record.pid,
-            }),
-            reason: record.reason.clone(),
-            justification: None,
-            escalation: None,
-            call_id: None,
-        };
+        let request = exec_question(record, record.reason.clone());
         let yes = self.approvals.ask_unless(&request, withdrawn) == ApprovalOutcome::AllowedOnce;
         // What the approved program runs through its wrappers (`env git push`) is approved
         // with it: its own exec is not asked about again. Wrappers are known by the file that

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bridle_policy::{ApprovalPolicy, Decision};
 use bridle_sandbox::{ExecObserver, ExecOutcome, ExecRecord};
 
-use crate::approvals::{Answerer, ApprovalOutcome, ApprovalRequest};
+use crate::approvals::{Answerer, ApprovalOutcome};
 
 /// The answer of a question the terminal's closing left unasked.
 pub const CLOSED_UNASKED: &str = "withdrawn: the terminal was closed before anyone was asked";
@@ -78,18 +78,8 @@ impl BetweenCalls {
         if asker.policy == ApprovalPolicy::Never {
             return (false, "rejected: the approval policy is `never`".to_owned());
         }
-        let request = ApprovalRequest {
-            tool: "exec".into(),
-            arguments: serde_json::json!({
-                "program": record.program,
-                "argv": record.argv,
-                "pid": record.pid,
-            }),
-            reason: format!("{} ({WHY_NOW})", record.reason),
-            justification: None,
-            escalation: None,
-            call_id: None,
-        };
+        let request =
+            crate::supervised::exec_question(record, format!("{} ({WHY_NOW})", record.reason));
         let outcome = asker.answerer.answer_unless(&request, withdrawn);
         (
             outcome == ApprovalOutcome::AllowedOnce,
@@ -197,6 +187,7 @@ pub fn note(records: &[ExecRecord], not_kept: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approvals::ApprovalRequest;
 
     fn record(decision: Decision, outcome: ExecOutcome) -> ExecRecord {
         ExecRecord {
