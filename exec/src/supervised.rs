@@ -135,6 +135,17 @@ impl<'a> CallExecs<'a> {
         }
     }
 
+    /// Whether a question this observer answered still waits for the supervisor's record of
+    /// what came of it (it comes right after the answer).
+    pub fn awaiting_decision(&self) -> bool {
+        self.asked.iter().any(|(pid, argv)| {
+            !self
+                .records
+                .iter()
+                .any(|r| r.pid == *pid && r.argv == *argv && r.decision == Decision::Ask)
+        })
+    }
+
     /// The lines the tool result adds for what was reported (empty when nothing was).
     pub fn note(&self) -> String {
         result_note(&self.records)
@@ -203,5 +214,37 @@ impl ExecObserver for CallExecs<'_> {
             }
         }
         yes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::NoAnswerer;
+    use bridle_policy::ApprovalPolicy;
+    use bridle_sandbox::ExecOutcome;
+
+    #[test]
+    fn a_question_answered_awaits_its_record_until_the_supervisor_sends_it() {
+        let approvals = Approvals::new(ApprovalPolicy::Ask, Box::new(NoAnswerer));
+        let mut execs = CallExecs::new(&approvals);
+        let mut record = ExecRecord {
+            pid: 7,
+            program: "/usr/bin/git".into(),
+            argv: vec!["git".into(), "push".into()],
+            decision: Decision::Ask,
+            rule: Some("ask-git-push".into()),
+            reason: "r".into(),
+            same_as: Vec::new(),
+            ancestry: Vec::new(),
+            outcome: ExecOutcome::Refused,
+            answer: None,
+        };
+        assert!(!execs.awaiting_decision());
+        assert!(!execs.approve(&record, &|| false));
+        assert!(execs.awaiting_decision());
+        record.answer = Some("not approved".into());
+        execs.decided(&record);
+        assert!(!execs.awaiting_decision());
     }
 }

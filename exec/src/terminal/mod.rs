@@ -583,6 +583,13 @@ impl TypedTool for TerminalTool {
                 wait.min(Duration::from_millis(500)),
                 &mut execs,
             ));
+            // A question answered as the read ended: its record is this call's, not the next.
+            let settle = Instant::now() + Duration::from_secs(1);
+            while execs.awaiting_decision() && Instant::now() < settle {
+                if let Some(running) = &terminal.running {
+                    running.pump_exec_events(&mut execs, Duration::from_millis(50));
+                }
+            }
             out.push_str(&execs.note());
             exec_decisions = execs.records;
             // What a refused exec printed (between calls too) has been read now; what one of
