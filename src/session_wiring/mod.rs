@@ -482,23 +482,15 @@ impl Live {
                 ));
             }
         }
-        for d in &closed.network {
-            let event = bridle_agent::log::Event::NetDecision(bridle_agent::log::NetDecision {
-                call_id: String::new(),
-                host: d.host.clone(),
-                port: d.port,
-                decision: d.decision,
-                by: d.by.clone(),
-                error: d.error.clone(),
-                connections: d.connections,
-                sent: d.sent,
-                received: d.received,
-                between_calls: true,
-            });
+        for d in bridle_exec::terminal::marked_between_calls(closed.network) {
+            let (host, port) = (d.host.clone(), d.port);
+            let event = bridle_agent::log::Event::NetDecision(bridle_agent::log::NetDecision::of(
+                String::new(),
+                d,
+            ));
             if let Err(e) = log.append(event) {
                 say(&format!(
-                    "the session log could not record a network decision ({}:{}): {e}",
-                    d.host, d.port
+                    "the session log could not record a network decision ({host}:{port}): {e}"
                 ));
             }
         }

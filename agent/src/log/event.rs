@@ -318,6 +318,24 @@ pub struct NetDecision {
     pub between_calls: bool,
 }
 
+impl NetDecision {
+    /// The proxy's decision `d`, recorded with the call `call_id` (empty: no call).
+    pub fn of(call_id: String, d: bridle_exec::net::NetDecision) -> NetDecision {
+        NetDecision {
+            call_id,
+            host: d.host,
+            port: d.port,
+            decision: d.decision,
+            by: d.by,
+            error: d.error,
+            connections: d.connections,
+            sent: d.sent,
+            received: d.received,
+            between_calls: d.between_calls,
+        }
+    }
+}
+
 /// Event 0 of every session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionHeader {

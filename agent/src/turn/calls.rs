@@ -164,18 +164,9 @@ impl Agent<'_> {
                         call_id: call.call_id.clone(),
                         exec,
                     },
-                    ToolNote::Network(d) => Event::NetDecision(crate::log::NetDecision {
-                        call_id: call.call_id.clone(),
-                        host: d.host,
-                        port: d.port,
-                        decision: d.decision,
-                        by: d.by,
-                        error: d.error,
-                        connections: d.connections,
-                        sent: d.sent,
-                        received: d.received,
-                        between_calls: d.between_calls,
-                    }),
+                    ToolNote::Network(d) => {
+                        Event::NetDecision(crate::log::NetDecision::of(call.call_id.clone(), d))
+                    }
                 };
                 let runs = matches!(
                     event,

@@ -50,6 +50,8 @@ impl std::fmt::Debug for Asker {
 #[derive(Debug, Default)]
 pub struct BetweenCalls {
     asker: Option<Asker>,
+    /// The answer when there is nobody to ask (default: [`NOBODY_ASKED`]).
+    unasked: Option<&'static str>,
     records: Vec<ExecRecord>,
     not_kept: u64,
     /// The questions answered here (pid, argv, the answer as the record says it).
@@ -65,6 +67,14 @@ impl BetweenCalls {
         }
     }
 
+    /// For a terminal being closed: every question is answered no ([`CLOSED_UNASKED`]).
+    pub fn closing() -> BetweenCalls {
+        BetweenCalls {
+            unasked: Some(CLOSED_UNASKED),
+            ..BetweenCalls::default()
+        }
+    }
+
     /// What was reported since the observer started, in order, and how many more records
     /// were not kept.
     pub fn into_records(self) -> (Vec<ExecRecord>, u64) {
@@ -73,7 +83,7 @@ impl BetweenCalls {
 
     fn ask(&self, record: &ExecRecord, withdrawn: &dyn Fn() -> bool) -> (bool, String) {
         let Some(asker) = &self.asker else {
-            return (false, NOBODY_ASKED.to_owned());
+            return (false, self.unasked.unwrap_or(NOBODY_ASKED).to_owned());
         };
         if asker.policy == ApprovalPolicy::Never {
             return (false, "rejected: the approval policy is `never`".to_owned());
@@ -123,44 +133,10 @@ impl ExecObserver for BetweenCalls {
     }
 }
 
-/// The observer while a terminal is closed: keeps every record, answers every question no,
-/// saying why in the record.
-#[derive(Debug, Default)]
-pub struct Closing {
-    records: Vec<ExecRecord>,
-    /// The execs answered no (pid, argv).
-    refused: Vec<(i32, Vec<String>)>,
-}
-
-impl Closing {
-    /// What was reported, in order.
-    pub fn into_records(self) -> Vec<ExecRecord> {
-        self.records
-    }
-}
-
-impl ExecObserver for Closing {
-    fn decided(&mut self, record: &ExecRecord) {
-        let mut record = record.clone();
-        let key = (record.pid, record.argv.clone());
-        if record.decision == Decision::Ask
-            && record.outcome != ExecOutcome::Approved
-            && let Some(at) = self.refused.iter().position(|k| *k == key)
-        {
-            self.refused.swap_remove(at);
-            record.answer = Some(CLOSED_UNASKED.to_owned());
-        }
-        self.records.push(record);
-    }
-
-    fn approve(&mut self, record: &ExecRecord, _withdrawn: &dyn Fn() -> bool) -> bool {
-        self.refused.push((record.pid, record.argv.clone()));
-        false
-    }
-}
-
 /// `decisions` marked as made between calls.
-pub fn network(decisions: Vec<crate::net::NetDecision>) -> Vec<crate::net::NetDecision> {
+pub fn marked_between_calls(
+    decisions: Vec<crate::net::NetDecision>,
+) -> Vec<crate::net::NetDecision> {
     decisions
         .into_iter()
         .map(|d| crate::net::NetDecision {
@@ -168,6 +144,11 @@ pub fn network(decisions: Vec<crate::net::NetDecision>) -> Vec<crate::net::NetDe
             ..d
         })
         .collect()
+}
+
+/// Whether any of `records` is an exec that did not run (its caller may print why).
+pub fn refused(records: &[ExecRecord]) -> bool {
+    records.iter().any(|r| r.outcome != ExecOutcome::Approved)
 }
 
 /// The lines the tool result adds for the execs decided between calls.
@@ -206,19 +187,19 @@ mod tests {
 
     #[test]
     fn a_question_at_close_is_answered_no_and_its_record_says_nobody_was_asked() {
-        let mut observer = Closing::default();
+        let mut observer = BetweenCalls::closing();
         let asked = record(Decision::Ask, ExecOutcome::Refused);
         assert!(!observer.approve(&asked, &|| false));
         observer.decided(&asked);
-        let records = observer.into_records();
+        let (records, _) = observer.into_records();
         assert_eq!(records[0].answer.as_deref(), Some(CLOSED_UNASKED));
     }
 
     #[test]
     fn a_question_answered_earlier_keeps_its_answer_when_its_record_comes_at_close() {
-        let mut observer = Closing::default();
+        let mut observer = BetweenCalls::closing();
         observer.decided(&record(Decision::Ask, ExecOutcome::Refused));
-        let records = observer.into_records();
+        let (records, _) = observer.into_records();
         assert_eq!(records[0].answer.as_deref(), Some("not approved"));
     }
 

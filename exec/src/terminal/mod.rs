@@ -17,7 +17,7 @@ use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool}
 
 mod between_calls;
 
-pub use between_calls::{Asker, BetweenCalls, CLOSED_UNASKED, Closing, NOBODY_ASKED};
+pub use between_calls::{Asker, BetweenCalls, CLOSED_UNASKED, NOBODY_ASKED, marked_between_calls};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
@@ -309,9 +309,9 @@ impl Terminal {
         };
         running.kill_tree();
         // What comes while the tree dies is still decided (and kept): questions answered no.
-        let mut last = Closing::default();
+        let mut last = BetweenCalls::closing();
         let finished = running.finish_observed(None, &mut last);
-        execs.extend(last.into_records());
+        execs.extend(last.into_records().0);
         Closed {
             stopped: match finished.outcome {
                 Outcome::Stopped(why) => Some(why),
@@ -537,13 +537,8 @@ impl TypedTool for TerminalTool {
         // What the shell's background processes exec'd since the last call: on record before
         // this call's input, marked as not this call's.
         let (earlier, not_kept) = terminal.come_back();
-        let earlier_network = between_calls::network(terminal.take_network_decisions());
-        if earlier
-            .iter()
-            .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
-        {
-            terminal.refusal_unread = true;
-        }
+        let earlier_network = marked_between_calls(terminal.take_network_decisions());
+        terminal.refusal_unread |= between_calls::refused(&earlier);
         for record in &earlier {
             if let Err(e) = env.approvals.exec_decided_between_calls(record) {
                 tracing::warn!("the session log could not record an exec decision: {e}");
@@ -585,8 +580,8 @@ impl TypedTool for TerminalTool {
             ));
             // A question answered as the read ended: its record is this call's, not the next.
             let settle = Instant::now() + Duration::from_secs(1);
-            while execs.awaiting_decision() && Instant::now() < settle {
-                if let Some(running) = &terminal.running {
+            if let Some(running) = &terminal.running {
+                while execs.awaiting_decision() && Instant::now() < settle {
                     running.pump_exec_events(&mut execs, Duration::from_millis(50));
                 }
             }
@@ -594,11 +589,9 @@ impl TypedTool for TerminalTool {
             exec_decisions = execs.records;
             // What a refused exec printed (between calls too) has been read now; what one of
             // this call's prints later is the next read's.
-            refusal_shown = std::mem::take(&mut terminal.refusal_unread);
-            terminal.refusal_unread =
-                exec_decisions.iter().any(|r: &bridle_sandbox::ExecRecord| {
-                    r.outcome != bridle_sandbox::ExecOutcome::Approved
-                });
+            let refused_now = between_calls::refused(&exec_decisions);
+            refusal_shown = std::mem::take(&mut terminal.refusal_unread) || refused_now;
+            terminal.refusal_unread = refused_now;
         } else {
             terminal.unsubmitted = carried;
         }
@@ -607,17 +600,13 @@ impl TypedTool for TerminalTool {
             .chain(terminal.take_network_decisions())
             .collect();
         out.push_str(&crate::net::summary(&decisions));
-        // The shell may have changed directory; relative names are looked up from where it
-        // started (and above, as git names them).
         // A refused exec's `Permission denied` (printed by a process refused between calls,
         // too, whenever it is read) is the rule's, not the sandbox's.
-        let attribution = if refusal_shown
-            || exec_decisions
-                .iter()
-                .any(|r| r.outcome != bridle_sandbox::ExecOutcome::Approved)
-        {
+        let attribution = if refusal_shown {
             None
         } else {
+            // The shell may have changed directory; relative names are looked up from where
+            // it started (and above, as git names them).
             crate::attribution::attribute(spec, &spec.workspace, &out)
         };
         if let Some(found) = &attribution {

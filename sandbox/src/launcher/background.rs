@@ -2,12 +2,11 @@
 //! lives across its caller's steps (the persistent terminal) keeps running between them, and
 //! its processes' execs are decided as they happen, not when the next step happens to look.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-
-use std::panic::AssertUnwindSafe;
 
 use super::running::{Running, Wake};
 use crate::supervisor::ExecObserver;
