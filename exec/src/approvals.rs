@@ -54,7 +54,7 @@ impl ApprovalOutcome {
             }
             ApprovalOutcome::Rejected => Some("rejected by the person asked; do not retry the same call".into()),
             ApprovalOutcome::Cancelled => Some("cancelled: the approval question was dismissed without an answer".into()),
-            ApprovalOutcome::Withdrawn => Some("withdrawn: the command the question was about ended (it timed out or was stopped) before anyone answered".into()),
+            ApprovalOutcome::Withdrawn => Some("withdrawn: what the question was about ended (a timeout, a stop, or the process asked about was gone) before anyone answered".into()),
             ApprovalOutcome::Unavailable => {
                 Some("unavailable: approval is needed but nobody can be asked in this session (no terminal)".into())
             }
@@ -216,7 +216,7 @@ impl Answerer for TerminalAnswerer {
             }
             if withdrawn() {
                 let _ = out.write_all(
-                    b"\nbridle: question withdrawn: the command ended before an answer\n",
+                    b"\nbridle: question withdrawn: what it was about ended before an answer\n",
                 );
                 return ApprovalOutcome::Withdrawn;
             }

@@ -4,7 +4,9 @@
 //! closed is in [`super::exec_rules_closed`].
 
 use super::exec_rules::{assert_nothing_pushed, bash_tool, git, script, with_remote};
-use super::support::{ExecEnv, bridle_in_pty, path_str, pty_command, run, run_bounded, run_within};
+use super::support::{
+    ExecEnv, bridle_in_pty, path_str, pty_command, run, run_bounded, run_within, tool_result_in_pty,
+};
 
 #[track_caller]
 fn assert_no_exec_denied(r: &super::support::Run, what: &str) {
@@ -522,12 +524,7 @@ fn a_timeout_withdraws_an_open_exec_question_and_kills_the_run_on_time() {
     );
     let took = started.elapsed();
     assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
-    let json = r
-        .stdout
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no tool result:\n{}", r.stdout));
-    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let v = tool_result_in_pty(&r);
     assert!(v["content"].as_str().unwrap().contains("timed out"), "{v}");
     let decision = &v["sandbox"]["exec_decisions"][0];
     assert_eq!(decision["decision"], "ask", "{v}");

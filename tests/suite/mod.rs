@@ -14,6 +14,7 @@ mod exec_network;
 mod exec_priv;
 mod exec_proc;
 mod exec_rules;
+mod exec_rules_asking;
 mod exec_rules_background;
 mod exec_rules_closed;
 mod exec_rules_identity;

@@ -531,7 +531,10 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
 /// prompt (`[y/N]`) appears (`"y,n"`: one answer per prompt, in turn; prompts beyond them stay
 /// unanswered); `input` is typed one second after the start. With `BRIDLE_TEST_PTY_SWAP` set
 /// to `LINK|TARGET` on the [`pty_command`], LINK becomes a symlink to TARGET when the first
-/// prompt shows, before it is answered. Returns what the terminal showed and the exit status.
+/// prompt shows, before it is answered; with `BRIDLE_TEST_PTY_ANSWER_AFTER` set to a path,
+/// answers wait until it exists (10 s at most), and the output ends with
+/// `[pty driver: answered after it existed]` (or `after 10 s without it]`). Returns what the
+/// terminal showed and the exit status.
 pub fn bridle_in_pty(
     args: &[&str],
     home: &Path,
@@ -540,6 +543,18 @@ pub fn bridle_in_pty(
     input: Option<&str>,
 ) -> Run {
     run(&mut pty_command(args, home, cwd, answer, input))
+}
+
+/// The tool result (the last JSON line) `bridle tool` printed in a pseudo-terminal, where
+/// questions and notes come on the same output.
+#[track_caller]
+pub fn tool_result_in_pty(r: &Run) -> serde_json::Value {
+    let json = r
+        .stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no tool result:\n{}", r.stdout));
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"))
 }
 
 /// The command [`bridle_in_pty`] runs (to change it before it runs: inject a fault, say).
@@ -556,6 +571,9 @@ answers, typed = [a for a in sys.argv[1].split(",") if a], sys.argv[2]
 argv = sys.argv[3:]
 # LINK|TARGET: LINK made a symlink to TARGET when the first question shows, before its answer.
 swap = os.environ.pop("BRIDLE_TEST_PTY_SWAP", "")
+# PATH: answers wait until PATH exists (at most 10 s); the output then says whether it did.
+after = os.environ.pop("BRIDLE_TEST_PTY_ANSWER_AFTER", "")
+asked_at = None
 pid, fd = pty.fork()
 if pid == 0:
     os.execv(argv[0], argv)
@@ -573,18 +591,27 @@ while time.time() - start < 20:
         if not chunk:
             break
         out += chunk
-        while asked < len(answers) and out.count(b"[y/N]") > asked:
-            if asked == 0 and swap:
-                link, target = swap.split("|")
-                os.symlink(target, link + ".new")
-                os.replace(link + ".new", link)
-            os.write(fd, answers[asked].encode() + b"\n")
-            asked += 1
+    while asked < len(answers) and out.count(b"[y/N]") > asked:
+        if asked_at is None:
+            asked_at = time.time()
+        if after and not os.path.exists(after) and time.time() - asked_at < 10:
+            break
+        if after:
+            seen = os.path.exists(after)
+            note = b"[pty driver: answered after " + (b"it existed]" if seen else b"10 s without it]")
+        if asked == 0 and swap:
+            link, target = swap.split("|")
+            os.symlink(target, link + ".new")
+            os.replace(link + ".new", link)
+        os.write(fd, answers[asked].encode() + b"\n")
+        asked += 1
     if not sent and time.time() - start > 1.0:
         os.write(fd, typed.encode())
         sent = True
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors="replace"))
+if after and asked:
+    sys.stdout.write("\n" + note.decode() + "\n")
 sys.exit(os.waitstatus_to_exitcode(status))
 "#;
     let mut cmd = Command::new("/usr/bin/python3");

@@ -146,7 +146,7 @@ pub(super) fn supervise(
                     | WaitStatus::PtraceSyscall(_)),
                 ) => {
                     if let Some(s) = supervisor.as_deref_mut() {
-                        s.on_stop(stopped);
+                        s.on_stop_asking(stopped);
                     }
                 }
                 Ok(_) => {}

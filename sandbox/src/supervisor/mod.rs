@@ -33,7 +33,10 @@
 //!   - deny: the exec fails with `EACCES` (an ordinary failed exec, on every architecture);
 //!   - ask: the notification stays pending, the caller blocked in `execve`, while bridle asks
 //!     (the approvals seam, through the channel of [`record`]); with nobody to ask, or no
-//!     channel, the answer is no;
+//!     channel, the answer is no. The thread asking does not hold the supervisor: the
+//!     sandbox's other execs are decided meanwhile ([`channel`] keeps each answer to its
+//!     question), and a question whose caller is gone (its notification no longer valid, or,
+//!     at an exec event, the process killed) is withdrawn;
 //!   - allow (or approved): the supervisor attaches to that thread with `PTRACE_SEIZE`
 //!     (`PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL` only: no fork or clone tracing) and lets the
 //!     call go on (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). That answer succeeds only while the
@@ -129,6 +132,7 @@
 //! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
+mod channel;
 mod facts;
 mod git;
 mod git_correct;
@@ -143,9 +147,8 @@ mod stack;
 mod tracee;
 
 use std::collections::HashMap;
-use std::io::BufReader;
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 
 use bridle_policy::rules::{ExecFacts, ExecRules};
 use bridle_policy::{DecidedBy, Decision, SandboxSpec, Verdict};
@@ -155,12 +158,13 @@ use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use channel::Channel;
 use facts::{open_program, program_file};
 pub use identity::{KnownProgram, LOADER};
 pub(crate) use pool::serve;
 pub use record::{ExecAncestor, ExecObserver, ExecOutcome, ExecRecord, Unobserved};
 pub(crate) use reporting::parent_of;
-use reporting::status_number;
+use reporting::{Question, status_number};
 
 use crate::sys;
 use tracee::ExecRead;
@@ -275,7 +279,7 @@ pub(crate) struct Supervisor {
     mode: Mode,
     /// The threads traced now, with what their notification found.
     traced: HashMap<i32, Traced>,
-    channel: Option<Channel>,
+    channel: Option<Arc<Channel>>,
     /// Reused by every exec event's read of the new stack.
     scratch: stack::Scratch,
     /// Where a `PATH` try that names nothing may be answered at its notification
@@ -324,26 +328,10 @@ struct Traced {
     fixed: Option<tracee::FixedProgram>,
 }
 
-/// The socket to bridle (see [`record`]).
-#[derive(Debug)]
-struct Channel {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-    next_id: u64,
-}
-
 impl Supervisor {
     /// A supervisor for `config`, reporting on `channel` (the socket to bridle).
     pub fn new(config: SupervisorConfig, channel: Option<OwnedFd>) -> Supervisor {
-        let channel = channel.and_then(|fd| {
-            let stream = UnixStream::from(fd);
-            let reader = stream.try_clone().ok()?;
-            Some(Channel {
-                writer: stream,
-                reader: BufReader::new(reader),
-                next_id: 0,
-            })
-        });
+        let channel = channel.and_then(Channel::new).map(Arc::new);
         Supervisor {
             names_git: config.rules.names_git(),
             rules: config.rules,
@@ -373,11 +361,7 @@ impl Supervisor {
 
     /// The descriptors of its channel to bridle (kept open by the supervisor's own process).
     pub fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.channel
-            .iter()
-            .flat_map(|c| [c.writer.as_raw_fd(), c.reader.get_ref().as_raw_fd()])
-            .collect()
+        self.channel.iter().flat_map(|c| c.descriptors()).collect()
     }
 
     /// The listener of the command's filter, which the command handed over.
@@ -390,11 +374,22 @@ impl Supervisor {
         self.traced.remove(&pid.as_raw());
     }
 
-    /// Handles one stop of a traced task and lets it go on (or kills it).
-    pub fn on_stop(&mut self, status: WaitStatus) {
+    /// Handles one stop of a traced task and lets it go on (or kills it), asking in place
+    /// where an exec event needs a person's answer (the whole-tree tracing's one thread).
+    pub fn on_stop_asking(&mut self, status: WaitStatus) {
+        if let Some(mut held) = self.on_stop(status) {
+            let yes = held.ask(None);
+            self.answered(held, yes, false);
+        }
+    }
+
+    /// Handles one stop of a traced task and lets it go on (or kills it); an exec event that
+    /// needs a person's answer is handed back, held, to ask without holding the supervisor
+    /// ([`Held::ask`], then [`Supervisor::answered`]).
+    pub(super) fn on_stop(&mut self, status: WaitStatus) -> Option<Box<Held>> {
         match status {
             WaitStatus::PtraceEvent(pid, _, event) if event == Event::PTRACE_EVENT_EXEC as i32 => {
-                self.after_exec(pid);
+                return self.after_exec(pid);
             }
             WaitStatus::PtraceEvent(pid, _, event)
                 if event == Event::PTRACE_EVENT_FORK as i32
@@ -429,10 +424,11 @@ impl Supervisor {
             | WaitStatus::Continued(_)
             | WaitStatus::StillAlive => {}
         }
+        None
     }
 
-    /// The exec event: the new program is loaded and has not run.
-    fn after_exec(&mut self, pid: Pid) {
+    /// The exec event: the new program is loaded and has not run. A question is handed back.
+    fn after_exec(&mut self, pid: Pid) -> Option<Box<Held>> {
         // The exec may have come from another thread, whose id the process now has. Only a
         // traced thread reports an exec, so with `pid` the only one traced it came from `pid`
         // (no `PTRACE_GETEVENTMSG` needed: one syscall less at nearly every exec).
@@ -468,7 +464,7 @@ impl Supervisor {
                 record.outcome = ExecOutcome::Killed;
                 self.report(record);
                 kill(pid);
-                return;
+                return None;
             }
         };
         let exe = tracee::proc_path(pid, "exe");
@@ -488,7 +484,10 @@ impl Supervisor {
             Decision::Ask if approved == Some(Approved::of(&read.argv, &file)) => true,
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
-                self.ask_and_report(record, ExecOutcome::Killed)
+                return Some(Box::new(Held {
+                    question: self.question(record),
+                    then: Then::ExecEvent { pid, tree },
+                }));
             }
             Decision::Deny => {
                 let mut record = self.record(pid, &read, &facts, &verdict);
@@ -498,6 +497,13 @@ impl Supervisor {
             }
         };
         // Reported first, so that what the exec's failure makes others print comes after.
+        self.let_go(pid, allowed, tree);
+        None
+    }
+
+    /// Ends the exec event of `pid`: lets it go on (`allowed`; still traced when tracing the
+    /// `tree`) or kills it.
+    fn let_go(&mut self, pid: Pid, allowed: bool, tree: bool) {
         if !allowed {
             kill(pid);
         } else if tree {
@@ -508,6 +514,84 @@ impl Supervisor {
             resume(pid, None);
         }
     }
+}
+
+/// An exec held for a person's answer, and what becomes of it once answered.
+#[derive(Debug)]
+pub(super) struct Held {
+    question: Question,
+    then: Then,
+}
+
+#[derive(Debug)]
+enum Then {
+    /// Waiting at its notification: on to its exec event if approved, refused otherwise.
+    Notification {
+        notification: sys::notify::Notification,
+        seen: Box<Traced>,
+        /// For [`Supervisor::last_refused`].
+        again: (i32, Vec<String>),
+    },
+    /// Stopped at its exec event: let go if approved, killed otherwise.
+    ExecEvent { pid: Pid, tree: bool },
+}
+
+impl Held {
+    /// Asks (without the supervisor: see [`Question`]) while the process still waits: at its
+    /// notification, while that is valid (`listener`, the filter's listener); at its exec
+    /// event, until it exits (killed meanwhile). Whether the person approved.
+    pub(super) fn ask(&mut self, listener: Option<std::os::fd::BorrowedFd<'_>>) -> bool {
+        let then = &self.then;
+        let waits = || match then {
+            Then::Notification { notification, .. } => {
+                listener.is_some_and(|l| sys::notify::id_valid(l, notification.id))
+            }
+            Then::ExecEvent { pid, .. } => still_stopped(*pid),
+        };
+        self.question.ask(&waits)
+    }
+}
+
+impl Supervisor {
+    /// Reports what was answered about `held` and lets it go on, refuses or kills it. True
+    /// when this thread seized the caller (at a notification: see [`Supervisor::answer`]).
+    pub(super) fn answered(&mut self, held: Box<Held>, yes: bool, spare: bool) -> bool {
+        let Held { question, then } = *held;
+        match then {
+            Then::Notification {
+                notification,
+                seen,
+                again,
+            } => {
+                self.report_answered(question, yes, ExecOutcome::Refused);
+                if yes {
+                    return self.let_exec(&notification, *seen, spare);
+                }
+                self.last_refused = Some(again);
+                self.respond(
+                    &notification,
+                    sys::notify::Response::Fail(nix::libc::EACCES),
+                );
+                false
+            }
+            Then::ExecEvent { pid, tree } => {
+                self.report_answered(question, yes, ExecOutcome::Killed);
+                self.let_go(pid, yes, tree);
+                false
+            }
+        }
+    }
+}
+
+/// Whether tracee `pid`, stopped at its exec event, has not exited (been killed) since.
+fn still_stopped(pid: Pid) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let flags = WaitPidFlag::WEXITED
+        | WaitPidFlag::WNOHANG
+        | WaitPidFlag::WNOWAIT
+        | WaitPidFlag::__WALL
+        | WaitPidFlag::__WNOTHREAD;
+    matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
 }
 
 /// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.

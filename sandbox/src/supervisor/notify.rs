@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 
 use super::tracee::{FixedProgram, Pending};
 use super::{
-    Approved, ExecOutcome, ExecRead, Mode, Stage, Supervisor, Traced, open_program, program_file,
+    Approved, ExecRead, Held, Mode, Stage, Supervisor, Then, Traced, open_program, program_file,
     tracee,
 };
 use crate::sys::notify::{self as unotify, Notification, Response};
@@ -28,6 +28,16 @@ enum Answer {
     Fail(i32),
     /// The caller no longer waits: nothing to answer.
     Gone,
+    /// A person is to be asked first (without holding the supervisor).
+    Ask(Box<Held>),
+}
+
+/// Where an exec at its notification is after [`Supervisor::answer`].
+pub(super) enum Step {
+    /// Answered: true when this thread seized the caller.
+    Done(bool),
+    /// Held for a person's answer: ask it ([`Held::ask`]), then [`Supervisor::answered`].
+    Ask(Box<Held>),
 }
 
 /// What a notification found, for its exec event: what a person `approved`, the `facts`
@@ -47,12 +57,13 @@ fn seen(
 }
 
 impl Supervisor {
-    /// Answers `notification` (or, for `ask`, answers once bridle did). True when this thread
-    /// seized the caller for it: its exec event (or exit) is then this thread's to wait for
-    /// ([`super::pool`]). `spare`: another thread will be at the listener meanwhile; without
-    /// one, an exec that needs seizing fails with `EAGAIN` (reported) rather than wait.
-    pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> bool {
-        match self.at_notification(notification) {
+    /// Answers `notification`, or hands it back held when a person must be asked first.
+    /// Answered, true when this thread seized the caller for it: its exec event (or exit) is
+    /// then this thread's to wait for ([`super::pool`]). `spare`: another thread will be at
+    /// the listener meanwhile; without one, an exec that needs seizing fails with `EAGAIN`
+    /// (reported) rather than wait.
+    pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> Step {
+        Step::Done(match self.at_notification(notification) {
             Answer::Proceed(seen) => self.let_exec(notification, *seen, spare),
             Answer::Refuse => {
                 self.respond(notification, Response::Fail(nix::libc::EACCES));
@@ -63,7 +74,8 @@ impl Supervisor {
                 false
             }
             Answer::Gone => false,
-        }
+            Answer::Ask(held) => return Step::Ask(held),
+        })
     }
 
     fn valid(&self, notification: &Notification) -> bool {
@@ -75,7 +87,7 @@ impl Supervisor {
 
     /// Answers `notification`; a caller gone meanwhile needs nothing (a signal interrupted its
     /// exec, which it makes again, or it died).
-    fn respond(&self, notification: &Notification, response: Response) {
+    pub(super) fn respond(&self, notification: &Notification, response: Response) {
         if let Mode::Notify(listener) = &self.mode {
             let _ = unotify::respond(listener.as_fd(), notification.id, response);
         }
@@ -155,13 +167,15 @@ impl Supervisor {
             }
             Decision::Ask => {
                 let record = self.record(pid, &read, &facts, &verdict);
-                if self.ask_and_report(record, ExecOutcome::Refused) {
-                    let fixed = self.fixed_program(&read, &file);
-                    Answer::Proceed(seen(Some(approved_now), facts, verdict, fixed))
-                } else {
-                    self.last_refused = Some(again);
-                    Answer::Refuse
-                }
+                let fixed = self.fixed_program(&read, &file);
+                Answer::Ask(Box::new(Held {
+                    question: self.question(record),
+                    then: Then::Notification {
+                        notification: *notification,
+                        seen: seen(Some(approved_now), facts, verdict, fixed),
+                        again,
+                    },
+                }))
             }
         }
     }
@@ -188,7 +202,12 @@ impl Supervisor {
     /// next (such as looking up `/proc/PID/exe` early, to spare the exec event the making of
     /// a new pid's `/proc` entries) would hold the stopped program longer, not shorter
     /// (`bench/RESULTS.md`, fifteenth pass).
-    fn let_exec(&mut self, notification: &Notification, seen: Traced, spare: bool) -> bool {
+    pub(super) fn let_exec(
+        &mut self,
+        notification: &Notification,
+        seen: Traced,
+        spare: bool,
+    ) -> bool {
         let tid = notification.tid;
         let pid = Pid::from_raw(tid);
         // An entry counts only while the thread is still traced from here: a thread that took

@@ -38,6 +38,7 @@ use nix::errno::Errno;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 
 use super::Supervisor;
+use super::notify::Step;
 use crate::sys;
 use crate::sys::notify as unotify;
 
@@ -203,14 +204,28 @@ impl<'a> Pool<'a> {
                 }
                 Err(e) => fatal(&format!("receiving from the exec listener: {e}")),
             };
-            // Someone must be at the listener while this thread waits for an exec event it
-            // lets on (the thread it seizes may make another exec first, a `PATH` search's
-            // next try): without one, it seizes nothing new.
-            let spare = self.idle.load(Ordering::SeqCst) > 0 || self.call() || self.spawn(scope);
-            if self.lock().answer(&notification, spare) {
+            let spare = self.spare(scope);
+            let step = self.lock().answer(&notification, spare);
+            let seized = match step {
+                Step::Done(seized) => seized,
+                // Asked without the supervisor: the sandbox's other execs go on meanwhile.
+                Step::Ask(mut held) => {
+                    let yes = held.ask(Some(self.listener.as_fd()));
+                    let spare = self.spare(scope);
+                    self.lock().answered(held, yes, spare)
+                }
+            };
+            if seized {
                 self.follow();
             }
         }
+    }
+
+    /// Makes sure someone is at the listener (or on the way there) while this thread waits
+    /// for an exec event it lets on: the thread it seizes may make another exec first (a
+    /// `PATH` search's next try). False when nobody can be: then it seizes nothing new.
+    fn spare<'s>(&'s self, scope: &'s Scope<'s, '_>) -> bool {
+        self.idle.load(Ordering::SeqCst) > 0 || self.call() || self.spawn(scope)
     }
 
     /// Waits until a thread is needed at the listener. False: enough threads wait already,
@@ -308,7 +323,13 @@ impl<'a> Pool<'a> {
                     stopped @ (WaitStatus::Stopped(..)
                     | WaitStatus::PtraceEvent(..)
                     | WaitStatus::PtraceSyscall(_)),
-                ) => self.lock().on_stop(stopped),
+                ) => {
+                    let held = self.lock().on_stop(stopped);
+                    if let Some(mut held) = held {
+                        let yes = held.ask(None);
+                        self.lock().answered(held, yes, false);
+                    }
+                }
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {
                     self.gone
                         .lock()

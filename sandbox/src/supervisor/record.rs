@@ -4,18 +4,24 @@
 //!
 //! - supervisor → bridle: `{"decided": {"id": N, "record": RECORD}}` for every exec it denied,
 //!   and every exec it asked about once answered; `{"ask": {"id": N, "record": RECORD}}` for an
-//!   `ask` rule;
-//! - bridle → supervisor: `{"id": N, "approve": BOOL}` for each, once it has the message (for
-//!   a decision) or the answer (for a question). The process stays stopped until then, so a
-//!   record always reaches bridle before anything the decision makes run or print.
+//!   `ask` rule; `{"withdraw": {"id": N}}` when the process a question is about is gone before
+//!   an answer (killed meanwhile): bridle stops asking it;
+//! - bridle → supervisor: `{"id": N, "approve": BOOL}` for each decision and question, once it
+//!   has the message (for a decision) or the answer (for a question). The process stays
+//!   stopped until then, so a record always reaches bridle before anything the decision makes
+//!   run or print. Answers come in any order: a question waits for a person, and the
+//!   decisions and questions of other processes are answered meanwhile (the supervisor's
+//!   threads are not held by one question).
 //!
 //! A supervisor whose channel is gone (bridle closed it, or died) gets no answer: every
 //! question is then answered "no".
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 
 use bridle_policy::Decision;
 use serde::{Deserialize, Serialize};
@@ -129,6 +135,7 @@ impl ExecRecord {
 pub(crate) enum ToBridle {
     Decided { id: u64, record: ExecRecord },
     Ask { id: u64, record: ExecRecord },
+    Withdraw { id: u64 },
 }
 
 /// bridle's answer to a message (for a decision, `approve` is false and means nothing).
@@ -170,50 +177,97 @@ impl ExecObserver for Unobserved {
 pub(crate) enum FromSupervisor {
     /// Signalled (or dropped) once the observer has it.
     Decided(ExecRecord, mpsc::Sender<bool>),
-    /// Reply on the sender; dropping it answers "no".
-    Ask(ExecRecord, mpsc::Sender<bool>),
+    /// Reply on the sender; dropping it answers "no". The flag turns true when the process
+    /// the question is about is gone (the supervisor withdrew it): stop asking.
+    Ask(ExecRecord, mpsc::Sender<bool>, Arc<AtomicBool>),
 }
+
+/// The answer recorded for a question whose process was gone before anyone answered (the
+/// supervisor withdrew it). The supervisor's record says the same.
+pub(crate) const GONE: &str = "withdrawn: the process ended before anyone answered";
 
 /// How long a decision's report may hold the process it is about while nobody observes.
 const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads the supervisor's messages from `socket` until it closes, passing each to `deliver`
-/// (which returns false once nobody listens any more). Questions wait for their answer; one
-/// that gets none (the waiting side is gone) is answered "no".
+/// (which returns false once nobody listens any more). A question is answered when its answer
+/// comes, on a thread of its own, while the reading goes on (decisions and other questions
+/// meanwhile); one that gets none (the waiting side is gone) is answered "no".
 pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> bool) {
     let stream = UnixStream::from(socket);
-    let Ok(mut writer) = stream.try_clone() else {
+    let Ok(writer) = stream.try_clone() else {
         return;
     };
+    let writer = Arc::new(Mutex::new(writer));
+    // The questions not yet answered, each with its withdrawal flag.
+    let mut open: HashMap<u64, Arc<AtomicBool>> = HashMap::new();
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { break };
         let Ok(message) = serde_json::from_str::<ToBridle>(&line) else {
             tracing::warn!("malformed message from the exec supervisor: {line}");
             continue;
         };
-        let answer = match message {
+        // A flag only the reader still holds belongs to a question answered.
+        open.retain(|_, flag| Arc::strong_count(flag) > 1);
+        match message {
             ToBridle::Decided { id, record } => {
                 // The process goes on once the observer has printed and recorded the decision,
                 // so that the line comes before what the failed exec makes anyone print; a
-                // side that does not observe now holds it at most DELIVERY_WAIT.
+                // side that does not observe now holds it at most DELIVERY_WAIT. While a
+                // question is open the observer is with the person: the decision waits in
+                // its queue, and the process (and the supervisor) do not wait for it.
                 let (tx, rx) = mpsc::channel();
-                if deliver(FromSupervisor::Decided(record, tx)) {
+                if deliver(FromSupervisor::Decided(record, tx)) && open.is_empty() {
                     let _ = rx.recv_timeout(DELIVERY_WAIT);
                 }
-                Answer { id, approve: false }
+                if !send_answer(&writer, Answer { id, approve: false }) {
+                    break;
+                }
             }
             ToBridle::Ask { id, record } => {
+                let withdrawn = Arc::new(AtomicBool::new(false));
                 let (tx, rx) = mpsc::channel();
-                let approve = deliver(FromSupervisor::Ask(record, tx)) && rx.recv() == Ok(true);
-                Answer { id, approve }
+                if !deliver(FromSupervisor::Ask(record, tx, Arc::clone(&withdrawn))) {
+                    if !send_answer(&writer, Answer { id, approve: false }) {
+                        break;
+                    }
+                    continue;
+                }
+                open.insert(id, Arc::clone(&withdrawn));
+                let answering = Arc::clone(&writer);
+                let waited = std::thread::Builder::new()
+                    .name("bridle-exec-answer".into())
+                    .spawn(move || {
+                        let approve = rx.recv() == Ok(true);
+                        drop(withdrawn);
+                        send_answer(&answering, Answer { id, approve });
+                    });
+                if waited.is_err() {
+                    // No thread to wait on: the question is answered no.
+                    open.remove(&id);
+                    if !send_answer(&writer, Answer { id, approve: false }) {
+                        break;
+                    }
+                }
             }
-        };
-        let mut text = serde_json::to_string(&answer).unwrap_or_default();
-        text.push('\n');
-        if writer.write_all(text.as_bytes()).is_err() {
-            break;
+            ToBridle::Withdraw { id } => {
+                if let Some(flag) = open.remove(&id) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            }
         }
     }
+}
+
+/// Writes `answer` as one line; false when the socket failed.
+fn send_answer(writer: &Mutex<UnixStream>, answer: Answer) -> bool {
+    let mut text = serde_json::to_string(&answer).unwrap_or_default();
+    text.push('\n');
+    writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .write_all(text.as_bytes())
+        .is_ok()
 }
 
 /// Hands one message to `observer`; a question is answered on its sender.
@@ -227,8 +281,9 @@ pub(crate) fn observe(
             observer.decided(&record);
             let _ = delivered.send(true);
         }
-        FromSupervisor::Ask(record, reply) => {
-            let _ = reply.send(observer.approve(&record, withdrawn));
+        FromSupervisor::Ask(record, reply, gone) => {
+            let withdrawn = || withdrawn() || gone.load(Ordering::SeqCst);
+            let _ = reply.send(observer.approve(&record, &withdrawn));
         }
     }
 }
@@ -261,12 +316,16 @@ impl<'o> Observing<'o> {
                 self.observer.decided(&record);
                 let _ = delivered.send(true);
             }
-            FromSupervisor::Ask(mut record, reply) => {
+            FromSupervisor::Ask(mut record, reply, gone) => {
+                let gone = || gone.load(Ordering::SeqCst);
+                let over = || withdrawn() || gone();
                 // Once the run is over nothing is approved, not even from an earlier answer.
-                let yes = !withdrawn() && self.observer.approve(&record, withdrawn);
+                let yes = !over() && self.observer.approve(&record, &over);
                 if !yes {
                     record.outcome = ExecOutcome::Refused;
-                    record.answer = Some(if withdrawn() {
+                    record.answer = Some(if gone() {
+                        GONE.to_owned()
+                    } else if withdrawn() {
                         "withdrawn".to_owned()
                     } else {
                         "not approved".to_owned()
@@ -331,7 +390,11 @@ mod tests {
         let mut observing = Observing::new(&mut noting);
         let (tx, _rx) = mpsc::channel();
         let mut answered = record(Decision::Ask, ExecOutcome::Refused);
-        observing.pass(FromSupervisor::Ask(answered.clone(), tx.clone()), &|| false);
+        let flag = || Arc::new(AtomicBool::new(false));
+        observing.pass(
+            FromSupervisor::Ask(answered.clone(), tx.clone(), flag()),
+            &|| false,
+        );
         answered.answer = Some("not approved".into());
         observing.pass(
             FromSupervisor::Decided(answered.clone(), tx.clone()),
@@ -339,7 +402,14 @@ mod tests {
         );
         let mut open = record(Decision::Ask, ExecOutcome::Refused);
         open.pid = 8;
-        observing.pass(FromSupervisor::Ask(open, tx), &|| true);
+        observing.pass(FromSupervisor::Ask(open, tx.clone(), flag()), &|| true);
+        // A question whose process is gone keeps that as its answer.
+        let mut gone = record(Decision::Ask, ExecOutcome::Refused);
+        gone.pid = 9;
+        observing.pass(
+            FromSupervisor::Ask(gone, tx, Arc::new(AtomicBool::new(true))),
+            &|| false,
+        );
         observing.settle("the run timed out");
         let answers: Vec<(i32, Option<&str>)> = noting
             .0
@@ -354,8 +424,72 @@ mod tests {
                     8,
                     Some("withdrawn: the run timed out before anyone answered")
                 ),
+                (9, Some(GONE)),
             ]
         );
+    }
+
+    /// The reader answers a decision while a question waits for a person, and a withdrawal
+    /// reaches the question's asker.
+    #[test]
+    fn a_question_open_does_not_hold_other_messages_and_its_withdrawal_reaches_the_asker() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut ours_w = ours.try_clone().unwrap();
+        let (delivered_tx, delivered) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            read_channel(OwnedFd::from(theirs), move |message| {
+                delivered_tx.send(message).is_ok()
+            });
+        });
+        let mut send = |m: ToBridle| {
+            let mut line = serde_json::to_string(&m).unwrap();
+            line.push('\n');
+            ours_w.write_all(line.as_bytes()).unwrap();
+        };
+        send(ToBridle::Ask {
+            id: 1,
+            record: record(Decision::Ask, ExecOutcome::Refused),
+        });
+        let FromSupervisor::Ask(_, reply, gone) = delivered.recv().unwrap() else {
+            panic!("a question first")
+        };
+        send(ToBridle::Decided {
+            id: 2,
+            record: record(Decision::Deny, ExecOutcome::Refused),
+        });
+        let FromSupervisor::Decided(_, ack) = delivered.recv().unwrap() else {
+            panic!("then the decision")
+        };
+        // (With a question open the reader does not wait for the observer.)
+        let _ = ack.send(true);
+        let mut answers = BufReader::new(ours.try_clone().unwrap()).lines();
+        let first: Answer = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(
+            first.id, 2,
+            "the decision is answered while the question is open"
+        );
+        send(ToBridle::Withdraw { id: 1 });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !gone.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the withdrawal never came"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        reply.send(false).unwrap();
+        let second: Answer = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+        assert_eq!(
+            second,
+            Answer {
+                id: 1,
+                approve: false
+            }
+        );
+        drop(ours_w);
+        drop(ours);
+        drop(answers);
+        reader.join().unwrap();
     }
 
     #[test]

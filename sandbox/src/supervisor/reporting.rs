@@ -1,16 +1,16 @@
 //! Reporting decisions to bridle and asking it (over the channel, or on stderr without one),
 //! with the processes above the one that made the exec.
 
-use std::io::{BufRead, Write};
-use std::os::fd::AsFd;
+use std::sync::Arc;
 
 use bridle_policy::rules::ExecFacts;
 use bridle_policy::{DecidedBy, Verdict};
 use nix::unistd::Pid;
 
-use super::record::{Answer, ToBridle};
+use super::channel::{Channel, Exchanged};
+use super::record::ToBridle;
 use super::tracee::{self, ExecRead};
-use super::{Channel, ExecAncestor, ExecOutcome, ExecRecord, Supervisor, short};
+use super::{ExecAncestor, ExecOutcome, ExecRecord, Supervisor, short};
 use crate::sys;
 
 impl Supervisor {
@@ -71,90 +71,61 @@ impl Supervisor {
     /// anything the decision makes the process, or its parent, print), or, with no channel,
     /// writes it on this process's stderr (the command's).
     pub(super) fn report(&mut self, record: ExecRecord) {
-        let Some(channel) = &mut self.channel else {
+        let Some(channel) = &self.channel else {
             let line = format!("bridle: {}\n", record.message());
             let _ = sys::write_all_raw(2, line.as_bytes());
             return;
         };
-        if channel
-            .exchange(|id| ToBridle::Decided { id, record })
-            .is_none()
-        {
+        if channel.exchange(|id| ToBridle::Decided { id, record }, &|| true) == Exchanged::Closed {
             self.channel = None;
         }
     }
 
-    /// Asks about `record` and reports it with the answer: `Approved`, or `no` as its outcome.
-    /// Whether the person approved.
-    pub(super) fn ask_and_report(&mut self, mut record: ExecRecord, no: ExecOutcome) -> bool {
-        let yes = self.ask(&mut record);
-        record.outcome = if yes { ExecOutcome::Approved } else { no };
-        self.report(record);
-        yes
+    /// The question about `record`, to ask without holding the supervisor (see [`Question`]).
+    pub(super) fn question(&self, record: ExecRecord) -> Question {
+        Question {
+            record,
+            channel: self.channel.clone(),
+        }
     }
 
-    /// Asks bridle whether `record` may run; the process stays stopped meanwhile. No channel,
-    /// a channel that closes, or a request to stop the sandbox: no.
-    pub(super) fn ask(&mut self, record: &mut ExecRecord) -> bool {
-        let Some(channel) = &mut self.channel else {
-            record.answer = Some("unavailable: nobody can be asked".into());
-            return false;
-        };
-        let question = record.clone();
-        match channel.exchange(|id| ToBridle::Ask {
-            id,
-            record: question,
-        }) {
-            Some(yes) => {
-                record.answer = Some(if yes { "approved" } else { "not approved" }.into());
-                yes
-            }
-            None => {
-                record.answer = Some(if sys::ptrace::termination_pending() {
-                    "cancelled: the sandbox is being stopped".into()
-                } else {
-                    "unavailable: bridle does not answer".into()
-                });
-                false
-            }
-        }
+    /// Reports a question's record with its answer: `Approved`, or `no` as its outcome.
+    pub(super) fn report_answered(&mut self, mut question: Question, yes: bool, no: ExecOutcome) {
+        question.record.outcome = if yes { ExecOutcome::Approved } else { no };
+        self.report(question.record);
     }
 }
 
-impl Channel {
-    /// Sends the message `make` builds with a fresh id and waits for bridle's answer to it:
-    /// `Some(approve)`; `None` when the channel is gone or the sandbox is being stopped.
-    pub(super) fn exchange(&mut self, make: impl FnOnce(u64) -> ToBridle) -> Option<bool> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut text = serde_json::to_string(&make(id)).unwrap_or_default();
-        text.push('\n');
-        self.writer.write_all(text.as_bytes()).ok()?;
-        loop {
-            if sys::ptrace::termination_pending() {
-                return None;
+/// An exec that waits for a person's answer (held at its notification or its exec event).
+/// It is asked without the supervisor's lock: the other execs of the sandbox go on meanwhile.
+#[derive(Debug)]
+pub(super) struct Question {
+    pub(super) record: ExecRecord,
+    channel: Option<Arc<Channel>>,
+}
+
+impl Question {
+    /// Asks bridle whether the exec may run, while `waits` says the process still waits for
+    /// the answer (it may be killed meanwhile: the question is then withdrawn). No channel, a
+    /// channel that closes, a request to stop the sandbox, or a process gone: no. The answer
+    /// is kept in the record.
+    pub(super) fn ask(&mut self, waits: &dyn Fn() -> bool) -> bool {
+        let Some(channel) = &self.channel else {
+            self.record.answer = Some("unavailable: nobody can be asked".into());
+            return false;
+        };
+        let record = self.record.clone();
+        let (yes, answer) = match channel.exchange(|id| ToBridle::Ask { id, record }, waits) {
+            Exchanged::Answered(true) => (true, "approved"),
+            Exchanged::Answered(false) => (false, "not approved"),
+            Exchanged::Withdrawn => (false, super::record::GONE),
+            Exchanged::Closed if sys::ptrace::termination_pending() => {
+                (false, "cancelled: the sandbox is being stopped")
             }
-            if self.reader.buffer().is_empty() {
-                let fd = self.reader.get_ref().as_fd();
-                let mut poll = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
-                match nix::poll::poll(&mut poll, nix::poll::PollTimeout::from(100u16)) {
-                    Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                    Ok(_) => {}
-                    Err(_) => return None,
-                }
-            }
-            let mut line = String::new();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {
-                    if let Ok(answer) = serde_json::from_str::<Answer>(&line)
-                        && answer.id == id
-                    {
-                        return Some(answer.approve);
-                    }
-                }
-            }
-        }
+            Exchanged::Closed => (false, "unavailable: bridle does not answer"),
+        };
+        self.record.answer = Some(answer.into());
+        yes
     }
 }
 

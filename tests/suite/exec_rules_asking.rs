@@ -1,0 +1,115 @@
+//! A question at an exec holds that exec only: the sandbox's other processes run, are denied
+//! and reported while a person thinks, and a question whose process is gone is withdrawn.
+
+use super::exec_rules::{assert_nothing_pushed, script, with_remote};
+use super::support::{path_str, pty_command, run, tool_result_in_pty};
+
+#[test]
+fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
+    let e = with_remote();
+    // The push waits for its answer in the background; the rest of the script runs meanwhile:
+    // execs allowed (`sleep`, `cp`, `true`) and one denied (`deny-sudo`), each reported.
+    let name = script(
+        &e,
+        "meanwhile.sh",
+        "( git push -q origin HEAD:main; echo \"pushed=$?\" > pushed.txt ) &\n\
+         sleep 1\n\
+         cp /bin/true ./sudo\n\
+         ./sudo make install; echo \"sudo=$?\"\n\
+         for i in 1 2 3; do /bin/true; done\n\
+         echo ran > others.done\n\
+         wait\n\
+         cat pushed.txt",
+    );
+    let done = e.workspace.join("repo/others.done");
+    let mut cmd = pty_command(
+        &["--profile", "workstation", "exec", "--", &name],
+        &e.home,
+        &e.workspace,
+        Some("n"),
+        None,
+    );
+    cmd.env("BRIDLE_TEST_PTY_ANSWER_AFTER", path_str(&done));
+    let r = run(&mut cmd);
+    assert!(
+        r.stdout.contains("approval needed for tool `exec`"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("[pty driver: answered after it existed]"),
+        "the other execs waited for the answer:\n{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("sudo=126"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("rule deny-sudo denied exec of"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("pushed=126"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("rule ask-git-push needs approval for exec of"),
+        "{}",
+        r.stdout
+    );
+    assert_nothing_pushed(&e, "a question answered no");
+}
+
+#[test]
+fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
+    let e = with_remote();
+    let name = script(
+        &e,
+        "killed.sh",
+        "git push -q origin HEAD:main &\np=$!\nsleep 1\nkill -9 $p\nwait $p\necho \"killed=$?\"\nsleep 1",
+    );
+    // (The last second lets the withdrawal come before the run ends: a question still open
+    // when the run ends is withdrawn as the run's, `the run ended before anyone answered`.)
+    let gone = "withdrawn: the process ended before anyone answered";
+    // Nobody answers: the run ends once the question is withdrawn.
+    let started = std::time::Instant::now();
+    let r = run(&mut pty_command(
+        &["--profile", "workstation", "exec", "--", &name],
+        &e.home,
+        &e.workspace,
+        None,
+        None,
+    ));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("killed=137"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("question withdrawn: what it was about ended before an answer"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!("{gone}; denied")),
+        "{}",
+        r.stdout
+    );
+    assert_nothing_pushed(&e, "a question withdrawn, exec");
+
+    // Through the bash tool, the call's result keeps the same answer.
+    let bash = serde_json::json!({ "command": name }).to_string();
+    let r = run(&mut pty_command(
+        &["--profile", "workstation", "tool", "bash", &bash],
+        &e.home,
+        &e.workspace,
+        None,
+        None,
+    ));
+    let v = tool_result_in_pty(&r);
+    assert!(v["content"].as_str().unwrap().contains("killed=137"), "{v}");
+    let decision = &v["sandbox"]["exec_decisions"][0];
+    assert_eq!(decision["decision"], "ask", "{v}");
+    assert_eq!(decision["outcome"], "refused", "{v}");
+    assert_eq!(decision["answer"], gone, "{v}");
+    assert_nothing_pushed(&e, "a question withdrawn, bash tool");
+}
