@@ -67,7 +67,7 @@ fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
     );
     // (The last second lets the withdrawal come before the run ends: a question still open
     // when the run ends is withdrawn as the run's, `the run ended before anyone answered`.)
-    let gone = "withdrawn: the process ended before anyone answered";
+    let gone = "withdrawn: the process stopped waiting before anyone answered";
     // Nobody answers: the run ends once the question is withdrawn.
     let started = std::time::Instant::now();
     let r = run(&mut pty_command(

@@ -96,44 +96,55 @@ impl Channel {
         if !self.send(&make(id)) {
             self.close();
         }
-        let mut inbox = self.inbox();
         let ended = loop {
+            // Looked at without the inbox: it may take a syscall.
+            let still_wanted = wanted();
+            let mut inbox = self.inbox();
             if let Some(Some(answer)) = inbox.waiting.get(&id) {
                 break Exchanged::Answered(*answer);
             }
             if inbox.closed || sys::ptrace::termination_pending() {
                 break Exchanged::Closed;
             }
-            if !wanted() {
+            if !still_wanted {
                 break Exchanged::Withdrawn;
             }
             let Some(mut reader) = inbox.reader.take() else {
-                // Another thread reads: it hands this one its answer.
-                inbox = self
-                    .arrived
-                    .wait_timeout(inbox, LOOK_AGAIN)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .0;
+                // Another thread reads: it hands this one its answer, or the reader back.
+                drop(
+                    self.arrived
+                        .wait_timeout(inbox, LOOK_AGAIN)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
                 continue;
             };
             drop(inbox);
             let read = read_one(&mut reader);
-            inbox = self.inbox();
+            let mut inbox = self.inbox();
             inbox.reader = Some(reader);
             match read {
                 Read::Answer(answer) => {
                     if let Some(slot) = inbox.waiting.get_mut(&answer.id) {
                         *slot = Some(answer.approve);
                     }
+                    self.arrived.notify_all();
                 }
                 Read::Nothing => {}
-                Read::Closed => inbox.closed = true,
+                Read::Closed => {
+                    inbox.closed = true;
+                    self.arrived.notify_all();
+                }
             }
-            // Whoever waits may read now, or has its answer.
-            self.arrived.notify_all();
         };
-        inbox.waiting.remove(&id);
-        drop(inbox);
+        let others = {
+            let mut inbox = self.inbox();
+            inbox.waiting.remove(&id);
+            !inbox.waiting.is_empty()
+        };
+        // The reader is back and this thread leaves: another may read now.
+        if others {
+            self.arrived.notify_all();
+        }
         if ended == Exchanged::Withdrawn && !self.send(&ToBridle::Withdraw { id }) {
             self.close();
         }

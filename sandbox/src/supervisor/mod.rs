@@ -164,7 +164,7 @@ pub use identity::{KnownProgram, LOADER};
 pub(crate) use pool::serve;
 pub use record::{ExecAncestor, ExecObserver, ExecOutcome, ExecRecord, Unobserved};
 pub(crate) use reporting::parent_of;
-use reporting::{Question, status_number};
+use reporting::{Asked, Question, status_number};
 
 use crate::sys;
 use tracee::ExecRead;
@@ -378,15 +378,15 @@ impl Supervisor {
     /// where an exec event needs a person's answer (the whole-tree tracing's one thread).
     pub fn on_stop_asking(&mut self, status: WaitStatus) {
         if let Some(mut held) = self.on_stop(status) {
-            let yes = held.ask(None);
-            self.answered(held, yes, false);
+            let asked = held.ask(None);
+            self.answered(held, asked, false);
         }
     }
 
     /// Handles one stop of a traced task and lets it go on (or kills it); an exec event that
     /// needs a person's answer is handed back, held, to ask without holding the supervisor
     /// ([`Held::ask`], then [`Supervisor::answered`]).
-    pub(super) fn on_stop(&mut self, status: WaitStatus) -> Option<Box<Held>> {
+    fn on_stop(&mut self, status: WaitStatus) -> Option<Box<Held>> {
         match status {
             WaitStatus::PtraceEvent(pid, _, event) if event == Event::PTRACE_EVENT_EXEC as i32 => {
                 return self.after_exec(pid);
@@ -518,7 +518,7 @@ impl Supervisor {
 
 /// An exec held for a person's answer, and what becomes of it once answered.
 #[derive(Debug)]
-pub(super) struct Held {
+struct Held {
     question: Question,
     then: Then,
 }
@@ -539,8 +539,8 @@ enum Then {
 impl Held {
     /// Asks (without the supervisor: see [`Question`]) while the process still waits: at its
     /// notification, while that is valid (`listener`, the filter's listener); at its exec
-    /// event, until it exits (killed meanwhile). Whether the person approved.
-    pub(super) fn ask(&mut self, listener: Option<std::os::fd::BorrowedFd<'_>>) -> bool {
+    /// event, until it exits (killed meanwhile).
+    fn ask(&mut self, listener: Option<std::os::fd::BorrowedFd<'_>>) -> Asked {
         let then = &self.then;
         let waits = || match then {
             Then::Notification { notification, .. } => {
@@ -555,29 +555,70 @@ impl Held {
 impl Supervisor {
     /// Reports what was answered about `held` and lets it go on, refuses or kills it. True
     /// when this thread seized the caller (at a notification: see [`Supervisor::answer`]).
-    pub(super) fn answered(&mut self, held: Box<Held>, yes: bool, spare: bool) -> bool {
+    fn answered(&mut self, held: Box<Held>, asked: Asked, spare: bool) -> bool {
         let Held { question, then } = *held;
         match then {
             Then::Notification {
                 notification,
                 seen,
                 again,
-            } => {
-                self.report_answered(question, yes, ExecOutcome::Refused);
-                if yes {
-                    return self.let_exec(&notification, *seen, spare);
+            } => match asked {
+                // Approved: for the caller that asked, still waiting (its tid may belong to
+                // another task by now).
+                Asked::Yes if self.valid(&notification) => {
+                    self.report_answered(question, true, ExecOutcome::Refused);
+                    self.let_exec(&notification, *seen, spare)
                 }
-                self.last_refused = Some(again);
-                self.respond(
-                    &notification,
-                    sys::notify::Response::Fail(nix::libc::EACCES),
-                );
-                false
-            }
+                Asked::Yes => {
+                    self.report_approved_too_late(question);
+                    false
+                }
+                Asked::No => {
+                    self.report_answered(question, false, ExecOutcome::Refused);
+                    self.last_refused = Some(again);
+                    self.respond(
+                        &notification,
+                        sys::notify::Response::Fail(nix::libc::EACCES),
+                    );
+                    false
+                }
+                // Nothing waits for an answer; an exec made again (after a signal) is a new
+                // question, not a repeated refusal.
+                Asked::Withdrawn => {
+                    self.report_answered(question, false, ExecOutcome::Refused);
+                    false
+                }
+            },
             Then::ExecEvent { pid, tree } => {
+                let yes = asked == Asked::Yes;
                 self.report_answered(question, yes, ExecOutcome::Killed);
                 self.let_go(pid, yes, tree);
                 false
+            }
+        }
+    }
+
+    /// Refuses `held` without asking: no thread of the supervisor would be left at the
+    /// listener meanwhile (its threads all busy, or the process limit), and every other exec
+    /// of the sandbox would wait unseen. The caller's exec fails with `EAGAIN`, reported.
+    fn cannot_ask(&mut self, held: Box<Held>) {
+        let Held { mut question, then } = *held;
+        question.record.answer = Some(
+            "unavailable: the exec supervisor has no thread free to wait for an answer (the \
+             process limit, or its 256 threads busy with other execs); try again"
+                .into(),
+        );
+        match then {
+            Then::Notification { notification, .. } => {
+                self.report_answered(question, false, ExecOutcome::Refused);
+                self.respond(
+                    &notification,
+                    sys::notify::Response::Fail(nix::libc::EAGAIN),
+                );
+            }
+            Then::ExecEvent { pid, tree } => {
+                self.report_answered(question, false, ExecOutcome::Killed);
+                self.let_go(pid, false, tree);
             }
         }
     }

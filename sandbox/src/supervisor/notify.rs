@@ -78,7 +78,7 @@ impl Supervisor {
         })
     }
 
-    fn valid(&self, notification: &Notification) -> bool {
+    pub(super) fn valid(&self, notification: &Notification) -> bool {
         match &self.mode {
             Mode::Notify(listener) => unotify::id_valid(listener.as_fd(), notification.id),
             Mode::NoListener | Mode::Tree => false,

@@ -208,11 +208,16 @@ impl<'a> Pool<'a> {
             let step = self.lock().answer(&notification, spare);
             let seized = match step {
                 Step::Done(seized) => seized,
-                // Asked without the supervisor: the sandbox's other execs go on meanwhile.
+                // Asked without the supervisor: the sandbox's other execs go on meanwhile,
+                // answered by the others at the listener; with none there, not asked.
+                Step::Ask(held) if !spare => {
+                    self.lock().cannot_ask(held);
+                    false
+                }
                 Step::Ask(mut held) => {
-                    let yes = held.ask(Some(self.listener.as_fd()));
+                    let asked = held.ask(Some(self.listener.as_fd()));
                     let spare = self.spare(scope);
-                    self.lock().answered(held, yes, spare)
+                    self.lock().answered(held, asked, spare)
                 }
             };
             if seized {
@@ -326,8 +331,8 @@ impl<'a> Pool<'a> {
                 ) => {
                     let held = self.lock().on_stop(stopped);
                     if let Some(mut held) = held {
-                        let yes = held.ask(None);
-                        self.lock().answered(held, yes, false);
+                        let asked = held.ask(None);
+                        self.lock().answered(held, asked, false);
                     }
                 }
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {

@@ -4,14 +4,15 @@
 //!
 //! - supervisor → bridle: `{"decided": {"id": N, "record": RECORD}}` for every exec it denied,
 //!   and every exec it asked about once answered; `{"ask": {"id": N, "record": RECORD}}` for an
-//!   `ask` rule; `{"withdraw": {"id": N}}` when the process a question is about is gone before
-//!   an answer (killed meanwhile): bridle stops asking it;
+//!   `ask` rule; `{"withdraw": {"id": N}}` when the process a question is about stopped waiting
+//!   before an answer (killed meanwhile): bridle stops asking it;
 //! - bridle → supervisor: `{"id": N, "approve": BOOL}` for each decision and question, once it
 //!   has the message (for a decision) or the answer (for a question). The process stays
-//!   stopped until then, so a record always reaches bridle before anything the decision makes
-//!   run or print. Answers come in any order: a question waits for a person, and the
-//!   decisions and questions of other processes are answered meanwhile (the supervisor's
-//!   threads are not held by one question).
+//!   stopped until then, so a record reaches bridle before anything the decision makes run or
+//!   print, except while a question is open: the observer is then with the person, and a
+//!   decision is answered at once and shown after the question. Answers come in any order: a
+//!   question waits for a person, and the decisions and questions of other processes are
+//!   answered meanwhile (the supervisor's threads are not held by one question).
 //!
 //! A supervisor whose channel is gone (bridle closed it, or died) gets no answer: every
 //! question is then answered "no".
@@ -182,9 +183,11 @@ pub(crate) enum FromSupervisor {
     Ask(ExecRecord, mpsc::Sender<bool>, Arc<AtomicBool>),
 }
 
-/// The answer recorded for a question whose process was gone before anyone answered (the
-/// supervisor withdrew it). The supervisor's record says the same.
-pub(crate) const GONE: &str = "withdrawn: the process ended before anyone answered";
+/// The answer recorded for a question whose process stopped waiting before anyone answered
+/// (killed; or, on kernels without `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`, its exec
+/// interrupted by a signal, which it may make again: that is a new question). The supervisor
+/// withdrew it; its record says the same.
+pub(crate) const GONE: &str = "withdrawn: the process stopped waiting before anyone answered";
 
 /// How long a decision's report may hold the process it is about while nobody observes.
 const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -257,6 +260,10 @@ pub(crate) fn read_channel(socket: OwnedFd, deliver: impl Fn(FromSupervisor) -> 
             }
         }
     }
+    // The supervisor is gone: nobody waits for the questions still open.
+    for flag in open.values() {
+        flag.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Writes `answer` as one line; false when the socket failed.
@@ -323,10 +330,10 @@ impl<'o> Observing<'o> {
                 let yes = !over() && self.observer.approve(&record, &over);
                 if !yes {
                     record.outcome = ExecOutcome::Refused;
-                    record.answer = Some(if gone() {
-                        GONE.to_owned()
-                    } else if withdrawn() {
+                    record.answer = Some(if withdrawn() {
                         "withdrawn".to_owned()
+                    } else if gone() {
+                        GONE.to_owned()
                     } else {
                         "not approved".to_owned()
                     });
@@ -427,6 +434,36 @@ mod tests {
                 (9, Some(GONE)),
             ]
         );
+    }
+
+    /// A question still open when the supervisor's end closes (the sandbox torn down) is
+    /// withdrawn from whoever asks it.
+    #[test]
+    fn a_question_open_when_the_supervisor_goes_is_withdrawn() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut ours_w = ours.try_clone().unwrap();
+        let (delivered_tx, delivered) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            read_channel(OwnedFd::from(theirs), move |message| {
+                delivered_tx.send(message).is_ok()
+            });
+        });
+        let mut line = serde_json::to_string(&ToBridle::Ask {
+            id: 1,
+            record: record(Decision::Ask, ExecOutcome::Refused),
+        })
+        .unwrap();
+        line.push('\n');
+        ours_w.write_all(line.as_bytes()).unwrap();
+        let FromSupervisor::Ask(_, reply, gone) = delivered.recv().unwrap() else {
+            panic!("a question")
+        };
+        assert!(!gone.load(Ordering::SeqCst));
+        drop(ours_w);
+        drop(ours);
+        reader.join().unwrap();
+        assert!(gone.load(Ordering::SeqCst), "the question stays open");
+        drop(reply);
     }
 
     /// The reader answers a decision while a question waits for a person, and a withdrawal

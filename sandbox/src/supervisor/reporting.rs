@@ -94,6 +94,14 @@ impl Supervisor {
         question.record.outcome = if yes { ExecOutcome::Approved } else { no };
         self.report(question.record);
     }
+
+    /// Reports a question that was approved once its process no longer waited: nothing ran.
+    pub(super) fn report_approved_too_late(&mut self, mut question: Question) {
+        question.record.outcome = ExecOutcome::Refused;
+        question.record.answer =
+            Some("approved after the process stopped waiting: nothing ran".into());
+        self.report(question.record);
+    }
 }
 
 /// An exec that waits for a person's answer (held at its notification or its exec event).
@@ -107,26 +115,37 @@ pub(super) struct Question {
 impl Question {
     /// Asks bridle whether the exec may run, while `waits` says the process still waits for
     /// the answer (it may be killed meanwhile: the question is then withdrawn). No channel, a
-    /// channel that closes, a request to stop the sandbox, or a process gone: no. The answer
-    /// is kept in the record.
-    pub(super) fn ask(&mut self, waits: &dyn Fn() -> bool) -> bool {
+    /// channel that closes, or a request to stop the sandbox: no. The answer is kept in the
+    /// record.
+    pub(super) fn ask(&mut self, waits: &dyn Fn() -> bool) -> Asked {
         let Some(channel) = &self.channel else {
             self.record.answer = Some("unavailable: nobody can be asked".into());
-            return false;
+            return Asked::No;
         };
         let record = self.record.clone();
-        let (yes, answer) = match channel.exchange(|id| ToBridle::Ask { id, record }, waits) {
-            Exchanged::Answered(true) => (true, "approved"),
-            Exchanged::Answered(false) => (false, "not approved"),
-            Exchanged::Withdrawn => (false, super::record::GONE),
+        let (asked, answer) = match channel.exchange(|id| ToBridle::Ask { id, record }, waits) {
+            Exchanged::Answered(true) => (Asked::Yes, "approved"),
+            Exchanged::Answered(false) => (Asked::No, "not approved"),
+            Exchanged::Withdrawn => (Asked::Withdrawn, super::record::GONE),
             Exchanged::Closed if sys::ptrace::termination_pending() => {
-                (false, "cancelled: the sandbox is being stopped")
+                (Asked::No, "cancelled: the sandbox is being stopped")
             }
-            Exchanged::Closed => (false, "unavailable: bridle does not answer"),
+            Exchanged::Closed => (Asked::No, "unavailable: bridle does not answer"),
         };
         self.record.answer = Some(answer.into());
-        yes
+        asked
     }
+}
+
+/// What came of a [`Question`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// Approved.
+    Yes,
+    /// Not approved, or nobody could answer.
+    No,
+    /// The process stopped waiting before an answer: it was not asked to the end.
+    Withdrawn,
 }
 
 /// The parent of `pid` (`PPid` of `/proc/PID/status`).
