@@ -436,18 +436,30 @@ mod tests {
         );
     }
 
-    /// A question still open when the supervisor's end closes (the sandbox torn down) is
-    /// withdrawn from whoever asks it.
-    #[test]
-    fn a_question_open_when_the_supervisor_goes_is_withdrawn() {
+    /// A reader on a socket pair: the supervisor's end (and a writer of it), what the reader
+    /// delivers, and its thread.
+    fn reading() -> (
+        UnixStream,
+        UnixStream,
+        mpsc::Receiver<FromSupervisor>,
+        std::thread::JoinHandle<()>,
+    ) {
         let (ours, theirs) = UnixStream::pair().unwrap();
-        let mut ours_w = ours.try_clone().unwrap();
+        let ours_w = ours.try_clone().unwrap();
         let (delivered_tx, delivered) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             read_channel(OwnedFd::from(theirs), move |message| {
                 delivered_tx.send(message).is_ok()
             });
         });
+        (ours, ours_w, delivered, reader)
+    }
+
+    /// A question still open when the supervisor's end closes (the sandbox torn down) is
+    /// withdrawn from whoever asks it.
+    #[test]
+    fn a_question_open_when_the_supervisor_goes_is_withdrawn() {
+        let (ours, mut ours_w, delivered, reader) = reading();
         let mut line = serde_json::to_string(&ToBridle::Ask {
             id: 1,
             record: record(Decision::Ask, ExecOutcome::Refused),
@@ -470,14 +482,7 @@ mod tests {
     /// reaches the question's asker.
     #[test]
     fn a_question_open_does_not_hold_other_messages_and_its_withdrawal_reaches_the_asker() {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let mut ours_w = ours.try_clone().unwrap();
-        let (delivered_tx, delivered) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            read_channel(OwnedFd::from(theirs), move |message| {
-                delivered_tx.send(message).is_ok()
-            });
-        });
+        let (ours, mut ours_w, delivered, reader) = reading();
         let mut send = |m: ToBridle| {
             let mut line = serde_json::to_string(&m).unwrap();
             line.push('\n');
