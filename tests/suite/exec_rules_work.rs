@@ -277,7 +277,7 @@ fn debuggers_inside_a_supervised_sandbox_fail_saying_why() {
     let r = e.sh_with(
         &["--profile", "ci-locked"],
         &[],
-        "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); r = libc.ptrace(0, 0, 0, 0); print(\"traceme=%d errno=%s\" % (r, os.strerror(ctypes.get_errno())))'",
+        "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); r = libc.ptrace(0, 0, 0, 0); print(\"traceme=%d errno=%s\" % (r, os.strerror(ctypes.get_errno()))); libc.ptrace(0, 0, 0, 0)'",
     );
     r.assert_ok();
     assert!(
@@ -285,6 +285,14 @@ fn debuggers_inside_a_supervised_sandbox_fail_saying_why() {
             .contains("traceme=-1 errno=Operation not permitted"),
         "{}\n{}",
         r.stdout,
+        r.stderr
+    );
+    // Why, on the command's stderr, once for the two tries.
+    let why = "in a sandbox with command rules no process may trace another";
+    assert_eq!(r.stderr.matches(why).count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("bridle: ptrace refused to `python3 -c"),
+        "{}",
         r.stderr
     );
 }

@@ -249,8 +249,8 @@ mod program;
 #[cfg(test)]
 use program::*;
 pub use program::{
-    EXEC_SYSCALLS, compile, compile_supervised, install_on_current_thread, install_with_listener,
-    supervised_rules,
+    EXEC_SYSCALLS, PTRACE_SYSCALL, compile, compile_supervised, install_on_current_thread,
+    install_with_listener, supervised_rules,
 };
 #[cfg(test)]
 use table::*;

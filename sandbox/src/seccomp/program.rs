@@ -58,7 +58,7 @@ pub const EXEC_SYSCALLS: [(&str, i64); 2] = [sys!(SYS_execve), sys!(SYS_execveat
 
 /// Like [`compile`], for a sandbox with an exec supervisor (command rules): `execve` and
 /// `execveat` return `SECCOMP_RET_USER_NOTIF` (they are in no row of the table, so nothing else
-/// changes). Installed with [`install_with_listener`], every exec then waits for the
+/// changes), and so does `ptrace`, which the supervisor always refuses ([`PTRACE_SYSCALL`]). Installed with [`install_with_listener`], every exec then waits for the
 /// supervisor, which holds the listener, before the kernel reads its arguments; with no
 /// listener left the kernel fails it with `ENOSYS`, so an exec is never unsupervised.
 ///
@@ -91,15 +91,23 @@ pub fn supervised_rules(profile: SeccompProfile, options: SeccompOptions) -> Vec
     table
 }
 
-/// `SECCOMP_RET_USER_NOTIF` for the syscalls of [`EXEC_SYSCALLS`], placed right after the
-/// architecture check and the x32 guard.
+/// `ptrace`, which the supervised filter also sends to the supervisor: it refuses every call
+/// (`EPERM`, as the table would) and says why on the command's stderr, so that a debugger or
+/// `strace` inside does not fail with a bare "Operation not permitted". With no listener the
+/// kernel fails it with `ENOSYS`: refused either way.
+pub const PTRACE_SYSCALL: (&str, i64) = sys!(SYS_ptrace);
+
+/// `SECCOMP_RET_USER_NOTIF` for the syscalls of [`EXEC_SYSCALLS`] and [`PTRACE_SYSCALL`],
+/// placed right after the architecture check and the x32 guard.
 pub(super) fn exec_notify() -> Vec<sock_filter> {
     let [(_, execve), (_, execveat)] = EXEC_SYSCALLS;
+    let (_, ptrace) = PTRACE_SYSCALL;
     let nr = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
     vec![
         stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR),
-        jump(BPF_JMP_JEQ_K, nr(execve), 2, 0),
-        jump(BPF_JMP_JEQ_K, nr(execveat), 1, 0),
+        jump(BPF_JMP_JEQ_K, nr(execve), 3, 0),
+        jump(BPF_JMP_JEQ_K, nr(execveat), 2, 0),
+        jump(BPF_JMP_JEQ_K, nr(ptrace), 1, 0),
         stmt(BPF_JMP_JA, 1),
         ret(libc::SECCOMP_RET_USER_NOTIF),
     ]

@@ -1589,7 +1589,8 @@ fn the_allow_list_filter_is_the_network_off_filter() {
 }
 
 /// The supervised filter with nobody holding its listener (the supervisor gone): every exec
-/// fails with `ENOSYS`, so nothing runs unsupervised; other syscalls are not affected.
+/// (and `ptrace`, which the supervisor refuses) fails with `ENOSYS`, so nothing runs
+/// unsupervised; other syscalls are not affected.
 #[test]
 fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
     let program = compile_supervised(SeccompProfile::Confined, options(false, false, false))
@@ -1627,12 +1628,21 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
                     )
                 };
                 let execveat = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+                // SAFETY: ptrace(PTRACE_TRACEME, 0, NULL, NULL) takes integers only.
+                unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+                let ptrace = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
                 // SAFETY: getppid takes no arguments.
                 let other = unsafe { libc::getppid() } > 0;
-                match (execve == libc::ENOSYS, execveat == libc::ENOSYS, other) {
-                    (true, true, true) => 0,
-                    (false, _, _) => 10,
-                    (_, false, _) => 11,
+                match (
+                    execve == libc::ENOSYS,
+                    execveat == libc::ENOSYS,
+                    ptrace == libc::ENOSYS,
+                    other,
+                ) {
+                    (true, true, true, true) => 0,
+                    (false, ..) => 10,
+                    (_, false, ..) => 11,
+                    (_, _, false, _) => 13,
                     _ => 12,
                 }
             })();
@@ -1644,7 +1654,7 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
             assert_eq!(
                 status,
                 WaitStatus::Exited(child, 0),
-                "10: execve, 11: execveat did not fail with ENOSYS; 12: getppid failed"
+                "10: execve, 11: execveat, 13: ptrace did not fail with ENOSYS; 12: getppid failed"
             );
         }
     }

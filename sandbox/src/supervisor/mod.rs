@@ -111,8 +111,9 @@
 //!   access), the domain's signal scope refuses signals to them, and a second listener in the
 //!   filter chain is refused by the kernel (`EBUSY`).
 //! - An exec whose argv or program the supervisor cannot read at the exec event is killed.
-//! - Debuggers and `strace` inside fail (`ptrace` is denied by seccomp: `EPERM`, "Operation not
-//!   permitted").
+//! - Debuggers and `strace` inside fail: `ptrace` reaches the supervisor too, which refuses
+//!   every call (`EPERM`, "Operation not permitted", as in a sandbox without rules) and says
+//!   why on the command's stderr, once per command line.
 //! - Records of denials, asks and kills name the process's ancestry, read from
 //!   `/proc/PID/status` (`PPid`) and `/proc/PID/cmdline` when the record is made.
 //!
@@ -291,6 +292,8 @@ pub(crate) struct Supervisor {
     /// Where a record's ancestry stops (exclusive): the process that runs the sandbox's tree
     /// (init, or the launcher).
     root: i32,
+    /// The command lines told why their `ptrace` was refused.
+    told_of_tracing: std::collections::HashSet<String>,
 }
 
 /// An exec a person approved: its argv, and the file (device, inode) the question was about.
@@ -343,6 +346,7 @@ impl Supervisor {
             scratch: stack::Scratch::default(),
             settler: config.settle.then(settled::Settler::default),
             root: i32::try_from(std::process::id()).unwrap_or(0),
+            told_of_tracing: std::collections::HashSet::new(),
         }
     }
 

@@ -63,6 +63,11 @@ impl Supervisor {
     /// the listener meanwhile; without one, an exec that needs seizing fails with `EAGAIN`
     /// (reported) rather than wait.
     pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> Step {
+        let nr = i64::from(notification.nr);
+        if nr != nix::libc::SYS_execve && nr != nix::libc::SYS_execveat {
+            self.refuse_tracing(notification);
+            return Step::Done(false);
+        }
         Step::Done(match self.at_notification(notification) {
             Answer::Proceed(seen) => self.let_exec(notification, *seen, spare),
             Answer::Refuse => {
@@ -257,6 +262,32 @@ impl Supervisor {
         // every exec is.
         self.respond(notification, Response::Continue);
         seized
+    }
+
+    /// Refuses a call of the filter's that is not an exec (`ptrace`: a debugger or `strace`)
+    /// with `EPERM`, as the filter of an unsupervised sandbox does, and says why on the
+    /// command's stderr, once per command line (a debugger tries several requests, from
+    /// several of its processes).
+    fn refuse_tracing(&mut self, notification: &Notification) {
+        const TOLD_AT_MOST: usize = 256;
+        // Said only while the caller waits: its tid names it, and the command line is its.
+        let command = tracee::cmdline(Pid::from_raw(notification.tid))
+            .map(|argv| super::short(&argv.join(" ")))
+            .unwrap_or_default();
+        if self.valid(notification) && !self.told_of_tracing.contains(&command) {
+            if self.told_of_tracing.len() >= TOLD_AT_MOST {
+                self.told_of_tracing.clear();
+            }
+            let line = format!(
+                "bridle: ptrace refused to `{command}` (pid {}): in a sandbox with command \
+                 rules no process may trace another (the exec supervisor decides every exec \
+                 and must be the only tracer), so debuggers and strace cannot run here\n",
+                notification.tid
+            );
+            let _ = crate::sys::write_all_raw(2, line.as_bytes());
+            self.told_of_tracing.insert(command);
+        }
+        self.respond(notification, Response::Fail(nix::libc::EPERM));
     }
 
     /// Reports an exec refused because the supervisor cannot follow it: `why` what it could
