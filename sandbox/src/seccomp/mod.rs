@@ -28,7 +28,7 @@
 //!
 //! | syscall | denied when | guarantee | why |
 //! |---|---|---|---|
-//! | `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd` | always | G-PROC | tracing, reading or writing another process's memory, stealing its descriptors |
+//! | `ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd` | always | G-PROC | tracing, reading or writing another process's memory, stealing its descriptors (in a supervised sandbox `ptrace` goes to the supervisor instead, which refuses it: below) |
 //! | `mount`, `umount2`, `pivot_root`, `chroot`, `move_mount`, `open_tree`, `fsopen`, `fsconfig`, `fsmount`, `fspick`, `mount_setattr` | always | G-PRIV | no changes to the mount view the launcher built |
 //! | `unshare`, `setns` | always | G-PRIV | no new (user) namespaces, no entering others |
 //! | `clone` | `flags` has any of `CLONE_NEWNS`, `CLONE_NEWCGROUP`, `CLONE_NEWUTS`, `CLONE_NEWIPC`, `CLONE_NEWUSER`, `CLONE_NEWPID`, `CLONE_NEWNET`, `CLONE_NEWTIME` (one row per flag) | G-PRIV | as `unshare`; ordinary `fork` and thread creation keep working |
@@ -89,17 +89,19 @@
 //! # Exec supervision
 //!
 //! A sandbox whose spec has command rules gets its filter from [`compile_supervised`]: `execve`
-//! and `execveat` return `SECCOMP_RET_USER_NOTIF`, and the filter is installed with
+//! and `execveat` return `SECCOMP_RET_USER_NOTIF` (and `ptrace`, which the supervisor always
+//! refuses with `EPERM`, saying why on the sandbox's stderr), and the filter is installed with
 //! [`install_with_listener`] (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose listener the exec
 //! supervisor (see `crate::supervisor`) holds: each exec waits in the kernel until the
-//! supervisor answers it. With no listener left (the supervisor gone) the kernel fails them with
-//! `ENOSYS`. A process of the sandbox cannot install a listener of its own (the kernel refuses a
+//! supervisor answers it. With no listener left (the supervisor gone) the kernel fails them (and
+//! `ptrace`) with `ENOSYS`. A process of the sandbox cannot install a listener of its own (the kernel refuses a
 //! second listener in a filter chain with `EBUSY`), and a filter it adds cannot weaken the
 //! notification (`SECCOMP_RET_USER_NOTIF` takes precedence over `TRACE`, `LOG` and `ALLOW`).
 //!
 //! | syscall | action | why |
 //! |---|---|---|
 //! | `execve`, `execveat` | `SECCOMP_RET_USER_NOTIF` (supervised sandboxes only) | command rules at every exec |
+//! | `ptrace` | `SECCOMP_RET_USER_NOTIF` (supervised sandboxes only), always refused | G-PROC, with a message saying why |
 //!
 //! # Architecture check
 //!

@@ -58,8 +58,9 @@ pub const EXEC_SYSCALLS: [(&str, i64); 2] = [sys!(SYS_execve), sys!(SYS_execveat
 
 /// Like [`compile`], for a sandbox with an exec supervisor (command rules): `execve` and
 /// `execveat` return `SECCOMP_RET_USER_NOTIF` (they are in no row of the table, so nothing else
-/// changes), and so does `ptrace`, which the supervisor always refuses ([`PTRACE_SYSCALL`]). Installed with [`install_with_listener`], every exec then waits for the
-/// supervisor, which holds the listener, before the kernel reads its arguments; with no
+/// changes), and so does `ptrace`, ahead of the table's row that denies it: the supervisor
+/// refuses every such call ([`PTRACE_SYSCALL`]). Installed with [`install_with_listener`],
+/// every exec then waits for the supervisor, which holds the listener, before the kernel reads its arguments; with no
 /// listener left the kernel fails it with `ENOSYS`, so an exec is never unsupervised.
 ///
 /// # Errors

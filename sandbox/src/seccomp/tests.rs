@@ -1698,3 +1698,38 @@ fn the_compiled_supervised_program_agrees_with_its_table() {
         }
     }
 }
+
+/// The supervised program sends `execve`, `execveat` and `ptrace` to the listener, ahead of the
+/// table (which denies `ptrace`); the syscalls next to them are the table's.
+#[test]
+fn the_supervised_program_notifies_execs_and_ptrace_only() {
+    for profile in CONFINED {
+        let options = options(false, false, false);
+        let table = supervised_rules(profile, options);
+        let program = compile_supervised(profile, options).expect("compiles");
+        for nr in [libc::SYS_execve, libc::SYS_execveat, libc::SYS_ptrace] {
+            assert_eq!(
+                run(&program, &data(nr, [0; 6])),
+                libc::SECCOMP_RET_USER_NOTIF,
+                "{profile:?}: nr {nr}"
+            );
+        }
+        for nr in [
+            libc::SYS_ptrace - 1,
+            libc::SYS_ptrace + 1,
+            libc::SYS_execve - 1,
+            libc::SYS_execve + 1,
+            libc::SYS_execveat + 1,
+        ] {
+            let expected = match denied(&table, nr, [0; 6]) {
+                Some(errno) => libc::SECCOMP_RET_ERRNO | errno.cast_unsigned(),
+                None => libc::SECCOMP_RET_ALLOW,
+            };
+            assert_eq!(
+                run(&program, &data(nr, [0; 6])),
+                expected,
+                "{profile:?}: nr {nr}"
+            );
+        }
+    }
+}

@@ -12,7 +12,7 @@
 //! # How
 //!
 //! - The command's seccomp filter returns `SECCOMP_RET_USER_NOTIF` for `execve` and `execveat`
-//!   ([`crate::seccomp::compile_supervised`]); the command installs it with a listener and hands
+//!   (and `ptrace`, refused: see below) ([`crate::seccomp::compile_supervised`]); the command installs it with a listener and hands
 //!   the listener to its parent over a socket pair made before the fork (`SCM_RIGHTS`), which
 //!   forks the supervisor's process with it and closes its own copy; the command closes its
 //!   copy before it execs. Every exec of every process of the sandbox then
@@ -20,7 +20,7 @@
 //!   (once received, killably only, where the kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`:
 //!   a signal does not fail it with `EINTR` while bridle asks).
 //!   Nothing is traced between execs: forks, clones, signals and exits of the sandbox do not
-//!   wake the supervisor.
+//!   wake the supervisor (a `ptrace` call does, to be refused).
 //! - At the notification the supervisor reads the path and argv from the caller's memory
 //!   (`process_vm_readv`) and decides (before a refusal or a question is reported it checks
 //!   that the notification is still valid: the tid still names the caller, not a recycled
@@ -111,9 +111,10 @@
 //!   access), the domain's signal scope refuses signals to them, and a second listener in the
 //!   filter chain is refused by the kernel (`EBUSY`).
 //! - An exec whose argv or program the supervisor cannot read at the exec event is killed.
-//! - Debuggers and `strace` inside fail: `ptrace` reaches the supervisor too, which refuses
-//!   every call (`EPERM`, "Operation not permitted", as in a sandbox without rules) and says
-//!   why on the command's stderr, once per command line.
+//! - Debuggers and `strace` inside fail: `ptrace` reaches the supervisor too, whose threads
+//!   refuse every call that is not an exec at once, without the supervisor's lock (`EPERM`,
+//!   "Operation not permitted", as in a sandbox without rules; `ENOSYS` with the supervisor
+//!   gone), saying why on the sandbox's stderr (the command's), once per command line.
 //! - Records of denials, asks and kills name the process's ancestry, read from
 //!   `/proc/PID/status` (`PPid`) and `/proc/PID/cmdline` when the record is made.
 //!
@@ -292,8 +293,6 @@ pub(crate) struct Supervisor {
     /// Where a record's ancestry stops (exclusive): the process that runs the sandbox's tree
     /// (init, or the launcher).
     root: i32,
-    /// The command lines told why their `ptrace` was refused.
-    told_of_tracing: std::collections::HashSet<String>,
 }
 
 /// An exec a person approved: its argv, and the file (device, inode) the question was about.
@@ -346,7 +345,6 @@ impl Supervisor {
             scratch: stack::Scratch::default(),
             settler: config.settle.then(settled::Settler::default),
             root: i32::try_from(std::process::id()).unwrap_or(0),
-            told_of_tracing: std::collections::HashSet::new(),
         }
     }
 

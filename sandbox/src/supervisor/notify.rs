@@ -63,9 +63,10 @@ impl Supervisor {
     /// the listener meanwhile; without one, an exec that needs seizing fails with `EAGAIN`
     /// (reported) rather than wait.
     pub(super) fn answer(&mut self, notification: &Notification, spare: bool) -> Step {
-        let nr = i64::from(notification.nr);
-        if nr != nix::libc::SYS_execve && nr != nix::libc::SYS_execveat {
-            self.refuse_tracing(notification);
+        // The pool refuses the filter's other calls (`ptrace`) before they get here; anything
+        // that is not an exec is refused here too, never let on.
+        if !is_exec(notification.nr) {
+            self.respond(notification, Response::Fail(nix::libc::EPERM));
             return Step::Done(false);
         }
         Step::Done(match self.at_notification(notification) {
@@ -264,32 +265,6 @@ impl Supervisor {
         seized
     }
 
-    /// Refuses a call of the filter's that is not an exec (`ptrace`: a debugger or `strace`)
-    /// with `EPERM`, as the filter of an unsupervised sandbox does, and says why on the
-    /// command's stderr, once per command line (a debugger tries several requests, from
-    /// several of its processes).
-    fn refuse_tracing(&mut self, notification: &Notification) {
-        const TOLD_AT_MOST: usize = 256;
-        // Said only while the caller waits: its tid names it, and the command line is its.
-        let command = tracee::cmdline(Pid::from_raw(notification.tid))
-            .map(|argv| super::short(&argv.join(" ")))
-            .unwrap_or_default();
-        if self.valid(notification) && !self.told_of_tracing.contains(&command) {
-            if self.told_of_tracing.len() >= TOLD_AT_MOST {
-                self.told_of_tracing.clear();
-            }
-            let line = format!(
-                "bridle: ptrace refused to `{command}` (pid {}): in a sandbox with command \
-                 rules no process may trace another (the exec supervisor decides every exec \
-                 and must be the only tracer), so debuggers and strace cannot run here\n",
-                notification.tid
-            );
-            let _ = crate::sys::write_all_raw(2, line.as_bytes());
-            self.told_of_tracing.insert(command);
-        }
-        self.respond(notification, Response::Fail(nix::libc::EPERM));
-    }
-
     /// Reports an exec refused because the supervisor cannot follow it: `why` what it could
     /// not do.
     fn report_unseizable(&mut self, pid: Pid, why: &str) {
@@ -304,10 +279,40 @@ impl Supervisor {
     }
 }
 
+/// Whether the filter's notification of syscall `nr` is of an exec (`execve`, `execveat`): only
+/// those may ever be let on (`CONTINUE`); every other call the filter sends (`ptrace`) is
+/// refused.
+pub(super) fn is_exec(nr: i32) -> bool {
+    let nr = i64::from(nr);
+    nr == nix::libc::SYS_execve || nr == nix::libc::SYS_execveat
+}
+
 /// Whether thread `tid` is traced by a thread of this process (`TracerPid` in its status,
 /// a task of ours). The thread waits at its notification, so this cannot change meanwhile.
 fn traced_from_here(tid: i32) -> bool {
     super::status_number(tid, "TracerPid").is_some_and(|tracer| {
         tracer > 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_exec;
+
+    #[test]
+    fn only_execve_and_execveat_are_execs() {
+        let nr = |n: i64| i32::try_from(n).unwrap();
+        assert!(is_exec(nr(nix::libc::SYS_execve)));
+        assert!(is_exec(nr(nix::libc::SYS_execveat)));
+        for other in [
+            nix::libc::SYS_ptrace,
+            nix::libc::SYS_execve + 1,
+            nix::libc::SYS_execve - 1,
+            nix::libc::SYS_execveat + 1,
+            0,
+            -1,
+        ] {
+            assert!(!is_exec(nr(other)), "{other}");
+        }
+    }
 }

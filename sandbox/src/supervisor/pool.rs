@@ -28,6 +28,7 @@
 //! it (Landlock's signal scope) or trace it. A thread that panics, or a listener that fails,
 //! ends the process.
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,10 +38,10 @@ use std::thread::Scope;
 use nix::errno::Errno;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 
-use super::Supervisor;
-use super::notify::Step;
+use super::notify::{Step, is_exec};
+use super::{Supervisor, tracee};
 use crate::sys;
-use crate::sys::notify as unotify;
+use crate::sys::notify::{self as unotify, Notification};
 
 /// The most threads the process runs: one per exec between its notification and its exec
 /// event at once, and those at the listener or waiting to be called there. Past it (or when
@@ -91,6 +92,8 @@ struct Pool<'a> {
     /// Tids whose exit a thread saw and is about to reap, for the next holder of `supervisor`
     /// to forget (see [`Pool::follow`]).
     gone: Mutex<Vec<i32>>,
+    /// The command lines told why their `ptrace` was refused (see [`Pool::refuse_tracing`]).
+    told_of_tracing: Mutex<HashSet<String>>,
 }
 
 /// Threads waiting on [`Pool::called`].
@@ -125,6 +128,7 @@ pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
         parked: Mutex::new(Parked::default()),
         called: Condvar::new(),
         gone: Mutex::new(Vec::new()),
+        told_of_tracing: Mutex::new(HashSet::new()),
     };
     std::thread::scope(|scope| guarded(|| pool.work(scope, true)));
     fatal("the exec supervisor's threads stopped")
@@ -204,6 +208,10 @@ impl<'a> Pool<'a> {
                 }
                 Err(e) => fatal(&format!("receiving from the exec listener: {e}")),
             };
+            if !is_exec(notification.nr) {
+                self.refuse_tracing(&notification);
+                continue;
+            }
             let spare = self.spare(scope);
             let step = self.lock().answer(&notification, spare);
             let seized = match step {
@@ -224,6 +232,47 @@ impl<'a> Pool<'a> {
                 self.follow();
             }
         }
+    }
+
+    /// Refuses a call of the filter's that is not an exec (`ptrace`: a debugger or `strace`)
+    /// with `EPERM`, as the filter of an unsupervised sandbox does, and says why on the
+    /// sandbox's stderr, once per command line (a debugger tries several requests, from
+    /// several of its processes); without the supervisor's lock, so that a stderr nobody
+    /// reads holds no exec.
+    fn refuse_tracing(&self, notification: &Notification) {
+        const TOLD_AT_MOST: usize = 256;
+        let tid = notification.tid;
+        let command = tracee::cmdline(nix::unistd::Pid::from_raw(tid))
+            .map(|argv| super::short(&argv.join(" ")))
+            .unwrap_or_default();
+        let pid = super::status_number(tid, "Tgid").unwrap_or(tid);
+        // Said only while the caller waits: its tid names it, and what was read is its.
+        if unotify::id_valid(self.listener.as_fd(), notification.id) {
+            let first = {
+                let mut told = self
+                    .told_of_tracing
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if told.len() >= TOLD_AT_MOST {
+                    told.clear();
+                }
+                told.insert(command.clone())
+            };
+            if first {
+                let line = format!(
+                    "bridle: ptrace refused to `{command}` (pid {pid}): in a sandbox with \
+                     command rules no process may trace another (the exec supervisor decides \
+                     every exec and must be the only tracer), so debuggers and strace cannot \
+                     run here\n"
+                );
+                let _ = sys::write_all_raw(2, line.as_bytes());
+            }
+        }
+        let _ = unotify::respond(
+            self.listener.as_fd(),
+            notification.id,
+            unotify::Response::Fail(nix::libc::EPERM),
+        );
     }
 
     /// Makes sure someone is at the listener (or on the way there) while this thread waits
