@@ -9,7 +9,7 @@ use std::path::Path;
 use bridle_agent::log::Event;
 use serde_json::Value;
 
-use super::run_cli::{agent, events, session_id};
+use super::run_cli::{agent, events, session_id, tool_results};
 use super::support::{ExecEnv, Run, path_str, run, run_bounded};
 
 /// `git ARGS` on the host, in `dir`, which must succeed.
@@ -346,13 +346,7 @@ fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
             .any(|(_, x)| x.argv.first().map(String::as_str) == Some("p") && x.same_as == ["git"]),
         "{execs:?}"
     );
-    let results: Vec<String> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&events);
     let supervised = |r: &str| r.contains("[bridle: rule deny-git-push denied exec of");
     assert!(supervised(&results[1]), "{results:?}");
     assert!(supervised(&results[3]), "{results:?}");

@@ -2,7 +2,7 @@
 //! and reported while a person thinks, and a question whose process is gone is withdrawn.
 
 use super::exec_rules::{assert_nothing_pushed, script, with_remote};
-use super::support::{path_str, pty_command, run, tool_result_in_pty};
+use super::support::{assert_contains_all, path_str, pty_command, run, tool_result_in_pty};
 
 #[test]
 fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
@@ -32,27 +32,19 @@ fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
     cmd.env("BRIDLE_TEST_PTY_ANSWER_AFTER", path_str(&done));
     let r = run(&mut cmd);
     assert!(
-        r.stdout.contains("approval needed for tool `exec`"),
-        "{}",
-        r.stdout
-    );
-    assert!(
         r.stdout.contains("[pty driver: answered after it existed]"),
         "the other execs waited for the answer:\n{}",
         r.stdout
     );
-    assert!(r.stdout.contains("sudo=126"), "{}", r.stdout);
-    assert!(
-        r.stdout.contains("rule deny-sudo denied exec of"),
-        "{}",
-        r.stdout
-    );
-    assert!(r.stdout.contains("pushed=126"), "{}", r.stdout);
-    assert!(
-        r.stdout
-            .contains("rule ask-git-push needs approval for exec of"),
-        "{}",
-        r.stdout
+    assert_contains_all(
+        &r.stdout,
+        &[
+            "approval needed for tool `exec`",
+            "sudo=126",
+            "rule deny-sudo denied exec of",
+            "pushed=126",
+            "rule ask-git-push needs approval for exec of",
+        ],
     );
     assert_nothing_pushed(&e, "a question answered no");
 }
@@ -82,17 +74,13 @@ fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains("killed=137"), "{}", r.stdout);
-    assert!(
-        r.stdout
-            .contains("question withdrawn: what it was about ended before an answer"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains(&format!("{gone}; denied")),
-        "{}",
-        r.stdout
+    assert_contains_all(
+        &r.stdout,
+        &[
+            "killed=137",
+            "question withdrawn: what it was about ended before an answer",
+            &format!("{gone}; denied"),
+        ],
     );
     assert_nothing_pushed(&e, "a question withdrawn, exec");
 

@@ -6,7 +6,7 @@
 use bridle_agent::log::Event;
 
 use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
-use super::run_cli::{agent, events, session_id};
+use super::run_cli::{agent, events, session_id, tool_results};
 use super::support::run_bounded;
 
 fn exec_events(events: &[Event]) -> Vec<(String, bridle_agent::log::ExecDecision)> {
@@ -81,13 +81,7 @@ fn a_background_exec_between_terminal_calls_is_decided_at_once_and_reported_with
         "ci-locked",
         "- tool_calls:\n    - name: terminal\n      arguments: {input: \"echo next\\n\", wait_ms: 3000}\n",
     );
-    let results: Vec<String> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&events);
     assert!(results[1].contains("bg=126"), "{results:?}");
     assert!(
         results[2].contains("[bridle: between calls: rule deny-git-push denied exec of"),
@@ -139,14 +133,7 @@ fn an_exec_asked_about_between_calls_with_nobody_to_ask_is_refused_at_once_and_o
         matches!(events.last(), Some(Event::ExecDecision { .. })),
         "{events:?}"
     );
-    let bash = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .nth(1)
-        .unwrap();
+    let bash = tool_results(&events)[1].clone();
     assert!(bash.contains("bg=126"), "{bash}");
     assert_nothing_pushed(&e, "background push asked about");
     let shown = log_show(&e, &id);
@@ -184,13 +171,7 @@ fn a_question_of_a_command_that_outlives_its_call_is_asked_at_once_and_reported_
     let r = agent(&e, &steps, &["--profile", "workstation"], "push slowly");
     r.assert_code(0);
     let events = events(&e, &session_id(&r));
-    let results: Vec<String> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&events);
     assert!(!results[0].contains("fg="), "{results:?}");
     assert!(results[2].contains("fg=126"), "{results:?}");
     assert!(

@@ -6,6 +6,7 @@
 use bridle_agent::log::{Event, SessionDir};
 
 use super::net_support::{NetEnv, Outside, profile_yaml, s};
+use super::run_cli::tool_results;
 use super::support::{bridle_in_pty, run, run_bounded};
 
 /// An environment allowing `registry.test:PORT`, denying `*.denied.test`; `approval` as given.
@@ -386,14 +387,7 @@ fn connections_of_the_terminals_background_processes_are_recorded_as_between_cal
     assert_eq!(allowed.call_id, "", "{net:?}");
     assert!(allowed.between_calls, "{net:?}");
     assert!(allowed.received > 0, "{allowed:?}");
-    let third = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .nth(2)
-        .unwrap();
+    let third = tool_results(&events)[2].clone();
     assert!(
         third.contains(&format!(
             "[network: between calls: denied blocked.test:{port}"

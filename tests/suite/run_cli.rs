@@ -66,6 +66,17 @@ pub(super) fn events(e: &ExecEnv, id: &str) -> Vec<Event> {
         .collect()
 }
 
+/// The content of every tool result, in order.
+pub(super) fn tool_results(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(super) fn decisions(events: &[Event]) -> Vec<(String, String)> {
     events
         .iter()

@@ -6,7 +6,7 @@ use bridle_agent::log::{Event, TurnEndReason};
 use pretty_assertions::assert_eq;
 
 use super::run_cli::{agent, agent_cmd_in, events, http_server, session_id, session_id_in};
-use super::support::{ExecEnv, Run, path_str, run_bounded};
+use super::support::{ExecEnv, Run, assert_contains_all, path_str, run_bounded};
 
 /// `bridle log show ARGS... --session-dir <home>/sessions`.
 fn show(e: &ExecEnv, args: &[&str]) -> Run {
@@ -20,14 +20,9 @@ fn show(e: &ExecEnv, args: &[&str]) -> Run {
     r
 }
 
+#[track_caller]
 fn assert_shows(shown: &Run, expected: &[&str]) {
-    for want in expected {
-        assert!(
-            shown.stdout.contains(want),
-            "missing {want:?}:\n{}",
-            shown.stdout
-        );
-    }
+    assert_contains_all(&shown.stdout, expected);
 }
 
 #[test]

@@ -545,6 +545,14 @@ pub fn bridle_in_pty(
     run(&mut pty_command(args, home, cwd, answer, input))
 }
 
+/// Asserts that `text` contains each of `wanted`, showing `text` when one is missing.
+#[track_caller]
+pub fn assert_contains_all(text: &str, wanted: &[&str]) {
+    for want in wanted {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
 /// The tool result (the last JSON line) `bridle tool` printed in a pseudo-terminal, where
 /// questions and notes come on the same output.
 #[track_caller]

@@ -197,23 +197,25 @@ fn read_one(reader: &mut BufReader<UnixStream>) -> Read {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervisor::{ExecOutcome, ExecRecord};
+    use crate::supervisor::ExecOutcome;
+    use crate::supervisor::record::tests::record;
     use bridle_policy::Decision;
     use std::io::{BufRead, BufReader};
     use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::thread::JoinHandle;
 
-    fn record(pid: i32) -> ExecRecord {
-        ExecRecord {
-            pid,
-            program: "/usr/bin/git".into(),
-            argv: vec!["git".into(), "push".into()],
-            decision: Decision::Ask,
-            rule: Some("ask-git-push".into()),
-            reason: "r".into(),
-            same_as: Vec::new(),
-            ancestry: Vec::new(),
-            outcome: ExecOutcome::Refused,
-            answer: None,
+    fn ask(id: u64) -> ToBridle {
+        ToBridle::Ask {
+            id,
+            record: record(Decision::Ask, ExecOutcome::Refused),
+        }
+    }
+
+    fn decided(id: u64) -> ToBridle {
+        ToBridle::Decided {
+            id,
+            record: record(Decision::Deny, ExecOutcome::Refused),
         }
     }
 
@@ -223,6 +225,16 @@ mod tests {
             Arc::new(Channel::new(OwnedFd::from(ours)).expect("channel")),
             theirs,
         )
+    }
+
+    /// A thread exchanging the message `make` builds on `channel`, while `wanted` holds.
+    fn exchanging(
+        channel: &Arc<Channel>,
+        make: fn(u64) -> ToBridle,
+        wanted: impl Fn() -> bool + Send + 'static,
+    ) -> JoinHandle<Exchanged> {
+        let channel = Arc::clone(channel);
+        std::thread::spawn(move || channel.exchange(make, &wanted))
     }
 
     fn id_of(line: &str) -> u64 {
@@ -238,31 +250,9 @@ mod tests {
         let (channel, theirs) = pair();
         let mut lines = BufReader::new(theirs.try_clone().expect("clone")).lines();
         let mut answers = theirs;
-        let asking = {
-            let channel = Arc::clone(&channel);
-            std::thread::spawn(move || {
-                channel.exchange(
-                    |id| ToBridle::Ask {
-                        id,
-                        record: record(7),
-                    },
-                    &|| true,
-                )
-            })
-        };
+        let asking = exchanging(&channel, ask, || true);
         let question = id_of(&lines.next().expect("the question").expect("read"));
-        let reporting = {
-            let channel = Arc::clone(&channel);
-            std::thread::spawn(move || {
-                channel.exchange(
-                    |id| ToBridle::Decided {
-                        id,
-                        record: record(8),
-                    },
-                    &|| true,
-                )
-            })
-        };
+        let reporting = exchanging(&channel, decided, || true);
         let report = id_of(&lines.next().expect("the report").expect("read"));
         writeln!(answers, r#"{{"id":{report},"approve":false}}"#).expect("write");
         assert_eq!(
@@ -282,18 +272,10 @@ mod tests {
         let (channel, theirs) = pair();
         let mut lines = BufReader::new(theirs.try_clone().expect("clone")).lines();
         let mut answers = theirs;
-        let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gone = Arc::new(AtomicBool::new(false));
         let asking = {
-            let (channel, gone) = (Arc::clone(&channel), Arc::clone(&gone));
-            std::thread::spawn(move || {
-                channel.exchange(
-                    |id| ToBridle::Ask {
-                        id,
-                        record: record(7),
-                    },
-                    &|| !gone.load(Ordering::SeqCst),
-                )
-            })
+            let gone = Arc::clone(&gone);
+            exchanging(&channel, ask, move || !gone.load(Ordering::SeqCst))
         };
         let question = id_of(&lines.next().expect("the question").expect("read"));
         gone.store(true, Ordering::SeqCst);
@@ -304,18 +286,7 @@ mod tests {
         assert_eq!(withdrawal, ToBridle::Withdraw { id: question });
         // The late answer to it goes nowhere, and the next exchange gets its own.
         writeln!(answers, r#"{{"id":{question},"approve":true}}"#).expect("write");
-        let next = {
-            let channel = Arc::clone(&channel);
-            std::thread::spawn(move || {
-                channel.exchange(
-                    |id| ToBridle::Decided {
-                        id,
-                        record: record(9),
-                    },
-                    &|| true,
-                )
-            })
-        };
+        let next = exchanging(&channel, decided, || true);
         let report = id_of(&lines.next().expect("the report").expect("read"));
         writeln!(answers, r#"{{"id":{report},"approve":false}}"#).expect("write");
         assert_eq!(next.join().expect("next"), Exchanged::Answered(false));
@@ -325,15 +296,6 @@ mod tests {
     fn a_closed_socket_ends_every_exchange() {
         let (channel, theirs) = pair();
         drop(theirs);
-        assert_eq!(
-            channel.exchange(
-                |id| ToBridle::Ask {
-                    id,
-                    record: record(7)
-                },
-                &|| true
-            ),
-            Exchanged::Closed
-        );
+        assert_eq!(channel.exchange(ask, &|| true), Exchanged::Closed);
     }
 }

@@ -171,10 +171,10 @@ mod reading;
 pub(crate) use reading::{FromSupervisor, GONE, Observing, observe, read_channel};
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    pub(super) fn record(decision: Decision, outcome: ExecOutcome) -> ExecRecord {
+    pub(in crate::supervisor) fn record(decision: Decision, outcome: ExecOutcome) -> ExecRecord {
         ExecRecord {
             pid: 7,
             program: "/usr/bin/git".into(),
