@@ -6,6 +6,21 @@ use super::support::{assert_contains_all, path_str, pty_command, run, tool_resul
 
 #[test]
 fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
+    // Refused at the notification: the exec fails with `EACCES` (126 from bash).
+    others_go_on_while_a_person_answers(&[], "126");
+}
+
+#[test]
+fn tracing_the_whole_tree_a_question_holds_only_its_process() {
+    // No seccomp filter: one thread of the launcher traces the tree and decides every exec at
+    // its exec event, where a refused one is killed (137 from bash).
+    others_go_on_while_a_person_answers(&["--mode", "danger-full-access"], "137");
+}
+
+/// A push asks in the background (answered no once the rest is done) while the script's other
+/// execs run, one of them refused; `mode`: flags before `--`; `refused`: the status bash gives
+/// a refused exec.
+fn others_go_on_while_a_person_answers(mode: &[&str], refused: &str) {
     let e = with_remote();
     // The push waits for its answer in the background; the rest of the script runs meanwhile:
     // execs allowed (`sleep`, `cp`, `true`) and one denied (`deny-sudo`), each reported.
@@ -22,13 +37,10 @@ fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
          cat pushed.txt",
     );
     let done = e.workspace.join("repo/others.done");
-    let mut cmd = pty_command(
-        &["--profile", "workstation", "exec", "--", &name],
-        &e.home,
-        &e.workspace,
-        Some("n"),
-        None,
-    );
+    let mut args = vec!["--profile", "workstation", "exec"];
+    args.extend_from_slice(mode);
+    args.extend(["--", &name]);
+    let mut cmd = pty_command(&args, &e.home, &e.workspace, Some("n"), None);
     cmd.env("BRIDLE_TEST_PTY_ANSWER_AFTER", path_str(&done));
     let r = run(&mut cmd);
     assert!(
@@ -40,9 +52,9 @@ fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
         &r.stdout,
         &[
             "approval needed for tool `exec`",
-            "sudo=126",
+            &format!("sudo={refused}"),
             "rule deny-sudo denied exec of",
-            "pushed=126",
+            &format!("pushed={refused}"),
             "rule ask-git-push needs approval for exec of",
         ],
     );
@@ -51,6 +63,16 @@ fn other_execs_go_on_and_are_reported_while_a_person_answers_a_question() {
 
 #[test]
 fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
+    killed_while_asking_is_withdrawn(&[]);
+}
+
+#[test]
+fn tracing_the_whole_tree_a_question_whose_process_is_killed_is_withdrawn() {
+    killed_while_asking_is_withdrawn(&["--mode", "danger-full-access"]);
+}
+
+/// A push asks; its process is killed before anyone answers. `mode`: flags of the run.
+fn killed_while_asking_is_withdrawn(mode: &[&str]) {
     let e = with_remote();
     let name = script(
         &e,
@@ -62,13 +84,10 @@ fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
     let gone = "withdrawn: the process stopped waiting before anyone answered";
     // Nobody answers: the run ends once the question is withdrawn.
     let started = std::time::Instant::now();
-    let r = run(&mut pty_command(
-        &["--profile", "workstation", "exec", "--", &name],
-        &e.home,
-        &e.workspace,
-        None,
-        None,
-    ));
+    let mut args = vec!["--profile", "workstation", "exec"];
+    args.extend_from_slice(mode);
+    args.extend(["--", &name]);
+    let r = run(&mut pty_command(&args, &e.home, &e.workspace, None, None));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(15),
         "{}",
@@ -86,13 +105,10 @@ fn a_question_whose_process_is_killed_is_withdrawn_and_recorded_so() {
 
     // Through the bash tool, the call's result keeps the same answer.
     let bash = serde_json::json!({ "command": name }).to_string();
-    let r = run(&mut pty_command(
-        &["--profile", "workstation", "tool", "bash", &bash],
-        &e.home,
-        &e.workspace,
-        None,
-        None,
-    ));
+    let mut args = vec!["--profile", "workstation", "tool"];
+    args.extend_from_slice(mode);
+    args.extend(["bash", &bash]);
+    let r = run(&mut pty_command(&args, &e.home, &e.workspace, None, None));
     let v = tool_result_in_pty(&r);
     assert!(v["content"].as_str().unwrap().contains("killed=137"), "{v}");
     let decision = &v["sandbox"]["exec_decisions"][0];

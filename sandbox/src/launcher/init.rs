@@ -9,6 +9,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpid};
 
+use super::asking::Asking;
 use super::protocol::{LaunchConfig, STATUS_FD};
 use super::wait::wait_for_signals;
 use crate::supervisor::Supervisor;
@@ -60,7 +61,8 @@ pub(super) fn init(
 /// terminate (SIGTERM), passing the request down through init. Returns the exit code to pass up:
 /// the command's own, or 128+N when it died of signal N. With `subreaper`, kills every
 /// remaining descendant before returning. With an exec `supervisor` tracing the whole tree, the
-/// stops of its tracees are handed to it, in one loop with the signals. `execs`: the exec
+/// stops of its tracees are handed to it, in one loop with the signals (a question it asks is
+/// asked on a thread of its own, [`Asking`], and its answer taken back here). `execs`: the exec
 /// supervisor's own process (under seccomp user notification), whose end while the command
 /// runs stops the sandbox.
 pub(super) fn supervise(
@@ -103,6 +105,10 @@ pub(super) fn supervise(
         // A hint only: without it stops are handled as well, a little later.
         let _ = sys::sched::set_fair_slice(crate::supervisor::SUPERVISOR_SLICE_NS);
     }
+    // Under whole-tree tracing a question is asked on a thread of its own, so that the tree's
+    // other stops and the signals are not held while a person answers (without an eventfd to
+    // be woken by, asked in place).
+    let mut asking = supervisor.as_ref().and_then(|_| Asking::new().ok());
     let mut result: Option<i32> = None;
     // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
     // reparented here exit with SIGCHLD too), so the loop waits only after one.
@@ -115,6 +121,9 @@ pub(super) fn supervise(
                 (supervisor.as_deref_mut(), &status)
             {
                 s.forget(*pid);
+                if let Some(asking) = asking.as_mut() {
+                    asking.reaped(*pid);
+                }
             }
             match status {
                 Ok(WaitStatus::Exited(pid, code)) if pid == command => result = Some(code),
@@ -145,8 +154,17 @@ pub(super) fn supervise(
                     | WaitStatus::PtraceEvent(..)
                     | WaitStatus::PtraceSyscall(_)),
                 ) => {
-                    if let Some(s) = supervisor.as_deref_mut() {
-                        s.on_stop_asking(stopped);
+                    if let Some(s) = supervisor.as_deref_mut()
+                        && let Some(question) = s.on_tree_stop(stopped)
+                    {
+                        match asking.as_mut() {
+                            Some(asking) => asking.start(s, question),
+                            None => {
+                                let mut question = question;
+                                question.ask(&|| false);
+                                s.tree_answered(question, false);
+                            }
+                        }
                     }
                 }
                 Ok(_) => {}
@@ -158,7 +176,11 @@ pub(super) fn supervise(
             }
             return code;
         }
-        for signal in wait_for_signals(&signals) {
+        let signals_taken = wait_for_signals(&signals, asking.as_ref().map(Asking::woken));
+        if let (Some(s), Some(asking)) = (supervisor.as_deref_mut(), asking.as_mut()) {
+            asking.finish(s);
+        }
+        for signal in signals_taken {
             match signal {
                 Signal::SIGCHLD => reap = true,
                 Signal::SIGUSR1 => {

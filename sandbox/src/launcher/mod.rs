@@ -4,6 +4,7 @@
 //! One code path for every spawn: `bridle exec`, the one-shot bash tool, the PTY terminal and
 //! the subprocess manager all build a [`Launch`] and spawn it; only stdio differs.
 
+mod asking;
 mod background;
 mod child;
 mod command;

@@ -2,15 +2,19 @@
 //! tracing, a request to stop). Execs under seccomp user notification are answered by the
 //! supervisor's own process ([`crate::supervisor::serve`]), not here.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::SignalFd;
 
-/// Blocks until a signal of `signals` is pending; returns the signals taken.
-pub(super) fn wait_for_signals(signals: &SignalFd) -> Vec<Signal> {
+/// Blocks until a signal of `signals` is pending, or `also` is readable; returns the signals
+/// taken.
+pub(super) fn wait_for_signals(signals: &SignalFd, also: Option<BorrowedFd<'_>>) -> Vec<Signal> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+    let mut fds: Vec<PollFd<'_>> = std::iter::once(signals.as_fd())
+        .chain(also)
+        .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+        .collect();
     match poll(&mut fds, PollTimeout::NONE) {
         Ok(_) => read_signals(signals),
         Err(nix::errno::Errno::EINTR) => Vec::new(),

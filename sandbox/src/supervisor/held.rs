@@ -33,14 +33,57 @@ impl Held {
     /// notification, while that is valid (`listener`, the filter's listener); at its exec
     /// event, until it exits (killed meanwhile).
     pub(super) fn ask(&mut self, listener: Option<std::os::fd::BorrowedFd<'_>>) -> Asked {
+        self.ask_while(listener, &|| true)
+    }
+
+    /// [`Held::ask`], withdrawn also once `alive` says the process is gone.
+    fn ask_while(
+        &mut self,
+        listener: Option<std::os::fd::BorrowedFd<'_>>,
+        alive: &dyn Fn() -> bool,
+    ) -> Asked {
         let then = &self.then;
-        let waits = || match then {
-            Then::Notification { notification, .. } => {
-                listener.is_some_and(|l| sys::notify::id_valid(l, notification.id))
-            }
-            Then::ExecEvent { pid, .. } => still_stopped(*pid),
+        let waits = || {
+            alive()
+                && match then {
+                    Then::Notification { notification, .. } => {
+                        listener.is_some_and(|l| sys::notify::id_valid(l, notification.id))
+                    }
+                    Then::ExecEvent { pid, .. } => still_stopped(*pid),
+                }
         };
         self.question.ask(&waits)
+    }
+
+    /// The process held.
+    fn pid(&self) -> Pid {
+        match &self.then {
+            Then::Notification { notification, .. } => Pid::from_raw(notification.tid),
+            Then::ExecEvent { pid, .. } => *pid,
+        }
+    }
+}
+
+/// A question at an exec event while the launcher traces the whole tree (no seccomp filter),
+/// asked on a thread of its own while the tracing thread goes on with the tree's other stops
+/// and signals, then handed back to that thread: only the tracer may let the process go.
+#[derive(Debug)]
+pub(crate) struct TreeQuestion {
+    held: Box<Held>,
+    pid: Pid,
+    asked: Asked,
+}
+
+impl TreeQuestion {
+    /// The process held (stopped at its exec event until answered).
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Asks; withdrawn once the process is gone, which `reaped` says for a process the
+    /// tracing thread has reaped meanwhile (its pid may then be another's).
+    pub(crate) fn ask(&mut self, reaped: &dyn Fn() -> bool) {
+        self.asked = self.held.ask_while(None, &|| !reaped());
     }
 }
 
@@ -90,6 +133,38 @@ impl Supervisor {
         }
     }
 
+    /// Handles one stop of the whole tree's tracing and lets it go on (or kills it); an exec
+    /// event that needs a person's answer is handed back, to ask on another thread
+    /// ([`TreeQuestion::ask`], then [`Supervisor::tree_answered`], on this thread).
+    pub(crate) fn on_tree_stop(&mut self, status: WaitStatus) -> Option<TreeQuestion> {
+        let held = self.on_stop(status)?;
+        Some(TreeQuestion {
+            pid: held.pid(),
+            held,
+            // Until asked: a question nobody asked is not approved.
+            asked: Asked::No,
+        })
+    }
+
+    /// Reports what was answered about `question` and lets its process go on or kills it;
+    /// `reaped`: the process was reaped meanwhile, so there is nothing left to let go (its pid
+    /// may be another process's by now).
+    pub(crate) fn tree_answered(&mut self, question: TreeQuestion, reaped: bool) {
+        let TreeQuestion { held, asked, .. } = question;
+        if !reaped {
+            self.answered(held, asked, false);
+            return;
+        }
+        let Held { question, .. } = *held;
+        match asked {
+            Asked::Yes => self.report_approved_too_late(question),
+            // Killed by someone else, not for this answer: refused, as the exec never ran.
+            Asked::No | Asked::Withdrawn => {
+                self.report_answered(question, false, ExecOutcome::Refused);
+            }
+        }
+    }
+
     /// Refuses `held` without asking: no thread of the supervisor would be left at the
     /// listener meanwhile (its threads all busy, or the process limit), and every other exec
     /// of the sandbox would wait unseen. The caller's exec fails with `EAGAIN`, reported.
@@ -116,13 +191,12 @@ impl Supervisor {
     }
 }
 
-/// Whether tracee `pid`, stopped at its exec event, has not exited (been killed) since.
+/// Whether tracee `pid`, stopped at its exec event, has not exited (been killed) since. From
+/// any thread of the tracer's process (no `__WNOTHREAD`): a question of the whole tree's
+/// tracing is asked on a thread of its own.
 fn still_stopped(pid: Pid) -> bool {
     use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    let flags = WaitPidFlag::WEXITED
-        | WaitPidFlag::WNOHANG
-        | WaitPidFlag::WNOWAIT
-        | WaitPidFlag::__WALL
-        | WaitPidFlag::__WNOTHREAD;
+    let flags =
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT | WaitPidFlag::__WALL;
     matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
 }

@@ -163,6 +163,7 @@ use serde::{Deserialize, Serialize};
 
 use channel::Channel;
 use facts::{open_program, program_file};
+pub(crate) use held::TreeQuestion;
 use held::{Held, Then};
 pub use identity::{KnownProgram, LOADER};
 pub(crate) use pool::serve;
@@ -376,15 +377,6 @@ impl Supervisor {
     /// A traced task exited or was reaped.
     pub fn forget(&mut self, pid: Pid) {
         self.traced.remove(&pid.as_raw());
-    }
-
-    /// Handles one stop of a traced task and lets it go on (or kills it), asking in place
-    /// where an exec event needs a person's answer (the whole-tree tracing's one thread).
-    pub fn on_stop_asking(&mut self, status: WaitStatus) {
-        if let Some(mut held) = self.on_stop(status) {
-            let asked = held.ask(None);
-            self.answered(held, asked, false);
-        }
     }
 
     /// Handles one stop of a traced task and lets it go on (or kills it); an exec event that
