@@ -616,7 +616,22 @@ while time.time() - start < 20:
     if not sent and time.time() - start > 1.0:
         os.write(fd, typed.encode())
         sent = True
-_, status = os.waitpid(pid, 0)
+# A run that outlives the driver is killed (and fails) rather than hang the test for ever.
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.time() - start > 60:
+        os.kill(pid, 9)
+        out += b"\n[pty driver: killed the run after 60 s]\n"
+        _, status = os.waitpid(pid, 0)
+        break
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if fd in r:
+        try:
+            out += os.read(fd, 4096)
+        except OSError:
+            time.sleep(0.05)
 sys.stdout.write(out.decode(errors="replace"))
 if after and asked:
     sys.stdout.write("\n" + note.decode() + "\n")

@@ -107,7 +107,7 @@ pub(super) fn supervise(
     }
     // Under whole-tree tracing a question is asked on a thread of its own, so that the tree's
     // other stops and the signals are not held while a person answers (without an eventfd to
-    // be woken by, asked in place).
+    // be woken by, none is asked: refused, reported).
     let mut asking = supervisor.as_ref().and_then(|_| Asking::new().ok());
     let mut result: Option<i32> = None;
     // Every change a wait reports (an exit, a tracee's stop) raises SIGCHLD first (orphans
@@ -159,16 +159,16 @@ pub(super) fn supervise(
                     {
                         match asking.as_mut() {
                             Some(asking) => asking.start(s, question),
-                            None => {
-                                let mut question = question;
-                                question.ask(&|| false);
-                                s.tree_answered(question, false);
-                            }
+                            None => s.tree_cannot_ask(question),
                         }
                     }
                 }
                 Ok(_) => {}
             }
+        }
+        // After the reaping: an answer about a process that died meanwhile finds it reaped.
+        if let (Some(s), Some(asking)) = (supervisor.as_deref_mut(), asking.as_mut()) {
+            asking.finish(s);
         }
         if let Some(code) = result {
             if subreaper {
@@ -176,11 +176,7 @@ pub(super) fn supervise(
             }
             return code;
         }
-        let signals_taken = wait_for_signals(&signals, asking.as_ref().map(Asking::woken));
-        if let (Some(s), Some(asking)) = (supervisor.as_deref_mut(), asking.as_mut()) {
-            asking.finish(s);
-        }
-        for signal in signals_taken {
+        for signal in wait_for_signals(&signals, asking.as_ref().map(Asking::woken)) {
             match signal {
                 Signal::SIGCHLD => reap = true,
                 Signal::SIGUSR1 => {

@@ -1,6 +1,9 @@
 //! An exec held for a person's answer (at its notification or its exec event), asked without
 //! holding the supervisor, and what becomes of it once answered.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 
@@ -70,20 +73,29 @@ impl Held {
 #[derive(Debug)]
 pub(crate) struct TreeQuestion {
     held: Box<Held>,
-    pid: Pid,
     asked: Asked,
+    /// Set by the tracing thread once it has reaped the process: the question is withdrawn,
+    /// and its answer lets nothing go (the pid may be another process's by then).
+    reaped: Arc<AtomicBool>,
 }
 
 impl TreeQuestion {
     /// The process held (stopped at its exec event until answered).
     pub(crate) fn pid(&self) -> Pid {
-        self.pid
+        self.held.pid()
     }
 
-    /// Asks; withdrawn once the process is gone, which `reaped` says for a process the
-    /// tracing thread has reaped meanwhile (its pid may then be another's).
-    pub(crate) fn ask(&mut self, reaped: &dyn Fn() -> bool) {
-        self.asked = self.held.ask_while(None, &|| !reaped());
+    /// What the tracing thread sets once it has reaped the process.
+    pub(crate) fn reaped(&self) -> Arc<AtomicBool> {
+        self.reaped.clone()
+    }
+
+    /// Asks, until answered or the process is gone.
+    pub(crate) fn ask(&mut self) {
+        let reaped = self.reaped.clone();
+        self.asked = self
+            .held
+            .ask_while(None, &|| !reaped.load(Ordering::SeqCst));
     }
 }
 
@@ -137,32 +149,43 @@ impl Supervisor {
     /// event that needs a person's answer is handed back, to ask on another thread
     /// ([`TreeQuestion::ask`], then [`Supervisor::tree_answered`], on this thread).
     pub(crate) fn on_tree_stop(&mut self, status: WaitStatus) -> Option<TreeQuestion> {
-        let held = self.on_stop(status)?;
         Some(TreeQuestion {
-            pid: held.pid(),
-            held,
+            held: self.on_stop(status)?,
             // Until asked: a question nobody asked is not approved.
             asked: Asked::No,
+            reaped: Arc::default(),
         })
     }
 
-    /// Reports what was answered about `question` and lets its process go on or kills it;
-    /// `reaped`: the process was reaped meanwhile, so there is nothing left to let go (its pid
-    /// may be another process's by now).
-    pub(crate) fn tree_answered(&mut self, question: TreeQuestion, reaped: bool) {
-        let TreeQuestion { held, asked, .. } = question;
-        if !reaped {
+    /// Reports what was answered about `question` and lets its process go on or kills it
+    /// (only once approved and still there).
+    pub(crate) fn tree_answered(&mut self, question: TreeQuestion) {
+        let TreeQuestion {
+            held,
+            asked,
+            reaped,
+        } = question;
+        let reaped = reaped.load(Ordering::SeqCst);
+        if !reaped && asked != Asked::Withdrawn {
             self.answered(held, asked, false);
             return;
         }
-        let Held { question, .. } = *held;
-        match asked {
-            Asked::Yes => self.report_approved_too_late(question),
+        let Held { question, then } = *held;
+        if asked == Asked::Yes {
+            self.report_approved_too_late(question);
+        } else {
             // Killed by someone else, not for this answer: refused, as the exec never ran.
-            Asked::No | Asked::Withdrawn => {
-                self.report_answered(question, false, ExecOutcome::Refused);
-            }
+            self.report_answered(question, false, ExecOutcome::Refused);
         }
+        // Withdrawn while still there (it cannot be, having exited): killed, never let go.
+        if !reaped && let Then::ExecEvent { pid, tree } = then {
+            self.let_go(pid, false, tree);
+        }
+    }
+
+    /// Refuses `question` without asking (see [`Supervisor::cannot_ask`]): no thread can ask it.
+    pub(crate) fn tree_cannot_ask(&mut self, question: TreeQuestion) {
+        self.cannot_ask(question.held);
     }
 
     /// Refuses `held` without asking: no thread of the supervisor would be left at the
@@ -172,7 +195,7 @@ impl Supervisor {
         let Held { mut question, then } = *held;
         question.record.answer = Some(
             "unavailable: the exec supervisor has no thread free to wait for an answer (the \
-             process limit, or its 256 threads busy with other execs); try again"
+             process limit, or too many execs or questions at once); try again"
                 .into(),
         );
         match then {
