@@ -117,3 +117,52 @@ fn killed_while_asking_is_withdrawn(mode: &[&str]) {
     assert_eq!(decision["answer"], gone, "{v}");
     assert_nothing_pushed(&e, "a question withdrawn, bash tool");
 }
+
+#[test]
+fn tracing_the_whole_tree_past_64_open_questions_an_exec_is_refused_unasked() {
+    let e = with_remote();
+    // Nobody answers: 64 pushes wait for a person, the others are refused at once, reported;
+    // then every push still waiting is killed.
+    let name = script(
+        &e,
+        "many.sh",
+        "for i in $(seq 70); do git push -q origin HEAD:main 2>/dev/null & done\n\
+         sleep 4\n\
+         kill -9 $(jobs -p) 2>/dev/null\n\
+         wait\n\
+         echo all-gone",
+    );
+    let r = run(&mut pty_command(
+        &[
+            "--profile",
+            "workstation",
+            "exec",
+            "--mode",
+            "danger-full-access",
+            "--",
+            &name,
+        ],
+        &e.home,
+        &e.workspace,
+        None,
+        None,
+    ));
+    assert_contains_all(
+        &r.stdout,
+        &[
+            "all-gone",
+            "unavailable: the exec supervisor has no thread free to wait for an answer",
+            "too many execs or questions at once",
+        ],
+    );
+    let refused = r
+        .stdout
+        .matches("too many execs or questions at once")
+        .count();
+    assert!(
+        (1..=6).contains(&refused),
+        "{refused} refused:\n{}",
+        r.stdout
+    );
+    assert_nothing_pushed(&e, "past the open questions");
+}
