@@ -17,6 +17,14 @@ fn tracing_the_whole_tree_a_question_holds_only_its_process() {
     others_go_on_while_a_person_answers(&["--mode", "danger-full-access"], "137");
 }
 
+/// `bridle --profile workstation COMMAND MODE... REST...`.
+fn workstation<'a>(command: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--profile", "workstation", command];
+    args.extend_from_slice(mode);
+    args.extend_from_slice(rest);
+    args
+}
+
 /// A push asks in the background (answered no once the rest is done) while the script's other
 /// execs run, one of them refused; `mode`: flags before `--`; `refused`: the status bash gives
 /// a refused exec.
@@ -37,9 +45,7 @@ fn others_go_on_while_a_person_answers(mode: &[&str], refused: &str) {
          cat pushed.txt",
     );
     let done = e.workspace.join("repo/others.done");
-    let mut args = vec!["--profile", "workstation", "exec"];
-    args.extend_from_slice(mode);
-    args.extend(["--", &name]);
+    let args = workstation("exec", mode, &["--", &name]);
     let mut cmd = pty_command(&args, &e.home, &e.workspace, Some("n"), None);
     cmd.env("BRIDLE_TEST_PTY_ANSWER_AFTER", path_str(&done));
     let r = run(&mut cmd);
@@ -84,9 +90,7 @@ fn killed_while_asking_is_withdrawn(mode: &[&str]) {
     let gone = "withdrawn: the process stopped waiting before anyone answered";
     // Nobody answers: the run ends once the question is withdrawn.
     let started = std::time::Instant::now();
-    let mut args = vec!["--profile", "workstation", "exec"];
-    args.extend_from_slice(mode);
-    args.extend(["--", &name]);
+    let args = workstation("exec", mode, &["--", &name]);
     let r = run(&mut pty_command(&args, &e.home, &e.workspace, None, None));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(15),
@@ -105,9 +109,7 @@ fn killed_while_asking_is_withdrawn(mode: &[&str]) {
 
     // Through the bash tool, the call's result keeps the same answer.
     let bash = serde_json::json!({ "command": name }).to_string();
-    let mut args = vec!["--profile", "workstation", "tool"];
-    args.extend_from_slice(mode);
-    args.extend(["bash", &bash]);
+    let args = workstation("tool", mode, &["bash", &bash]);
     let r = run(&mut pty_command(&args, &e.home, &e.workspace, None, None));
     let v = tool_result_in_pty(&r);
     assert!(v["content"].as_str().unwrap().contains("killed=137"), "{v}");
@@ -132,21 +134,8 @@ fn tracing_the_whole_tree_past_64_open_questions_an_exec_is_refused_unasked() {
          wait\n\
          echo all-gone",
     );
-    let r = run(&mut pty_command(
-        &[
-            "--profile",
-            "workstation",
-            "exec",
-            "--mode",
-            "danger-full-access",
-            "--",
-            &name,
-        ],
-        &e.home,
-        &e.workspace,
-        None,
-        None,
-    ));
+    let args = workstation("exec", &["--mode", "danger-full-access"], &["--", &name]);
+    let r = run(&mut pty_command(&args, &e.home, &e.workspace, None, None));
     assert_contains_all(
         &r.stdout,
         &[
