@@ -255,22 +255,51 @@ fn a_tree_five_levels_deep_started_by_a_script_file_is_supervised_with_its_ances
             "l4.sh",
             "python3 -c 'import subprocess; subprocess.run([\"sh\", \"./l5.sh\"])'",
         ),
-        ("l5.sh", "git push origin HEAD:main; echo pushed=$?"),
+        // Then every evasion, each from a script file of its own one level further down.
+        (
+            "l5.sh",
+            "git push origin HEAD:main; echo pushed=$?\n\
+             for f in \"$PWD\"/../tree-ev-*.sh; do (cd .. && bash \"$f\"); done",
+        ),
     ];
     for (name, body) in levels {
         e.write(&format!("repo/{name}"), format!("{body}\n"));
+    }
+    for (i, (_, line)) in EVASIONS.iter().enumerate() {
+        script(&e, &format!("tree-ev-{i}.sh"), line);
     }
     let top = script(&e, "deep.sh", "bash ./l1.sh");
     let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&top]));
     assert_attributed(&r.stderr, "deep tree");
     assert_eq!(r.value("pushed"), "126", "{}", r.stderr);
+    let denials = r
+        .stderr
+        .matches("rule deny-git-push denied exec of")
+        .count();
+    assert!(denials > EVASIONS.len(), "{denials} denials:\n{}", r.stderr);
     assert_nothing_pushed(&e, "deep tree");
     let (_, v) = bash_tool(&e, &top);
-    let decision = v["sandbox"]["exec_decisions"]
-        .as_array()
-        .and_then(|d| d.first())
+    let decisions = v["sandbox"]["exec_decisions"].as_array().unwrap();
+    // Every evasion denied by the rule, below the script that ran it.
+    for (i, (what, _)) in EVASIONS.iter().enumerate() {
+        let below = format!("tree-ev-{i}.sh");
+        assert!(
+            decisions.iter().any(|d| d["rule"] == "deny-git-push"
+                && d["decision"] == "deny"
+                && d["ancestry"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["command"].as_str().unwrap().contains(&below))),
+            "{what}: no denial below {below}: {v}"
+        );
+    }
+    let decision = decisions
+        .first()
         .unwrap_or_else(|| panic!("no exec decision: {v}"))
         .clone();
+    assert_eq!(decision["rule"], "deny-git-push", "{v}");
+    assert_eq!(decision["decision"], "deny", "{v}");
     let ancestry: Vec<String> = decision["ancestry"]
         .as_array()
         .unwrap()
@@ -479,4 +508,28 @@ fn bridle_exec_names_the_rule_in_one_line_before_the_failure_it_causes() {
         "the attribution came after the failure:\n{stderr}"
     );
     assert_nothing_pushed(&e, "plain push");
+}
+
+#[test]
+fn a_bang_alias_is_denied_at_the_outer_git_before_its_shell_runs() {
+    let e = with_remote();
+    // Were only the inner `git push` stopped, the alias's shell would print its marker first.
+    let name = script(
+        &e,
+        "bang.sh",
+        "git -c alias.y='!echo alias-shell-ran; git push origin HEAD:main' y; echo status=$?",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
+    assert_eq!(r.value("status"), "126", "{}", r.stderr);
+    assert!(!r.stdout.contains("alias-shell-ran"), "{}", r.stdout);
+    // The exec denied is the outer git's, with its alias (wherever git lives on this host).
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("rule deny-git-push denied exec of /")
+                && l.contains("/git -c alias.y=!echo alias-shell-ran; git push")),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_pushed(&e, "a bang alias");
 }

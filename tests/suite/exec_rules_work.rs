@@ -131,17 +131,9 @@ fn a_virtualenv_activated_with_dot_keeps_working_under_ci_locked() {
 
 #[test]
 fn cargo_build_offline_keeps_working_under_ci_locked() {
-    // The toolchain that builds these tests; rustup's proxies need a HOME this test replaces.
-    let cargo = std::path::PathBuf::from(env!("CARGO"));
-    let rustc = cargo.with_file_name("rustc");
-    if nix::unistd::access(&rustc, nix::unistd::AccessFlags::X_OK).is_err() {
-        eprintln!(
-            "cargo_build_offline_keeps_working_under_ci_locked: not run: the toolchain at `{}` is not readable by uid {} (it is run as root)",
-            rustc.display(),
-            nix::unistd::geteuid()
-        );
-        return;
-    }
+    // A toolchain this user can run (rustup's proxies need a HOME this test replaces).
+    let bin = super::support::toolchain_bin();
+    let (cargo, rustc) = (bin.join("cargo"), bin.join("rustc"));
     let e = ExecEnv::new();
     e.write(
         "Cargo.toml",
@@ -295,6 +287,24 @@ fn debuggers_inside_a_supervised_sandbox_fail_saying_why() {
         "{}",
         r.stderr
     );
+    // strace and gdb themselves: they fail, and the sandbox's stderr says why, naming them.
+    let r = e.sh_with(
+        &["--profile", "ci-locked"],
+        &[],
+        "strace -f -o /dev/null /bin/true; echo strace=$?\n\
+         gdb -q -batch -ex run --args /bin/true; echo gdb=$?",
+    );
+    r.assert_failed("strace");
+    r.assert_failed("gdb");
+    for tool in ["strace -f -o /dev/null /bin/true", "gdb -q -batch -ex run"] {
+        assert!(
+            r.stderr
+                .contains(&format!("bridle: ptrace refused to `{tool}")),
+            "{tool}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(r.stderr.matches(why).count(), 2, "{}", r.stderr);
 }
 
 #[test]

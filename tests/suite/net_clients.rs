@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::net_support::{NetEnv, Outside, certificate, s};
+use super::support::toolchain_bin;
 
 const FIXTURES: &str = include_str!("net_fixtures.py");
 
@@ -226,33 +227,6 @@ fn git_clone_over_smart_http() {
         server.requests()
     );
     never_arrived(&server, "denied-git");
-}
-
-/// The cargo (and rustc, which `cargo fetch` runs) of a Rust toolchain this user can run:
-/// the one that built the tests, or, for a user who cannot reach it (an unprivileged CI user
-/// when rustup lives in root's home), the copy `.ci/run` links at
-/// `/usr/local/lib/bridle-test-toolchain`.
-fn toolchain_bin() -> PathBuf {
-    let built_with = Path::new(env!("CARGO"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    for dir in [
-        built_with,
-        PathBuf::from("/usr/local/lib/bridle-test-toolchain/bin"),
-    ] {
-        let runs = Command::new(dir.join("rustc"))
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if runs && dir.join("cargo").exists() {
-            return dir;
-        }
-    }
-    panic!(
-        "no Rust toolchain this user can run: link one at /usr/local/lib/bridle-test-toolchain \
-         (`cp -al \"$(rustc --print sysroot)\" /usr/local/lib/bridle-test-toolchain`, as .ci/run does)"
-    );
 }
 
 /// A project depending on `foo` from the sparse registry at `host:port` (its own

@@ -656,3 +656,30 @@ sys.exit(os.waitstatus_to_exitcode(status))
 pub fn host_lacks(feature: &str) -> bool {
     std::env::var("BRIDLE_HOST_LACKS").is_ok_and(|v| v.split(',').any(|f| f.trim() == feature))
 }
+
+/// The cargo (and rustc, which `cargo fetch` runs) of a Rust toolchain this user can run:
+/// the one that built the tests, or, for a user who cannot reach it (an unprivileged CI user
+/// when rustup lives in root's home), the copy `.ci/run` links at
+/// `/usr/local/lib/bridle-test-toolchain`.
+pub fn toolchain_bin() -> PathBuf {
+    let built_with = Path::new(env!("CARGO"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    for dir in [
+        built_with,
+        PathBuf::from("/usr/local/lib/bridle-test-toolchain/bin"),
+    ] {
+        let runs = Command::new(dir.join("rustc"))
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if runs && dir.join("cargo").exists() {
+            return dir;
+        }
+    }
+    panic!(
+        "no Rust toolchain this user can run: link one at /usr/local/lib/bridle-test-toolchain \
+         (`cp -al \"$(rustc --print sysroot)\" /usr/local/lib/bridle-test-toolchain`, as .ci/run does)"
+    );
+}
