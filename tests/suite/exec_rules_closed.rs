@@ -169,28 +169,22 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn bridle exec");
-        // The loop is the command: its parent is the supervisor (init, or the launcher).
+        // The loop is the command: its parent is the supervisor (init, or the launcher), or
+        // init's child `bridle-execs` is.
         let mut supervisor = 0;
         assert!(
             wait_until(Duration::from_secs(20), || {
-                supervisor = processes_named(&marker)
-                    .first()
-                    .map_or(0, |p| status_field(*p, "PPid").parse().unwrap_or(0));
+                supervisor = processes_named(&marker).first().map_or(0, |p| {
+                    if execs {
+                        supervisor_of(*p)
+                    } else {
+                        status_field(*p, "PPid").parse().unwrap_or(0)
+                    }
+                });
                 supervisor != 0
             }),
-            "{mode:?}: the supervised loop never showed up"
+            "{mode:?}: the supervisor of the loop never showed up"
         );
-        if execs {
-            supervisor = std::fs::read_dir("/proc")
-                .expect("/proc")
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .find(|p| {
-                    status_field(*p, "PPid").parse() == Ok(supervisor)
-                        && status_field(*p, "Name") == "bridle-execs"
-                })
-                .expect("the supervisor's own process, a child of init");
-        }
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(supervisor),
             nix::sys::signal::Signal::SIGKILL,
@@ -240,6 +234,79 @@ fn a_supervisor_that_dies_takes_the_sandbox_with_it() {
                 "{mode:?}: the loop ran on without its supervisor:\n{stdout}"
             );
         }
+    }
+}
+
+/// The supervisor's own process of a running sandbox: a child of the command's parent (init)
+/// named `bridle-execs`; 0 until it shows.
+fn supervisor_of(command: i32) -> i32 {
+    let init: i32 = status_field(command, "PPid").parse().unwrap_or(0);
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .find(|p| {
+            init != 0
+                && status_field(*p, "PPid").parse() == Ok(init)
+                && status_field(*p, "Name") == "bridle-execs"
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_supervisor_ends_with_its_sandbox() {
+    use super::support::{assert_no_survivor, token, wait_until};
+    use std::time::Duration;
+    // The command ends on its own, or bridle is killed (`SIGKILL`, nothing to clean up with).
+    for killed in [false, true] {
+        let e = ExecEnv::new();
+        let marker = token("ends");
+        let seconds = if killed { "30" } else { "2" };
+        let mut child = e
+            .exec_cmd(
+                &["--profile", "ci-locked"],
+                &[],
+                &["bash", "-c", &format!("exec -a {marker} sleep {seconds}")],
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn bridle exec");
+        let (mut command, mut supervisor) = (0, 0);
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                command = processes_named(&marker).first().copied().unwrap_or(0);
+                supervisor = if command == 0 {
+                    0
+                } else {
+                    supervisor_of(command)
+                };
+                supervisor != 0
+            }),
+            "killed {killed}: the supervisor never showed up"
+        );
+        if killed {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .expect("kill bridle");
+        }
+        let _ = child.wait();
+        let gone =
+            |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists() || !runs_on(pid);
+        // Every process of it, bridle's own forks (launcher, init) included, which carry the
+        // marker in their command line: the chain of parent-death signals takes a moment.
+        assert!(
+            wait_until(Duration::from_secs(10), || gone(supervisor)
+                && gone(command)
+                && super::support::processes_with(&marker).is_empty()),
+            "killed {killed}: the supervisor ({supervisor}), the command ({command}) or another \
+             process of the sandbox outlived it: {:?}",
+            super::support::processes_with(&marker)
+        );
+        assert_no_survivor(&marker, "a sandbox that ended");
     }
 }
 
