@@ -318,6 +318,44 @@ fn a_tree_five_levels_deep_started_by_a_script_file_is_supervised_with_its_ances
 }
 
 #[test]
+fn the_terminal_denies_every_evasion_typed_line_by_line() {
+    let e = with_remote();
+    for (what, line) in EVASIONS {
+        // A session of its own for each: what one leaves in the shell (a trap, an alias, a
+        // directory) stays out of the next. A call per line: a call returns when the prompt
+        // does, after the first line of several.
+        let mut script = String::new();
+        for (i, part) in line.split('\n').enumerate() {
+            let typed = if i == 0 {
+                format!("cd repo && {part}\n")
+            } else {
+                format!("{part}\n")
+            };
+            let input = serde_json::to_string(&typed).unwrap();
+            script.push_str(&format!(
+                "- tool_calls:\n    - name: terminal\n      arguments: {{input: {input}, wait_ms: 5000}}\n"
+            ));
+        }
+        script.push_str("- text: done\n");
+        let r = agent(&e, &script, &["--profile", "ci-locked"], "push somehow");
+        r.assert_code(0);
+        let events = events(&e, &session_id(&r));
+        // Refused before it was typed (the command-line rules saw it), or typed and refused at
+        // an exec (a trap's push at the shell's exit, when the session ends, included).
+        let refused_call = events.iter().any(|ev| {
+            matches!(ev, Event::ToolDecision { decision, by, .. }
+                if *decision == bridle_policy::Decision::Deny && by.contains("deny-git-push"))
+        });
+        let refused_exec = events.iter().any(|ev| {
+            matches!(ev, Event::ExecDecision { exec, .. }
+                if exec.rule.as_deref() == Some("deny-git-push") && exec.outcome == "refused")
+        });
+        assert!(refused_call || refused_exec, "{what}: {events:?}");
+        assert_nothing_pushed(&e, what);
+    }
+}
+
+#[test]
 fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
     let e = with_remote();
     // One evasion split over two calls each: `hash -p` in one call and its use in the next;
