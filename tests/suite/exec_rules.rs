@@ -356,6 +356,44 @@ fn the_terminal_denies_every_evasion_typed_line_by_line() {
 }
 
 #[test]
+fn a_terminal_call_of_several_lines_returns_once_the_shell_has_read_them_all() {
+    let e = with_remote();
+    // Three commands, then a loop over three lines: every line's output and the push's denial
+    // belong to the call that typed them, not to the next call or to none.
+    let script = r#"
+- tool_calls:
+    - name: terminal
+      arguments: {input: "cd repo && export GIT_CONFIG_GLOBAL=../gitconfig\ngit config --global alias.pp push\ngit pp origin HEAD:main; echo pp=$?\n", wait_ms: 10000}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "for i in 1 2\ndo echo n$i-done\ndone\n", wait_ms: 10000}
+- text: done
+"#;
+    let r = agent(&e, script, &["--profile", "ci-locked"], "push somehow");
+    r.assert_code(0);
+    let events = events(&e, &session_id(&r));
+    let results = tool_results(&events);
+    assert!(
+        results[0].contains("[bridle: rule deny-git-push denied exec of")
+            && results[0].contains("pp=126"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("n1-done") && results[1].contains("n2-done"),
+        "{results:?}"
+    );
+    let denials: Vec<_> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ExecDecision { call_id, exec } => Some((call_id.as_str(), exec.between_calls)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(denials, [("call_1", false)], "{events:?}");
+    assert_nothing_pushed(&e, "several lines in one call");
+}
+
+#[test]
 fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
     let e = with_remote();
     // One evasion split over two calls each: `hash -p` in one call and its use in the next;

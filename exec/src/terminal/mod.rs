@@ -16,14 +16,14 @@ use bridle_sandbox::{Inspection, Outcome, Running, Sandbox, Spawned};
 use crate::tool::{CallEnv, Declaration, DeniedBy, Effect, ToolResult, TypedTool};
 
 mod between_calls;
+mod prompts;
 
 pub use between_calls::{Asker, BetweenCalls, CLOSED_UNASKED, NOBODY_ASKED, marked_between_calls};
+pub use prompts::{MORE_MARK, PROMPT_MARK};
+use prompts::{Prompts, ends_at_prompt};
 
 /// Bytes of terminal output kept at the start and at the end of one read.
 pub const OUTPUT_CAP: usize = 32 * 1024;
-
-/// The prompt bridle gives the terminal's bash, to see when a command has finished.
-pub const PROMPT_MARK: &str = "\u{1b}[bridle-prompt]$ ";
 
 /// A running terminal.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl Terminal {
         let mut launch = sandbox
             .launch(argv, cwd)
             .env("PS1", PROMPT_MARK)
-            .env("PS2", "")
+            .env("PS2", MORE_MARK)
             .env("TERM", "dumb")
             .env("HISTFILE", "/dev/null")
             .with_controlling_terminal();
@@ -212,15 +212,18 @@ impl Terminal {
     /// after some output, or `wait` passes. The prompt marker is shown as `$ `. What the exec
     /// supervisor reports meanwhile is logged; its questions are answered no.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
-        self.read_observed(wait, quiet, &mut bridle_sandbox::supervisor::Unobserved)
+        self.read_observed(wait, quiet, 0, &mut bridle_sandbox::supervisor::Unobserved)
     }
 
-    /// Like [`Terminal::read`]; what the exec supervisor reports meanwhile (command rules at
-    /// every exec of the shell's commands) goes to `observer`.
+    /// Like [`Terminal::read`], until the shell has read the `lines` lines typed last (a
+    /// prompt for each, when no program reads them instead: then until quiet); what the exec
+    /// supervisor reports meanwhile (command rules at every exec of the shell's commands) goes
+    /// to `observer`.
     pub fn read_observed(
         &mut self,
         wait: Duration,
         quiet: Duration,
+        lines: usize,
         observer: &mut dyn bridle_sandbox::ExecObserver,
     ) -> String {
         let deadline = Instant::now() + wait;
@@ -230,6 +233,8 @@ impl Terminal {
         let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
+        let mut prompts = Prompts::default();
+        prompts.feed(&head);
         loop {
             if let Some(running) = &self.running {
                 running.pump_exec_events(observer, Duration::ZERO);
@@ -239,7 +244,7 @@ impl Terminal {
             } else {
                 tail.iter().copied().collect()
             };
-            if ends_with_prompt(&recent) {
+            if ends_at_prompt(&recent) && prompts.count >= lines {
                 break;
             }
             let now = Instant::now();
@@ -254,6 +259,7 @@ impl Terminal {
                 .min(Duration::from_millis(50));
             match self.output.recv_timeout(step) {
                 Ok(chunk) => {
+                    prompts.feed(&chunk);
                     let room = OUTPUT_CAP.saturating_sub(head.len());
                     let (to_head, rest) = chunk.split_at(room.min(chunk.len()));
                     head.extend_from_slice(to_head);
@@ -285,7 +291,9 @@ impl Terminal {
                 &tail.into_iter().collect::<Vec<u8>>(),
             ));
         }
-        text.replace('\r', "").replace(PROMPT_MARK, "$ ")
+        text.replace('\r', "")
+            .replace(PROMPT_MARK, "$ ")
+            .replace(MORE_MARK, "")
     }
 
     /// Kills the whole process tree and waits until it is gone. Returns what the user must be
@@ -375,13 +383,6 @@ impl Drop for Terminal {
             }
         }
     }
-}
-
-fn ends_with_prompt(bytes: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(bytes);
-    text.trim_end_matches(['\r', '\n'])
-        .ends_with(PROMPT_MARK.trim_end())
-        || text.ends_with(PROMPT_MARK)
 }
 
 /// Whether `input` is nothing but Ctrl-C (interrupting is always allowed: it runs nothing).
@@ -573,9 +574,13 @@ impl TypedTool for TerminalTool {
             };
             let mut execs =
                 crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
+            // Until every line typed has been read (a call returned at the first prompt
+            // left the rest of several lines to run after it, unattributed).
+            let lines = input.matches(['\n', '\r']).count();
             out.push_str(&terminal.read_observed(
                 wait,
                 wait.min(Duration::from_millis(500)),
+                lines,
                 &mut execs,
             ));
             // A question answered as the read ended: its record is this call's, not the next.
