@@ -21,6 +21,7 @@ mod exec_rules_identity;
 mod exec_rules_pool;
 mod exec_rules_race;
 mod exec_rules_sched;
+mod exec_rules_terminal;
 mod exec_rules_work;
 mod exec_tree;
 mod fail_closed;
