@@ -54,8 +54,8 @@ pub struct TerminalArgs {
 
 /// The `terminal` tool: the session's shell, started on first use. A call feeds `input`
 /// (decided by the command rules like a `bash` command line, together with what was typed
-/// before and not yet submitted) and reads until the shell has read every line of it, quiet, or `wait_ms`
-/// (default 2000). With `persist`, the shell stays for the next call unless `close` is set;
+/// before and not yet submitted) and reads until the shell has read every line of it, quiet,
+/// or `wait_ms` (default 2000). With `persist`, the shell stays for the next call unless `close` is set;
 /// without it, the shell is closed before the call returns. Either way a closed shell's whole
 /// tree is gone when the call returns.
 #[derive(Default)]
