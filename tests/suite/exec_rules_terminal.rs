@@ -12,8 +12,8 @@ fn the_terminal_denies_every_evasion_typed_line_by_line() {
     let e = with_remote();
     for (what, line) in EVASIONS {
         // A session of its own for each: what one leaves in the shell (a trap, an alias, a
-        // directory) stays out of the next. A call per line: a call returns when the prompt
-        // does, after the first line of several.
+        // directory) stays out of the next. A call per line, as a person types them (several
+        // lines in one call: `a_terminal_call_of_several_lines_...` below).
         let mut script = String::new();
         for (i, part) in line.split('\n').enumerate() {
             let typed = if i == 0 {

@@ -31,7 +31,13 @@ pub struct Terminal {
     running: Option<Running>,
     master: std::fs::File,
     output: mpsc::Receiver<Vec<u8>>,
+    /// Output printed before the last input was typed (shown with the next read, never
+    /// counted among its prompts).
     pending: Vec<u8>,
+    /// The output seen so far ends at a prompt: the shell waits for a line (no command runs).
+    at_prompt: bool,
+    /// The prompts the last input makes the shell print once it has read all of it.
+    expected_prompts: usize,
     /// What was typed since the last newline: bash has not run it yet, and the next input
     /// continues it, so the rules check both together.
     unsubmitted: String,
@@ -136,6 +142,8 @@ impl Terminal {
             master,
             output,
             pending: Vec::new(),
+            at_prompt: false,
+            expected_prompts: 0,
             unsubmitted: String::new(),
             network,
             registered: None,
@@ -144,6 +152,17 @@ impl Terminal {
             _sandbox: sandbox,
         };
         terminal.read(Duration::from_secs(5), Duration::from_secs(5));
+        // The prompts' marks stay out of the environment of what the shell runs (`env` would
+        // print them, and a nested shell would mark its own prompts). Not shown: the first
+        // call reads from here on.
+        if terminal.input("export -n PS1 PS2\n").is_ok() {
+            terminal.read_observed(
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+                terminal.expected_prompts,
+                &mut bridle_sandbox::supervisor::Unobserved,
+            );
+        }
         Ok(terminal)
     }
 
@@ -197,10 +216,26 @@ impl Terminal {
     }
 
     /// Writes `input` to the terminal as typed (include `\n` to run a line, `\u{3}` for Ctrl-C).
+    /// What the shell printed before is kept for the next read, apart from what `input` makes
+    /// it print ([`Terminal::expected_prompts`]).
     pub fn input(&mut self, input: &str) -> Result<(), String> {
+        let earlier = self.pending.len();
+        while let Ok(chunk) = self.output.try_recv() {
+            self.pending.extend_from_slice(&chunk);
+        }
+        if self.pending.len() > earlier {
+            self.at_prompt = ends_at_prompt(&self.pending);
+        }
+        self.expected_prompts = prompts::expected(input, self.at_prompt);
         self.master
             .write_all(input.as_bytes())
             .map_err(|e| format!("writing to the terminal: {e}"))
+    }
+
+    /// The prompts the shell prints once it has read the last input whole (when no program
+    /// reads it instead), for [`Terminal::read_observed`].
+    pub fn expected_prompts(&self) -> usize {
+        self.expected_prompts
     }
 
     /// Sends Ctrl-C (the terminal turns it into SIGINT for the foreground process group).
@@ -234,7 +269,9 @@ impl Terminal {
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
         let mut prompts = Prompts::default();
-        prompts.feed(&head);
+        // While lines typed are still to be read, a pause in the output is a command at work
+        // more often than a program reading them: waited out longer.
+        let patience = quiet.saturating_mul(4).min(wait);
         loop {
             if let Some(running) = &self.running {
                 running.pump_exec_events(observer, Duration::ZERO);
@@ -249,6 +286,11 @@ impl Terminal {
             }
             let now = Instant::now();
             let seen = !head.is_empty();
+            let quiet = if prompts.count < lines {
+                patience
+            } else {
+                quiet
+            };
             if now >= deadline || (seen && now.duration_since(last) >= quiet) {
                 break;
             }
@@ -279,6 +321,14 @@ impl Terminal {
         // shows, its records are here by now.
         if let Some(running) = &self.running {
             running.pump_exec_events(observer, Duration::ZERO);
+        }
+        let end = if tail.is_empty() {
+            &head[head.len().saturating_sub(64)..]
+        } else {
+            &tail.iter().copied().collect::<Vec<u8>>()[tail.len().saturating_sub(64)..]
+        };
+        if !end.is_empty() {
+            self.at_prompt = ends_at_prompt(end);
         }
         let mut text = String::from_utf8_lossy(&head).into_owned();
         if dropped > 0 {

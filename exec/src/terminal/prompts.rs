@@ -17,6 +17,16 @@ pub(super) fn ends_at_prompt(bytes: &[u8]) -> bool {
         || trimmed.ends_with(MORE_MARK)
 }
 
+/// The prompts the shell prints once it has read `input` whole: one per line ended (`\n` or
+/// `\r`, as the Enter key) and per Ctrl-C, and, when a command was running as it was typed
+/// (not `at_prompt`), one as that command ends, unless a Ctrl-C ends it.
+pub(super) fn expected(input: &str, at_prompt: bool) -> usize {
+    let lines = input.matches(['\n', '\r']).count();
+    let interrupts = input.matches('\u{3}').count();
+    let running = usize::from(!at_prompt && interrupts == 0 && lines > 0);
+    lines + interrupts + running
+}
+
 /// Counts the prompts in output read piece by piece (a mark may be split between two pieces):
 /// one per line the shell has read, when no program reads the lines instead.
 #[derive(Debug, Default)]
@@ -59,6 +69,16 @@ mod tests {
             }
             assert_eq!(prompts.count, 3, "pieces of {size}");
         }
+    }
+
+    #[test]
+    fn a_prompt_is_expected_per_line_per_interrupt_and_for_a_command_still_running() {
+        assert_eq!(expected("ls\n", true), 1);
+        assert_eq!(expected("a\nb\r\n", true), 3);
+        assert_eq!(expected("\u{3}echo a\n", true), 2);
+        assert_eq!(expected("echo a\n", false), 2);
+        assert_eq!(expected("\u{3}", false), 1);
+        assert_eq!(expected("half a line", false), 0);
     }
 
     #[test]

@@ -197,13 +197,13 @@ impl TypedTool for TerminalTool {
                 String::new()
             } else {
                 let line = format!("{carried}{input}");
-                line.rsplit('\n').next().unwrap_or("").to_owned()
+                line.rsplit(['\n', '\r']).next().unwrap_or("").to_owned()
             };
             let mut execs =
                 crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
             // Until every line typed has been read (a call returned at the first prompt
             // left the rest of several lines to run after it, unattributed).
-            let lines = input.matches(['\n', '\r']).count();
+            let lines = terminal.expected_prompts();
             out.push_str(&terminal.read_observed(
                 wait,
                 wait.min(Duration::from_millis(500)),
