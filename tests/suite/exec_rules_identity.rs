@@ -108,3 +108,44 @@ fn a_file_replaced_by_a_copy_of_git_after_its_first_exec_is_git() {
     assert_eq!(r.value("second"), "126", "{}", r.stderr);
     assert_nothing_pushed(&e, "a file replaced by a copy of git");
 }
+
+#[test]
+fn a_script_named_as_a_rule_program_is_denied_at_its_interpreter() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = super::support::ExecEnv::new();
+    // Scripts that only print: a rule naming `wget` still matches a script called `wget`,
+    // run by its interpreter or through its interpreter line, before it runs a line.
+    let shell = e.write("wget", "#!/bin/sh\necho shell-script-ran\n");
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+    e.write("py/curl", "print('python-script-ran')\n");
+    let line = "sh ./wget https://example.com; echo sh=$?\n\
+                ./wget https://example.com; echo direct=$?\n\
+                python3 py/curl https://example.com; echo python=$?\n\
+                sh ./build.sh 2>/dev/null; echo other=$?";
+    e.write("build.sh", "echo build-ran\n");
+    // In a script file: the command line shows nothing, the execs decide.
+    e.write("run.sh", line);
+    let r = run_within(
+        &mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["bash", "run.sh"]),
+        std::time::Duration::from_secs(60),
+    );
+    for key in ["sh", "direct", "python"] {
+        r.assert_failed(key);
+    }
+    assert!(
+        !r.stdout.contains("script-ran"),
+        "a denied script ran:\n{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .matches("rule deny-network-clients denied exec of")
+            .count()
+            >= 3,
+        "{}",
+        r.stderr
+    );
+    // A script no rule names runs.
+    assert!(r.stdout.contains("build-ran"), "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("other"), "0", "{}", r.stderr);
+}
