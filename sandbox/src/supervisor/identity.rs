@@ -308,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hard_link_and_a_copy_are_the_program() {
+    fn a_copy_is_the_program_and_one_byte_more_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
         let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
@@ -329,6 +329,27 @@ mod tests {
                 .names_of_file(&std::fs::File::open(&changed).unwrap())
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_hard_link_is_the_program_by_its_inode_without_reading_it() {
+        // A program resolved from a directory of this test's own (a hard link of a file one
+        // does not own needs root), and a hard link of it under another name elsewhere.
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::copy("/bin/sh", bin.join("sh")).unwrap();
+        let known = resolve(&sh_names(), bin.to_str());
+        assert!(known.iter().any(|k| k.path == bin.join("sh")), "{known:?}");
+        let linked = dir.path().join("harmless");
+        std::fs::hard_link(bin.join("sh"), &linked).unwrap();
+        let mut identity = Identity::new(known);
+        let meta = std::fs::metadata(&linked).unwrap();
+        // Matched by device and inode: its content is never read.
+        let names = identity.names_of(&meta, || -> std::io::Result<std::fs::File> {
+            panic!("the content of a hard link was read")
+        });
+        assert!(names.contains(&"sh".to_owned()), "{names:?}");
     }
 
     #[test]
