@@ -355,12 +355,7 @@ fn bridle_run_records_exec_decisions_with_the_call_that_caused_them() {
     );
     assert_nothing_pushed(&e, "bridle run");
     // A reviewer reads the rule's denial as the exec's decision, not as the sandbox's.
-    let id = session_id(&r);
-    let mut cmd = e.bridle();
-    cmd.args(["log", "show", &id, "--session-dir"])
-        .arg(e.home.join("sessions"));
-    let shown = run_bounded(&mut cmd);
-    shown.assert_ok();
+    let shown = super::run_log_cli::show(&e, &[&session_id(&r)]);
     assert!(
         shown
             .stdout

@@ -6,18 +6,8 @@
 use bridle_agent::log::Event;
 
 use super::exec_rules::{assert_nothing_pushed, git, script, with_remote};
-use super::run_cli::{agent, events, session_id, tool_results};
+use super::run_cli::{agent, events, exec_events, session_id, tool_results};
 use super::support::run_bounded;
-
-fn exec_events(events: &[Event]) -> Vec<(String, bridle_agent::log::ExecDecision)> {
-    events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ExecDecision { call_id, exec } => Some((call_id.clone(), exec.clone())),
-            _ => None,
-        })
-        .collect()
-}
 
 fn call_ids(events: &[Event]) -> Vec<String> {
     events

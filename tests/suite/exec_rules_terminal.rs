@@ -4,8 +4,8 @@
 use bridle_agent::log::Event;
 
 use super::exec_rules::{EVASIONS, assert_nothing_pushed, with_remote};
-use super::run_cli::{agent, events, session_id, tool_results};
-use super::support::run_bounded;
+use super::run_cli::{agent, events, exec_events, session_id, tool_results};
+use super::run_log_cli::show;
 
 #[test]
 fn the_terminal_denies_every_evasion_typed_line_by_line() {
@@ -72,14 +72,11 @@ fn a_terminal_call_of_several_lines_returns_once_the_shell_has_read_them_all() {
         results[1].contains("n1-done") && results[1].contains("n2-done"),
         "{results:?}"
     );
-    let denials: Vec<_> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ExecDecision { call_id, exec } => Some((call_id.as_str(), exec.between_calls)),
-            _ => None,
-        })
+    let denials: Vec<_> = exec_events(&events)
+        .into_iter()
+        .map(|(call_id, exec)| (call_id, exec.between_calls))
         .collect();
-    assert_eq!(denials, [("call_1", false)], "{events:?}");
+    assert_eq!(denials, [("call_1".to_owned(), false)], "{events:?}");
     assert_nothing_pushed(&e, "several lines in one call");
 }
 
@@ -121,13 +118,7 @@ fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
     r.assert_code(0);
     let id = session_id(&r);
     let events = events(&e, &id);
-    let execs: Vec<_> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::ExecDecision { call_id, exec } => Some((call_id.clone(), exec.clone())),
-            _ => None,
-        })
-        .collect();
+    let execs = exec_events(&events);
     assert!(execs.len() >= 2, "{execs:?}");
     for (_, exec) in &execs {
         assert_eq!(exec.rule.as_deref(), Some("deny-git-push"), "{exec:?}");
@@ -149,11 +140,7 @@ fn the_terminal_is_supervised_across_calls_and_the_log_records_each_denial() {
     assert!(supervised(&results[7]), "{results:?}");
     assert_nothing_pushed(&e, "terminal");
     // `log show` prints each decision with the processes above it.
-    let mut cmd = e.bridle();
-    cmd.args(["log", "show", &id, "--session-dir"])
-        .arg(e.home.join("sessions"));
-    let shown = run_bounded(&mut cmd);
-    shown.assert_ok();
+    let shown = show(&e, &[&id]);
     assert!(
         shown
             .stdout

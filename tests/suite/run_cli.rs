@@ -77,6 +77,17 @@ pub(super) fn tool_results(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// Every exec decision, with the call it belongs to, in order.
+pub(super) fn exec_events(events: &[Event]) -> Vec<(String, bridle_agent::log::ExecDecision)> {
+    events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::ExecDecision { call_id, exec } => Some((call_id.clone(), exec.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(super) fn decisions(events: &[Event]) -> Vec<(String, String)> {
     events
         .iter()

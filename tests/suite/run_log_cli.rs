@@ -9,7 +9,7 @@ use super::run_cli::{agent, agent_cmd_in, events, http_server, session_id, sessi
 use super::support::{ExecEnv, Run, assert_contains_all, path_str, run_bounded};
 
 /// `bridle log show ARGS... --session-dir <home>/sessions`.
-fn show(e: &ExecEnv, args: &[&str]) -> Run {
+pub(super) fn show(e: &ExecEnv, args: &[&str]) -> Run {
     let mut cmd = e.bridle();
     cmd.args(["log", "show"])
         .args(args)
