@@ -1588,11 +1588,11 @@ fn the_allow_list_filter_is_the_network_off_filter() {
     );
 }
 
-/// The supervised filter with nobody holding its listener (the supervisor gone): every exec
-/// (and `ptrace`, which the supervisor refuses) fails with `ENOSYS`, so nothing runs
-/// unsupervised; other syscalls are not affected.
-#[test]
-fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
+/// Exit code of a forked child that sets `PR_SET_NO_NEW_PRIVS`, installs the supervised
+/// confined filter with a listener (200, 201: it could not) and returns what `check` makes of
+/// that listener. `check` runs in the child: raw syscalls on data built before the fork only, no
+/// allocation, no unwinding.
+fn in_a_child_with_a_listener(check: impl FnOnce(std::os::fd::OwnedFd) -> i32) -> i32 {
     let program = compile_supervised(SeccompProfile::Confined, options(false, false, false))
         .expect("compiles");
     // Converted before the fork: the child allocates nothing.
@@ -1609,55 +1609,89 @@ fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
                 let Ok(listener) = crate::sys::notify::install_filter_with_listener(&raw) else {
                     return 201;
                 };
-                drop(listener);
-                let argv = [c"true".as_ptr(), std::ptr::null()];
-                let envp = [std::ptr::null::<libc::c_char>()];
-                // SAFETY: NUL-terminated literals and NULL-terminated vectors that outlive
-                // the call; on success the process image is replaced.
-                unsafe { libc::execve(c"/bin/true".as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-                let execve = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
-                // SAFETY: as above; execveat(AT_FDCWD, path, argv, envp, 0).
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_execveat,
-                        libc::AT_FDCWD,
-                        c"/bin/true".as_ptr(),
-                        argv.as_ptr(),
-                        envp.as_ptr(),
-                        0,
-                    )
-                };
-                let execveat = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
-                // SAFETY: ptrace(PTRACE_TRACEME, 0, NULL, NULL) takes integers only.
-                unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
-                let ptrace = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
-                // SAFETY: getppid takes no arguments.
-                let other = unsafe { libc::getppid() } > 0;
-                match (
-                    execve == libc::ENOSYS,
-                    execveat == libc::ENOSYS,
-                    ptrace == libc::ENOSYS,
-                    other,
-                ) {
-                    (true, true, true, true) => 0,
-                    (false, ..) => 10,
-                    (_, false, ..) => 11,
-                    (_, _, false, _) => 13,
-                    _ => 12,
-                }
+                check(listener)
             })();
             // SAFETY: `_exit` ends the child without returning into the harness.
             unsafe { libc::_exit(code) }
         }
-        ForkResult::Parent { child } => {
-            let status = waitpid(child, None).expect("waitpid");
-            assert_eq!(
-                status,
-                WaitStatus::Exited(child, 0),
-                "10: execve, 11: execveat, 13: ptrace did not fail with ENOSYS; 12: getppid failed"
-            );
-        }
+        ForkResult::Parent { child } => match waitpid(child, None).expect("waitpid") {
+            WaitStatus::Exited(_, code) => code,
+            other => panic!("the child ended {other:?}"),
+        },
     }
+}
+
+/// The supervisor sets and clears its listener's synchronous wake-up flag as the machine's
+/// load changes (`supervisor::wake`): the kernel takes both on a real listener.
+#[test]
+fn a_supervised_filter_s_listener_takes_the_sync_wake_up_flag_and_its_clearing() {
+    use std::os::fd::AsFd;
+    // Before 6.6 the kernel refuses the flag and the supervisor goes on without it.
+    let lacks = crate::host_lacks("sync-wake-up");
+    let code = in_a_child_with_a_listener(|listener| {
+        let set = |on| crate::sys::notify::set_sync_wake_up(listener.as_fd(), on).is_ok();
+        match (set(true), set(false), set(true)) {
+            (true, true, true) => 0,
+            (false, false, false) if lacks => 0,
+            (false, ..) => 10,
+            (_, false, _) => 11,
+            _ => 12,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "10: setting the flag failed (set BRIDLE_HOST_LACKS=sync-wake-up on kernels before \
+         6.6), 11: clearing it, 12: setting it again; 200/201: no filter"
+    );
+}
+
+/// The supervised filter with nobody holding its listener (the supervisor gone): every exec
+/// (and `ptrace`, which the supervisor refuses) fails with `ENOSYS`, so nothing runs
+/// unsupervised; other syscalls are not affected.
+#[test]
+fn a_supervised_filter_whose_listener_is_gone_fails_every_exec_with_enosys() {
+    let code = in_a_child_with_a_listener(|listener| {
+        drop(listener);
+        let argv = [c"true".as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<libc::c_char>()];
+        // SAFETY: NUL-terminated literals and NULL-terminated vectors that outlive
+        // the call; on success the process image is replaced.
+        unsafe { libc::execve(c"/bin/true".as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let execve = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        // SAFETY: as above; execveat(AT_FDCWD, path, argv, envp, 0).
+        unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                libc::AT_FDCWD,
+                c"/bin/true".as_ptr(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+                0,
+            )
+        };
+        let execveat = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        // SAFETY: ptrace(PTRACE_TRACEME, 0, NULL, NULL) takes integers only.
+        unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+        let ptrace = io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        // SAFETY: getppid takes no arguments.
+        let other = unsafe { libc::getppid() } > 0;
+        match (
+            execve == libc::ENOSYS,
+            execveat == libc::ENOSYS,
+            ptrace == libc::ENOSYS,
+            other,
+        ) {
+            (true, true, true, true) => 0,
+            (false, ..) => 10,
+            (_, false, ..) => 11,
+            (_, _, false, _) => 13,
+            _ => 12,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "10: execve, 11: execveat, 13: ptrace did not fail with ENOSYS; 12: getppid failed"
+    );
 }
 
 /// The compiled supervised program (the exec notification first) agrees with its table.

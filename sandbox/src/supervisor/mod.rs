@@ -58,11 +58,9 @@
 //! - A thread of the supervisor's process waits at the listener (one per CPU; the others wait
 //!   to be called there), answers, and waits for the exec event of the thread it seized itself
 //!   ([`pool`] says why).
-//! - The listener is not set to wake on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
-//!   with it, the caller woken by the answer (and the program let go at its exec event) often
-//!   preempted the supervisor on that CPU (`make -j2` of 200 files, alternating runs: 1.21
-//!   with the flag, 1.11 without; with one thread per CPU at the listener, 1.06 to 1.09
-//!   against 1.04 to 1.07, though the `/bin/true` loop gained 18 µs: `bench/RESULTS.md`).
+//! - The listener wakes on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`) only while
+//!   the machine has a CPU to spare: that saves waking an idle CPU at each hand-over, and
+//!   costs a build that keeps every CPU busy ([`wake`] says how much of each).
 //! - Every supervising thread asks for the kernel's shortest scheduler slice, which what it
 //!   starts does not inherit ([`SUPERVISOR_SLICE_NS`] says why).
 //!
@@ -148,6 +146,7 @@ mod reporting;
 mod settled;
 mod stack;
 mod tracee;
+mod wake;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

@@ -39,6 +39,7 @@ use nix::errno::Errno;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 
 use super::notify::{Step, is_exec};
+use super::wake::WakePlacement;
 use super::{Supervisor, tracee};
 use crate::sys;
 use crate::sys::notify::{self as unotify, Notification};
@@ -94,6 +95,8 @@ struct Pool<'a> {
     gone: Mutex<Vec<i32>>,
     /// The command lines told why their `ptrace` was refused (see [`Pool::refuse_tracing`]).
     told_of_tracing: Mutex<HashSet<String>>,
+    /// Where the kernel wakes the threads at a notification and the caller at its answer.
+    wake: WakePlacement,
 }
 
 /// Threads waiting on [`Pool::called`].
@@ -117,6 +120,7 @@ pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
     supervisor.listen(listener);
     // Ancestry stops where the sandbox's tree starts: the process that forked this one.
     supervisor.root = nix::unistd::getppid().as_raw();
+    let wake = WakePlacement::new(receiver.as_fd());
     let pool = Pool {
         supervisor: Mutex::new(supervisor),
         listener: receiver,
@@ -129,6 +133,7 @@ pub(crate) fn serve(supervisor: &mut Supervisor, listener: OwnedFd) -> ! {
         called: Condvar::new(),
         gone: Mutex::new(Vec::new()),
         told_of_tracing: Mutex::new(HashSet::new()),
+        wake,
     };
     std::thread::scope(|scope| guarded(|| pool.work(scope, true)));
     fatal("the exec supervisor's threads stopped")
@@ -228,6 +233,8 @@ impl<'a> Pool<'a> {
                     self.lock().answered(held, asked, spare)
                 }
             };
+            // After the answer: the caller is on its way meanwhile.
+            self.wake.follow_load(self.listener.as_fd());
             if seized {
                 self.follow();
             }
