@@ -1609,7 +1609,12 @@ fn in_a_child_with_a_listener(check: impl FnOnce(std::os::fd::OwnedFd) -> i32) -
                 let Ok(listener) = crate::sys::notify::install_filter_with_listener(&raw) else {
                     return 201;
                 };
-                check(listener)
+                // A `check` that panics ends the child with 202, never unwinds into the
+                // harness's copy.
+                let guard = ExitOnUnwind;
+                let code = check(listener);
+                std::mem::forget(guard);
+                code
             })();
             // SAFETY: `_exit` ends the child without returning into the harness.
             unsafe { libc::_exit(code) }
@@ -1621,6 +1626,16 @@ fn in_a_child_with_a_listener(check: impl FnOnce(std::os::fd::OwnedFd) -> i32) -
     }
 }
 
+/// Ends a forked child with 202 when dropped (by an unwinding panic).
+struct ExitOnUnwind;
+
+impl Drop for ExitOnUnwind {
+    fn drop(&mut self) {
+        // SAFETY: `_exit` ends the process at once; it takes an integer only.
+        unsafe { libc::_exit(202) }
+    }
+}
+
 /// The supervisor sets and clears its listener's synchronous wake-up flag as the machine's
 /// load changes (`supervisor::wake`): the kernel takes both on a real listener.
 #[test]
@@ -1629,19 +1644,23 @@ fn a_supervised_filter_s_listener_takes_the_sync_wake_up_flag_and_its_clearing()
     // Before 6.6 the kernel refuses the flag and the supervisor goes on without it.
     let lacks = crate::host_lacks("sync-wake-up");
     let code = in_a_child_with_a_listener(|listener| {
-        let set = |on| crate::sys::notify::set_sync_wake_up(listener.as_fd(), on).is_ok();
+        let set = |on| {
+            crate::sys::notify::set_sync_wake_up(listener.as_fd(), on).map_err(|e| e.raw_os_error())
+        };
+        let einval = Err(Some(libc::EINVAL));
         match (set(true), set(false), set(true)) {
-            (true, true, true) => 0,
-            (false, false, false) if lacks => 0,
-            (false, ..) => 10,
-            (_, false, _) => 11,
+            (Ok(()), Ok(()), Ok(())) => 0,
+            (a, b, c) if lacks && a == einval && b == einval && c == einval => 0,
+            (Err(_), ..) => 10,
+            (_, Err(_), _) => 11,
             _ => 12,
         }
     });
     assert_eq!(
         code, 0,
         "10: setting the flag failed (set BRIDLE_HOST_LACKS=sync-wake-up on kernels before \
-         6.6), 11: clearing it, 12: setting it again; 200/201: no filter"
+         6.6; only EINVAL then), 11: clearing it, 12: setting it again; 200/201: no filter; \
+         202: the check panicked"
     );
 }
 

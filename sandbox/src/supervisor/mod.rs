@@ -59,7 +59,7 @@
 //!   to be called there), answers, and waits for the exec event of the thread it seized itself
 //!   ([`pool`] says why).
 //! - The listener wakes on the waker's CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`) only while
-//!   the machine has a CPU to spare: that saves waking an idle CPU at each hand-over, and
+//!   the machine has CPU time to spare: that saves waking an idle CPU at each hand-over, and
 //!   costs a build that keeps every CPU busy ([`wake`] says how much of each).
 //! - Every supervising thread asks for the kernel's shortest scheduler slice, which what it
 //!   starts does not inherit ([`SUPERVISOR_SLICE_NS`] says why).

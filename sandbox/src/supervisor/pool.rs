@@ -233,11 +233,11 @@ impl<'a> Pool<'a> {
                     self.lock().answered(held, asked, spare)
                 }
             };
-            // After the answer: the caller is on its way meanwhile.
-            self.wake.follow_load(self.listener.as_fd());
             if seized {
                 self.follow();
             }
+            // Last: a caller seized waits at its exec event until `follow` takes it.
+            self.wake.follow_load(self.listener.as_fd());
         }
     }
 

@@ -1,6 +1,6 @@
 //! Where the kernel wakes a supervisor thread at a notification, and the caller at its answer:
 //! on the waker's own CPU (the listener's `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`) while the
-//! machine has a CPU to spare, wherever the scheduler places it otherwise.
+//! machine has CPU time to spare, wherever the scheduler places it otherwise.
 //!
 //! Why both: at a notification the caller goes to sleep and at an answer the supervisor does,
 //! so each hand-over can stay on the CPU the sleeper leaves. With CPUs idle that saves waking
@@ -9,8 +9,9 @@
 //! 85 to 93 µs to 62 to 77 µs, the exec's added time by about 10 to 20 µs. With every CPU
 //! busy (a parallel build) the flag set for good cost instead: the woken task, kept on the
 //! waker's CPU, waits there or migrates, `make -j2` of 200 files 1 to 5 % slower. So the flag
-//! follows how idle the machine was over the last [`WINDOW`]: on with at least [`SPARE_CPU`] of
-//! a CPU idle (`bench/RESULTS.md`, thirteenth and twenty-second passes).
+//! follows how idle the machine was over the last [`WINDOW`]: on from [`SPARE_ON`] of a CPU
+//! idle on average, off again below [`SPARE_OFF`] (`bench/RESULTS.md`, thirteenth and
+//! twenty-second passes).
 //! Only where the threads wake changes, never what is decided.
 
 use std::fs::File;
@@ -25,9 +26,12 @@ use crate::sys::notify as unotify;
 /// counts in hundredths of a second, so a shorter window would mostly measure its rounding.
 const WINDOW: Duration = Duration::from_millis(200);
 
-/// Idle CPU time per second of wall time (CPUs idle on average) at or above which wake-ups
-/// stay on the waker's CPU.
-const SPARE_CPU: f64 = 0.5;
+/// Idle CPU time per second of wall time (CPUs idle on average) from which wake-ups stay on
+/// the waker's CPU, and below which they no longer do: apart, so that a load between them
+/// (and `/proc/uptime`'s rounding, about 0.1 of a CPU over a window) does not flip the flag at
+/// every window.
+const SPARE_ON: f64 = 0.6;
+const SPARE_OFF: f64 = 0.4;
 
 /// The flag's state and the last sample of the machine's idle time.
 pub(super) struct WakePlacement {
@@ -45,7 +49,7 @@ struct State {
     idle: f64,
     /// Whether the flag is set now.
     sync: bool,
-    /// The kernel refused the flag (before 6.6): never tried again.
+    /// The kernel does not know the flag (`EINVAL`: before 6.6): never tried again.
     refused: bool,
 }
 
@@ -57,7 +61,8 @@ impl WakePlacement {
     pub(super) fn new(listener: BorrowedFd<'_>) -> Self {
         let uptime = File::open("/proc/uptime").ok();
         let first = uptime.as_ref().and_then(read_uptime);
-        let sync = first.is_some() && unotify::set_sync_wake_up(listener, true).is_ok();
+        let set = first.map(|_| unotify::set_sync_wake_up(listener, true));
+        let sync = matches!(set, Some(Ok(())));
         let (up, idle) = first.unwrap_or_default();
         Self {
             state: Mutex::new(State {
@@ -65,15 +70,15 @@ impl WakePlacement {
                 uptime: up,
                 idle,
                 sync,
-                refused: first.is_some() && !sync,
+                refused: set.is_some_and(|r| unknown_flag(r.as_ref().err())),
             }),
             uptime,
         }
     }
 
-    /// Called at each notification: once per window, samples the idle time and sets or clears
-    /// the flag on `listener` to follow it. Never waits: a thread finding another one at it
-    /// leaves it to that one.
+    /// Called after each exec notification is answered: once per window, samples the idle time
+    /// and sets or clears the flag on `listener` to follow it. A thread finding another one at
+    /// it leaves it to that one (the kernel's own lock, taken by the ioctl, is held briefly).
     pub(super) fn follow_load(&self, listener: BorrowedFd<'_>) {
         let Some(uptime) = &self.uptime else { return };
         let Ok(mut state) = self.state.try_lock() else {
@@ -90,24 +95,40 @@ impl WakePlacement {
         state.taken = Some(now);
         state.uptime = up;
         state.idle = idle;
-        let Some(sync) = before.and_then(|before| wanted(before, (up, idle))) else {
+        let Some(spare) = before.and_then(|before| spare_cpu(before, (up, idle))) else {
             return;
         };
+        let sync = wanted(state.sync, spare);
         if sync != state.sync {
             match unotify::set_sync_wake_up(listener, sync) {
                 Ok(()) => state.sync = sync,
-                Err(_) => state.refused = true,
+                // Anything else (`EINTR` at the kernel's lock) is tried again next window.
+                Err(e) => state.refused = unknown_flag(Some(&e)),
             }
         }
     }
 }
 
-/// Whether wake-ups should stay on the waker's CPU, from two samples of `/proc/uptime`
-/// (uptime, idle seconds): with at least [`SPARE_CPU`] idle on average between them. `None`
+/// CPUs idle on average between two samples of `/proc/uptime` (uptime, idle seconds); `None`
 /// when they measure no time.
-fn wanted(before: (f64, f64), after: (f64, f64)) -> Option<bool> {
+fn spare_cpu(before: (f64, f64), after: (f64, f64)) -> Option<f64> {
     let spare = (after.1 - before.1) / (after.0 - before.0);
-    spare.is_finite().then_some(spare >= SPARE_CPU)
+    spare.is_finite().then_some(spare)
+}
+
+/// Whether wake-ups should stay on the waker's CPU, given whether they do now and the CPUs
+/// idle on average over the last window.
+fn wanted(now: bool, spare: f64) -> bool {
+    if now {
+        spare >= SPARE_OFF
+    } else {
+        spare >= SPARE_ON
+    }
+}
+
+/// Whether `error` says the kernel does not know the flag.
+fn unknown_flag(error: Option<&std::io::Error>) -> bool {
+    error.is_some_and(|e| e.raw_os_error() == Some(nix::libc::EINVAL))
 }
 
 /// The two numbers of `/proc/uptime` ("36312.96 21310.01\n"), read from its start.
@@ -139,14 +160,35 @@ mod tests {
     }
 
     #[test]
-    fn wake_ups_stay_on_the_waker_s_cpu_only_while_a_cpu_is_half_idle() {
-        // One of two CPUs idle (a serial loop of execs): on.
-        assert_eq!(wanted((100.0, 50.0), (100.2, 50.19)), Some(true));
-        // Both busy (a parallel build): off.
-        assert_eq!(wanted((100.0, 50.0), (100.2, 50.03)), Some(false));
-        assert_eq!(wanted((100.0, 50.0), (100.2, 50.12)), Some(true));
+    fn idle_cpus_are_the_idle_time_over_the_wall_time_between_two_samples() {
+        let spare = |before, after| spare_cpu(before, after).map(|s| (s * 100.0).round() / 100.0);
+        // One of two CPUs idle (a serial loop of execs).
+        assert_eq!(spare((100.0, 50.0), (100.2, 50.19)), Some(0.95));
+        // Both busy (a parallel build).
+        assert_eq!(spare((100.0, 50.0), (100.2, 50.03)), Some(0.15));
         // No time between the samples: nothing to go by.
-        assert_eq!(wanted((100.0, 50.0), (100.0, 50.0)), None);
+        assert_eq!(spare_cpu((100.0, 50.0), (100.0, 50.0)), None);
+    }
+
+    #[test]
+    fn wake_ups_stay_on_the_waker_s_cpu_while_cpus_idle_and_flip_only_past_the_other_bound() {
+        assert!(wanted(false, 0.95) && wanted(true, 0.95));
+        assert!(!wanted(false, 0.15) && !wanted(true, 0.15));
+        // Between the bounds the flag stays as it is.
+        assert!(!wanted(false, 0.5) && wanted(true, 0.5));
+        assert!(wanted(false, SPARE_ON) && !wanted(true, SPARE_OFF - 0.01));
+    }
+
+    #[test]
+    fn only_einval_says_the_kernel_lacks_the_flag() {
+        use std::io::Error;
+        assert!(unknown_flag(Some(&Error::from_raw_os_error(
+            nix::libc::EINVAL
+        ))));
+        assert!(!unknown_flag(Some(&Error::from_raw_os_error(
+            nix::libc::EINTR
+        ))));
+        assert!(!unknown_flag(None));
     }
 
     #[test]

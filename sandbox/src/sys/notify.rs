@@ -145,13 +145,14 @@ pub fn respond(listener: BorrowedFd<'_>, id: u64, response: Response) -> io::Res
 }
 
 /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6; not in `libc`).
-const SYNC_WAKE_UP: u64 = 1;
+const SYNC_WAKE_UP: libc::c_ulong = 1;
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS`: whether the kernel wakes a receiver at a notification, and
 /// the caller at its answer, on the waker's own CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`,
-/// 6.6). `EINVAL` on a kernel without the flag.
+/// 6.6). `EINVAL` on a kernel without the flag; `EINTR` when a signal came while the
+/// kernel's lock was taken.
 pub fn set_sync_wake_up(listener: BorrowedFd<'_>, on: bool) -> io::Result<()> {
-    let flags: u64 = if on { SYNC_WAKE_UP } else { 0 };
+    let flags: libc::c_ulong = if on { SYNC_WAKE_UP } else { 0 };
     // SAFETY: SET_FLAGS takes the flags as the ioctl's argument itself, not a pointer: the
     // kernel touches none of our memory.
     let ret = unsafe {
