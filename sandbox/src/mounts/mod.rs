@@ -39,6 +39,7 @@ mod full_view;
 mod git_lock;
 pub mod inspect;
 mod ops;
+mod pins;
 mod placeholders;
 mod prepare;
 mod state;
@@ -51,6 +52,7 @@ use ops::{
     attach, attach_strict, bind_onto_itself, clone_tree, clone_tree_strict, cstr, mount_tmpfs,
     remount_read_only, visible_in_view,
 };
+use pins::pin_path;
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
 pub use prepare::prepare;
@@ -387,7 +389,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     }
     attach_strict(&temp, &plan.temp_dir, FsWrite)?;
     for pin in &plan.pins {
-        bind_onto_itself(pin, false, FsProtect)?;
+        pin_path(pin, plan)?;
     }
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
@@ -422,7 +424,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
 fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
     use Guarantee::{FsMask, FsProtect};
     for pin in &plan.pins {
-        bind_onto_itself(pin, false, FsProtect)?;
+        pin_path(pin, plan)?;
     }
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
