@@ -39,7 +39,6 @@ mod full_view;
 mod git_lock;
 pub mod inspect;
 mod ops;
-mod pins;
 mod placeholders;
 mod prepare;
 mod state;
@@ -52,7 +51,6 @@ use ops::{
     attach, attach_strict, bind_onto_itself, clone_tree, clone_tree_strict, cstr, mount_tmpfs,
     remount_read_only, visible_in_view,
 };
-use pins::pin_path;
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
 pub use prepare::prepare;
@@ -389,7 +387,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     }
     attach_strict(&temp, &plan.temp_dir, FsWrite)?;
     for pin in &plan.pins {
-        pin_path(pin, plan)?;
+        bind_onto_itself(pin, false, FsProtect)?;
     }
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
@@ -424,7 +422,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
 fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
     use Guarantee::{FsMask, FsProtect};
     for pin in &plan.pins {
-        pin_path(pin, plan)?;
+        bind_onto_itself(pin, false, FsProtect)?;
     }
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
