@@ -42,11 +42,9 @@ pub(super) struct WakePlacement {
 }
 
 struct State {
-    /// When the last sample was taken (to read the file once per window at most).
-    taken: Option<Instant>,
-    /// Its uptime and idle seconds.
-    uptime: f64,
-    idle: f64,
+    /// The last sample: when it was taken (to read the file once per window at most), and its
+    /// uptime and idle seconds.
+    last: Option<(Instant, (f64, f64))>,
     /// Whether the flag is set now.
     sync: bool,
     /// The kernel does not know the flag (`EINVAL`: before 6.6): never tried again.
@@ -63,12 +61,9 @@ impl WakePlacement {
         let first = uptime.as_ref().and_then(read_uptime);
         let set = first.map(|_| unotify::set_sync_wake_up(listener, true));
         let sync = matches!(set, Some(Ok(())));
-        let (up, idle) = first.unwrap_or_default();
         Self {
             state: Mutex::new(State {
-                taken: first.map(|_| Instant::now()),
-                uptime: up,
-                idle,
+                last: first.map(|sample| (Instant::now(), sample)),
                 sync,
                 refused: set.is_some_and(|r| unknown_flag(r.as_ref().err())),
             }),
@@ -85,17 +80,18 @@ impl WakePlacement {
             return;
         };
         let now = Instant::now();
-        if state.refused || state.taken.is_some_and(|t| now.duration_since(t) < WINDOW) {
+        if state.refused
+            || state
+                .last
+                .is_some_and(|(t, _)| now.duration_since(t) < WINDOW)
+        {
             return;
         }
-        let Some((up, idle)) = read_uptime(uptime) else {
+        let Some(sample) = read_uptime(uptime) else {
             return;
         };
-        let before = state.taken.map(|_| (state.uptime, state.idle));
-        state.taken = Some(now);
-        state.uptime = up;
-        state.idle = idle;
-        let Some(spare) = before.and_then(|before| spare_cpu(before, (up, idle))) else {
+        let before = state.last.replace((now, sample));
+        let Some(spare) = before.and_then(|(_, before)| spare_cpu(before, sample)) else {
             return;
         };
         let sync = wanted(state.sync, spare);
