@@ -49,6 +49,7 @@ fn plan_with(root: &std::path::Path, profile: &str) -> bridle_policy::Plan {
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     };
     bridle_policy::plan(&policy, &ctx).unwrap()

@@ -242,6 +242,14 @@ impl Facts {
             .filter(|(p, _)| !masks.iter().any(|(m, _)| m == p))
             .collect();
         ctx.masks.extend(masks.iter().cloned());
+        // Another run removes its session directory when it likes (a test's, a CI job's): an
+        // escalated call's view then passes over the mounts kept only to hide it.
+        ctx.masks_may_vanish = ctx
+            .masks
+            .iter()
+            .filter(|(_, what)| what == crate::session_registry::REGISTERED)
+            .map(|(path, _)| path.clone())
+            .collect();
         bridle_policy::plan(policy, &ctx)
     }
 
@@ -307,6 +315,7 @@ impl Facts {
             host_env: self.host_env.clone(),
             found: Vec::new(),
             masks: Vec::new(),
+            masks_may_vanish: Vec::new(),
             escalated_from: None,
         }
     }

@@ -57,6 +57,7 @@ fn world(answerer: Box<dyn Answerer>) -> World {
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();

@@ -392,6 +392,7 @@ mod tests {
             private_tmp: true,
             cache_home: None,
             exec_rules: None,
+            masks_may_vanish: Vec::new(),
             protected_kept: false,
         }
     }
@@ -503,6 +504,7 @@ mod tests {
     fn under_full_access_only_what_the_view_keeps_is_attributed() {
         let s = SandboxSpec {
             mode: bridle_policy::SandboxMode::DangerFullAccess,
+            masks_may_vanish: Vec::new(),
             protected_kept: true,
             ..spec()
         };

@@ -121,6 +121,11 @@ pub struct SandboxSpec {
     pub must_stay_absent: Vec<PathBuf>,
     /// Paths that are unreadable.
     pub masked_paths: Vec<PathBuf>,
+    /// The masked paths that another run may remove at any moment (its session directories,
+    /// which the registry lists): once one is gone nothing is left to hide, so the sandbox
+    /// passes over the mounts kept only for it when they are gone too, instead of failing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masks_may_vanish: Vec<PathBuf>,
     /// Network setting.
     pub network: Network,
     /// With network `allow-list`: what the proxy decides by, and where the relay listens.

@@ -126,3 +126,42 @@ fn an_escalation_to_workspace_write_is_planned_as_the_mode_is() {
     own.protected_kept = false;
     assert_eq!(escalated.spec, own, "workspace-write needs nothing more");
 }
+
+#[test]
+fn only_the_masks_the_context_says_may_vanish_are_listed_as_such() {
+    let policy = load(
+        &ShippedOnly,
+        &LoadRequest {
+            profile: "workstation".into(),
+            overrides: Overrides {
+                mode: Some(SandboxMode::DangerFullAccess),
+                ..Overrides::default()
+            },
+            workspace_layer: None,
+        },
+    )
+    .unwrap();
+    let other_run = PathBuf::from("/var/tmp/ci-job-7/sessions");
+    // A registered directory that holds the current one: both stay masked, and only the one
+    // another run owns may vanish (what holds the current one stays pinned).
+    let around = PathBuf::from("/srv/runs");
+    let current = around.join("now/sessions");
+    let mut ctx = ctx();
+    ctx.escalated_from = Some(SandboxMode::WorkspaceWrite);
+    ctx.masks = vec![
+        (other_run.clone(), "another run's session directory".into()),
+        (around.clone(), "another run's session directory".into()),
+        (current.clone(), "bridle's session directory".into()),
+    ];
+    ctx.masks_may_vanish = vec![other_run.clone(), around.clone()];
+    let spec = plan(&policy, &ctx).unwrap().spec;
+    for path in [&other_run, &around, &current] {
+        assert!(spec.masked_paths.contains(path), "{}", path.display());
+    }
+    assert_eq!(spec.masks_may_vanish, [around, other_run]);
+
+    // Without the escalation, danger-full-access masks nothing, so nothing may vanish either.
+    ctx.escalated_from = None;
+    let spec = plan(&policy, &ctx).unwrap().spec;
+    assert!(spec.masked_paths.is_empty() && spec.masks_may_vanish.is_empty());
+}

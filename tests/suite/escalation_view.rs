@@ -257,6 +257,7 @@ fn escalated_spec(env: &Env, sessions: &Path) -> bridle_policy::SandboxSpec {
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: vec![(sessions.to_owned(), "bridle's session directory".into())],
+        masks_may_vanish: Vec::new(),
         escalated_from: Some(bridle_policy::SandboxMode::WorkspaceWrite),
     };
     bridle_policy::plan(&policy, &ctx).unwrap().spec

@@ -354,6 +354,7 @@ fn a_proxy_that_stops_mid_run_fails_the_connections_and_never_opens_the_network(
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();

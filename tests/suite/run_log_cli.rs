@@ -237,12 +237,11 @@ fn on_a_terminal_the_answer_is_escaped_and_escalations_are_shown() {
     let r = super::support::bridle_in_pty(&args, &e.home, &e.workspace, Some("y"), None);
     r.assert_code(0);
     if std::fs::read_to_string(&escaped).ok().as_deref() != Some("x\n") {
-        // What the call's result said is in the log (an intermittent failure in CI, seen once
-        // on 2026-12-07: "sandbox unavailable: G-FS-PROTECT (opening `/var/tmp/bridle-e2e-…`
-        // without following symlinks…": a session directory another test had registered, in
-        // the account's registry every test shares, was removed while this escalated call's
-        // view pinned its parents; the launch failed closed, as it must until the mount plan
-        // can tell which masks may vanish).
+        // What the call's result said is in the log. It failed in CI (2026-12-07) with
+        // "sandbox unavailable: G-FS-PROTECT (opening `/var/tmp/bridle-e2e-…` without
+        // following symlinks…": a session directory another test had registered was removed
+        // while this escalated call's view pinned its parents. Those pins may vanish now
+        // (sandbox/src/mounts/pins.rs); a failure here is something else.
         let shown = show(&e, &[&session_id_in(&r.stdout)]);
         panic!(
             "the approved escalation did not write its file:\n{:?}\nthe log:\n{}",

@@ -521,6 +521,7 @@ pub fn spec_for(env: &Env) -> bridle_policy::SandboxSpec {
         host_env: [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     };
     bridle_policy::plan(&policy, &ctx).expect("plan").spec

@@ -115,6 +115,7 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
         host_env: Default::default(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     };
     let plan = bridle_policy::plan(&policy, &ctx).unwrap();

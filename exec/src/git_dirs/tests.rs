@@ -61,6 +61,7 @@ impl Repo {
             host_env: Default::default(),
             found: Vec::new(),
             masks: Vec::new(),
+            masks_may_vanish: Vec::new(),
             escalated_from: None,
         };
         plan(&policy, &ctx).unwrap()

@@ -49,6 +49,7 @@ fn plan_from(
         host_env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from,
     };
     bridle_policy::plan(&policy, &ctx).unwrap()

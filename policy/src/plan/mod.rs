@@ -59,6 +59,8 @@ pub struct PlanContext {
     /// Paths masked in the session whatever its mode asks (`path`, what it is): bridle's own
     /// session directory, say.
     pub masks: Vec<(PathBuf, String)>,
+    /// The paths of `masks` another run may remove at any moment (its session directories).
+    pub masks_may_vanish: Vec<PathBuf>,
     /// The session's mode, when this plan is for one call escalated from it (`None`: the
     /// session's own plan). An escalation to `danger-full-access` from a confined mode keeps
     /// the protected paths read-only and bridle's own directories hidden
@@ -391,6 +393,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
         protected_paths: protected.into_iter().collect(),
         must_stay_absent: Vec::new(),
         masked_paths,
+        masks_may_vanish: Vec::new(),
         network,
         allow_list,
         unix_sockets: if mode == SandboxMode::DangerFullAccess {
@@ -417,9 +420,24 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     };
     // The context's found paths and masks are part of the one plan: nothing patches it later.
     plan.protect_found(ctx.found.clone());
-    for (path, what) in &ctx.masks {
+    // The masks that may vanish come last: one that covers a mask that may not leaves that
+    // one listed, so what holds it stays pinned.
+    let (may_vanish, stay): (Vec<_>, Vec<_>) = ctx
+        .masks
+        .iter()
+        .partition(|(path, _)| ctx.masks_may_vanish.contains(path));
+    for (path, what) in stay {
         plan.mask_found(path, what);
     }
+    for (path, what) in may_vanish {
+        let path = normalize(path);
+        let covered = plan.spec.masked_paths.iter().any(|m| path.starts_with(m));
+        if !covered && plan.mask_found(&path, what) {
+            plan.spec.masks_may_vanish.push(path);
+        }
+    }
+    plan.spec.masks_may_vanish.sort();
+    plan.spec.masks_may_vanish.dedup();
     Ok(plan)
 }
 

@@ -46,6 +46,7 @@ pub fn ctx() -> PlanContext {
         host_env,
         found: Vec::new(),
         masks: Vec::new(),
+        masks_may_vanish: Vec::new(),
         escalated_from: None,
     }
 }

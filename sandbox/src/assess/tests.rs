@@ -38,6 +38,7 @@ fn planned(mode: Option<SandboxMode>, from: Option<SandboxMode>) -> SandboxSpec 
             "/home/dev/.local/state/bridle/sessions".into(),
             "bridle's session directory".into(),
         )],
+        masks_may_vanish: Vec::new(),
         escalated_from: from,
     };
     bridle_policy::plan(&policy, &ctx).unwrap().spec

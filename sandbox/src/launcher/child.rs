@@ -272,7 +272,7 @@ fn run(config: LaunchConfig) -> Result<Never, Fail> {
             .mounts
             .cache_overlays
             .retain(|o| view.cache_writable.contains(&o.target));
-        config.notes.extend(view.cache_notes);
+        config.notes.extend(view.notes);
     }
     if m.net_ns {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};

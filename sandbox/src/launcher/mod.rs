@@ -247,6 +247,7 @@ fn empty_mount_plan(spec: &SandboxSpec) -> MountPlan {
         home_in_tmp: None,
         cache_overlays: Vec::new(),
         pins: Vec::new(),
+        pins_may_vanish: Vec::new(),
         protected: Vec::new(),
         masked_dirs: Vec::new(),
         masked_files: Vec::new(),

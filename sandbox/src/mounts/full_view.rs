@@ -47,14 +47,17 @@ fn refuse_symlinks(path: &Path) -> Result<(), MountFailure> {
 /// What the full view adds to the prepared plan: the protected paths outside every content root
 /// (bridle's configuration directory, the profile files), created first when missing (an empty
 /// directory: bridle's own, which the command then cannot create), and the pins of every
-/// ancestor. `protected` and `pins` are the plan's so far (inside the content roots).
+/// ancestor. `protected` and `pins` are the plan's so far (inside the content roots). The pins
+/// kept only for masks that may vanish (another run's session directories) go to
+/// `pins_may_vanish` instead: the view passes over one that is gone when it is built.
 pub(super) fn extend(
     spec: &SandboxSpec,
     outermost: &[PathBuf],
-    masked: &[PathBuf],
     protected: &mut Vec<PathBuf>,
     pins: &mut Vec<PathBuf>,
+    pins_may_vanish: &mut Vec<PathBuf>,
 ) -> Result<(), MountFailure> {
+    let masked = &spec.masked_paths;
     for root in outermost {
         pins.extend(ancestors_below_root(root, true));
     }
@@ -81,19 +84,27 @@ pub(super) fn extend(
         refuse_symlinks(path)?;
         // A masked path may not exist (bridle's state directory before its first session):
         // only what exists can be pinned, and a missing one has nothing to hide.
-        pins.extend(
-            ancestors_below_root(path, false)
-                .into_iter()
-                .filter(|a| std::fs::symlink_metadata(a).is_ok()),
-        );
+        let existing = ancestors_below_root(path, false)
+            .into_iter()
+            .filter(|a| std::fs::symlink_metadata(a).is_ok());
+        if spec.masks_may_vanish.contains(path) {
+            pins_may_vanish.extend(existing);
+        } else {
+            pins.extend(existing);
+        }
     }
-    // A protected or masked path is a mount of its own; nothing below it needs a pin.
-    pins.retain(|p| {
+    // A protected or masked path is a mount of its own; nothing below it needs a pin. A pin
+    // that holds anything else than masks that may vanish may not vanish itself.
+    let needed = |p: &PathBuf| {
         !p.ancestors()
             .any(|a| protected.iter().any(|q| q == a) || masked.iter().any(|m| m == a))
-    });
+    };
+    pins.retain(needed);
     pins.sort();
     pins.dedup();
+    pins_may_vanish.retain(|p| needed(p) && pins.binary_search(p).is_err());
+    pins_may_vanish.sort();
+    pins_may_vanish.dedup();
     protected.sort();
     protected.dedup();
     Ok(())

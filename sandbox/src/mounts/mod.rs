@@ -23,7 +23,6 @@
 //! created) and the launcher executes it.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bridle_policy::Guarantee;
@@ -38,7 +37,9 @@ pub(crate) mod devices;
 mod full_view;
 mod git_lock;
 pub mod inspect;
+mod masks;
 mod ops;
+mod pins;
 mod placeholders;
 mod prepare;
 mod state;
@@ -47,9 +48,10 @@ mod watch;
 pub use git_lock::{ConfigLock, LOCK_MARKER};
 pub use inspect::{Inspection, Inspector, Quarantined};
 
+use masks::{mask_clone, mask_file, mask_paths};
 use ops::{
     attach, attach_strict, bind_onto_itself, clone_tree, clone_tree_strict, cstr, mount_tmpfs,
-    remount_read_only, visible_in_view,
+    remount_read_only,
 };
 use placeholders::protected_chain;
 pub use placeholders::{PLACEHOLDER_MARKER, Placeholders};
@@ -101,6 +103,11 @@ pub struct MountPlan {
     pub cache_overlays: Vec<cache::CacheOverlay>,
     /// Directories bound onto themselves so they cannot be renamed or removed.
     pub pins: Vec<PathBuf>,
+    /// Pins kept only for masks another run may remove (its session directories), bound after
+    /// `pins`: one that is gone when the view is built is passed over, since nothing below it
+    /// is left to hide. None of them holds a pin of `pins`.
+    #[serde(default)]
+    pub pins_may_vanish: Vec<PathBuf>,
     /// Paths re-bound read-only (they exist).
     pub protected: Vec<PathBuf>,
     /// Masked directories.
@@ -210,8 +217,9 @@ fn is_within(path: &Path, roots: &[PathBuf]) -> bool {
 pub struct ViewReport {
     /// Cache directories now writable (through their overlay).
     pub cache_writable: Vec<PathBuf>,
-    /// Why a cache directory stayed read-only.
-    pub cache_notes: Vec<String>,
+    /// What the view left out, and why: a cache directory left read-only, a pin passed over
+    /// because what it held is gone.
+    pub notes: Vec<String>,
 }
 
 /// Builds the view in the current (fresh) mount namespace, except `/proc`. Must run before the
@@ -229,7 +237,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     )
     .map_err(|e| fail(FsWrite, format!("making mounts private: {e}")))?;
     if plan.full_view {
-        build_full_view(plan)?;
+        report.notes = build_full_view(plan)?;
         return Ok(report);
     }
 
@@ -277,7 +285,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     for overlay in &plan.cache_overlays {
         match cache::mount(overlay) {
             Ok(()) => report.cache_writable.push(overlay.target.clone()),
-            Err(why) => report.cache_notes.push(format!(
+            Err(why) => report.notes.push(format!(
                 "cache path `{}` left read-only: {why}",
                 overlay.target.display()
             )),
@@ -300,7 +308,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     for target in mounted {
         match sys::mount_setattr_path(&cstr(&target)?, 0, sys::MOUNT_ATTR_RDONLY) {
             Ok(()) => report.cache_writable.push(target),
-            Err(e) => report.cache_notes.push(format!(
+            Err(e) => report.notes.push(format!(
                 "cache path `{}` left read-only: making its overlay writable: {e}",
                 target.display()
             )),
@@ -344,7 +352,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
             if plan.home_in_tmp.as_ref() == Some(path)
                 && let Err(why) = overlay_home_in_tmp(path)
             {
-                report.cache_notes.push(format!(
+                report.notes.push(format!(
                     "`{}` (the home, below /tmp) left read-only: {why}",
                     path.display()
                 ));
@@ -386,9 +394,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
         remount_read_only(base, FsWrite)?;
     }
     attach_strict(&temp, &plan.temp_dir, FsWrite)?;
-    for pin in &plan.pins {
-        bind_onto_itself(pin, false, FsProtect)?;
-    }
+    report.notes.extend(bind_pins(plan)?);
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
     }
@@ -417,13 +423,24 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
     Ok(report)
 }
 
-/// The full view (see [`full_view`]), in a mount namespace whose mounts are private already:
-/// pins, protected paths read-only, masks; nothing else changes.
-fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
-    use Guarantee::{FsMask, FsProtect};
+/// Step 5: binds the pins onto themselves, then those that may vanish (see
+/// [`pins::pin_unless_gone`]); returns a note for each of those passed over.
+fn bind_pins(plan: &MountPlan) -> Result<Vec<String>, MountFailure> {
     for pin in &plan.pins {
-        bind_onto_itself(pin, false, FsProtect)?;
+        bind_onto_itself(pin, false, Guarantee::FsProtect)?;
     }
+    let mut notes = Vec::new();
+    for pin in &plan.pins_may_vanish {
+        notes.extend(pins::pin_unless_gone(pin)?);
+    }
+    Ok(notes)
+}
+
+/// The full view (see [`full_view`]), in a mount namespace whose mounts are private already:
+/// pins, protected paths read-only, masks; nothing else changes. Returns the pins passed over.
+fn build_full_view(plan: &MountPlan) -> Result<Vec<String>, MountFailure> {
+    use Guarantee::{FsMask, FsProtect};
+    let notes = bind_pins(plan)?;
     for path in &plan.protected {
         bind_onto_itself(path, true, FsProtect)?;
     }
@@ -442,77 +459,8 @@ fn build_full_view(plan: &MountPlan) -> Result<(), MountFailure> {
     if root && Path::new("/sys").exists() {
         bind_onto_itself(Path::new("/sys"), true, FsProtect)?;
     }
-    mask_paths(plan, FsMask)
-}
-
-/// Step 7: masked directories get an empty, mode-000, read-only tmpfs; masked files an empty,
-/// mode-000, read-only file.
-fn mask_paths(plan: &MountPlan, guarantee: Guarantee) -> Result<(), MountFailure> {
-    let mask_flags =
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    for dir in &plan.masked_dirs {
-        if !visible_in_view(dir)? {
-            continue;
-        }
-        if let Err(failure) =
-            mount_tmpfs(dir, mask_flags, "size=4k,nr_inodes=1,mode=000", guarantee)
-        {
-            // Removed since it was looked at: nothing is left there to hide.
-            if !visible_in_view(dir)? {
-                continue;
-            }
-            return Err(failure);
-        }
-    }
-    if plan.masked_files.is_empty() {
-        return Ok(());
-    }
-    let mask_file = mask_file(plan, guarantee)?;
-    for file in &plan.masked_files {
-        if !visible_in_view(file)? {
-            continue;
-        }
-        if let Err(failure) = attach(&mask_clone(&mask_file, guarantee)?, file, guarantee) {
-            if !visible_in_view(file)? {
-                continue;
-            }
-            return Err(failure);
-        }
-    }
-    Ok(())
-}
-
-/// The empty, mode-000 file that masked files (and the full view's disk nodes) share, inside
-/// the session temp dir. Earlier commands of the session could write there: a symlink planted
-/// under the name is refused, never followed (its target would be truncated and bound over the
-/// masked files), and a FIFO is refused instead of blocking the launcher.
-fn mask_file(plan: &MountPlan, guarantee: Guarantee) -> Result<PathBuf, MountFailure> {
-    let mask_file = plan.temp_dir.join(".bridle-masked");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o000)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(&mask_file)
-        .map_err(|e| {
-            fail(
-                guarantee,
-                format!("creating the mask file `{}`: {e}", mask_file.display()),
-            )
-        })?;
-    Ok(mask_file)
-}
-
-/// A clone of `mask_file` to attach over one path. Each bind needs its own clone (attaching
-/// consumes it), made read-only before it is attached, so not even the mask file's metadata
-/// can be changed through a masked path.
-fn mask_clone(mask_file: &Path, guarantee: Guarantee) -> Result<OwnedFd, MountFailure> {
-    let clone = sys::open_tree_clone(&cstr(mask_file)?)
-        .map_err(|e| fail(guarantee, format!("cloning the mask file: {e}")))?;
-    sys::mount_setattr_fd(clone.as_fd(), sys::MOUNT_ATTR_RDONLY, 0)
-        .map_err(|e| fail(guarantee, format!("making the mask file read-only: {e}")))?;
-    Ok(clone)
+    mask_paths(plan, FsMask)?;
+    Ok(notes)
 }
 
 /// Replaces `/dev` with a minimal tmpfs: a few device nodes bound from the host, a private

@@ -43,19 +43,31 @@ pub(super) fn attach(
 /// component swapped for a symlink after the parent checked it makes the launch fail instead of
 /// redirecting a mount.
 pub(super) fn open_strict(path: &Path, guarantee: Guarantee) -> Result<OwnedFd, MountFailure> {
+    open_no_symlinks(path).map_err(|e| open_strict_failure(path, e, guarantee))
+}
+
+/// The `openat2` behind [`open_strict`], with the kernel's error as it is.
+pub(super) fn open_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    openat2(nix::fcntl::AT_FDCWD, path, how).map_err(|e| {
-        fail(
-            guarantee,
-            format!(
-                "opening `{}` without following symlinks: {e}",
-                path.display()
-            ),
-        )
-    })
+    openat2(nix::fcntl::AT_FDCWD, path, how)
+}
+
+/// The failure of [`open_strict`] on `path`.
+pub(super) fn open_strict_failure(
+    path: &Path,
+    errno: nix::errno::Errno,
+    guarantee: Guarantee,
+) -> MountFailure {
+    fail(
+        guarantee,
+        format!(
+            "opening `{}` without following symlinks: {errno}",
+            path.display()
+        ),
+    )
 }
 
 /// Clones the tree at `path` through [`open_strict`], checking it is still the directory the
@@ -103,7 +115,20 @@ pub(super) fn bind_onto_itself(
     read_only: bool,
     guarantee: Guarantee,
 ) -> Result<(), MountFailure> {
-    let tree = clone_tree_strict(path, guarantee, None)?;
+    let fd = open_strict(path, guarantee)?;
+    bind_opened_onto_itself(&fd, path, read_only, guarantee)
+}
+
+/// Binds the directory `fd` (opened through [`open_no_symlinks`] at `path`) onto itself: the
+/// clone and its mount point are the one directory that was opened.
+pub(super) fn bind_opened_onto_itself(
+    fd: &OwnedFd,
+    path: &Path,
+    read_only: bool,
+    guarantee: Guarantee,
+) -> Result<(), MountFailure> {
+    let tree = sys::open_tree_clone_fd(fd.as_fd())
+        .map_err(|e| fail(guarantee, format!("open_tree(`{}`): {e}", path.display())))?;
     if read_only {
         sys::mount_setattr_fd(tree.as_fd(), sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| {
             fail(
@@ -112,7 +137,12 @@ pub(super) fn bind_onto_itself(
             )
         })?;
     }
-    attach_strict(&tree, path, guarantee)
+    sys::move_mount_to_fd(tree.as_fd(), fd.as_fd()).map_err(|e| {
+        fail(
+            guarantee,
+            format!("move_mount onto `{}`: {e}", path.display()),
+        )
+    })
 }
 
 pub(super) fn mount_tmpfs(

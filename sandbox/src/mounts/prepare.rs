@@ -199,13 +199,14 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
     masked_files.sort();
     masked_files.dedup();
 
+    let mut pins_may_vanish = Vec::new();
     if spec.protected_kept {
         full_view::extend(
             spec,
             &outermost,
-            &spec.masked_paths,
             &mut protected,
             &mut pins,
+            &mut pins_may_vanish,
         )?;
     }
 
@@ -273,6 +274,7 @@ pub fn prepare(spec: &SandboxSpec) -> Result<(MountPlan, Placeholders), MountFai
         temp_dir: spec.temp_dir.clone(),
         private_tmp: spec.private_tmp,
         pins,
+        pins_may_vanish,
         protected,
         masked_dirs,
         masked_files,
