@@ -244,12 +244,7 @@ impl Facts {
         ctx.masks.extend(masks.iter().cloned());
         // Another run removes its session directory when it likes (a test's, a CI job's): an
         // escalated call's view then passes over the mounts kept only to hide it.
-        ctx.masks_may_vanish = ctx
-            .masks
-            .iter()
-            .filter(|(_, what)| what == crate::session_registry::REGISTERED)
-            .map(|(path, _)| path.clone())
-            .collect();
+        ctx.masks_may_vanish = crate::session_registry::masks_that_may_vanish(&ctx.masks);
         bridle_policy::plan(policy, &ctx)
     }
 

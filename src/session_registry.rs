@@ -26,6 +26,20 @@ pub fn is_registered_mask(plan: &bridle_policy::Plan, path: &Path) -> bool {
     matches!(plan.origin_of(path), bridle_policy::Origin::Found { what } if what == REGISTERED)
 }
 
+/// The paths of `masks` (`path`, what it is) that another run may remove at any moment: the
+/// registered directories, except one that is bridle's own too (an earlier `--session-dir`
+/// naming the state directory, say).
+pub fn masks_that_may_vanish(masks: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let registered = |what: &String| what == REGISTERED;
+    masks
+        .iter()
+        .filter(|(path, what)| {
+            registered(what) && !masks.iter().any(|(p, w)| p == path && !registered(w))
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
 /// The registry's name inside a default state directory.
 const REGISTRY: &str = "session-dirs";
 
@@ -167,6 +181,18 @@ fn append(file: &Path, dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registered_directory_that_is_bridles_own_too_may_not_vanish() {
+        let own = PathBuf::from("/home/u/.local/state/bridle");
+        let other = PathBuf::from("/var/tmp/job-3/sessions");
+        let masks = [
+            (own.clone(), "bridle's state directory".to_owned()),
+            (own.clone(), REGISTERED.to_owned()),
+            (other.clone(), REGISTERED.to_owned()),
+        ];
+        assert_eq!(masks_that_may_vanish(&masks), [other]);
+    }
 
     #[test]
     fn malformed_lines_are_ignored_and_vanished_dirs_skipped() {

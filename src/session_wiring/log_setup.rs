@@ -52,6 +52,7 @@ pub(super) fn policy_summary(plan: &Plan, temp_dir: &Path, profile: &str) -> Res
     let mut spec = plan.spec.clone();
     spec.masked_paths
         .retain(|p| !crate::session_registry::is_registered_mask(plan, p));
+    spec.masks_may_vanish.clear();
     let everything = serde_json::json!({
         "spec": spec,
         "approval": plan.approval,

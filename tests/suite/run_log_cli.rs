@@ -31,6 +31,17 @@ fn the_policy_digest_is_the_same_on_every_run_and_each_policy_is_logged_once() {
     let first = agent(&e, "- text: one\n", &[], "first");
     first.assert_code(0);
     let id = session_id(&first);
+    // Another session directory, which the registry lists from now on: bridle's housekeeping,
+    // no part of the policy.
+    let elsewhere = e.home.join("elsewhere");
+    run_bounded(&mut agent_cmd_in(
+        &e,
+        &elsewhere,
+        "- text: elsewhere\n",
+        &[],
+        "elsewhere",
+    ))
+    .assert_code(0);
     let other = agent(&e, "- text: two\n", &[], "second");
     other.assert_code(0);
     let digest = |id: &str| match events(&e, id).into_iter().next() {

@@ -59,7 +59,8 @@ pub struct PlanContext {
     /// Paths masked in the session whatever its mode asks (`path`, what it is): bridle's own
     /// session directory, say.
     pub masks: Vec<(PathBuf, String)>,
-    /// The paths of `masks` another run may remove at any moment (its session directories).
+    /// The paths of `masks` another run may remove at any moment (its session directories),
+    /// and that nothing else needs hidden: every entry of `masks` naming one of them may vanish.
     pub masks_may_vanish: Vec<PathBuf>,
     /// The session's mode, when this plan is for one call escalated from it (`None`: the
     /// session's own plan). An escalation to `danger-full-access` from a confined mode keeps
@@ -421,7 +422,8 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     // The context's found paths and masks are part of the one plan: nothing patches it later.
     plan.protect_found(ctx.found.clone());
     // The masks that may vanish come last: one that covers a mask that may not leaves that
-    // one listed, so what holds it stays pinned.
+    // one listed, so what holds it stays pinned. Only an escalation's full view reads which
+    // may vanish (to pin their parents or not).
     let (may_vanish, stay): (Vec<_>, Vec<_>) = ctx
         .masks
         .iter()
@@ -432,7 +434,7 @@ pub fn plan(policy: &Policy, ctx: &PlanContext) -> Result<Plan, PolicyError> {
     for (path, what) in may_vanish {
         let path = normalize(path);
         let covered = plan.spec.masked_paths.iter().any(|m| path.starts_with(m));
-        if !covered && plan.mask_found(&path, what) {
+        if plan.mask_found(&path, what) && !covered && plan.spec.protected_kept {
             plan.spec.masks_may_vanish.push(path);
         }
     }

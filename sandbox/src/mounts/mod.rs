@@ -426,8 +426,8 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
 /// Step 5: binds the pins onto themselves, then those that may vanish (see
 /// [`pins::pin_unless_gone`]); returns a note for each of those passed over.
 fn bind_pins(plan: &MountPlan) -> Result<Vec<String>, MountFailure> {
-    for pin in &plan.pins {
-        bind_onto_itself(pin, false, Guarantee::FsProtect)?;
+    for path in &plan.pins {
+        pins::pin(path)?;
     }
     let mut notes = Vec::new();
     for pin in &plan.pins_may_vanish {

@@ -119,8 +119,8 @@ pub(super) fn bind_onto_itself(
     bind_opened_onto_itself(&fd, path, read_only, guarantee)
 }
 
-/// Binds the directory `fd` (opened through [`open_no_symlinks`] at `path`) onto itself: the
-/// clone and its mount point are the one directory that was opened.
+/// Binds `fd` (opened through [`open_no_symlinks`] at `path`) onto itself: the clone and its
+/// mount point are the one file or directory that was opened.
 pub(super) fn bind_opened_onto_itself(
     fd: &OwnedFd,
     path: &Path,

@@ -1,27 +1,56 @@
-//! Pins that may vanish: the ancestors of another run's session directory, which that run may
-//! remove between the plan and the launch (its own cleanup, a test's temp dir going away).
+//! Pins: directories bound onto themselves, so that nothing can rename or remove them to put
+//! another one in their place. Some may vanish: the parents of another run's session directory,
+//! which that run may remove between the plan and the launch (its own cleanup, a test's temp
+//! dir going away).
 
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use bridle_policy::Guarantee;
 use nix::errno::Errno;
 
-use super::MountFailure;
-use super::ops::{bind_opened_onto_itself, open_no_symlinks, open_strict_failure};
+use super::ops::{bind_opened_onto_itself, open_no_symlinks, open_strict, open_strict_failure};
+use super::{MountFailure, fail};
 
-/// Binds `pin` onto itself; when `pin`, or a directory on the way, no longer exists, says so
-/// instead (`Some(note)`). Only a missing name passes: a symlink on the way, or anything else
-/// the kernel refuses, fails the launch as for every other pin. The decision is the open's
-/// own error, not a second look that could disagree with it.
+/// Binds the directory `pin` onto itself, reached without a symlink on the way.
+pub(super) fn pin(pin: &Path) -> Result<(), MountFailure> {
+    bind_pin(&open_strict(pin, Guarantee::FsProtect)?, pin)
+}
+
+/// Like [`pin`]; when `pin`, or a directory on the way, no longer exists, says so instead
+/// (`Some(note)`). Only a missing name passes: a symlink or a file in its place, or anything
+/// else the kernel refuses, fails the launch as for every other pin. The decision is the
+/// open's own error, not a second look that could disagree with it.
 pub(super) fn pin_unless_gone(pin: &Path) -> Result<Option<String>, MountFailure> {
     match open_no_symlinks(pin) {
         Err(Errno::ENOENT) => Ok(Some(format!(
-            "`{}` was removed since the launch was planned; it held only another run's session directory, so it is not pinned and nothing there is left to hide",
+            "`{}` is gone since the launch was planned; it held only another run's session directory, which is then gone from where the registry says, so it is not pinned",
             pin.display()
         ))),
         Err(errno) => Err(open_strict_failure(pin, errno, Guarantee::FsProtect)),
-        Ok(fd) => bind_opened_onto_itself(&fd, pin, false, Guarantee::FsProtect).map(|()| None),
+        Ok(fd) => bind_pin(&fd, pin).map(|()| None),
     }
+}
+
+/// Binds the opened `pin` onto itself, once it is sure to be a directory: the open does not
+/// follow a symlink that is the last component, it opens the link itself.
+fn bind_pin(fd: &OwnedFd, pin: &Path) -> Result<(), MountFailure> {
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        fail(
+            Guarantee::FsProtect,
+            format!("inspecting `{}`: {e}", pin.display()),
+        )
+    })?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
+        return Err(fail(
+            Guarantee::FsProtect,
+            format!(
+                "`{}` is no longer a directory (something else was put in its place)",
+                pin.display()
+            ),
+        ));
+    }
+    bind_opened_onto_itself(fd, pin, false, Guarantee::FsProtect)
 }
 
 #[cfg(test)]
@@ -30,24 +59,26 @@ mod tests {
 
     use bridle_policy::{Guarantee, SandboxMode};
 
-    use super::super::{MountPlan, build_view, prepare};
+    use super::super::{MountPlan, Placeholders, build_view, prepare};
 
     /// Where a test lays out a home, a workspace and another run's session directory.
     struct Layout {
+        _temp: tempfile::TempDir,
         dir: PathBuf,
         state: PathBuf,
         other_run: PathBuf,
     }
 
     fn layout() -> Layout {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = std::fs::canonicalize(dir.keep()).unwrap();
+        let temp = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(temp.path()).unwrap();
         let state = dir.join("home/.local/state/bridle");
         let other_run = dir.join("other/run-1/sessions");
         for d in [&dir.join("ws"), &state.join("sessions"), &other_run] {
             std::fs::create_dir_all(d).unwrap();
         }
         Layout {
+            _temp: temp,
             dir,
             state,
             other_run,
@@ -55,8 +86,9 @@ mod tests {
     }
 
     /// The mount plan of a call escalated to `danger-full-access` from `workspace-write`, whose
-    /// registry lists another run's session directory.
-    fn escalated_plan(at: &Layout) -> MountPlan {
+    /// registry lists another run's session directory, and the placeholders it needs while the
+    /// view is built.
+    fn escalated_plan(at: &Layout) -> (MountPlan, Placeholders) {
         let policy = bridle_policy::load(
             &bridle_policy::ShippedOnly,
             &bridle_policy::LoadRequest {
@@ -94,16 +126,13 @@ mod tests {
             escalated_from: Some(SandboxMode::WorkspaceWrite),
         };
         let spec = bridle_policy::plan(&policy, &ctx).unwrap().spec;
-        let (plan, placeholders) = prepare(&spec).unwrap();
-        // Nothing of the plan is left to remove once the test is done with it.
-        std::mem::forget(placeholders);
-        plan
+        prepare(&spec).unwrap()
     }
 
     #[test]
     fn only_the_pins_of_masks_that_may_vanish_may_vanish() {
         let at = layout();
-        let plan = escalated_plan(&at);
+        let (plan, _placeholders) = escalated_plan(&at);
         assert!(plan.full_view);
         assert_eq!(
             plan.pins_may_vanish,
@@ -166,7 +195,7 @@ mod tests {
     #[test]
     fn another_runs_session_directory_removed_after_the_plan_does_not_stop_the_launch() {
         let at = layout();
-        let plan = escalated_plan(&at);
+        let (plan, _placeholders) = escalated_plan(&at);
         std::fs::remove_dir_all(at.dir.join("other")).unwrap();
         let Some(out) = build_in_namespaces(&plan) else {
             return;
@@ -174,7 +203,7 @@ mod tests {
         assert!(out.contains("view built: ok"), "{out}");
         for gone in ["other`", "other/run-1`"] {
             assert!(
-                out.contains(&format!("{gone} was removed since the launch was planned")),
+                out.contains(&format!("{gone} is gone since the launch was planned")),
                 "{gone}: {out}"
             );
         }
@@ -183,7 +212,7 @@ mod tests {
     #[test]
     fn a_pin_that_holds_bridles_own_state_and_is_gone_stops_the_launch() {
         let at = layout();
-        let plan = escalated_plan(&at);
+        let (plan, _placeholders) = escalated_plan(&at);
         std::fs::remove_dir_all(at.dir.join("home/.local")).unwrap();
         let Some(out) = build_in_namespaces(&plan) else {
             return;
@@ -196,14 +225,17 @@ mod tests {
     #[test]
     fn a_pin_that_may_vanish_replaced_by_a_symlink_stops_the_launch() {
         let at = layout();
-        let plan = escalated_plan(&at);
-        let other = at.dir.join("other");
-        std::fs::rename(&other, at.dir.join("moved")).unwrap();
-        std::os::unix::fs::symlink(at.dir.join("moved"), &other).unwrap();
+        let (plan, _placeholders) = escalated_plan(&at);
+        // The last pin that may vanish: no pin below it would fail in its place.
+        let run = at.dir.join("other/run-1");
+        assert_eq!(plan.pins_may_vanish.last(), Some(&run));
+        std::fs::rename(&run, at.dir.join("moved")).unwrap();
+        std::os::unix::fs::symlink(at.dir.join("moved"), &run).unwrap();
         let Some(out) = build_in_namespaces(&plan) else {
             return;
         };
         let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
         assert!(out.contains(&expected), "{out}");
+        assert!(out.contains("is no longer a directory"), "{out}");
     }
 }
