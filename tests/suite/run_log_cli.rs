@@ -278,4 +278,13 @@ fn on_a_terminal_the_answer_is_escaped_and_escalations_are_shown() {
             "refused by: policy",
         ],
     );
+    // The escalation's whole account was on the question: the progress line keeps its start
+    // (the log keeps it whole, and so does `log show`).
+    let whole = "and no privilege over the host is kept";
+    let progress = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("→ allow (approved (asks to run"))
+        .unwrap_or_else(|| panic!("no progress line:\n{}", r.stdout));
+    assert!(!progress.contains(whole), "{progress}");
 }

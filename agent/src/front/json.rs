@@ -283,7 +283,9 @@ impl ProgressLines {
                     .calls
                     .remove(call_id)
                     .unwrap_or_else(|| format!("call {call_id}"));
-                let line = format!("{call} → {decision} ({by})");
+                // An approval's reason (an escalation's whole account of it) was just shown
+                // with its question: the line keeps its start.
+                let line = format!("{call} → {decision} ({})", super::summary::cut(by, 120));
                 self.running.insert(call_id.clone(), call);
                 Some(line)
             }
@@ -488,6 +490,33 @@ mod tests {
             json!({"v": 1, "event": "final", "session": "s1", "turn": 2, "reason": "completed", "answer": "done"})
         );
         assert!(line.to_string().starts_with(r#"{"v":1,"event":"final""#));
+    }
+
+    #[test]
+    fn an_approvals_long_reason_is_cut_in_its_progress_line() {
+        let reason = format!(
+            "asks to run with sandbox mode `danger-full-access`{}",
+            " x".repeat(300)
+        );
+        let mut progress = ProgressLines::default();
+        let call = Event::ToolCall(ToolCall {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            arguments: r#"{"command":"make"}"#.into(),
+        });
+        assert_eq!(progress.line(&call), None);
+        let line = progress
+            .line(&Event::ToolDecision {
+                call_id: "c1".into(),
+                decision: Decision::Allow,
+                by: format!("approved ({reason})"),
+            })
+            .unwrap();
+        assert!(
+            line.starts_with("bash: make → allow (approved (asks to run with sandbox mode"),
+            "{line}"
+        );
+        assert!(line.ends_with("…)") && line.chars().count() < 160, "{line}");
     }
 
     #[test]
