@@ -158,10 +158,29 @@ fn only_the_masks_the_context_says_may_vanish_are_listed_as_such() {
     for path in [&other_run, &around, &current] {
         assert!(spec.masked_paths.contains(path), "{}", path.display());
     }
-    assert_eq!(spec.masks_may_vanish, [around, other_run]);
+    assert_eq!(spec.masks_may_vanish, [around, other_run.clone()]);
 
     // Without the escalation, danger-full-access masks nothing, so nothing may vanish either.
     ctx.escalated_from = None;
     let spec = plan(&policy, &ctx).unwrap().spec;
     assert!(spec.masked_paths.is_empty() && spec.masks_may_vanish.is_empty());
+
+    // A session's own plan masks them all, and leaves which may vanish to an escalation's view.
+    let policy = load(
+        &ShippedOnly,
+        &LoadRequest {
+            profile: "workstation".into(),
+            overrides: Overrides::default(),
+            workspace_layer: None,
+        },
+    )
+    .unwrap();
+    let spec = plan(&policy, &ctx).unwrap().spec;
+    assert_eq!(spec.mode, SandboxMode::WorkspaceWrite);
+    assert!(spec.masked_paths.contains(&other_run));
+    assert!(
+        spec.masks_may_vanish.is_empty(),
+        "{:?}",
+        spec.masks_may_vanish
+    );
 }

@@ -284,8 +284,15 @@ impl ProgressLines {
                     .remove(call_id)
                     .unwrap_or_else(|| format!("call {call_id}"));
                 // An approval's reason (an escalation's whole account of it) was just shown
-                // with its question: the line keeps its start.
-                let line = format!("{call} → {decision} ({})", super::summary::cut(by, 120));
+                // with its question: the line keeps its start. Other reasons stay whole.
+                let by = match by
+                    .strip_prefix("approved (")
+                    .and_then(|r| r.strip_suffix(')'))
+                {
+                    Some(reason) => format!("approved ({})", super::summary::cut(reason, 120)),
+                    None => by.clone(),
+                };
+                let line = format!("{call} → {decision} ({by})");
                 self.running.insert(call_id.clone(), call);
                 Some(line)
             }
@@ -516,7 +523,29 @@ mod tests {
             line.starts_with("bash: make → allow (approved (asks to run with sandbox mode"),
             "{line}"
         );
-        assert!(line.ends_with("…)") && line.chars().count() < 160, "{line}");
+        assert!(
+            line.ends_with("…))") && line.chars().count() < 160,
+            "{line}"
+        );
+        // Any other reason stays whole: a denial was shown in no question.
+        let denial = format!(
+            "write to `/w/{}` denied: outside every writable root",
+            "d/".repeat(80)
+        );
+        let call = Event::ToolCall(ToolCall {
+            call_id: "c2".into(),
+            name: "write_file".into(),
+            arguments: r#"{"path":"/w"}"#.into(),
+        });
+        assert_eq!(progress.line(&call), None);
+        let line = progress
+            .line(&Event::ToolDecision {
+                call_id: "c2".into(),
+                decision: Decision::Deny,
+                by: denial.clone(),
+            })
+            .unwrap();
+        assert!(line.ends_with(&format!("({denial})")), "{line}");
     }
 
     #[test]

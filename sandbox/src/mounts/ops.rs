@@ -127,6 +127,20 @@ pub(super) fn bind_opened_onto_itself(
     read_only: bool,
     guarantee: Guarantee,
 ) -> Result<(), MountFailure> {
+    // The open does not follow a symlink that is the last component: it opens the link
+    // itself, which would be bound while what it points to stayed as it was. The parent
+    // refused symlinks when it planned, so one here was put in place since.
+    let st = nix::sys::stat::fstat(fd)
+        .map_err(|e| fail(guarantee, format!("inspecting `{}`: {e}", path.display())))?;
+    if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFLNK {
+        return Err(fail(
+            guarantee,
+            format!(
+                "`{}` is a symlink now (something was put in its place since the launch was planned)",
+                path.display()
+            ),
+        ));
+    }
     let tree = sys::open_tree_clone_fd(fd.as_fd())
         .map_err(|e| fail(guarantee, format!("open_tree(`{}`): {e}", path.display())))?;
     if read_only {

@@ -3,23 +3,24 @@
 //! which that run may remove between the plan and the launch (its own cleanup, a test's temp
 //! dir going away).
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use bridle_policy::Guarantee;
 use nix::errno::Errno;
 
-use super::ops::{bind_opened_onto_itself, open_no_symlinks, open_strict, open_strict_failure};
-use super::{MountFailure, fail};
+use super::MountFailure;
+use super::ops::{
+    bind_onto_itself, bind_opened_onto_itself, open_no_symlinks, open_strict_failure,
+};
 
-/// Binds the directory `pin` onto itself, reached without a symlink on the way.
+/// Binds `pin` onto itself, reached without a symlink on the way.
 pub(super) fn pin(pin: &Path) -> Result<(), MountFailure> {
-    bind_pin(&open_strict(pin, Guarantee::FsProtect)?, pin)
+    bind_onto_itself(pin, false, Guarantee::FsProtect)
 }
 
 /// Like [`pin`]; when `pin`, or a directory on the way, no longer exists, says so instead
-/// (`Some(note)`). Only a missing name passes: a symlink or a file in its place, or anything
-/// else the kernel refuses, fails the launch as for every other pin. The decision is the
+/// (`Some(note)`). Only a missing name passes: a symlink in its place, or anything else the
+/// kernel refuses, fails the launch as for every other pin. The decision is the
 /// open's own error, not a second look that could disagree with it.
 pub(super) fn pin_unless_gone(pin: &Path) -> Result<Option<String>, MountFailure> {
     match open_no_symlinks(pin) {
@@ -28,29 +29,8 @@ pub(super) fn pin_unless_gone(pin: &Path) -> Result<Option<String>, MountFailure
             pin.display()
         ))),
         Err(errno) => Err(open_strict_failure(pin, errno, Guarantee::FsProtect)),
-        Ok(fd) => bind_pin(&fd, pin).map(|()| None),
+        Ok(fd) => bind_opened_onto_itself(&fd, pin, false, Guarantee::FsProtect).map(|()| None),
     }
-}
-
-/// Binds the opened `pin` onto itself, once it is sure to be a directory: the open does not
-/// follow a symlink that is the last component, it opens the link itself.
-fn bind_pin(fd: &OwnedFd, pin: &Path) -> Result<(), MountFailure> {
-    let st = nix::sys::stat::fstat(fd).map_err(|e| {
-        fail(
-            Guarantee::FsProtect,
-            format!("inspecting `{}`: {e}", pin.display()),
-        )
-    })?;
-    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR {
-        return Err(fail(
-            Guarantee::FsProtect,
-            format!(
-                "`{}` is no longer a directory (something else was put in its place)",
-                pin.display()
-            ),
-        ));
-    }
-    bind_opened_onto_itself(fd, pin, false, Guarantee::FsProtect)
 }
 
 #[cfg(test)]
@@ -236,6 +216,21 @@ mod tests {
         };
         let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
         assert!(out.contains(&expected), "{out}");
-        assert!(out.contains("is no longer a directory"), "{out}");
+        assert!(out.contains("is a symlink now"), "{out}");
+    }
+
+    #[test]
+    fn a_pin_that_holds_bridles_own_state_replaced_by_a_symlink_stops_the_launch() {
+        let at = layout();
+        let (plan, _placeholders) = escalated_plan(&at);
+        assert!(plan.pins.contains(&at.state), "{:?}", plan.pins);
+        std::fs::rename(&at.state, at.dir.join("moved")).unwrap();
+        std::os::unix::fs::symlink(at.dir.join("moved"), &at.state).unwrap();
+        let Some(out) = build_in_namespaces(&plan) else {
+            return;
+        };
+        let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
+        assert!(out.contains(&expected), "{out}");
+        assert!(out.contains("is a symlink now"), "{out}");
     }
 }
