@@ -427,7 +427,7 @@ pub fn build_view(plan: &MountPlan) -> Result<ViewReport, MountFailure> {
 /// [`pins::pin_unless_gone`]); returns a note for each of those passed over.
 fn bind_pins(plan: &MountPlan) -> Result<Vec<String>, MountFailure> {
     for path in &plan.pins {
-        pins::pin(path)?;
+        bind_onto_itself(path, false, Guarantee::FsProtect)?;
     }
     let mut notes = Vec::new();
     for pin in &plan.pins_may_vanish {

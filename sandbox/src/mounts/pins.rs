@@ -9,16 +9,9 @@ use bridle_policy::Guarantee;
 use nix::errno::Errno;
 
 use super::MountFailure;
-use super::ops::{
-    bind_onto_itself, bind_opened_onto_itself, open_no_symlinks, open_strict_failure,
-};
+use super::ops::{bind_opened_onto_itself, open_no_symlinks, open_strict_failure};
 
-/// Binds `pin` onto itself, reached without a symlink on the way.
-pub(super) fn pin(pin: &Path) -> Result<(), MountFailure> {
-    bind_onto_itself(pin, false, Guarantee::FsProtect)
-}
-
-/// Like [`pin`]; when `pin`, or a directory on the way, no longer exists, says so instead
+/// Binds `pin` onto itself, as every pin is; when `pin`, or a directory on the way, no longer exists, says so instead
 /// (`Some(note)`). Only a missing name passes: a symlink in its place, or anything else the
 /// kernel refuses, fails the launch as for every other pin. The decision is the
 /// open's own error, not a second look that could disagree with it.
@@ -202,6 +195,24 @@ mod tests {
         assert!(out.contains(".local"), "{out}");
     }
 
+    /// What building the view said once `pin`, a pin of `plan`, was replaced by a symlink to
+    /// where it was moved.
+    fn built_with_a_symlink_for(
+        pin: &std::path::Path,
+        at: &Layout,
+        plan: &MountPlan,
+    ) -> Option<String> {
+        std::fs::rename(pin, at.dir.join("moved")).unwrap();
+        std::os::unix::fs::symlink(at.dir.join("moved"), pin).unwrap();
+        build_in_namespaces(plan)
+    }
+
+    fn assert_refused_as_a_symlink(out: &str) {
+        let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
+        assert!(out.contains(&expected), "{out}");
+        assert!(out.contains("is a symlink now"), "{out}");
+    }
+
     #[test]
     fn a_pin_that_may_vanish_replaced_by_a_symlink_stops_the_launch() {
         let at = layout();
@@ -209,14 +220,9 @@ mod tests {
         // The last pin that may vanish: no pin below it would fail in its place.
         let run = at.dir.join("other/run-1");
         assert_eq!(plan.pins_may_vanish.last(), Some(&run));
-        std::fs::rename(&run, at.dir.join("moved")).unwrap();
-        std::os::unix::fs::symlink(at.dir.join("moved"), &run).unwrap();
-        let Some(out) = build_in_namespaces(&plan) else {
-            return;
-        };
-        let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
-        assert!(out.contains(&expected), "{out}");
-        assert!(out.contains("is a symlink now"), "{out}");
+        if let Some(out) = built_with_a_symlink_for(&run, &at, &plan) {
+            assert_refused_as_a_symlink(&out);
+        }
     }
 
     #[test]
@@ -224,13 +230,8 @@ mod tests {
         let at = layout();
         let (plan, _placeholders) = escalated_plan(&at);
         assert!(plan.pins.contains(&at.state), "{:?}", plan.pins);
-        std::fs::rename(&at.state, at.dir.join("moved")).unwrap();
-        std::os::unix::fs::symlink(at.dir.join("moved"), &at.state).unwrap();
-        let Some(out) = build_in_namespaces(&plan) else {
-            return;
-        };
-        let expected = format!("view built: failed ({:?})", Guarantee::FsProtect);
-        assert!(out.contains(&expected), "{out}");
-        assert!(out.contains("is a symlink now"), "{out}");
+        if let Some(out) = built_with_a_symlink_for(&at.state, &at, &plan) {
+            assert_refused_as_a_symlink(&out);
+        }
     }
 }
