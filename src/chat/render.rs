@@ -141,6 +141,25 @@ impl Renderer {
                 crate::style::decision(d.decision, self.colour),
                 brief(&d.by, 80)
             )),
+            // What a call's programs tried to run and a command rule refused, asked about or
+            // killed: the call's result may be a plain failure, the line says who decided.
+            Event::ExecDecision { exec, .. } => {
+                let code = if exec.outcome == "approved" {
+                    "33"
+                } else {
+                    "31"
+                };
+                let when = if exec.between_calls {
+                    "between calls: "
+                } else {
+                    ""
+                };
+                out.push(format!(
+                    "  {} {when}{}",
+                    self.paint(code, "!"),
+                    brief(&exec.message, 160)
+                ));
+            }
             Event::InputIncluded {
                 turn,
                 step,
@@ -393,6 +412,59 @@ mod tests {
             }
             assert!(!rest.contains('\u{1b}'), "{line:?}");
         }
+    }
+
+    fn exec(message: &str, outcome: &str, between_calls: bool) -> Event {
+        Event::ExecDecision {
+            call_id: "b".into(),
+            exec: bridle_exec::supervised::ExecDecision {
+                pid: 7,
+                program: "/usr/bin/git".into(),
+                argv: vec!["git".into(), "push".into()],
+                decision: if outcome == "approved" {
+                    Decision::Ask
+                } else {
+                    Decision::Deny
+                },
+                rule: Some("deny-git-push".into()),
+                reason: "CI agents do not publish".into(),
+                outcome: outcome.into(),
+                same_as: vec![],
+                ancestry: vec!["2 bash -c x".into()],
+                answer: None,
+                message: message.into(),
+                between_calls,
+            },
+        }
+    }
+
+    #[test]
+    fn an_exec_a_rule_refused_inside_a_call_has_its_own_line() {
+        let mut r = Renderer::new(false);
+        let lines = r.event(&exec(
+            "rule deny-git-push denied exec of /usr/bin/git push \u{1b}[2J (pid 7)",
+            "refused",
+            false,
+        ));
+        assert_eq!(
+            lines,
+            ["  ! rule deny-git-push denied exec of /usr/bin/git push \\u{1b}[2J (pid 7)"]
+        );
+        let lines = r.event(&exec(
+            "rule deny-git-push denied exec of git",
+            "killed",
+            true,
+        ));
+        assert_eq!(
+            lines,
+            ["  ! between calls: rule deny-git-push denied exec of git"]
+        );
+        let coloured =
+            Renderer::new(true).event(&exec("exec of git push approved", "approved", false));
+        assert_eq!(
+            coloured,
+            ["  \u{1b}[33m!\u{1b}[0m exec of git push approved"]
+        );
     }
 
     #[test]
