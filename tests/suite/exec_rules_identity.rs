@@ -1,6 +1,6 @@
 //! The exec supervisor against disguises: git under other names (a copy, a hard link, a
-//! symlink, a copy in the private `/tmp`) and a file replaced by a copy of git after its first
-//! exec.
+//! symlink, a copy in the private `/tmp`), git's own programs renamed, and a file replaced by
+//! a copy of git after its first exec.
 
 use super::exec_rules::{assert_nothing_pushed, script, with_remote};
 use super::support::{is_root, run_within};
@@ -50,6 +50,15 @@ fn git_under_another_name_is_still_git() {
         (
             "git's dashed form",
             "cp \"$(command -v git)\" ../git-send-pack; ../git-send-pack ../remote.git main",
+        ),
+        // git's own programs (not git) run for a subcommand: `git http-push` is one.
+        (
+            "a renamed copy of git's own http-push",
+            "cp \"$(git --exec-path)/git-http-push\" ../hp; ../hp http://127.0.0.1:9/remote.git main",
+        ),
+        (
+            "git's own http-push under another argv[0]",
+            "exec -a other \"$(git --exec-path)/git-http-push\" http://127.0.0.1:9/remote.git main",
         ),
     ];
     for (i, (what, line)) in cases.iter().enumerate() {

@@ -97,7 +97,8 @@ impl Supervisor {
             if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
                 facts.git_aliases = git::aliases(&read.argv, env, &cwd);
             }
-            facts.instead = git_correct::corrections(&read.argv, env.as_ref());
+            facts.instead =
+                git_correct::corrections(&read.argv, env.as_ref(), self.settler.as_mut());
         }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;

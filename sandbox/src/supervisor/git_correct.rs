@@ -1,8 +1,8 @@
 //! What git may run in place of a subcommand it does not know: with `help.autocorrect` set
 //! (in any config file git reads, which may change after the exec is decided), git corrects
 //! `git psh` to `git push` and runs the builtin in the same process, with no exec for the
-//! supervisor to see. So for a subcommand that is neither a builtin nor a program git would
-//! run instead (a `git-SUB` in a directory that cannot change), the command line with each
+//! supervisor to see. So for a subcommand that is neither a builtin nor a program git is sure
+//! to know (a `git-SUB` it counts as a command, which cannot change), the command line with each
 //! builtin git's correction could pick in its place is given to the rule engine as one git
 //! may run instead (`ExecFacts::instead`, each decided on its own): the strictest decision
 //! wins.
@@ -14,9 +14,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nix::sys::statvfs::{FsFlags, statvfs};
-
 use super::git::global_options;
+use super::settled::Settler;
 
 /// git's builtins (`git --list-cmds=builtins`, git 2.47): what a correction runs in-process.
 const BUILTINS: &[&str] = &[
@@ -182,12 +181,17 @@ const RECENT: &[&str] = &[
 const MOST: usize = 5;
 
 /// The command lines git could run in its own process for `git ... SUB ...` (`argv`; `SUB`
-/// after its global options): `SUB` replaced by each builtin a correction could pick; none when `SUB` is a builtin or git finds a program `git-SUB`
-/// to run instead (one in a read-only directory of its exec path or of `PATH`, from `env`: git
-/// then runs the first it finds, an exec decided in turn). An alias of the same name does not
-/// stop them: whether git reads the file that defines it cannot be known at the exec (a file
-/// git never reads, one changed or blocking meanwhile), and the strictest decision wins.
-pub fn corrections(argv: &[String], env: Option<&BTreeMap<String, String>>) -> Vec<Vec<String>> {
+/// after its global options): `SUB` replaced by each builtin a correction could pick; none
+/// when `SUB` is a builtin or git is sure to know a program `git-SUB` ([`runs_external`]).
+/// An alias of the same name does not stop them: whether git reads the file that defines it
+/// cannot be known at the exec (a file git never reads, one changed or blocking meanwhile),
+/// and the strictest decision wins. `settler` knows which files cannot change (`None`: no
+/// mount view, so none is relied on).
+pub fn corrections(
+    argv: &[String],
+    env: Option<&BTreeMap<String, String>>,
+    settler: Option<&mut Settler>,
+) -> Vec<Vec<String>> {
     let at = global_options(argv).1;
     let Some(sub) = argv
         .get(at)
@@ -197,7 +201,7 @@ pub fn corrections(argv: &[String], env: Option<&BTreeMap<String, String>>) -> V
         return Vec::new();
     };
     let builtin = BUILTINS.contains(&sub) && !RECENT.contains(&sub);
-    if builtin || runs_external(sub, exec_path(argv), env) {
+    if builtin || runs_external(sub, exec_path(argv), env, settler) {
         return Vec::new();
     }
     let typed = bytes_at_least(sub);
@@ -239,14 +243,24 @@ fn exec_path(argv: &[String]) -> Option<&str> {
         .and_then(|(_, value)| value)
 }
 
-/// Whether git finds a program `git-SUB` that nobody in the sandbox can remove: an executable
-/// file in a read-only directory of its exec path (`--exec-path` or `GIT_EXEC_PATH`; the one
-/// built into the git that runs is not known here, so not looked in) or of `PATH`, which git
-/// searches after it. (One added meanwhile in a directory searched first is run instead: an
-/// exec too.)
-fn runs_external(sub: &str, option: Option<&str>, env: Option<&BTreeMap<String, String>>) -> bool {
+/// Whether git is sure to know a program `git-SUB`, so that it never corrects `SUB`: before
+/// correcting, git lists the `git-*` files of its exec path and of every `PATH` directory
+/// that it counts as commands (`is_executable`: a regular file, symlinks followed, with the
+/// owner's execute bit, whoever runs it), and dies if `git-SUB` is among them (the exec of
+/// it failed, or it would have run: "appears to be a git command, but we were not able to
+/// execute it"). So one such file that nothing in the sandbox can remove or change
+/// ([`Settler::stable_file`]) in its exec path (`--exec-path` or `GIT_EXEC_PATH`; the one
+/// built into the git that runs is not known here, so not looked in) or in `PATH` (from
+/// `env`) is enough, wherever it is in the search. A file git does not count (no owner's
+/// execute bit, though others may run it) or one that could change is not relied on.
+fn runs_external(
+    sub: &str,
+    option: Option<&str>,
+    env: Option<&BTreeMap<String, String>>,
+    settler: Option<&mut Settler>,
+) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let Some(env) = env else {
+    let (Some(env), Some(settler)) = (env, settler) else {
         return false;
     };
     let exec_path = option.or(env.get("GIT_EXEC_PATH").map(String::as_str));
@@ -256,15 +270,12 @@ fn runs_external(sub: &str, option: Option<&str>, env: Option<&BTreeMap<String, 
         .into_iter()
         .chain(path.split(':'))
         .map(Path::new)
-        .filter(|dir| dir.is_absolute() && read_only(dir))
+        .filter(|dir| dir.is_absolute())
         .any(|dir| {
-            std::fs::metadata(dir.join(&name))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            settler
+                .stable_file(&dir.join(&name))
+                .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
         })
-}
-
-fn read_only(dir: &Path) -> bool {
-    statvfs(dir).is_ok_and(|s| s.flags().contains(FsFlags::ST_RDONLY))
 }
 
 /// The weighted edit distance from `a` (typed) to `b` (a candidate) (optimal string alignment): a swap
@@ -304,7 +315,7 @@ mod tests {
     fn corrected(line: &str) -> Vec<String> {
         let words = argv(line);
         let at = global_options(&words).1;
-        corrections(&words, None)
+        corrections(&words, None, None)
             .into_iter()
             .map(|mut v| std::mem::take(&mut v[at]))
             .collect()
@@ -337,7 +348,7 @@ mod tests {
         // `git $'pus\xff'` as the supervisor reads it: git corrects it to `push`.
         let read = |raw: &[u8]| {
             let sub = String::from_utf8_lossy(raw).into_owned();
-            let found = corrections(&["git".to_owned(), sub, "origin".to_owned()], None);
+            let found = corrections(&["git".to_owned(), sub, "origin".to_owned()], None, None);
             found.into_iter().map(|v| v[1].clone()).collect::<Vec<_>>()
         };
         let one_byte = read(b"pus\xff");
@@ -353,6 +364,7 @@ mod tests {
     fn a_correction_is_the_whole_command_line_with_the_subcommand_replaced() {
         let found = corrections(
             &argv("git -C r -c help.autocorrect=1 psh origin main"),
+            None,
             None,
         );
         assert!(
@@ -384,16 +396,68 @@ mod tests {
         assert_eq!(exec_path(&argv("git psh --exec-path=/a")), None);
     }
 
-    #[test]
-    fn an_external_git_command_in_a_writable_directory_is_not_trusted_to_stay() {
+    /// `git psh` with `PATH` holding `dirs`, decided with a mount view where only `writable`
+    /// is writable.
+    fn psh_with_path(dirs: &[&Path], writable: &Path) -> Vec<Vec<String>> {
+        let path = dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        let env: BTreeMap<String, String> = [("PATH".to_owned(), path)].into();
+        let mut settler = Settler::with_writable(writable);
+        corrections(&argv("git psh"), Some(&env), Some(&mut settler))
+    }
+
+    fn leaked_dir() -> &'static Path {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("git-psh"), "").unwrap();
-        let env: BTreeMap<String, String> = [
-            ("GIT_EXEC_PATH".to_owned(), dir.path().display().to_string()),
-            ("PATH".to_owned(), "/usr/bin".to_owned()),
-        ]
-        .into();
-        let found = corrections(&argv("git psh"), Some(&env));
-        assert!(found.contains(&argv("git push")), "{found:?}");
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        std::mem::forget(dir);
+        Box::leak(path.into_boxed_path())
+    }
+
+    fn program(dir: &Path, mode: u32) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let file = dir.join("git-psh");
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        file
+    }
+
+    #[test]
+    fn an_external_git_command_that_cannot_change_stops_the_corrections() {
+        let ws = leaked_dir();
+        let ro = leaked_dir();
+        program(ro, 0o755);
+        // Anywhere in the search: git lists every directory before it corrects.
+        assert!(psh_with_path(&[ws, ro], ws).is_empty());
+        // Owner's execute bit only: others cannot run it, git still counts it (and dies).
+        program(ro, 0o100);
+        assert!(psh_with_path(&[ro], ws).is_empty());
+    }
+
+    #[test]
+    fn an_external_git_command_git_does_not_count_or_that_may_go_is_not_relied_on() {
+        let ws = leaked_dir();
+        let ro = leaked_dir();
+        let push = argv("git push");
+        // Executable by group and others but not its owner: git's `is_executable` skips it
+        // and corrects `psh` to `push` (found by a red-team pass on 2026-12-07).
+        program(ro, 0o011);
+        assert!(psh_with_path(&[ro], ws).contains(&push));
+        // In a writable directory: it may be removed, or its mode changed, before git looks.
+        program(ws, 0o755);
+        assert!(psh_with_path(&[ws], ws).contains(&push));
+        // A second link: its mode could change through the other one.
+        program(ro, 0o755);
+        std::fs::hard_link(ro.join("git-psh"), ws.join("other-name")).unwrap();
+        assert!(psh_with_path(&[ro], ws).contains(&push));
+        // A relative `PATH` entry names another directory for each working directory.
+        assert!(psh_with_path(&[Path::new("bin")], ws).contains(&push));
+        // No mount view, no environment: nothing is relied on.
+        let env: BTreeMap<String, String> = [("PATH".to_owned(), ro.display().to_string())].into();
+        assert!(corrections(&argv("git psh"), Some(&env), None).contains(&push));
+        let mut settler = Settler::with_writable(ws);
+        assert!(corrections(&argv("git psh"), None, Some(&mut settler)).contains(&push));
     }
 }

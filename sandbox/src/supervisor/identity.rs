@@ -67,9 +67,27 @@ pub struct KnownProgram {
     pub size: u64,
 }
 
+/// The most entries of one git exec-path directory looked at.
+const MAX_GIT_DIR_ENTRIES: usize = 2048;
+
 /// Finds the files the rules' program `names` are, through `path_var` (a `PATH` value) and the
 /// usual directories, and the dynamic loaders. Files that cannot be read are left out.
+///
+/// When `git` is among them, so are git's programs of its own (`git-http-push`,
+/// `git-remote-http`, ...): files of its exec-path directories named `git-SUB` that are not
+/// git itself (a link or a copy of it, which git's builtins are). git runs one for `git SUB`,
+/// and a renamed copy of one is still `git SUB` to the rules (`git-http-push` is how `git
+/// http-push` pushes).
 pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
+    let git_dirs: Vec<&Path> = EXTRA_DIRS
+        .iter()
+        .filter(|d| d.ends_with("/git-core"))
+        .map(Path::new)
+        .collect();
+    resolve_in(names, path_var, &git_dirs)
+}
+
+fn resolve_in(names: &[String], path_var: Option<&str>, git_dirs: &[&Path]) -> Vec<KnownProgram> {
     let mut dirs: Vec<PathBuf> = path_var
         .unwrap_or_default()
         .split(':')
@@ -81,47 +99,105 @@ pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
     let mut seen = std::collections::HashSet::new();
     dirs.retain(|d| seen.insert(d.clone()));
     let mut found: Vec<KnownProgram> = Vec::new();
-    let mut add = |name: &str, candidate: &Path| {
-        // One `stat` for the usual miss; the path is resolved only for a file that is there
-        // (resolving costs a `readlink` per component).
-        if std::fs::metadata(candidate).is_err() {
-            return;
-        }
-        let Ok(path) = std::fs::canonicalize(candidate) else {
-            return;
-        };
-        let Ok(meta) = std::fs::metadata(&path) else {
-            return;
-        };
-        if !meta.is_file() || meta.mode() & 0o111 == 0 {
-            return;
-        }
-        let known = KnownProgram {
-            name: name.to_owned(),
-            path,
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-        };
-        if !found
-            .iter()
-            .any(|k| k.name == known.name && k.dev == known.dev && k.ino == known.ino)
-        {
-            found.push(known);
-        }
-    };
     for name in names {
         if name.is_empty() || name.contains('/') {
             continue;
         }
         for dir in &dirs {
-            add(name, &dir.join(name));
+            add_known(&mut found, name, &dir.join(name));
         }
     }
     for loader in LOADER_PATHS {
-        add(LOADER, Path::new(loader));
+        add_known(&mut found, LOADER, Path::new(loader));
+    }
+    if names.iter().any(|n| n == "git") {
+        for (name, path) in git_programs(&found, git_dirs) {
+            add_known(&mut found, &name, &path);
+        }
     }
     found
+}
+
+/// Adds the file `candidate` names as program `name`, once, if it is an executable file.
+fn add_known(found: &mut Vec<KnownProgram>, name: &str, candidate: &Path) {
+    // One `stat` for the usual miss; the path is resolved only for a file that is there
+    // (resolving costs a `readlink` per component).
+    if std::fs::metadata(candidate).is_err() {
+        return;
+    }
+    let Ok(path) = std::fs::canonicalize(candidate) else {
+        return;
+    };
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return;
+    };
+    if !meta.is_file() || meta.mode() & 0o111 == 0 {
+        return;
+    }
+    let known = KnownProgram {
+        name: name.to_owned(),
+        path,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size: meta.size(),
+    };
+    if !found
+        .iter()
+        .any(|k| k.name == known.name && k.dev == known.dev && k.ino == known.ino)
+    {
+        found.push(known);
+    }
+}
+
+/// The files of `git_dirs` named `git-SUB` that are none of the gits in `found`: not the same
+/// file, and not a copy (a file of a git's size is compared by content).
+fn git_programs(found: &[KnownProgram], git_dirs: &[&Path]) -> Vec<(String, PathBuf)> {
+    let gits: Vec<&KnownProgram> = found.iter().filter(|k| k.name == "git").collect();
+    let mut git_digests: HashMap<usize, Option<[u8; 32]>> = HashMap::new();
+    let mut out = Vec::new();
+    for dir in git_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(MAX_GIT_DIR_ENTRIES) {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if name.strip_prefix("git-").is_none_or(str::is_empty) {
+                continue;
+            }
+            let path = dir.join(name);
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if gits
+                .iter()
+                .any(|g| (g.dev, g.ino) == (meta.dev(), meta.ino()))
+            {
+                continue;
+            }
+            let copy = gits.iter().enumerate().any(|(i, g)| {
+                if g.size != meta.size() {
+                    return false;
+                }
+                let git = *git_digests.entry(i).or_insert_with(|| {
+                    std::fs::File::open(&g.path)
+                        .and_then(|f| digest_reader(&f))
+                        .ok()
+                });
+                let this = std::fs::File::open(&path)
+                    .and_then(|f| digest_reader(&f))
+                    .ok();
+                // Unreadable: taken for a copy (a renamed git is then git, not `git SUB`).
+                git.is_none() || this.is_none() || git == this
+            });
+            if !copy {
+                out.push((name.to_owned(), path));
+            }
+        }
+    }
+    out
 }
 
 /// A file's identity for the digest cache: a change to the file changes its ctime.
@@ -389,6 +465,45 @@ mod tests {
         assert!(
             settled(&std::fs::metadata("/").unwrap())
                 || settled(&std::fs::metadata("/bin/sh").unwrap())
+        );
+    }
+
+    #[test]
+    fn gits_own_programs_are_known_and_its_links_and_copies_are_git() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let core = dir.path().join("git-core");
+        std::fs::create_dir(&core).unwrap();
+        // A stand-in for git (any program), its builtins as a hard link, a symlink and a
+        // copy, and a program of its own.
+        std::fs::copy("/bin/sh", core.join("git")).unwrap();
+        std::fs::hard_link(core.join("git"), core.join("git-push")).unwrap();
+        symlink("git", core.join("git-status")).unwrap();
+        std::fs::copy(core.join("git"), core.join("git-commit")).unwrap();
+        std::fs::copy("/bin/true", core.join("git-http-push")).unwrap();
+        std::fs::write(core.join("git-"), "").unwrap();
+        let names = vec!["git".to_owned()];
+        let known = resolve_in(&names, core.to_str(), &[core.as_path()]);
+        let mut dashed: Vec<&str> = known
+            .iter()
+            .filter(|k| k.name.starts_with("git-"))
+            .map(|k| k.name.as_str())
+            .collect();
+        dashed.sort_unstable();
+        assert_eq!(dashed, ["git-http-push"], "{known:?}");
+        // A renamed copy of git's own program is that program; of git, git alone.
+        let copy = dir.path().join("hp");
+        std::fs::copy(core.join("git-http-push"), &copy).unwrap();
+        let mut identity = Identity::new(known);
+        let names = identity.names_of_file(&std::fs::File::open(&copy).unwrap());
+        assert_eq!(names, ["git-http-push"]);
+        let names = identity.names_of_file(&std::fs::File::open(core.join("git-commit")).unwrap());
+        assert_eq!(names, ["git"]);
+        // Without a rule naming git, none of them is looked for.
+        let known = resolve_in(&sh_names(), core.to_str(), &[core.as_path()]);
+        assert!(
+            known.iter().all(|k| !k.name.starts_with("git")),
+            "{known:?}"
         );
     }
 

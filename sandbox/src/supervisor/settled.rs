@@ -130,6 +130,43 @@ impl Settler {
         fixed
     }
 
+    /// A settler whose read-only mounts are everything outside `writable` (one per thread),
+    /// with one read-only mount of everything: nothing is shown writable elsewhere.
+    #[cfg(test)]
+    pub(super) fn with_writable(writable: &Path) -> Settler {
+        thread_local! { static WRITABLE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) }; }
+        WRITABLE.with(|w| *w.borrow_mut() = Some(writable.to_path_buf()));
+        fn view(path: &Path) -> bool {
+            WRITABLE.with(|w| !w.borrow().as_ref().is_some_and(|dir| path.starts_with(dir)))
+        }
+        Settler {
+            read_only: view,
+            mounts: Some(mounts::parse(b"1 0 1:1 / / ro - ext4 /dev/x ro\n")),
+            ..Settler::default()
+        }
+    }
+
+    /// The file `path` names for good, with its `stat` (symlinks followed): the path is
+    /// absolute and resolves through directories that cannot change (as for
+    /// [`Settler::failure`]) to a regular file on a read-only mount that no writable mount
+    /// shows, with no other link (one in a writable root would let its mode change). Nothing
+    /// in the sandbox can remove it or change its mode while the sandbox lives. `None` for
+    /// anything else, including a path that names nothing.
+    pub fn stable_file(&mut self, path: &Path) -> Option<std::fs::Metadata> {
+        let Ok(Found::File(id)) = self.resolve(path) else {
+            return None;
+        };
+        let canonical = std::fs::canonicalize(path).ok()?;
+        let meta = std::fs::metadata(&canonical).ok()?;
+        let stable = (meta.dev(), meta.ino()) == id
+            && meta.is_file()
+            && meta.nlink() == 1
+            && !on_procfs(&canonical)
+            && (self.read_only)(&canonical)
+            && self.not_writable_elsewhere(&canonical).is_ok();
+        stable.then_some(meta)
+    }
+
     fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
         use std::io::Read;
         let extension = path

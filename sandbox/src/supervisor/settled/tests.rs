@@ -4,19 +4,8 @@ use nix::libc;
 
 use super::*;
 
-/// A settler whose read-only mounts are everything outside `/tmp` and the test's directory.
 fn settler_with_writable(writable: &'static Path) -> Settler {
-    thread_local! { static WRITABLE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) }; }
-    WRITABLE.with(|w| *w.borrow_mut() = Some(writable.to_path_buf()));
-    fn view(path: &Path) -> bool {
-        WRITABLE.with(|w| !w.borrow().as_ref().is_some_and(|dir| path.starts_with(dir)))
-    }
-    Settler {
-        read_only: view,
-        // One read-only mount of everything: nothing is shown writable elsewhere.
-        mounts: Some(mounts::parse(b"1 0 1:1 / / ro - ext4 /dev/x ro\n")),
-        ..Settler::default()
-    }
+    Settler::with_writable(writable)
 }
 
 fn leaked_tempdir() -> &'static Path {
