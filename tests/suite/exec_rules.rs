@@ -449,35 +449,42 @@ fn a_bang_alias_is_denied_at_the_outer_git_before_its_shell_runs() {
 }
 
 #[test]
-fn a_git_command_git_does_not_count_planted_in_an_earlier_run_does_not_let_autocorrect_push() {
+fn a_git_command_planted_in_the_workspace_in_an_earlier_run_does_not_let_autocorrect_push() {
     // Found by a red-team pass on 2026-12-07. Run 1 makes a submodule git dir of the
     // workspace's repository holding a `git-psuh` that group and others may run but its owner
-    // may not: git does not count it as a command. In run 2 that git dir's `hooks` is bound
-    // read-only, and `git psuh`, finding no `git-psuh` it counts, corrects itself to `git
-    // push` in its own process.
+    // may not (git does not count it as a command). In run 2 that git dir's `hooks` is bound
+    // read-only, which the supervisor took for "cannot change", and `git psuh`, finding no
+    // `git-psuh` it counts, corrected itself to `git push` in its own process. A file that a
+    // writable mount also shows is not relied on, whatever its mode (the owner's execute bit
+    // is tested in `git_correct`'s unit tests, which can make a directory that cannot change).
     use std::os::unix::fs::PermissionsExt;
-    let e = ExecEnv::new();
-    git(&e.workspace, &["init", "-q", "-b", "main"]);
-    git(
-        &e.workspace,
-        &["commit", "-q", "--allow-empty", "-m", "first"],
-    );
-    git(&e.workspace, &["init", "-q", "--bare", "remote.git"]);
-    git(&e.workspace, &["remote", "add", "origin", "remote.git"]);
-    let run = |name: &str, body: &str| {
-        let path = e.write(name, format!("#!/bin/bash\n{body}\necho end\n"));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&format!("./{name}")]))
-    };
-    let r = run(
-        "plant.sh",
-        "m=.git/modules/evil; mkdir -p $m/hooks && : > $m/HEAD && printf '#!/bin/sh\\n' > $m/hooks/git-psuh && chmod 011 $m/hooks/git-psuh",
-    );
-    assert!(r.stdout.contains("end"), "the plant failed:\n{}", r.stderr);
-    let r = run(
-        "psuh.sh",
-        "PATH=$PWD/.git/modules/evil/hooks:$PATH git -c help.autocorrect=immediate psuh origin HEAD:main",
-    );
-    assert_attributed(&r.stderr, "autocorrect past a planted git-psuh");
-    assert_nothing_pushed(&e, "autocorrect past a planted git-psuh");
+    for mode in ["011", "755"] {
+        let e = ExecEnv::new();
+        git(&e.workspace, &["init", "-q", "-b", "main"]);
+        git(
+            &e.workspace,
+            &["commit", "-q", "--allow-empty", "-m", "first"],
+        );
+        git(&e.workspace, &["init", "-q", "--bare", "remote.git"]);
+        git(&e.workspace, &["remote", "add", "origin", "remote.git"]);
+        let run = |name: &str, body: &str| {
+            let path = e.write(name, format!("#!/bin/bash\n{body}\necho end\n"));
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&format!("./{name}")]))
+        };
+        let r = run(
+            "plant.sh",
+            &format!(
+                "m=.git/modules/evil; mkdir -p $m/hooks && : > $m/HEAD && printf '#!/bin/sh\\n' > $m/hooks/git-psuh && chmod {mode} $m/hooks/git-psuh"
+            ),
+        );
+        assert!(r.stdout.contains("end"), "the plant failed:\n{}", r.stderr);
+        let r = run(
+            "psuh.sh",
+            "PATH=$PWD/.git/modules/evil/hooks:$PATH git -c help.autocorrect=immediate psuh origin HEAD:main",
+        );
+        let what = format!("autocorrect past a planted git-psuh of mode {mode}");
+        assert_attributed(&r.stderr, &what);
+        assert_nothing_pushed(&e, &what);
+    }
 }

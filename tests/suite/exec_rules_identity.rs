@@ -61,6 +61,20 @@ fn git_under_another_name_is_still_git() {
             "exec -a other \"$(git --exec-path)/git-http-push\" http://127.0.0.1:9/remote.git main",
         ),
     ];
+    // The cases with git's own http-push need it installed (git built with curl).
+    let exec_path = std::process::Command::new("git")
+        .arg("--exec-path")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("run git --exec-path");
+    let exec_path = String::from_utf8_lossy(&exec_path.stdout).trim().to_owned();
+    assert!(
+        std::path::Path::new(&exec_path)
+            .join("git-http-push")
+            .exists(),
+        "`{exec_path}/git-http-push` is missing: these tests need git built with curl (Debian: \
+         the git package)"
+    );
     for (i, (what, line)) in cases.iter().enumerate() {
         let name = script(&e, &format!("renamed-{i}.sh"), line);
         let r = run_within(

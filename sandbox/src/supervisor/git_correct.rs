@@ -249,10 +249,13 @@ fn exec_path(argv: &[String]) -> Option<&str> {
 /// owner's execute bit, whoever runs it), and dies if `git-SUB` is among them (the exec of
 /// it failed, or it would have run: "appears to be a git command, but we were not able to
 /// execute it"). So one such file that nothing in the sandbox can remove or change
-/// ([`Settler::stable_file`]) in its exec path (`--exec-path` or `GIT_EXEC_PATH`; the one
-/// built into the git that runs is not known here, so not looked in) or in `PATH` (from
-/// `env`) is enough, wherever it is in the search. A file git does not count (no owner's
-/// execute bit, though others may run it) or one that could change is not relied on.
+/// ([`Settler::stable_file`]), in a directory anyone may list (git lists it with `opendir`),
+/// in its exec path (`--exec-path` or `GIT_EXEC_PATH`; the one built into the git that runs
+/// is not known here, so not looked in) or in `PATH` (from `env`) is enough, wherever it is in
+/// the search. Not relied on: a file git does not count (no owner's execute bit, though others
+/// may run it), one that could change, and names git would look for differently than read
+/// here (a `/` in `SUB`, which names a file in another directory; bytes that are not UTF-8,
+/// read here as U+FFFD).
 fn runs_external(
     sub: &str,
     option: Option<&str>,
@@ -263,18 +266,24 @@ fn runs_external(
     let (Some(env), Some(settler)) = (env, settler) else {
         return false;
     };
+    let lossy = |s: &str| s.contains(char::REPLACEMENT_CHARACTER);
+    if sub.contains('/') || lossy(sub) {
+        return false;
+    }
     let exec_path = option.or(env.get("GIT_EXEC_PATH").map(String::as_str));
     let path = env.get("PATH").map_or("", String::as_str);
     let name = format!("git-{sub}");
     exec_path
         .into_iter()
         .chain(path.split(':'))
+        .filter(|dir| !lossy(dir))
         .map(Path::new)
         .filter(|dir| dir.is_absolute())
         .any(|dir| {
             settler
                 .stable_file(&dir.join(&name))
                 .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
+                && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
         })
 }
 
@@ -306,6 +315,7 @@ fn distance(a: &[u8], b: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn argv(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
@@ -409,16 +419,19 @@ mod tests {
         corrections(&argv("git psh"), Some(&env), Some(&mut settler))
     }
 
+    /// A directory anyone may list (a temporary one is its owner's alone).
     fn leaked_dir() -> &'static Path {
         let dir = tempfile::tempdir().unwrap();
         let path = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::mem::forget(dir);
         Box::leak(path.into_boxed_path())
     }
 
     fn program(dir: &Path, mode: u32) -> std::path::PathBuf {
-        use std::os::unix::fs::PermissionsExt;
         let file = dir.join("git-psh");
+        // A file of mode 011 cannot be opened for writing by its owner: made anew.
+        let _ = std::fs::remove_file(&file);
         std::fs::write(&file, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
         file
@@ -452,6 +465,28 @@ mod tests {
         program(ro, 0o755);
         std::fs::hard_link(ro.join("git-psh"), ws.join("other-name")).unwrap();
         assert!(psh_with_path(&[ro], ws).contains(&push));
+        // A directory others may search but not list: git's listing of it fails.
+        let unlisted = leaked_dir();
+        program(unlisted, 0o755);
+        std::fs::set_permissions(unlisted, std::fs::Permissions::from_mode(0o711)).unwrap();
+        assert!(psh_with_path(&[unlisted], ws).contains(&push));
+        // Names git looks for otherwise than read here: a `/` (a file in a directory) and a
+        // byte that is not UTF-8 (read as U+FFFD, which a planted name could hold).
+        for sub in ["p/sh", "ps\u{FFFD}"] {
+            let dir = leaked_dir();
+            let file = dir.join(format!("git-{sub}"));
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, "").unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let env: BTreeMap<String, String> =
+                [("PATH".to_owned(), dir.display().to_string())].into();
+            let mut settler = Settler::with_writable(ws);
+            let line = vec!["git".to_owned(), sub.to_owned()];
+            assert!(
+                corrections(&line, Some(&env), Some(&mut settler)).contains(&push),
+                "{sub}"
+            );
+        }
         // A relative `PATH` entry names another directory for each working directory.
         assert!(psh_with_path(&[Path::new("bin")], ws).contains(&push));
         // No mount view, no environment: nothing is relied on.

@@ -74,20 +74,49 @@ const MAX_GIT_DIR_ENTRIES: usize = 2048;
 /// usual directories, and the dynamic loaders. Files that cannot be read are left out.
 ///
 /// When `git` is among them, so are git's programs of its own (`git-http-push`,
-/// `git-remote-http`, ...): files of its exec-path directories named `git-SUB` that are not
-/// git itself (a link or a copy of it, which git's builtins are). git runs one for `git SUB`,
-/// and a renamed copy of one is still `git SUB` to the rules (`git-http-push` is how `git
-/// http-push` pushes).
-pub fn resolve(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
-    let git_dirs: Vec<&Path> = EXTRA_DIRS
-        .iter()
-        .filter(|d| d.ends_with("/git-core"))
-        .map(Path::new)
-        .collect();
-    resolve_in(names, path_var, &git_dirs)
+/// `git-remote-http`, ...): files named `git-SUB` that are not git itself (a link or a copy of
+/// it, which git's builtins are) in its exec-path directories (the usual ones, those beside
+/// each git found, `<prefix>/libexec/git-core` and `<prefix>/lib/git-core`, and
+/// `git_exec_path`, the session's `GIT_EXEC_PATH`). git runs one for `git SUB`, and a renamed
+/// copy of one is still `git SUB` to the rules (`git-http-push` is how `git http-push` pushes).
+pub fn resolve(
+    names: &[String],
+    path_var: Option<&str>,
+    git_exec_path: Option<&str>,
+) -> Vec<KnownProgram> {
+    let mut found = resolve_in(names, path_var);
+    if names.iter().any(|n| n == "git") {
+        let mut git_dirs: Vec<PathBuf> = EXTRA_DIRS
+            .iter()
+            .filter(|d| d.ends_with("/git-core"))
+            .map(PathBuf::from)
+            .collect();
+        for git in found.iter().filter(|k| k.name == "git") {
+            let Some(dir) = git.path.parent() else {
+                continue;
+            };
+            git_dirs.push(dir.to_path_buf());
+            if let Some(prefix) = dir.parent() {
+                git_dirs.push(prefix.join("libexec/git-core"));
+                git_dirs.push(prefix.join("lib/git-core"));
+            }
+        }
+        git_dirs.extend(
+            git_exec_path
+                .filter(|d| d.starts_with('/'))
+                .map(PathBuf::from),
+        );
+        let mut seen = std::collections::HashSet::new();
+        git_dirs.retain(|d| seen.insert(d.clone()));
+        for (name, path) in git_programs(&found, &git_dirs) {
+            add_known(&mut found, &name, &path);
+        }
+    }
+    found
 }
 
-fn resolve_in(names: &[String], path_var: Option<&str>, git_dirs: &[&Path]) -> Vec<KnownProgram> {
+/// The programs `names` through `path_var` and the usual directories, and the loaders.
+fn resolve_in(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
     let mut dirs: Vec<PathBuf> = path_var
         .unwrap_or_default()
         .split(':')
@@ -109,11 +138,6 @@ fn resolve_in(names: &[String], path_var: Option<&str>, git_dirs: &[&Path]) -> V
     }
     for loader in LOADER_PATHS {
         add_known(&mut found, LOADER, Path::new(loader));
-    }
-    if names.iter().any(|n| n == "git") {
-        for (name, path) in git_programs(&found, git_dirs) {
-            add_known(&mut found, &name, &path);
-        }
     }
     found
 }
@@ -150,8 +174,14 @@ fn add_known(found: &mut Vec<KnownProgram>, name: &str, candidate: &Path) {
 }
 
 /// The files of `git_dirs` named `git-SUB` that are none of the gits in `found`: not the same
-/// file, and not a copy (a file of a git's size is compared by content).
-fn git_programs(found: &[KnownProgram], git_dirs: &[&Path]) -> Vec<(String, PathBuf)> {
+/// file, and not a copy (a file of a git's size is compared by content, each file digested
+/// once).
+fn git_programs(found: &[KnownProgram], git_dirs: &[PathBuf]) -> Vec<(String, PathBuf)> {
+    let digest_of = |path: &Path| {
+        std::fs::File::open(path)
+            .and_then(|f| digest_reader(&f))
+            .ok()
+    };
     let gits: Vec<&KnownProgram> = found.iter().filter(|k| k.name == "git").collect();
     let mut git_digests: HashMap<usize, Option<[u8; 32]>> = HashMap::new();
     let mut out = Vec::new();
@@ -177,18 +207,13 @@ fn git_programs(found: &[KnownProgram], git_dirs: &[&Path]) -> Vec<(String, Path
             {
                 continue;
             }
+            let mut this: Option<Option<[u8; 32]>> = None;
             let copy = gits.iter().enumerate().any(|(i, g)| {
                 if g.size != meta.size() {
                     return false;
                 }
-                let git = *git_digests.entry(i).or_insert_with(|| {
-                    std::fs::File::open(&g.path)
-                        .and_then(|f| digest_reader(&f))
-                        .ok()
-                });
-                let this = std::fs::File::open(&path)
-                    .and_then(|f| digest_reader(&f))
-                    .ok();
+                let git = *git_digests.entry(i).or_insert_with(|| digest_of(&g.path));
+                let this = *this.get_or_insert_with(|| digest_of(&path));
                 // Unreadable: taken for a copy (a renamed git is then git, not `git SUB`).
                 git.is_none() || this.is_none() || git == this
             });
@@ -386,7 +411,7 @@ mod tests {
     #[test]
     fn a_copy_is_the_program_and_one_byte_more_is_not() {
         let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None);
         let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
         let copy = dir.path().join("renamed");
         std::fs::copy(&sh.path, &copy).unwrap();
@@ -415,7 +440,7 @@ mod tests {
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         std::fs::copy("/bin/sh", bin.join("sh")).unwrap();
-        let known = resolve(&sh_names(), bin.to_str());
+        let known = resolve(&sh_names(), bin.to_str(), None);
         assert!(known.iter().any(|k| k.path == bin.join("sh")), "{known:?}");
         let linked = dir.path().join("harmless");
         std::fs::hard_link(bin.join("sh"), &linked).unwrap();
@@ -431,7 +456,7 @@ mod tests {
     #[test]
     fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
         let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"));
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None);
         let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
         let content = std::fs::read(&sh.path).unwrap();
         let file = dir.path().join("tool");
@@ -481,12 +506,13 @@ mod tests {
         symlink("git", core.join("git-status")).unwrap();
         std::fs::copy(core.join("git"), core.join("git-commit")).unwrap();
         std::fs::copy("/bin/true", core.join("git-http-push")).unwrap();
-        std::fs::write(core.join("git-"), "").unwrap();
+        std::fs::copy("/bin/true", core.join("git-")).unwrap();
         let names = vec!["git".to_owned()];
-        let known = resolve_in(&names, core.to_str(), &[core.as_path()]);
+        // Found as the git beside its exec-path directory (here, the same one).
+        let known = resolve(&names, core.to_str(), None);
         let mut dashed: Vec<&str> = known
             .iter()
-            .filter(|k| k.name.starts_with("git-"))
+            .filter(|k| k.name.starts_with("git-") && k.path.starts_with(&core))
             .map(|k| k.name.as_str())
             .collect();
         dashed.sort_unstable();
@@ -500,7 +526,7 @@ mod tests {
         let names = identity.names_of_file(&std::fs::File::open(core.join("git-commit")).unwrap());
         assert_eq!(names, ["git"]);
         // Without a rule naming git, none of them is looked for.
-        let known = resolve_in(&sh_names(), core.to_str(), &[core.as_path()]);
+        let known = resolve(&sh_names(), core.to_str(), core.to_str());
         assert!(
             known.iter().all(|k| !k.name.starts_with("git")),
             "{known:?}"
@@ -509,7 +535,7 @@ mod tests {
 
     #[test]
     fn the_same_name_is_not_a_rename() {
-        let known = resolve(&sh_names(), Some("/bin"));
+        let known = resolve(&sh_names(), Some("/bin"), None);
         let identity = Identity::new(known);
         assert!(identity.is_known_as(&sh_names(), "sh"));
         assert!(!identity.is_known_as(&sh_names(), "x"));

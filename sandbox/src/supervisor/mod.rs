@@ -204,7 +204,11 @@ impl SupervisorConfig {
     pub fn for_spec(spec: &SandboxSpec) -> Option<SupervisorConfig> {
         let rules = spec.exec_rules.clone()?;
         let names: Vec<String> = rules.program_names().into_iter().collect();
-        let programs = identity::resolve(&names, spec.env.get("PATH").map(String::as_str));
+        let programs = identity::resolve(
+            &names,
+            spec.env.get("PATH").map(String::as_str),
+            spec.env.get("GIT_EXEC_PATH").map(String::as_str),
+        );
         let settle = settles(spec);
         Some(SupervisorConfig {
             rules,

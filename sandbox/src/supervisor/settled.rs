@@ -65,8 +65,9 @@ const MAX_KEPT: usize = 4096;
 /// What the resolution of a path found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found {
-    /// A file (device, inode), which the kernel may run.
-    File((u64, u64)),
+    /// A file (device, inode), which the kernel may run, and whether anyone may search every
+    /// directory its resolution walked.
+    File((u64, u64), bool),
     /// Nothing the kernel can run: it fails the exec; with the error it fails with for any
     /// caller, where that is known (see [`Settler::failure`]).
     Fails(Option<i32>),
@@ -100,7 +101,7 @@ impl Settler {
         }
         match self.resolve(path) {
             Ok(Found::Fails(errno)) => errno,
-            Ok(Found::File(_)) | Err(_) => None,
+            Ok(Found::File(..)) | Err(_) => None,
         }
     }
 
@@ -147,24 +148,42 @@ impl Settler {
     }
 
     /// The file `path` names for good, with its `stat` (symlinks followed): the path is
-    /// absolute and resolves through directories that cannot change (as for
-    /// [`Settler::failure`]) to a regular file on a read-only mount that no writable mount
-    /// shows, with no other link (one in a writable root would let its mode change). Nothing
-    /// in the sandbox can remove it or change its mode while the sandbox lives. `None` for
-    /// anything else, including a path that names nothing.
+    /// absolute and resolves through directories that cannot change and that anyone may search
+    /// (as for [`Settler::failure`]: so it resolves alike for every caller) to a regular file
+    /// on a read-only mount that no writable mount shows, with no other link (one in a writable
+    /// root would let its mode change). Nothing in the sandbox can remove it or change its mode
+    /// while the sandbox lives. `None` for anything else, including a path that names nothing.
     pub fn stable_file(&mut self, path: &Path) -> Option<std::fs::Metadata> {
-        let Ok(Found::File(id)) = self.resolve(path) else {
+        self.stable_at(path, true)
+            .map(|(_, meta)| meta)
+            .filter(|meta| meta.nlink() == 1)
+    }
+
+    /// The regular file `path` resolves to through directories that cannot change (that anyone
+    /// may search, where `for_anyone`), on a read-only mount that no writable mount shows and
+    /// on no proc filesystem: its canonical path and `stat`.
+    fn stable_at(&mut self, path: &Path, for_anyone: bool) -> Option<(PathBuf, std::fs::Metadata)> {
+        let Ok(Found::File(id, searchable)) = self.resolve(path) else {
             return None;
         };
+        if for_anyone && !searchable {
+            return None;
+        }
         let canonical = std::fs::canonicalize(path).ok()?;
         let meta = std::fs::metadata(&canonical).ok()?;
         let stable = (meta.dev(), meta.ino()) == id
             && meta.is_file()
-            && meta.nlink() == 1
             && !on_procfs(&canonical)
             && (self.read_only)(&canonical)
             && self.not_writable_elsewhere(&canonical).is_ok();
-        stable.then_some(meta)
+        stable.then_some((canonical, meta))
+    }
+
+    /// Whether anyone may list the directory `dir`, which cannot change (its mode grants
+    /// others reading and searching, and no access ACL could take that from a named user).
+    pub fn listable_by_anyone(&mut self, dir: &Path) -> bool {
+        matches!(self.stable_dir(dir), Ok(true))
+            && std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o004 != 0)
     }
 
     fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
@@ -172,16 +191,13 @@ impl Settler {
         let extension = path
             .file_name()
             .is_none_or(|name| name.as_bytes().contains(&b'.'));
-        if extension || !matches!(self.resolve(path), Ok(Found::File(found)) if found == id) {
+        if extension {
             return false;
         }
-        let Ok(canonical) = std::fs::canonicalize(path) else {
+        let Some((canonical, meta)) = self.stable_at(path, false) else {
             return false;
         };
-        if on_procfs(&canonical)
-            || !(self.read_only)(&canonical)
-            || self.not_writable_elsewhere(&canonical).is_err()
-        {
+        if (meta.dev(), meta.ino()) != id {
             return false;
         }
         // Its first bytes, from the file just checked (the same device and inode).
@@ -257,7 +273,7 @@ impl Settler {
             } else if !meta.is_file() {
                 return Ok(Found::Fails(None));
             } else {
-                return Ok(Found::File((meta.dev(), meta.ino())));
+                return Ok(Found::File((meta.dev(), meta.ino()), searchable));
             }
         }
         // The path ends at a directory: the kernel fails with EACCES.

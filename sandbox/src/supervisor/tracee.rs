@@ -72,15 +72,19 @@ pub(super) fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The environment's entries by name. A name given twice keeps its first value, which is the
+/// one `getenv` returns (git reads its variables so); found by review on 2026-12-07, when a
+/// second `PATH` entry could have named a directory git never looks in.
 fn parse_env(entries: impl IntoIterator<Item = Vec<u8>>) -> BTreeMap<String, String> {
-    entries
-        .into_iter()
-        .filter_map(|e| {
-            let text = lossy(&e);
-            text.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        })
-        .collect()
+    let mut env = BTreeMap::new();
+    for entry in entries {
+        let text = lossy(&entry);
+        if let Some((name, value)) = text.split_once('=') {
+            env.entry(name.to_owned())
+                .or_insert_with(|| value.to_owned());
+        }
+    }
+    env
 }
 
 /// The working directory of `pid`.
@@ -332,6 +336,12 @@ mod tests {
         assert_eq!(env.get("A").map(String::as_str), Some("b=c"));
         assert_eq!(env.get("E").map(String::as_str), Some(""));
         assert_eq!(env.len(), 2);
+    }
+
+    #[test]
+    fn a_name_given_twice_keeps_its_first_value_as_getenv_does() {
+        let env = parse_env([b"PATH=/usr/bin".to_vec(), b"PATH=/planted".to_vec()]);
+        assert_eq!(env.get("PATH").map(String::as_str), Some("/usr/bin"));
     }
 
     /// `execve` with `args` read from this process, its file taken to be there.

@@ -4,10 +4,6 @@ use nix::libc;
 
 use super::*;
 
-fn settler_with_writable(writable: &'static Path) -> Settler {
-    Settler::with_writable(writable)
-}
-
 fn leaked_tempdir() -> &'static Path {
     let dir = tempfile::tempdir().unwrap();
     let path = std::fs::canonicalize(dir.path()).unwrap();
@@ -18,15 +14,15 @@ fn leaked_tempdir() -> &'static Path {
 #[test]
 fn a_program_reached_through_read_only_directories_and_symlinks_resolves_to_its_file() {
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     let sh = std::fs::metadata("/bin/sh").unwrap();
     // /bin is a symlink on merged-usr systems, /bin/sh one to dash: both followed.
     match settler.resolve(Path::new("/bin/sh")).unwrap() {
-        Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
+        Found::File(id, _) => assert_eq!(id, (sh.dev(), sh.ino())),
         Found::Fails(_) => panic!("/bin/sh resolves"),
     }
     match settler.resolve(Path::new("/usr/../bin/./sh")).unwrap() {
-        Found::File(id) => assert_eq!(id, (sh.dev(), sh.ino())),
+        Found::File(id, _) => assert_eq!(id, (sh.dev(), sh.ino())),
         Found::Fails(_) => panic!("/usr/../bin/./sh resolves"),
     }
 }
@@ -36,7 +32,7 @@ fn a_path_through_a_writable_directory_is_not_settled() {
     let ws = leaked_tempdir();
     std::fs::copy("/bin/true", ws.join("true")).unwrap();
     symlink("/bin/true", ws.join("link")).unwrap();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     for path in [ws.join("true"), ws.join("link"), ws.join("missing")] {
         assert!(settler.resolve(&path).is_err(), "{}", path.display());
     }
@@ -48,7 +44,7 @@ fn a_path_through_a_writable_directory_is_not_settled() {
 #[test]
 fn a_missing_file_in_a_read_only_directory_fails_in_the_kernel_too() {
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     for path in ["/usr/bin/no-such-program-here", "/etc/passwd/x", "/usr/bin"] {
         assert!(
             matches!(settler.resolve(Path::new(path)), Ok(Found::Fails(_))),
@@ -71,7 +67,7 @@ fn exec_error(path: &Path) -> Option<i32> {
 #[test]
 fn a_missing_step_is_answered_with_the_error_the_kernels_exec_gives() {
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     for (path, errno) in [
         ("/usr/bin/no-such-program-here", libc::ENOENT),
         ("/no/such/dir/program", libc::ENOENT),
@@ -106,7 +102,7 @@ fn a_missing_step_below_a_directory_others_cannot_search_is_left_to_the_kernel()
     let open = leaked_tempdir();
     std::fs::set_permissions(closed, std::fs::Permissions::from_mode(0o710)).unwrap();
     std::fs::set_permissions(open, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     // A caller outside the directory's owner and group gets EACCES from the kernel, not ENOENT.
     assert_eq!(settler.failure(&closed.join("program")), None);
     assert_eq!(settler.failure(&open.join("program")), Some(libc::ENOENT));
@@ -115,7 +111,7 @@ fn a_missing_step_below_a_directory_others_cannot_search_is_left_to_the_kernel()
 #[test]
 fn a_directory_a_writable_mount_also_shows_is_not_settled() {
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     // `/usr` shown read-only, and writable again at `/srv/usr` (a bind mount of it).
     settler.mounts = Some(mounts::parse(
         b"1 0 1:1 / / ro - ext4 /dev/x ro\n2 1 1:1 /usr /srv/usr rw - ext4 /dev/x rw\n",
@@ -129,7 +125,7 @@ fn a_directory_a_writable_mount_also_shows_is_not_settled() {
 #[test]
 fn relative_paths_and_paths_below_proc_are_not_settled() {
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     for path in ["bin/true", "/proc/self/exe", "/proc/self/fd/0", "/dev/fd/0"] {
         assert!(settler.resolve(Path::new(path)).is_err(), "{path}");
     }
@@ -151,7 +147,7 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     let ws = leaked_tempdir();
     // Outside the writable directory: read-only in this view.
     let ro = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     std::fs::copy("/bin/true", ro.join("prog")).unwrap();
     std::fs::copy("/bin/true", ws.join("prog")).unwrap();
     std::fs::write(ro.join("script"), "#!/bin/true\n").unwrap();
@@ -218,7 +214,7 @@ fn proc_filesystem_elsewhere_inside_namespaces() {
     )
     .expect("mounting a proc filesystem");
     let ws = leaked_tempdir();
-    let mut settler = settler_with_writable(ws);
+    let mut settler = Settler::with_writable(ws);
     // `self/exe` names this test's program in the supervisor, and the caller's own in the
     // caller: never the same file for both.
     let exe = at.join("self/exe");
