@@ -89,6 +89,10 @@ pub(super) const EVASIONS: &[(&str, &str)] = &[
          GIT_CONFIG=../fake.cfg git -c help.autocorrect=immediate psh origin HEAD:main",
     ),
     (
+        "a renamed git's autocorrect",
+        "(exec -a foo git -c help.autocorrect=1 psh origin HEAD:main)",
+    ),
+    (
         "git's autocorrect of a subcommand with a byte that is not UTF-8",
         "git -c help.autocorrect=immediate $'pus\\xff' origin HEAD:main",
     ),

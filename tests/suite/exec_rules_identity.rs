@@ -172,3 +172,60 @@ fn a_script_named_as_a_rule_program_is_denied_at_its_interpreter() {
     assert!(r.stdout.contains("build-ran"), "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.value("other"), "0", "{}", r.stderr);
 }
+
+#[test]
+fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_program() {
+    // Found by a red-team pass on 2026-12-07: `npm` is a symlink to `npm-cli.js`, and both
+    // `npm-cli.js publish` and `node npm-cli.js publish` published under `ci-locked` (the
+    // file's own name, and the interpreter's program file, were matched by name only).
+    let e = super::support::ExecEnv::new();
+    e.write(
+        "package.json",
+        r#"{"name":"bridle-test-package","version":"1.0.0"}"#,
+    );
+    let npm = std::process::Command::new("sh")
+        .args(["-c", "readlink -f \"$(command -v npm)\""])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("run sh");
+    let npm = String::from_utf8_lossy(&npm.stdout).trim().to_owned();
+    assert!(
+        npm.ends_with(".js"),
+        "npm is needed for this test, as a symlink to its script (`{npm}`)"
+    );
+    for line in [
+        format!("{npm} publish --dry-run"),
+        format!("node {npm} publish --dry-run"),
+    ] {
+        let r = run_within(
+            &mut e.exec_cmd(
+                &["--profile", "ci-locked"],
+                &[],
+                &["bash", "-c", &format!("{line}; echo status=$?")],
+            ),
+            std::time::Duration::from_secs(120),
+        );
+        assert!(
+            r.stderr
+                .contains("bridle: rule deny-package-publish denied exec of"),
+            "{line}: not denied by the rule:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(!r.stdout.contains("Publishing") && !r.stderr.contains("Publishing"));
+    }
+    // npm's other commands still run.
+    let r = run_within(
+        &mut e.exec_cmd(
+            &["--profile", "ci-locked"],
+            &[],
+            &["bash", "-c", &format!("node {npm} --version")],
+        ),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(
+        r.stdout.trim().starts_with(|c: char| c.is_ascii_digit()),
+        "{}",
+        r.stderr
+    );
+}

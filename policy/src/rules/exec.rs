@@ -110,8 +110,10 @@ pub struct ExecFacts {
     /// `GIT_CONFIG_*`. Every definition is a candidate; the strictest decision wins.
     pub git_aliases: Vec<(String, String)>,
     /// Command lines the program may run in its own process instead of `argv`, with no exec
-    /// to decide them (git's autocorrect runs `git push` for `git psh`): each is decided as a
-    /// view of its own, with its own budget of views, and the strictest decision wins.
+    /// to decide them (git's autocorrect runs `git push` for `git psh`; an interpreter runs
+    /// its program file, which may be a known program under another name: `npm publish` for
+    /// `node .../npm-cli.js publish`): each is decided as a view of its own, with its own
+    /// budget of views, and the strictest decision wins.
     pub instead: Vec<Vec<String>>,
     /// What the supervisor cannot see of what this exec runs, as a noun phrase ("the program
     /// the dynamic loader `ld.so` loads"): asks when an `ask` or `deny` rule could match.
@@ -230,11 +232,19 @@ impl ExecRules {
                 starts.push(renamed);
             }
         }
-        starts.extend(
-            exec.instead
-                .iter()
-                .map(|argv| argv.iter().cloned().map(Word::Literal).collect()),
-        );
+        // A command line the program may run instead is that program's too, under each of
+        // its names: a renamed git corrects `psh` to `push` as git does (found by a red-team
+        // pass on 2026-12-07: `exec -a foo git -c help.autocorrect=1 psh` pushed).
+        for argv in &exec.instead {
+            let words: Vec<Word> = argv.iter().cloned().map(Word::Literal).collect();
+            let called = argv.first().map_or("", |a| basename(a));
+            for name in exec.same_as.iter().filter(|n| *n != called) {
+                let mut renamed = vec![Word::literal(name)];
+                renamed.extend(words.iter().skip(1).cloned());
+                starts.push(renamed);
+            }
+            starts.push(words);
+        }
         let mut findings = Findings::default();
         for start in starts {
             let explorer = Explorer::with_aliases(start, None, exec.git_aliases.clone());
@@ -323,6 +333,21 @@ mod tests {
     fn a_renamed_copy_of_git_is_git() {
         let r = rules();
         let mut exec = facts("/tmp/x push origin main");
+        assert_eq!(r.decide(&exec).decision, Decision::Allow);
+        exec.same_as = vec!["git".into()];
+        let v = r.decide(&exec);
+        assert_eq!(
+            (v.decision, rule_of(&v)),
+            (Decision::Deny, Some("deny-git-push"))
+        );
+    }
+
+    #[test]
+    fn what_a_renamed_git_may_run_instead_is_decided_as_git() {
+        let r = rules();
+        let mut exec = facts("foo -c help.autocorrect=1 psh origin");
+        exec.instead =
+            vec![super::super::split_words("foo -c help.autocorrect=1 push origin").unwrap()];
         assert_eq!(r.decide(&exec).decision, Decision::Allow);
         exec.same_as = vec!["git".into()];
         let v = r.decide(&exec);

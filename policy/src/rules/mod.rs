@@ -110,6 +110,25 @@ pub(crate) use check::{Findings, HiddenParts, check_command, check_script, comma
 pub use exec::{ExecFacts, ExecRules};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
+/// For an exec of an interpreter running a program file (`python3 tool.py ARGS`, `node
+/// x.js`), the index in `argv` of that file's path: the exec supervisor also decides the file
+/// as the program it is by identity (`node .../npm-cli.js publish` is `npm publish`).
+pub fn script_operand(argv: &[String]) -> Option<usize> {
+    let program = programs::lookup(basename(argv.first()?))?;
+    let programs::Role::Interpreter { modules } = program.role else {
+        return None;
+    };
+    let rest: Vec<crate::shell::Word> = argv[1..]
+        .iter()
+        .cloned()
+        .map(crate::shell::Word::Literal)
+        .collect();
+    match scripts::interpreter_operand(program, modules, &rest) {
+        scripts::Operand::Script(i) => Some(i + 1),
+        _ => None,
+    }
+}
+
 fn basename(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }

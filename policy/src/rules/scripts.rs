@@ -109,43 +109,29 @@ impl Explorer {
         stdin: Option<&Stdin>,
         depth: usize,
     ) {
-        let mut i = 0;
-        let reads_stdin = loop {
-            match rest.get(i) {
-                None => break true,
-                Some(Word::Hidden(_)) => break false,
-                Some(Word::Literal(w)) if w == "-" => break true,
-                Some(Word::Literal(w)) if w == "--" => {
-                    break rest.get(i + 1).is_none_or(|w| w.as_literal() == Some("-"));
+        let reads_stdin = match interpreter_operand(program, modules, rest) {
+            Operand::Stdin => true,
+            Operand::Hidden => false,
+            // `python -m twine upload`: the module runs like the program of that name.
+            Operand::Module(i) => {
+                let w = rest[i].as_literal().unwrap_or_default();
+                let (module, args) = if w == "-m" {
+                    (rest.get(i + 1).cloned(), rest.get(i + 2..))
+                } else {
+                    (Some(Word::literal(&w[2..])), rest.get(i + 1..))
+                };
+                if let Some(module) = module {
+                    let mut view = vec![module];
+                    view.extend(args.unwrap_or_default().iter().cloned());
+                    self.explore(view, stdin, depth + 1);
                 }
-                // `python -m twine upload`: the module runs like the program of that name.
-                Some(Word::Literal(w)) if modules && w.starts_with("-m") => {
-                    let (module, args) = if w == "-m" {
-                        (rest.get(i + 1).cloned(), rest.get(i + 2..))
-                    } else {
-                        (Some(Word::literal(&w[2..])), rest.get(i + 1..))
-                    };
-                    if let Some(module) = module {
-                        let mut view = vec![module];
-                        view.extend(args.unwrap_or_default().iter().cloned());
-                        self.explore(view, stdin, depth + 1);
-                    }
-                    break false;
-                }
-                Some(Word::Literal(w)) if Program::has_option(w, program.special) => break false,
-                Some(Word::Literal(w)) if w.starts_with('-') => {
-                    i += if program.arity(w) == Arity::Value {
-                        2
-                    } else {
-                        1
-                    };
-                }
-                // A program file: the rules also see it as the program (`python3 tool.py`
-                // is `tool.py`, and so is what the kernel runs for a `#!` script).
-                Some(Word::Literal(_)) => {
-                    self.explore(rest[i..].to_vec(), stdin, depth + 1);
-                    break false;
-                }
+                false
+            }
+            // A program file: the rules also see it as the program (`python3 tool.py`
+            // is `tool.py`, and so is what the kernel runs for a `#!` script).
+            Operand::Script(i) => {
+                self.explore(rest[i..].to_vec(), stdin, depth + 1);
+                false
             }
         };
         if reads_stdin && let Some(stdin) = stdin {
@@ -202,6 +188,52 @@ impl Explorer {
             Word::Literal(action) if action.is_empty() || action == "-" => {}
             Word::Literal(action) => self.scripts.push(action.clone()),
             Word::Hidden(h) => self.hidden(format!("{} given to `trap`", h.what)),
+        }
+    }
+}
+
+/// What an interpreter's words after its name (`rest`) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Operand {
+    /// A program it reads from stdin.
+    Stdin,
+    /// Program text on the command line (`python -c`), or a word that is not known.
+    Hidden,
+    /// The module `rest[i]` (`-m NAME` or `-mNAME`) names.
+    Module(usize),
+    /// The program file `rest[i]`, with its arguments after it.
+    Script(usize),
+}
+
+/// Where an interpreter's words after its name lead: past its options to a program file, a
+/// module, program text or stdin.
+pub(super) fn interpreter_operand(program: &Program, modules: bool, rest: &[Word]) -> Operand {
+    let mut i = 0;
+    loop {
+        match rest.get(i) {
+            None => return Operand::Stdin,
+            Some(Word::Hidden(_)) => return Operand::Hidden,
+            Some(Word::Literal(w)) if w == "-" => return Operand::Stdin,
+            Some(Word::Literal(w)) if w == "--" => {
+                return match rest.get(i + 1) {
+                    None => Operand::Stdin,
+                    Some(w) if w.as_literal() == Some("-") => Operand::Stdin,
+                    Some(Word::Hidden(_)) => Operand::Hidden,
+                    Some(Word::Literal(_)) => Operand::Script(i + 1),
+                };
+            }
+            Some(Word::Literal(w)) if modules && w.starts_with("-m") => return Operand::Module(i),
+            Some(Word::Literal(w)) if Program::has_option(w, program.special) => {
+                return Operand::Hidden;
+            }
+            Some(Word::Literal(w)) if w.starts_with('-') => {
+                i += if program.arity(w) == Arity::Value {
+                    2
+                } else {
+                    1
+                };
+            }
+            Some(Word::Literal(_)) => return Operand::Script(i),
         }
     }
 }

@@ -100,6 +100,23 @@ impl Supervisor {
             facts.instead =
                 git_correct::corrections(&read.argv, env.as_ref(), self.settler.as_mut());
         }
+        // An interpreter running a program file runs that file as the program it is, by
+        // identity too (`node .../npm-cli.js publish` is `npm publish`; found by a red-team
+        // pass on 2026-12-07, where only the file's name was matched).
+        if let Some(at) = bridle_policy::rules::script_operand(&read.argv)
+            && let Ok(cwd) = read.cwd(pid)
+        {
+            let path = cwd.join(&read.argv[at]);
+            if let Ok(file) = program_file(&path) {
+                for name in self.identity.names_of(&file, || open_program(&path)) {
+                    if name != LOADER {
+                        let mut argv = vec![name];
+                        argv.extend(read.argv[at + 1..].iter().cloned());
+                        facts.instead.push(argv);
+                    }
+                }
+            }
+        }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;
         facts

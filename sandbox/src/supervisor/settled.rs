@@ -179,11 +179,12 @@ impl Settler {
         stable.then_some((canonical, meta))
     }
 
-    /// Whether anyone may list the directory `dir`, which cannot change (its mode grants
-    /// others reading and searching, and no access ACL could take that from a named user).
+    /// Whether anyone may list the directory `dir`, which cannot change (its mode grants its
+    /// owner, its group and others reading and searching, and no access ACL could take that
+    /// from a named user).
     pub fn listable_by_anyone(&mut self, dir: &Path) -> bool {
         matches!(self.stable_dir(dir), Ok(true))
-            && std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o004 != 0)
+            && std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o444 == 0o444)
     }
 
     fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
@@ -293,8 +294,10 @@ impl Settler {
             return Err(NotSettled("a directory of the path is on a writable mount"));
         }
         self.not_writable_elsewhere(dir)?;
-        // Searchable by others, and no ACL that could grant a named user less.
-        let searchable = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
+        // Searchable by its owner, its group and others (whoever the caller is: the kernel
+        // checks the owner's bits for the owner, not others'), and no ACL that could grant a
+        // named user less.
+        let searchable = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o111 == 0o111)
             && std::ffi::CString::new(dir.as_os_str().as_bytes())
                 .is_ok_and(|c| crate::sys::has_access_acl(&c).is_ok_and(|acl| !acl));
         self.stable_dirs.insert(dir.to_path_buf(), searchable);

@@ -100,11 +100,15 @@ fn a_missing_step_below_a_directory_others_cannot_search_is_left_to_the_kernel()
     // Outside the writable one: read-only in this settler's view.
     let closed = leaked_tempdir();
     let open = leaked_tempdir();
+    let owner_closed = leaked_tempdir();
     std::fs::set_permissions(closed, std::fs::Permissions::from_mode(0o710)).unwrap();
     std::fs::set_permissions(open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(owner_closed, std::fs::Permissions::from_mode(0o605)).unwrap();
     let mut settler = Settler::with_writable(ws);
     // A caller outside the directory's owner and group gets EACCES from the kernel, not ENOENT.
     assert_eq!(settler.failure(&closed.join("program")), None);
+    // So does its owner, where only others may search it.
+    assert_eq!(settler.failure(&owner_closed.join("program")), None);
     assert_eq!(settler.failure(&open.join("program")), Some(libc::ENOENT));
 }
 
