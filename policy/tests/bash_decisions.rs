@@ -196,6 +196,28 @@ fn wrappers_and_their_options_are_looked_through() {
             "deny:deny-package-publish",
             "allow",
         ),
+        // A module option in a cluster (found by review on 2026-12-07), glued or not.
+        (
+            "python3 -Im twine upload dist/*",
+            "deny:deny-package-publish",
+            "allow",
+        ),
+        (
+            "python3 -BImtwine upload dist/*",
+            "deny:deny-package-publish",
+            "allow",
+        ),
+        (
+            "python3 -W ignore -m twine upload dist/*",
+            "deny:deny-package-publish",
+            "allow",
+        ),
+        // Options taking a value before the program file (found by review on 2026-12-07).
+        (
+            "ruby -r set /usr/bin/gem push x.gem",
+            "deny:deny-package-publish",
+            "allow",
+        ),
         ("luit -encoding UTF-8 git push", PUSH_CI, PUSH_WS),
         ("chroot /srv git push", PUSH_CI, PUSH_WS),
         ("flock /tmp/lock git push", PUSH_CI, PUSH_WS),

@@ -113,12 +113,12 @@ impl Explorer {
             Operand::Stdin => true,
             Operand::Hidden => false,
             // `python -m twine upload`: the module runs like the program of that name.
-            Operand::Module(i) => {
+            Operand::Module(i, at) => {
                 let w = rest[i].as_literal().unwrap_or_default();
-                let (module, args) = if w == "-m" {
+                let (module, args) = if at >= w.len() {
                     (rest.get(i + 1).cloned(), rest.get(i + 2..))
                 } else {
-                    (Some(Word::literal(&w[2..])), rest.get(i + 1..))
+                    (Some(Word::literal(&w[at..])), rest.get(i + 1..))
                 };
                 if let Some(module) = module {
                     let mut view = vec![module];
@@ -199,8 +199,9 @@ pub(super) enum Operand {
     Stdin,
     /// Program text on the command line (`python -c`), or a word that is not known.
     Hidden,
-    /// The module `rest[i]` (`-m NAME` or `-mNAME`) names.
-    Module(usize),
+    /// The module `-m` in `rest[i]` names: the rest of that word from byte `at` (`-mNAME`,
+    /// `-ImNAME`), or the next word when nothing follows (`-m NAME`, `-Im NAME`).
+    Module(usize, usize),
     /// The program file `rest[i]`, with its arguments after it.
     Script(usize),
 }
@@ -222,7 +223,16 @@ pub(super) fn interpreter_operand(program: &Program, modules: bool, rest: &[Word
                     Some(Word::Literal(_)) => Operand::Script(i + 1),
                 };
             }
-            Some(Word::Literal(w)) if modules && w.starts_with("-m") => return Operand::Module(i),
+            // A cluster of short options (`-Im`, `-Bm`): `-m` in it names the module, unless
+            // an option before it took the rest of the word as its value (`-Wm`).
+            Some(Word::Literal(w)) if modules && w.starts_with('-') && !w.starts_with("--") => {
+                match module_in_cluster(program, w) {
+                    Cluster::Module(at) => return Operand::Module(i, at),
+                    Cluster::Code => return Operand::Hidden,
+                    Cluster::Flags => i += 1,
+                    Cluster::ValueNext => i += 2,
+                }
+            }
             Some(Word::Literal(w)) if Program::has_option(w, program.special) => {
                 return Operand::Hidden;
             }
@@ -236,4 +246,37 @@ pub(super) fn interpreter_operand(program: &Program, modules: bool, rest: &[Word
             Some(Word::Literal(_)) => return Operand::Script(i),
         }
     }
+}
+
+/// What a cluster of short options of an interpreter that runs modules does.
+enum Cluster {
+    /// `-m` at this byte's end: the module is the rest of the word, or the next word.
+    Module(usize),
+    /// Program text (`-c`).
+    Code,
+    /// Flags only.
+    Flags,
+    /// Its last option takes the next word as its value (`-W`, then `ignore`).
+    ValueNext,
+}
+
+fn module_in_cluster(program: &Program, word: &str) -> Cluster {
+    for (k, c) in word.char_indices().skip(1) {
+        let option = format!("-{c}");
+        let after = k + c.len_utf8();
+        if c == 'm' {
+            return Cluster::Module(after);
+        }
+        if program.special.contains(&option.as_str()) {
+            return Cluster::Code;
+        }
+        if program.with_value.contains(&option.as_str()) {
+            return if after >= word.len() {
+                Cluster::ValueNext
+            } else {
+                Cluster::Flags
+            };
+        }
+    }
+    Cluster::Flags
 }

@@ -104,16 +104,14 @@ impl Supervisor {
         // identity too (`node .../npm-cli.js publish` is `npm publish`; found by a red-team
         // pass on 2026-12-07, where only the file's name was matched).
         if let Some(at) = bridle_policy::rules::script_operand(&read.argv)
-            && let Ok(cwd) = read.cwd(pid)
+            && let Some(path) = operand_path(pid, read, &read.argv[at])
+            && let Ok(file) = program_file(&path)
         {
-            let path = cwd.join(&read.argv[at]);
-            if let Ok(file) = program_file(&path) {
-                for name in self.identity.names_of(&file, || open_program(&path)) {
-                    if name != LOADER {
-                        let mut argv = vec![name];
-                        argv.extend(read.argv[at + 1..].iter().cloned());
-                        facts.instead.push(argv);
-                    }
+            for name in self.identity.names_of(&file, || open_program(&path)) {
+                if name != LOADER {
+                    let mut argv = vec![name];
+                    argv.extend(read.argv[at + 1..].iter().cloned());
+                    facts.instead.push(argv);
                 }
             }
         }
@@ -121,6 +119,32 @@ impl Supervisor {
         facts.same_as = same_as;
         facts
     }
+}
+
+/// The file an interpreter's program operand names for the process `pid`: relative to its
+/// working directory, and its own `/proc/self`, `/dev/fd` and `/dev/stdin` are its, not the
+/// supervisor's.
+fn operand_path(pid: Pid, read: &ExecRead, operand: &str) -> Option<std::path::PathBuf> {
+    let own = |rest: &str| Some(std::path::PathBuf::from(format!("/proc/{pid}/{rest}")));
+    if let Some(rest) = operand
+        .strip_prefix("/proc/self/")
+        .or_else(|| operand.strip_prefix("/proc/thread-self/"))
+    {
+        return own(rest);
+    }
+    if let Some(fd) = operand.strip_prefix("/dev/fd/") {
+        return own(&format!("fd/{fd}"));
+    }
+    if let Some(n) = ["/dev/stdin", "/dev/stdout", "/dev/stderr"]
+        .iter()
+        .position(|d| *d == operand)
+    {
+        return own(&format!("fd/{n}"));
+    }
+    if operand.starts_with('/') {
+        return Some(operand.into());
+    }
+    read.cwd(pid).ok().map(|cwd| cwd.join(operand))
 }
 
 /// What the program an exec names is (`stat`, symlinks followed): a regular file, or an error.

@@ -472,7 +472,7 @@ mod tests {
         assert!(psh_with_path(&[unlisted], ws).contains(&push));
         // One its owner may not list, though others may (found by a red-team pass on
         // 2026-12-07): git, run by the owner, does not see what is in it.
-        std::fs::set_permissions(unlisted, std::fs::Permissions::from_mode(0o305)).unwrap();
+        std::fs::set_permissions(unlisted, std::fs::Permissions::from_mode(0o355)).unwrap();
         assert!(psh_with_path(&[unlisted], ws).contains(&push));
         // Names git looks for otherwise than read here: a `/` (a file in a directory) and a
         // byte that is not UTF-8 (read as U+FFFD, which a planted name could hold).

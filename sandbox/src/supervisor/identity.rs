@@ -24,6 +24,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// Binaries that decide what they do by the name they are called by, and are called by their
+/// own name to run the applet their first argument names.
+const MULTI_CALL: &[&str] = &["busybox", "toybox"];
+
 /// The name a known dynamic loader has in the identity table.
 pub const LOADER: &str = "ld.so";
 
@@ -65,11 +69,6 @@ pub struct KnownProgram {
     pub ino: u64,
     /// Size in bytes.
     pub size: u64,
-    /// Whether the file is a script (`#!`): run under its own file name, it is still the
-    /// program (only a binary that decides what it does by the name it is called by, such as
-    /// busybox, is another program under its file name).
-    #[serde(default)]
-    pub script: bool,
 }
 
 /// The most entries of one git exec-path directory looked at.
@@ -163,17 +162,12 @@ fn add_known(found: &mut Vec<KnownProgram>, name: &str, candidate: &Path) {
     if !meta.is_file() || meta.mode() & 0o111 == 0 {
         return;
     }
-    let mut magic = [0u8; 2];
-    let script = std::fs::File::open(&path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| magic == *b"#!");
     let known = KnownProgram {
         name: name.to_owned(),
         path,
         dev: meta.dev(),
         ino: meta.ino(),
         size: meta.size(),
-        script,
     };
     if !found
         .iter()
@@ -385,17 +379,19 @@ impl Identity {
     }
 
     /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that
-    /// name is the program itself, not a renamed copy): one of those names, or the file's own
-    /// name where it is a binary (busybox called `busybox` is not `wget`). A script called by
-    /// its file name is still the program (`npm-cli.js publish` is `npm publish`: found by a
-    /// red-team pass on 2026-12-07).
+    /// name is the program itself, not a renamed copy): one of those names, or, for a
+    /// multi-call binary that decides what it does by the name it is called by, its own name
+    /// (busybox called `busybox` runs the applet its first argument names, which the rules
+    /// look through; it is not `wget`). Any other file called by its own name is the program
+    /// it is known as (`npm-cli.js publish` is `npm publish`, `nc.openbsd` is `nc`: found by
+    /// red-team passes on 2026-12-07).
     pub fn is_known_as(&self, names: &[String], argv0_basename: &str) -> bool {
         names.iter().any(|n| n == argv0_basename)
-            || self.known.iter().any(|k| {
-                names.contains(&k.name)
-                    && !k.script
-                    && k.path.file_name().and_then(|f| f.to_str()) == Some(argv0_basename)
-            })
+            || (MULTI_CALL.contains(&argv0_basename)
+                && self.known.iter().any(|k| {
+                    names.contains(&k.name)
+                        && k.path.file_name().and_then(|f| f.to_str()) == Some(argv0_basename)
+                }))
     }
 }
 
@@ -548,28 +544,31 @@ mod tests {
     }
 
     #[test]
-    fn a_script_called_by_its_file_name_is_the_program_and_a_binary_is_not() {
+    fn a_file_called_by_its_own_name_is_the_program_unless_it_is_multi_call() {
         use std::os::unix::fs::{PermissionsExt, symlink};
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("bin");
         let lib = dir.path().join("lib");
         std::fs::create_dir(&bin).unwrap();
         std::fs::create_dir(&lib).unwrap();
-        // `npm` a symlink to a script of another name, `wget` one to a multi-call binary.
+        // `npm` a symlink to a script of another name, `nc` to a binary of another name,
+        // `wget` to a multi-call binary.
         std::fs::write(lib.join("npm-cli.js"), "#!/usr/bin/env node\n").unwrap();
-        std::fs::copy("/bin/true", lib.join("multicall")).unwrap();
-        for f in ["npm-cli.js", "multicall"] {
+        std::fs::copy("/bin/true", lib.join("nc.openbsd")).unwrap();
+        std::fs::copy("/bin/sh", lib.join("busybox")).unwrap();
+        for f in ["npm-cli.js", "nc.openbsd", "busybox"] {
             std::fs::set_permissions(lib.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         symlink(lib.join("npm-cli.js"), bin.join("npm")).unwrap();
-        symlink(lib.join("multicall"), bin.join("wget")).unwrap();
-        let names = vec!["npm".to_owned(), "wget".to_owned()];
+        symlink(lib.join("nc.openbsd"), bin.join("nc")).unwrap();
+        symlink(lib.join("busybox"), bin.join("wget")).unwrap();
+        let names: Vec<String> = ["npm", "nc", "wget"].map(str::to_owned).to_vec();
         let identity = Identity::new(resolve(&names, bin.to_str(), None));
-        let npm = vec!["npm".to_owned()];
-        let wget = vec!["wget".to_owned()];
-        assert!(identity.is_known_as(&npm, "npm"));
-        assert!(!identity.is_known_as(&npm, "npm-cli.js"));
-        assert!(identity.is_known_as(&wget, "multicall"));
+        let named = |n: &str| vec![n.to_owned()];
+        assert!(identity.is_known_as(&named("npm"), "npm"));
+        assert!(!identity.is_known_as(&named("npm"), "npm-cli.js"));
+        assert!(!identity.is_known_as(&named("nc"), "nc.openbsd"));
+        assert!(identity.is_known_as(&named("wget"), "busybox"));
     }
 
     #[test]

@@ -116,6 +116,8 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     },
     wrapper(&["nice"], &["-n", "--adjustment"], &[]),
     wrapper(&["nohup", "setsid", "builtin", "coproc"], &[], &[]),
+    // Multi-call binaries run the applet their first argument names (`busybox wget URL`).
+    wrapper(&["busybox", "toybox"], &[], &[]),
     wrapper(
         &["stdbuf"],
         &["-i", "-o", "-e", "--input", "--output", "--error"],
@@ -309,15 +311,24 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     role(&["su"], Role::Su),
     Program {
         names: &["python", "pypy"],
-        with_value: &["-W", "-X"],
+        with_value: &["-W", "-X", "--check-hash-based-pycs"],
         special: &["-c", "-m"],
         role: Role::Interpreter { modules: true },
     },
     interpreter(&["perl"], &[], &["-e", "-E"]),
-    interpreter(&["ruby"], &[], &["-e"]),
+    interpreter(&["ruby"], &["-r", "-I", "-C", "-E"], &["-e"]),
     interpreter(
         &["node", "nodejs"],
-        &["-r", "--require", "--import"],
+        &[
+            "-r",
+            "--require",
+            "--import",
+            "-C",
+            "--conditions",
+            "--loader",
+            "--experimental-loader",
+            "--title",
+        ],
         &["-e", "-p", "--eval", "--print"],
     ),
     interpreter(&["php"], &["-d", "-c"], &["-r"]),
