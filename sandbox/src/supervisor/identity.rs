@@ -79,8 +79,9 @@ const MAX_GIT_DIR_ENTRIES: usize = 2048;
 ///
 /// When `git` is among them, so are git's programs of its own (`git-http-push`,
 /// `git-remote-http`, ...): files named `git-SUB` that are not git itself (a link or a copy of
-/// it, which git's builtins are) in its exec-path directories (the usual ones, those beside
-/// each git found, `<prefix>/libexec/git-core` and `<prefix>/lib/git-core`, and
+/// it, which git's builtins are) in its exec-path directories (the usual ones, those of each
+/// git found: its own when it is a `git-core`, `<prefix>/libexec/git-core` and
+/// `<prefix>/lib/git-core`, and
 /// `git_exec_path`, the session's `GIT_EXEC_PATH`). git runs one for `git SUB`, and a renamed
 /// copy of one is still `git SUB` to the rules (`git-http-push` is how `git http-push` pushes).
 pub fn resolve(
@@ -99,7 +100,11 @@ pub fn resolve(
             let Some(dir) = git.path.parent() else {
                 continue;
             };
-            git_dirs.push(dir.to_path_buf());
+            // Its own directory when it is an exec path (`/usr/lib/git-core/git`); `/usr/bin`
+            // is not one, and long to list.
+            if dir.ends_with("git-core") {
+                git_dirs.push(dir.to_path_buf());
+            }
             if let Some(prefix) = dir.parent() {
                 git_dirs.push(prefix.join("libexec/git-core"));
                 git_dirs.push(prefix.join("lib/git-core"));
