@@ -218,6 +218,11 @@ fn wrappers_and_their_options_are_looked_through() {
             "deny:deny-package-publish",
             "allow",
         ),
+        (
+            "ruby -rset /usr/bin/gem push x.gem",
+            "deny:deny-package-publish",
+            "allow",
+        ),
         ("luit -encoding UTF-8 git push", PUSH_CI, PUSH_WS),
         ("chroot /srv git push", PUSH_CI, PUSH_WS),
         ("flock /tmp/lock git push", PUSH_CI, PUSH_WS),

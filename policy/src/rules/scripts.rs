@@ -223,10 +223,16 @@ pub(super) fn interpreter_operand(program: &Program, modules: bool, rest: &[Word
                     Some(Word::Literal(_)) => Operand::Script(i + 1),
                 };
             }
-            // A cluster of short options (`-Im`, `-Bm`): `-m` in it names the module, unless
-            // an option before it took the rest of the word as its value (`-Wm`).
-            Some(Word::Literal(w)) if modules && w.starts_with('-') && !w.starts_with("--") => {
-                match module_in_cluster(program, w) {
+            // A cluster of short options, read left to right (`-Im`, `-rset`, `-we`): `-m` names
+            // the module, a code option (`-e`, `-c`) takes program text, and an option taking a
+            // value takes the rest of the word, or the next word (`-Wm` warns about `m`).
+            Some(Word::Literal(w))
+                if matches!(w.as_str(), "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") =>
+            {
+                return Operand::Stdin;
+            }
+            Some(Word::Literal(w)) if w.starts_with('-') && !w.starts_with("--") => {
+                match module_in_cluster(program, modules, w) {
                     Cluster::Module(at) => return Operand::Module(i, at),
                     Cluster::Code => return Operand::Hidden,
                     Cluster::Flags => i += 1,
@@ -260,11 +266,11 @@ enum Cluster {
     ValueNext,
 }
 
-fn module_in_cluster(program: &Program, word: &str) -> Cluster {
+fn module_in_cluster(program: &Program, modules: bool, word: &str) -> Cluster {
     for (k, c) in word.char_indices().skip(1) {
         let option = format!("-{c}");
         let after = k + c.len_utf8();
-        if c == 'm' {
+        if modules && c == 'm' {
             return Cluster::Module(after);
         }
         if program.special.contains(&option.as_str()) {

@@ -7,6 +7,7 @@ use bridle_policy::Verdict;
 use bridle_policy::rules::ExecFacts;
 use nix::unistd::Pid;
 
+use super::identity::Identity;
 use super::tracee::{self, ExecRead};
 use super::{LOADER, Stage, Supervisor, git, git_correct};
 
@@ -62,7 +63,8 @@ impl Supervisor {
         let names = self.identity.names_of(file, open);
         // Called by one of its own names, a program is what that name says (a multi-call
         // program decides by its name); under another name it is each program it is.
-        let mut same_as = if self.identity.is_known_as(&names, &argv0) {
+        let multi_call = self.identity.is_multi_call(file);
+        let mut same_as = if multi_call || self.identity.is_known_as(&names, &argv0) {
             Vec::new()
         } else {
             names.clone()
@@ -82,6 +84,10 @@ impl Supervisor {
             instead: Vec::new(),
             opaque: None,
         };
+        // A multi-call binary called by its own name runs the applet its first argument names.
+        if multi_call && Identity::calls_multi_call_itself(&argv0) && read.argv.len() > 1 {
+            facts.instead.push(read.argv[1..].to_vec());
+        }
         let env = || match stage {
             Stage::Before => tracee::env_before_exec(pid, read.envp),
             Stage::After => tracee::env_after_exec(pid),

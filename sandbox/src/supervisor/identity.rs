@@ -384,19 +384,32 @@ impl Identity {
     }
 
     /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that
-    /// name is the program itself, not a renamed copy): one of those names, or, for a
-    /// multi-call binary that decides what it does by the name it is called by, its own name
-    /// (busybox called `busybox` runs the applet its first argument names, which the rules
-    /// look through; it is not `wget`). Any other file called by its own name is the program
-    /// it is known as (`npm-cli.js publish` is `npm publish`, `nc.openbsd` is `nc`: found by
-    /// red-team passes on 2026-12-07).
+    /// name is the program itself, not a renamed copy). Any other name makes a renamed copy
+    /// (`npm-cli.js publish` is `npm publish`, `nc.openbsd` is `nc`: found by red-team passes
+    /// on 2026-12-07), except for a multi-call binary ([`Identity::is_multi_call`]).
     pub fn is_known_as(&self, names: &[String], argv0_basename: &str) -> bool {
         names.iter().any(|n| n == argv0_basename)
-            || (MULTI_CALL.contains(&argv0_basename)
-                && self.known.iter().any(|k| {
-                    names.contains(&k.name)
-                        && k.path.file_name().and_then(|f| f.to_str()) == Some(argv0_basename)
-                }))
+    }
+
+    /// Whether the file `meta` describes is a multi-call binary a rule program is (busybox,
+    /// toybox: `wget` a symlink to busybox): it runs the program the name it is called by
+    /// says, or, called by its own name (any name starting with it), the one its first
+    /// argument names. So it is never a renamed copy of the rule programs it also is (`sh`
+    /// called on a busybox system is `sh`, not `wget`).
+    pub fn is_multi_call(&self, meta: &std::fs::Metadata) -> bool {
+        self.known.iter().any(|k| {
+            (k.dev, k.ino) == (meta.dev(), meta.ino())
+                && k.path
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(|f| MULTI_CALL.contains(&f))
+        })
+    }
+
+    /// Whether `argv0_basename` calls a multi-call binary by its own name (busybox treats any
+    /// name starting with `busybox` so), to run the applet its first argument names.
+    pub fn calls_multi_call_itself(argv0_basename: &str) -> bool {
+        MULTI_CALL.iter().any(|m| argv0_basename.starts_with(m))
     }
 }
 
@@ -573,7 +586,11 @@ mod tests {
         assert!(identity.is_known_as(&named("npm"), "npm"));
         assert!(!identity.is_known_as(&named("npm"), "npm-cli.js"));
         assert!(!identity.is_known_as(&named("nc"), "nc.openbsd"));
-        assert!(identity.is_known_as(&named("wget"), "busybox"));
+        let meta = |f: &str| std::fs::metadata(lib.join(f)).unwrap();
+        assert!(identity.is_multi_call(&meta("busybox")));
+        assert!(!identity.is_multi_call(&meta("nc.openbsd")));
+        assert!(Identity::calls_multi_call_itself("busybox-x"));
+        assert!(!Identity::calls_multi_call_itself("sh"));
     }
 
     #[test]

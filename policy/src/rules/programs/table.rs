@@ -48,6 +48,8 @@ const fn interpreter(
 /// Wrappers (options skipped, then the command they run is a view):
 /// - `env` (`-i`, `-0`, `-v`, `-`, `-u NAME`, `-C DIR`, `NAME=VALUE`; `-S STRING` is split into
 ///   words and read again)
+/// - `busybox`, `toybox` (multi-call binaries called by their own name: the first argument is
+///   the applet)
 /// - `nice` (`-n N`, `-N`), `nohup`, `setsid`, `stdbuf` (`-i/-o/-e MODE`), `ionice`
 ///   (`-c/-n N`; `-p/-P/-u` run nothing), `time` (`-p`, `-f FMT`, `-o FILE`)
 /// - `timeout` (`-k D`, `-s SIG`, `--foreground`, ..., then the duration)
@@ -311,11 +313,11 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     role(&["su"], Role::Su),
     Program {
         names: &["python", "pypy"],
-        with_value: &["-W", "-X", "--check-hash-based-pycs"],
+        with_value: &["-W", "-X", "--check-hash-based-pycs", "--jit"],
         special: &["-c", "-m"],
         role: Role::Interpreter { modules: true },
     },
-    interpreter(&["perl"], &[], &["-e", "-E"]),
+    interpreter(&["perl"], &["-I", "-M", "-m"], &["-e", "-E"]),
     interpreter(&["ruby"], &["-r", "-I", "-C", "-E"], &["-e"]),
     interpreter(
         &["node", "nodejs"],
