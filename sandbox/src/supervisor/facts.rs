@@ -103,8 +103,11 @@ impl Supervisor {
             if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
                 facts.git_aliases = git::aliases(&read.argv, env, &cwd);
             }
-            facts.instead =
-                git_correct::corrections(&read.argv, env.as_ref(), self.settler.as_mut());
+            facts.instead.extend(git_correct::corrections(
+                &read.argv,
+                env.as_ref(),
+                self.settler.as_mut(),
+            ));
         }
         // An interpreter running a program file runs that file as the program it is, by
         // identity too (`node .../npm-cli.js publish` is `npm publish`; found by a red-team
