@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+pub mod cargo_config;
 mod error;
 pub mod git_config;
 pub mod glob;

@@ -309,6 +309,73 @@ fn global_options_before_a_subcommand_are_skipped() {
         ("yarn --cwd pkg publish", PUBLISH, "allow"),
         ("yarn workspace a publish", PUBLISH, "allow"),
         ("twine upload dist/*", PUBLISH, "allow"),
+        // What a program makes of a word that is not its subcommand (found by a red-team pass
+        // on 2026-12-07: `npm pub` published).
+        ("npm pub", PUBLISH, "allow"),
+        ("npm --tag next publ --dry-run", PUBLISH, "allow"),
+        ("npm p", PUBLISH, "allow"),
+        ("npm pack", "allow", "allow"),
+        ("npm i", "allow", "allow"),
+        ("gem pu x.gem", PUBLISH, "allow"),
+        ("gem pus x.gem", PUBLISH, "allow"),
+        ("gem pristine --all", "allow", "allow"),
+        ("yarn npm publish", PUBLISH, "allow"),
+        ("cargo --config 'alias.p=\"publish\"' p", PUBLISH, "allow"),
+        ("cargo '--config=alias.p=[\"publish\"]' p", PUBLISH, "allow"),
+        (
+            "cargo --config 'alias.q=\"check\"' --config 'alias.p=\"q\"' p",
+            "allow",
+            "allow",
+        ),
+        ("cargo --config 'alias.b=\"publish\"' b", PUBLISH, "allow"),
+        // Not TOML: cargo refuses it.
+        ("cargo --config alias.p=publish p", "allow", "allow"),
+        ("cargo --config \"$c\" p", HIDDEN, HIDDEN),
+        ("cargo b", "allow", "allow"),
+        (
+            "cargo --config 'alias.q=\"publish\"' --config 'alias.p=\"q\"' p",
+            PUBLISH,
+            "allow",
+        ),
+        // Single-dash options npm gives a value, programs' own global options, groups and
+        // launchers (the same red-team pass).
+        ("npm -tag beta publish --dry-run", PUBLISH, "allow"),
+        ("npm -c x publish", PUBLISH, "allow"),
+        (
+            "npm -registry http://127.0.0.1:9/ publish",
+            PUBLISH,
+            "allow",
+        ),
+        ("npm -g install x", "allow", "allow"),
+        ("pnpm -filter a publish", PUBLISH, "allow"),
+        ("pnpm m publish", PUBLISH, "allow"),
+        ("pnpm recursive publish", PUBLISH, "allow"),
+        ("yarn workspace a npm publish", PUBLISH, "allow"),
+        ("yarn workspaces foreach -A npm publish", PUBLISH, "allow"),
+        ("gem --config-file /dev/null push x.gem", PUBLISH, "allow"),
+        ("gem --norc --backtrace push x.gem", PUBLISH, "allow"),
+        ("gem PUSH x.gem", PUBLISH, "allow"),
+        ("twine --no-color upload dist/x", PUBLISH, "allow"),
+        ("twine --no-c upload dist/x", PUBLISH, "allow"),
+        ("corepack npm@11.19.1 publish --dry-run", PUBLISH, "allow"),
+        ("corepack pnpm publish", PUBLISH, "allow"),
+        (
+            "node /usr/lib/node_modules/corepack/dist/corepack.js npm@11 publish",
+            PUBLISH,
+            "allow",
+        ),
+        ("corepack enable", "allow", "allow"),
+        (
+            "node --disable-warning DEP0040 /usr/bin/npm publish",
+            PUBLISH,
+            "allow",
+        ),
+        ("node --inspect /usr/bin/npm publish", PUBLISH, "allow"),
+        (
+            "node --unhandled-rejections=strict server.js",
+            "allow",
+            "allow",
+        ),
     ]);
 }
 

@@ -196,15 +196,13 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
     for line in [
         format!("{npm} publish --dry-run"),
         format!("node {npm} publish --dry-run"),
+        // A node option taking the next word, npm's prefixes of a command and its single-dash
+        // options taking a value (a red-team pass, later on 2026-12-07).
+        format!("node --disable-warning DEP0040 {npm} publish --dry-run"),
+        "npm pub --dry-run".to_owned(),
+        "npm -tag beta publish --dry-run".to_owned(),
     ] {
-        let r = run_within(
-            &mut e.exec_cmd(
-                &["--profile", "ci-locked"],
-                &[],
-                &["bash", "-c", &format!("{line}; echo status=$?")],
-            ),
-            std::time::Duration::from_secs(120),
-        );
+        let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);
         assert!(
             r.stderr
                 .contains("bridle: rule deny-package-publish denied exec of"),

@@ -19,6 +19,7 @@ mod exec_rules_background;
 mod exec_rules_closed;
 mod exec_rules_identity;
 mod exec_rules_pool;
+mod exec_rules_programs;
 mod exec_rules_race;
 mod exec_rules_sched;
 mod exec_rules_terminal;

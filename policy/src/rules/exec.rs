@@ -109,6 +109,11 @@ pub struct ExecFacts {
     /// repository's, the global and system files, their includes, and the environment's
     /// `GIT_CONFIG_*`. Every definition is a candidate; the strictest decision wins.
     pub git_aliases: Vec<(String, String)>,
+    /// cargo aliases (`name`, words) defined in the config cargo reads for this command: the
+    /// `.cargo/config.toml` of its directory and each above, `$CARGO_HOME`'s, their includes,
+    /// `--config` files and the environment's `CARGO_ALIAS_*` (named as
+    /// [`crate::cargo_config::env_name`] spells them). Every definition is a candidate.
+    pub cargo_aliases: Vec<crate::cargo_config::Alias>,
     /// Command lines the program may run in its own process instead of `argv`, with no exec
     /// to decide them (git's autocorrect runs `git push` for `git psh`; an interpreter runs
     /// its program file, which may be a known program under another name: `npm publish` for
@@ -153,10 +158,19 @@ impl ExecRules {
 
     /// Whether a rule starts with `git`, so git's aliases are worth reading at its exec.
     pub fn names_git(&self) -> bool {
+        self.names("git")
+    }
+
+    /// Whether a rule starts with `cargo`, so cargo's aliases are worth reading at its exec.
+    pub fn names_cargo(&self) -> bool {
+        self.names("cargo")
+    }
+
+    fn names(&self, program: &str) -> bool {
         self.rules.iter().any(|r| {
             r.prefix
                 .first()
-                .is_some_and(|f| f.iter().any(|n| n == "git"))
+                .is_some_and(|f| f.iter().any(|n| n == program))
         })
     }
 
@@ -247,7 +261,12 @@ impl ExecRules {
         }
         let mut findings = Findings::default();
         for start in starts {
-            let explorer = Explorer::with_aliases(start, None, exec.git_aliases.clone());
+            let explorer = Explorer::with_aliases(
+                start,
+                None,
+                exec.git_aliases.clone(),
+                exec.cargo_aliases.clone(),
+            );
             check_explored(&self.rules, &explorer, &shown, 0, &mut findings);
         }
         // Whatever a hidden part makes run is an exec of its own, decided when it happens.

@@ -6,6 +6,7 @@
 //! variable, a command substitution, `eval` of one...) "could match": that is `ask` when the
 //! rule is `ask` or `deny`. The strictest decision wins.
 
+mod aliases;
 mod approved;
 mod check;
 mod exec;
@@ -111,22 +112,28 @@ pub use exec::{ExecFacts, ExecRules};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
 /// For an exec of an interpreter running a program file (`python3 tool.py ARGS`, `node
-/// x.js`), the index in `argv` of that file's path: the exec supervisor also decides the file
-/// as the program it is by identity (`node .../npm-cli.js publish` is `npm publish`).
-pub fn script_operand(argv: &[String]) -> Option<usize> {
-    let program = programs::lookup(basename(argv.first()?))?;
-    let programs::Role::Interpreter { modules } = program.role else {
-        return None;
+/// x.js`), the index in `argv` of that file's path, for each reading of its options (node's
+/// `--NAME VALUE` or `--NAME`): the exec supervisor also decides the file as the program it is
+/// by identity (`node .../npm-cli.js publish` is `npm publish`).
+pub fn script_operands(argv: &[String]) -> Vec<usize> {
+    let Some(program) = argv.first().and_then(|a| programs::lookup(basename(a))) else {
+        return Vec::new();
+    };
+    let programs::Role::Interpreter { modules, .. } = program.role else {
+        return Vec::new();
     };
     let rest: Vec<crate::shell::Word> = argv[1..]
         .iter()
         .cloned()
         .map(crate::shell::Word::Literal)
         .collect();
-    match scripts::interpreter_operand(program, modules, &rest) {
-        scripts::Operand::Script(i) => Some(i + 1),
-        _ => None,
-    }
+    scripts::interpreter_operands(program, modules, &rest)
+        .into_iter()
+        .filter_map(|o| match o {
+            scripts::Operand::Script(i) => Some(i + 1),
+            _ => None,
+        })
+        .collect()
 }
 
 fn basename(word: &str) -> &str {

@@ -109,31 +109,30 @@ impl Explorer {
         stdin: Option<&Stdin>,
         depth: usize,
     ) {
-        let reads_stdin = match interpreter_operand(program, modules, rest) {
-            Operand::Stdin => true,
-            Operand::Hidden => false,
-            // `python -m twine upload`: the module runs like the program of that name.
-            Operand::Module(i, at) => {
-                let w = rest[i].as_literal().unwrap_or_default();
-                let (module, args) = if at >= w.len() {
-                    (rest.get(i + 1).cloned(), rest.get(i + 2..))
-                } else {
-                    (Some(Word::literal(&w[at..])), rest.get(i + 1..))
-                };
-                if let Some(module) = module {
-                    let mut view = vec![module];
-                    view.extend(args.unwrap_or_default().iter().cloned());
-                    self.explore(view, stdin, depth + 1);
+        let mut reads_stdin = false;
+        for operand in interpreter_operands(program, modules, rest) {
+            match operand {
+                Operand::Stdin => reads_stdin = true,
+                Operand::Hidden => {}
+                // `python -m twine upload`: the module runs like the program of that name.
+                Operand::Module(i, at) => {
+                    let w = rest[i].as_literal().unwrap_or_default();
+                    let (module, args) = if at >= w.len() {
+                        (rest.get(i + 1).cloned(), rest.get(i + 2..))
+                    } else {
+                        (Some(Word::literal(&w[at..])), rest.get(i + 1..))
+                    };
+                    if let Some(module) = module {
+                        let mut view = vec![module];
+                        view.extend(args.unwrap_or_default().iter().cloned());
+                        self.explore(view, stdin, depth + 1);
+                    }
                 }
-                false
+                // A program file: the rules also see it as the program (`python3 tool.py`
+                // is `tool.py`, and so is what the kernel runs for a `#!` script).
+                Operand::Script(i) => self.explore(rest[i..].to_vec(), stdin, depth + 1),
             }
-            // A program file: the rules also see it as the program (`python3 tool.py`
-            // is `tool.py`, and so is what the kernel runs for a `#!` script).
-            Operand::Script(i) => {
-                self.explore(rest[i..].to_vec(), stdin, depth + 1);
-                false
-            }
-        };
+        }
         if reads_stdin && let Some(stdin) = stdin {
             self.hidden(format!("the program `{name}` reads from {}", stdin.from));
         }
@@ -206,51 +205,92 @@ pub(super) enum Operand {
     Script(usize),
 }
 
+/// The most readings of one interpreter's options.
+const MAX_READINGS: usize = 16;
+
 /// Where an interpreter's words after its name lead: past its options to a program file, a
-/// module, program text or stdin.
-pub(super) fn interpreter_operand(program: &Program, modules: bool, rest: &[Word]) -> Operand {
-    let mut i = 0;
+/// module, program text or stdin. An option that may or may not take a value (node's unknown
+/// long options) gives both readings; past [`MAX_READINGS`], the words count as hidden.
+pub(super) fn interpreter_operands(
+    program: &Program,
+    modules: bool,
+    rest: &[Word],
+) -> Vec<Operand> {
+    let mut out = Vec::new();
+    let mut frontier = vec![0usize];
+    let mut steps = 0;
+    while let Some(i) = frontier.pop() {
+        steps += 1;
+        if steps > MAX_READINGS * rest.len().max(1) || out.len() >= MAX_READINGS {
+            out.push(Operand::Hidden);
+            break;
+        }
+        let found = interpreter_operand(program, modules, rest, i, &mut frontier);
+        if let Some(operand) = found.filter(|o| !out.contains(o)) {
+            out.push(operand);
+        }
+    }
+    out
+}
+
+/// One reading from `rest[i]` on: its operand, or `None` when it branched (both readings of an
+/// option pushed on `frontier`).
+fn interpreter_operand(
+    program: &Program,
+    modules: bool,
+    rest: &[Word],
+    mut i: usize,
+    frontier: &mut Vec<usize>,
+) -> Option<Operand> {
     loop {
-        match rest.get(i) {
-            None => return Operand::Stdin,
-            Some(Word::Hidden(_)) => return Operand::Hidden,
-            Some(Word::Literal(w)) if w == "-" => return Operand::Stdin,
-            Some(Word::Literal(w)) if w == "--" => {
-                return match rest.get(i + 1) {
-                    None => Operand::Stdin,
-                    Some(w) if w.as_literal() == Some("-") => Operand::Stdin,
-                    Some(Word::Hidden(_)) => Operand::Hidden,
-                    Some(Word::Literal(_)) => Operand::Script(i + 1),
-                };
+        let operand = match rest.get(i) {
+            None => Operand::Stdin,
+            Some(Word::Hidden(_)) => Operand::Hidden,
+            Some(Word::Literal(w)) if w == "-" => Operand::Stdin,
+            Some(Word::Literal(w)) if w == "--" => match rest.get(i + 1) {
+                None => Operand::Stdin,
+                Some(w) if w.as_literal() == Some("-") => Operand::Stdin,
+                Some(Word::Hidden(_)) => Operand::Hidden,
+                Some(Word::Literal(_)) => Operand::Script(i + 1),
+            },
+            Some(Word::Literal(w))
+                if matches!(w.as_str(), "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") =>
+            {
+                Operand::Stdin
             }
             // A cluster of short options, read left to right (`-Im`, `-rset`, `-we`): `-m` names
             // the module, a code option (`-e`, `-c`) takes program text, and an option taking a
             // value takes the rest of the word, or the next word (`-Wm` warns about `m`).
-            Some(Word::Literal(w))
-                if matches!(w.as_str(), "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") =>
-            {
-                return Operand::Stdin;
-            }
             Some(Word::Literal(w)) if w.starts_with('-') && !w.starts_with("--") => {
                 match module_in_cluster(program, modules, w) {
-                    Cluster::Module(at) => return Operand::Module(i, at),
-                    Cluster::Code => return Operand::Hidden,
-                    Cluster::Flags => i += 1,
-                    Cluster::ValueNext => i += 2,
+                    Cluster::Module(at) => Operand::Module(i, at),
+                    Cluster::Code => Operand::Hidden,
+                    Cluster::Flags => {
+                        i += 1;
+                        continue;
+                    }
+                    Cluster::ValueNext => {
+                        i += 2;
+                        continue;
+                    }
                 }
             }
-            Some(Word::Literal(w)) if Program::has_option(w, program.special) => {
-                return Operand::Hidden;
-            }
+            Some(Word::Literal(w)) if Program::has_option(w, program.special) => Operand::Hidden,
             Some(Word::Literal(w)) if w.starts_with('-') => {
-                i += if program.arity(w) == Arity::Value {
-                    2
-                } else {
-                    1
-                };
+                match program.arity(w) {
+                    Arity::Flag => i += 1,
+                    Arity::Value => i += 2,
+                    Arity::Either => {
+                        frontier.push(i + 1);
+                        frontier.push(i + 2);
+                        return None;
+                    }
+                }
+                continue;
             }
-            Some(Word::Literal(_)) => return Operand::Script(i),
-        }
+            Some(Word::Literal(_)) => Operand::Script(i),
+        };
+        return Some(operand);
     }
 }
 

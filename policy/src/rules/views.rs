@@ -3,7 +3,7 @@
 
 use crate::shell::{Hidden, Stdin, Word};
 
-use super::programs::{Arity, Program, Role, lookup};
+use super::programs::{Aliases, Arity, Program, Role, lookup};
 use super::{basename, split_words};
 
 /// The most views one simple command may give; past it, the command counts as hidden.
@@ -23,6 +23,9 @@ pub(super) struct Explorer {
     /// git reads define, as the exec supervisor found them. Every definition of a name is a
     /// candidate (the strictest decision wins), so git's precedence needs no modelling.
     pub config_aliases: Vec<(String, String)>,
+    /// cargo aliases defined outside the command line (config files, `CARGO_ALIAS_*`), as the
+    /// exec supervisor found them; likewise every definition is a candidate.
+    pub cargo_aliases: Vec<crate::cargo_config::Alias>,
 }
 
 /// Whether `word` is `NAME=VALUE` (for a hidden word: starts with `NAME=`).
@@ -63,26 +66,23 @@ fn is_assignment(word: &str) -> bool {
     }
 }
 
-/// Single quotes `s` for a shell.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 impl Explorer {
     /// The views of `words` (a simple command) whose standard input is `stdin`.
     pub fn of(words: Vec<Word>, stdin: Option<&Stdin>) -> Explorer {
-        Explorer::with_aliases(words, stdin, Vec::new())
+        Explorer::with_aliases(words, stdin, Vec::new(), Vec::new())
     }
 
-    /// Like [`Explorer::of`], with git aliases from config files (see
-    /// [`Explorer::config_aliases`]).
+    /// Like [`Explorer::of`], with git and cargo aliases from config files (see
+    /// [`Explorer::config_aliases`], [`Explorer::cargo_aliases`]).
     pub fn with_aliases(
         words: Vec<Word>,
         stdin: Option<&Stdin>,
         config_aliases: Vec<(String, String)>,
+        cargo_aliases: Vec<crate::cargo_config::Alias>,
     ) -> Explorer {
         let mut ex = Explorer {
             config_aliases,
+            cargo_aliases,
             ..Explorer::default()
         };
         ex.explore(words, stdin, 0);
@@ -129,17 +129,16 @@ impl Explorer {
             Role::Find => self.find(rest, stdin, depth),
             Role::Shell => self.shell(&name, program, rest, stdin, depth),
             Role::Su => self.su(rest),
-            Role::Interpreter { modules } => {
+            Role::Interpreter { modules, .. } => {
                 self.interpreter(&name, program, modules, rest, stdin, depth);
             }
             Role::Flock => self.flock(program, rest, stdin, depth),
             Role::Watch => self.watch(program, rest, stdin, depth),
             Role::Runner { subcommand } => self.runner(program, subcommand, rest, stdin, depth),
-            Role::Subcommands {
-                aliases, nested, ..
-            } => {
-                self.subcommands(&words, program, aliases, nested, stdin, depth);
+            Role::Subcommands { .. } => {
+                self.subcommands(&words, program, stdin, depth);
             }
+            Role::Corepack => self.corepack(program, rest, stdin, depth),
             Role::Eval => self.eval_like(rest, "eval"),
             Role::Source => {
                 if let Some(file) = rest.first() {
@@ -414,6 +413,19 @@ impl Explorer {
 
     /// `uv run`, `poetry run`, `bundle exec`: the program's options, the subcommand, its
     /// options, then the command it runs.
+    fn corepack(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
+        for start in program.operand_starts(rest) {
+            let Some(Word::Literal(spec)) = rest.get(start) else {
+                continue;
+            };
+            // `npm@11.19.1` names npm (a package manager's name never starts with `@`).
+            let name = spec.split('@').next().unwrap_or(spec);
+            let mut again = vec![Word::literal(name)];
+            again.extend(rest[start + 1..].iter().cloned());
+            self.explore(again, stdin, depth + 1);
+        }
+    }
+
     fn runner(
         &mut self,
         program: &Program,
@@ -439,131 +451,53 @@ impl Explorer {
         &mut self,
         words: &[Word],
         program: &Program,
-        aliases: bool,
-        nested: &[&str],
         stdin: Option<&Stdin>,
         depth: usize,
     ) {
+        let Role::Subcommands {
+            aliases,
+            names,
+            nested,
+            groups,
+            ..
+        } = program.role
+        else {
+            return;
+        };
         let rest = &words[1..];
         for start in program.operand_starts(rest) {
             let options = &rest[..start.min(rest.len())];
             let tail = rest.get(start..).unwrap_or_default();
             let mut view = vec![words[0].clone()];
             view.extend(tail.iter().cloned());
-            if aliases {
-                self.git_alias(options, &view, stdin, depth);
+            match aliases {
+                Aliases::Git => self.git_alias(options, &view, stdin, depth),
+                Aliases::Cargo => self.cargo_alias(options, &view, stdin, depth),
+                Aliases::None => {}
             }
-            if let (Some(Word::Literal(sub)), Some(inner)) = (tail.first(), tail.get(2..))
-                && nested.contains(&sub.as_str())
-            {
-                let mut again = vec![words[0].clone()];
-                again.extend(inner.iter().cloned());
-                self.explore(again, stdin, depth + 1);
+            if let Some(Word::Literal(sub)) = tail.first() {
+                // `npm pub` is `npm publish`, `cargo b` is `cargo build`.
+                for named in names.map(|n| n.named(sub)).unwrap_or_default() {
+                    let mut again = vec![words[0].clone(), Word::literal(named)];
+                    again.extend(tail[1..].iter().cloned());
+                    self.explore(again, stdin, depth + 1);
+                }
+                // `yarn workspace NAME publish` and `yarn npm publish` are `yarn publish`.
+                let skip = if nested.contains(&sub.as_str()) {
+                    2
+                } else if groups.contains(&sub.as_str()) {
+                    1
+                } else {
+                    0
+                };
+                if let Some(inner) = tail.get(skip..).filter(|_| skip > 0) {
+                    let mut again = vec![words[0].clone()];
+                    again.extend(inner.iter().cloned());
+                    self.explore(again, stdin, depth + 1);
+                }
             }
             if start > 0 {
                 self.explore(view, stdin, depth + 1);
-            }
-        }
-    }
-
-    /// `git -c alias.NAME=VALUE NAME ...`: what the alias runs.
-    fn git_alias(&mut self, options: &[Word], view: &[Word], stdin: Option<&Stdin>, depth: usize) {
-        let mut definitions = Vec::new();
-        for (i, w) in options.iter().enumerate() {
-            let Some(w) = w.as_literal() else { continue };
-            let glued = w
-                .strip_prefix("-c")
-                .filter(|v| !v.is_empty() && !w.starts_with("--"))
-                .map(Word::literal);
-            let value = if w == "-c" {
-                options.get(i + 1)
-            } else if glued.is_some() {
-                glued.as_ref()
-            } else if w.starts_with("--config-env") {
-                if w.contains("alias.")
-                    || options
-                        .get(i + 1)
-                        .and_then(Word::as_literal)
-                        .is_some_and(|v| v.starts_with("alias."))
-                {
-                    self.hidden(format!("the git alias `{w}` takes from the environment"));
-                }
-                continue;
-            } else {
-                continue;
-            };
-            match value {
-                Some(Word::Literal(v)) => {
-                    if let Some((key, body)) = v.split_once('=')
-                        && let Some(name) = key.strip_prefix("alias.")
-                    {
-                        definitions.push((name.to_owned(), body.to_owned()));
-                    }
-                }
-                // `-c "core.pager=$p"` defines no alias.
-                Some(Word::Hidden(h))
-                    if "alias.".starts_with(h.prefix.as_str())
-                        || h.prefix.starts_with("alias.") =>
-                {
-                    self.hidden(format!(
-                        "{} given to `git -c` (it may define an alias)",
-                        h.what
-                    ));
-                }
-                Some(Word::Hidden(_)) | None => {}
-            }
-        }
-        let Some(Word::Literal(sub)) = view.get(1) else {
-            return;
-        };
-        // The last `-c` definition on the line, and every one from config files.
-        let mut bodies: Vec<String> = definitions
-            .iter()
-            .rev()
-            .find(|(n, _)| n == sub)
-            .map(|(_, body)| body.clone())
-            .into_iter()
-            .collect();
-        bodies.extend(
-            self.config_aliases
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case(sub))
-                .map(|(_, body)| body.clone()),
-        );
-        for body in bodies {
-            self.expand_git_alias(sub, &body, view, stdin, depth);
-        }
-    }
-
-    /// What `git SUB ARGS...` runs when `SUB` is an alias for `body`.
-    fn expand_git_alias(
-        &mut self,
-        sub: &str,
-        body: &str,
-        view: &[Word],
-        stdin: Option<&Stdin>,
-        depth: usize,
-    ) {
-        let args = &view[2..];
-        if let Some(command) = body.strip_prefix('!') {
-            let mut script = command.to_owned();
-            for a in args {
-                script.push(' ');
-                match a {
-                    Word::Literal(s) => script.push_str(&quote(s)),
-                    Word::Hidden(_) => script.push_str("\"${HIDDEN_ARGUMENT}\""),
-                }
-            }
-            self.scripts.push(script);
-        } else {
-            match split_words(body) {
-                Ok(expanded) => {
-                    let mut again = vec![view[0].clone()];
-                    again.extend(expanded.into_iter().map(Word::Literal));
-                    again.extend(args.iter().cloned());
-                    self.explore(again, stdin, depth + 1);
-                }
-                Err(_) => self.hidden(format!("what the git alias `{sub}` runs")),
             }
         }
     }

@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 
 use super::identity::Identity;
 use super::tracee::{self, ExecRead};
-use super::{LOADER, Stage, Supervisor, git, git_correct};
+use super::{LOADER, Stage, Supervisor, cargo, git, git_correct};
 
 impl Supervisor {
     /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
@@ -81,6 +81,7 @@ impl Supervisor {
             argv: read.argv.clone(),
             same_as: Vec::new(),
             git_aliases: Vec::new(),
+            cargo_aliases: Vec::new(),
             instead: Vec::new(),
             opaque: None,
         };
@@ -109,13 +110,38 @@ impl Supervisor {
                 self.settler.as_mut(),
             ));
         }
+        if self.names_cargo && (argv0 == "cargo" || names.iter().any(|n| n == "cargo")) {
+            // cargo expands an alias in its own process (found by a red-team pass on
+            // 2026-12-07: `cargo p` with `alias.p = "publish"` published). Config that cannot
+            // be read in full leaves what cargo runs unknown.
+            match (env(), read.cwd(pid)) {
+                (Ok(env), Ok(cwd)) => {
+                    let aliases = cargo::aliases(&read.argv, &env, &cwd);
+                    facts.cargo_aliases = aliases.found;
+                    if aliases.incomplete {
+                        facts.opaque.get_or_insert_with(|| {
+                            "the aliases of cargo's config (more files than are read)".into()
+                        });
+                    }
+                }
+                _ => {
+                    facts.opaque.get_or_insert_with(|| {
+                        "the aliases of cargo's config (its environment or directory is unreadable)"
+                            .into()
+                    });
+                }
+            }
+        }
         // An interpreter running a program file runs that file as the program it is, by
         // identity too (`node .../npm-cli.js publish` is `npm publish`; found by a red-team
         // pass on 2026-12-07, where only the file's name was matched).
-        if let Some(at) = bridle_policy::rules::script_operand(&read.argv)
-            && let Some(path) = operand_path(pid, read, &read.argv[at])
-            && let Ok(file) = program_file(&path)
-        {
+        for at in bridle_policy::rules::script_operands(&read.argv) {
+            let Some(path) = operand_path(pid, read, &read.argv[at]) else {
+                continue;
+            };
+            let Ok(file) = program_file(&path) else {
+                continue;
+            };
             for name in self.identity.names_of(&file, || open_program(&path)) {
                 if name != LOADER {
                     let mut argv = vec![name];

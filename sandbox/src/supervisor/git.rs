@@ -102,7 +102,7 @@ fn discover(cwd: &Path) -> Option<PathBuf> {
 
 /// A regular file's text (at most [`MAX_FILE_BYTES`]); `None` for anything else (a FIFO
 /// planted where a config should be must not stall the supervisor).
-fn read_small(path: &Path) -> Option<String> {
+pub(super) fn read_small(path: &Path) -> Option<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)

@@ -84,12 +84,16 @@ const MAX_GIT_DIR_ENTRIES: usize = 2048;
 /// `<prefix>/lib/git-core`, and
 /// `git_exec_path`, the session's `GIT_EXEC_PATH`). git runs one for `git SUB`, and a renamed
 /// copy of one is still `git SUB` to the rules (`git-http-push` is how `git http-push` pushes).
+///
+/// `more_dirs` are searched too: where a program is installed off `PATH` and run through a
+/// proxy on it ([`toolchain_dirs`]).
 pub fn resolve(
     names: &[String],
     path_var: Option<&str>,
     git_exec_path: Option<&str>,
+    more_dirs: &[PathBuf],
 ) -> Vec<KnownProgram> {
-    let mut found = resolve_in(names, path_var);
+    let mut found = resolve_in(names, path_var, more_dirs);
     if names.iter().any(|n| n == "git") {
         let mut git_dirs: Vec<PathBuf> = EXTRA_DIRS
             .iter()
@@ -124,8 +128,34 @@ pub fn resolve(
     found
 }
 
-/// The programs `names` through `path_var` and the usual directories, and the loaders.
-fn resolve_in(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
+/// The most toolchains of one `rustup` home looked at.
+const MAX_TOOLCHAINS: usize = 64;
+
+/// The `bin` directory of each toolchain rustup installed under `rustup_home`
+/// (`~/.rustup/toolchains/*/bin`): `PATH` holds rustup's proxies, and the toolchain's own
+/// `cargo`, run by its path or through a link, is cargo too (found by a red-team pass on
+/// 2026-12-07).
+pub fn toolchain_dirs(rustup_home: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(rustup_home.join("toolchains")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .take(MAX_TOOLCHAINS)
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .filter(|bin| bin.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The programs `names` through `path_var`, the usual directories and `more_dirs`, and the
+/// loaders.
+fn resolve_in(
+    names: &[String],
+    path_var: Option<&str>,
+    more_dirs: &[PathBuf],
+) -> Vec<KnownProgram> {
     let mut dirs: Vec<PathBuf> = path_var
         .unwrap_or_default()
         .split(':')
@@ -133,6 +163,7 @@ fn resolve_in(names: &[String], path_var: Option<&str>) -> Vec<KnownProgram> {
         .map(PathBuf::from)
         .collect();
     dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
+    dirs.extend(more_dirs.iter().filter(|d| d.is_absolute()).cloned());
     // Each directory once (`PATH` names some of the usual ones again).
     let mut seen = std::collections::HashSet::new();
     dirs.retain(|d| seen.insert(d.clone()));
@@ -439,7 +470,7 @@ mod tests {
     #[test]
     fn a_copy_is_the_program_and_one_byte_more_is_not() {
         let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None);
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None, &[]);
         let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
         let copy = dir.path().join("renamed");
         std::fs::copy(&sh.path, &copy).unwrap();
@@ -468,7 +499,7 @@ mod tests {
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         std::fs::copy("/bin/sh", bin.join("sh")).unwrap();
-        let known = resolve(&sh_names(), bin.to_str(), None);
+        let known = resolve(&sh_names(), bin.to_str(), None, &[]);
         assert!(known.iter().any(|k| k.path == bin.join("sh")), "{known:?}");
         let linked = dir.path().join("harmless");
         std::fs::hard_link(bin.join("sh"), &linked).unwrap();
@@ -484,7 +515,7 @@ mod tests {
     #[test]
     fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
         let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None);
+        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None, &[]);
         let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
         let content = std::fs::read(&sh.path).unwrap();
         let file = dir.path().join("tool");
@@ -537,7 +568,7 @@ mod tests {
         std::fs::copy("/bin/true", core.join("git-")).unwrap();
         let names = vec!["git".to_owned()];
         // Found as the git beside its exec-path directory (here, the same one).
-        let known = resolve(&names, core.to_str(), None);
+        let known = resolve(&names, core.to_str(), None, &[]);
         let mut dashed: Vec<&str> = known
             .iter()
             .filter(|k| k.name.starts_with("git-") && k.path.starts_with(&core))
@@ -554,7 +585,7 @@ mod tests {
         let names = identity.names_of_file(&std::fs::File::open(core.join("git-commit")).unwrap());
         assert_eq!(names, ["git"]);
         // Without a rule naming git, none of them is looked for.
-        let known = resolve(&sh_names(), core.to_str(), core.to_str());
+        let known = resolve(&sh_names(), core.to_str(), core.to_str(), &[]);
         assert!(
             known.iter().all(|k| !k.name.starts_with("git")),
             "{known:?}"
@@ -581,7 +612,7 @@ mod tests {
         symlink(lib.join("nc.openbsd"), bin.join("nc")).unwrap();
         symlink(lib.join("busybox"), bin.join("wget")).unwrap();
         let names: Vec<String> = ["npm", "nc", "wget"].map(str::to_owned).to_vec();
-        let identity = Identity::new(resolve(&names, bin.to_str(), None));
+        let identity = Identity::new(resolve(&names, bin.to_str(), None, &[]));
         let named = |n: &str| vec![n.to_owned()];
         assert!(identity.is_known_as(&named("npm"), "npm"));
         assert!(!identity.is_known_as(&named("npm"), "npm-cli.js"));
@@ -594,8 +625,29 @@ mod tests {
     }
 
     #[test]
+    fn a_toolchains_own_cargo_off_path_is_cargo() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("toolchains/stable-x86_64/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(home.path().join("toolchains/not-a-toolchain")).unwrap();
+        std::fs::copy("/bin/true", bin.join("cargo")).unwrap();
+        std::fs::set_permissions(bin.join("cargo"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let dirs = toolchain_dirs(home.path());
+        assert_eq!(dirs, std::slice::from_ref(&bin));
+        let names = vec!["cargo".to_owned()];
+        let identity = Identity::new(resolve(&names, Some("/nonexistent"), None, &dirs));
+        let file = std::fs::metadata(bin.join("cargo")).unwrap();
+        let open = || std::fs::File::open(bin.join("cargo"));
+        let mut identity = identity;
+        assert_eq!(identity.names_of(&file, open), ["cargo"]);
+        assert!(toolchain_dirs(&home.path().join("none")).is_empty());
+    }
+
+    #[test]
     fn the_same_name_is_not_a_rename() {
-        let known = resolve(&sh_names(), Some("/bin"), None);
+        let known = resolve(&sh_names(), Some("/bin"), None, &[]);
         let identity = Identity::new(known);
         assert!(identity.is_known_as(&sh_names(), "sh"));
         assert!(!identity.is_known_as(&sh_names(), "x"));

@@ -132,6 +132,7 @@
 //! process of the same user inside can open `/proc/PID/mem` of one stopped at its exec event
 //! for writing, so there too the rules are a best effort: a person approved full access.
 
+mod cargo;
 mod channel;
 mod facts;
 mod git;
@@ -204,10 +205,22 @@ impl SupervisorConfig {
     pub fn for_spec(spec: &SandboxSpec) -> Option<SupervisorConfig> {
         let rules = spec.exec_rules.clone()?;
         let names: Vec<String> = rules.program_names().into_iter().collect();
+        let rustup_home = spec
+            .env
+            .get("RUSTUP_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                spec.env
+                    .get("HOME")
+                    .map(|h| std::path::Path::new(h).join(".rustup"))
+            });
         let programs = identity::resolve(
             &names,
             spec.env.get("PATH").map(String::as_str),
             spec.env.get("GIT_EXEC_PATH").map(String::as_str),
+            &rustup_home
+                .map(|h| identity::toolchain_dirs(&h))
+                .unwrap_or_default(),
         );
         let settle = settles(spec);
         Some(SupervisorConfig {
@@ -283,6 +296,7 @@ enum Mode {
 pub(crate) struct Supervisor {
     rules: ExecRules,
     names_git: bool,
+    names_cargo: bool,
     identity: identity::Identity,
     mode: Mode,
     /// The threads traced now, with what their notification found.
@@ -342,6 +356,7 @@ impl Supervisor {
         let channel = channel.and_then(Channel::new).map(Arc::new);
         Supervisor {
             names_git: config.rules.names_git(),
+            names_cargo: config.rules.names_cargo(),
             rules: config.rules,
             identity: identity::Identity::new(config.programs),
             mode: Mode::NoListener,

@@ -2,8 +2,10 @@
 //! programs with global options, and shell builtins that run code ([`PROGRAMS`]), and reading
 //! their options.
 
+mod subcommands;
 mod table;
 
+pub(super) use subcommands::SubcommandNames;
 pub(super) use table::PROGRAMS;
 
 use std::collections::HashMap;
@@ -70,7 +72,12 @@ pub(super) enum Role {
     /// An interpreter: a program read from a pipe, a here document or a redirection is
     /// hidden; a program file or `code` option runs like any program. `modules`: `-m NAME
     /// ARGS` runs like the program NAME (`python -m twine upload`).
-    Interpreter { modules: bool },
+    /// `unknown_long_takes_value`: a long option not in the table may take the next word
+    /// (node's `--disable-warning CODE`), so both readings are decided.
+    Interpreter {
+        modules: bool,
+        unknown_long_takes_value: bool,
+    },
     /// `flock [OPTIONS] FILE COMMAND...` or `flock FILE -c SCRIPT`.
     Flock,
     /// `watch [OPTIONS] COMMAND...`: the words are joined and run by `sh -c` (`-x`: as
@@ -80,13 +87,22 @@ pub(super) enum Role {
     /// command it runs.
     Runner { subcommand: &'static str },
     /// Global options before a subcommand: rules see the subcommand right after the program
-    /// name. `aliases`: `-c alias.NAME=VALUE` on the same command line is expanded.
-    /// `nested`: subcommands taking one argument before another subcommand.
+    /// name. `aliases`: whose aliases are expanded. `names`: the subcommands a word may name
+    /// besides itself (prefixes, built-in aliases). `nested`: subcommands taking one argument
+    /// before another subcommand (`yarn workspace NAME CMD`); `groups`: subcommands taking
+    /// another right after them (`yarn npm publish`).
     Subcommands {
-        aliases: bool,
+        aliases: Aliases,
+        names: Option<&'static SubcommandNames>,
         nested: &'static [&'static str],
+        groups: &'static [&'static str],
         unknown_long_takes_value: bool,
+        /// npm's option parser gives a value to single-dash names too (`-tag beta`, `-c x`).
+        unknown_short_takes_value: bool,
     },
+    /// `corepack [OPTIONS] NAME[@VERSION] ARGS...`: runs the package manager NAME in its own
+    /// process.
+    Corepack,
     /// `eval`: literal arguments are joined and parsed as a script, anything else is hidden.
     Eval,
     /// `source`/`.`: the file it runs is hidden.
@@ -101,6 +117,17 @@ pub(super) enum Role {
     SetsVariables,
     /// `trap ACTION SIGNAL...`: a literal action is parsed as a script, anything else hidden.
     Trap,
+}
+
+/// Whose user-defined aliases a program with subcommands expands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Aliases {
+    None,
+    /// `-c alias.NAME=VALUE` on the command line, and the config files the supervisor read.
+    Git,
+    /// `--config alias.NAME=VALUE` on the command line, and the config files and
+    /// `CARGO_ALIAS_*` variables the supervisor read.
+    Cargo,
 }
 
 /// One row of [`PROGRAMS`].
@@ -184,6 +211,10 @@ impl Program {
                     unknown_long_takes_value: true,
                     ..
                 } | Role::Runner { .. }
+                    | Role::Interpreter {
+                        unknown_long_takes_value: true,
+                        ..
+                    }
             ) {
                 Arity::Either
             } else {
@@ -196,6 +227,15 @@ impl Program {
         if self.with_value.contains(&word) {
             // `-encoding NAME` (single-dash long options) and `-u NAME`.
             return Arity::Value;
+        }
+        if matches!(
+            self.role,
+            Role::Subcommands {
+                unknown_short_takes_value: true,
+                ..
+            }
+        ) {
+            return Arity::Either;
         }
         // A short cluster: the first letter taking a value takes the rest, or the next word.
         let letters: Vec<char> = word.chars().skip(1).collect();

@@ -1,7 +1,8 @@
 //! The table itself: every program the rule engine knows by name, and what it does with its
 //! arguments ([`PROGRAMS`]).
 
-use super::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE, Program, Role};
+use super::subcommands::{CARGO, GEM, NPM};
+use super::{Aliases, GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE, Program, Role};
 
 const fn wrapper(
     names: &'static [&'static str],
@@ -37,7 +38,10 @@ const fn interpreter(
         names,
         with_value,
         special: code,
-        role: Role::Interpreter { modules: false },
+        role: Role::Interpreter {
+            modules: false,
+            unknown_long_takes_value: false,
+        },
     }
 }
 
@@ -93,10 +97,15 @@ const fn interpreter(
 ///   shell command it runs. In a command line, aliases from git config files are not read;
 ///   the exec supervisor reads them (see [`crate::rules::ExecFacts::git_aliases`]). `git-SUB`
 ///   (git's dashed form, the name of the links in its exec path) is seen as `git SUB`.
-/// - `cargo`: `+TOOLCHAIN`, `--color`, `--config`, `-C`, `-Z` (with a value), flags
+/// - `cargo`: `+TOOLCHAIN`, `--color`, `--config`, `-C`, `-Z` (with a value), flags. Its
+///   built-in aliases (`b`, `c`, `d`, `r`, `t`, `rm`) and `--config alias.NAME=VALUE` on the
+///   same command line are expanded; aliases from cargo's config files and `CARGO_ALIAS_*`
+///   are read by the exec supervisor (see [`crate::rules::ExecFacts::cargo_aliases`]).
 /// - `npm` (`--prefix`, `-C`, `--registry`, `-w`/`--workspace`, `--userconfig`, ...), `pnpm`
-///   (`-C`/`--dir`, `-F`/`--filter`, ...), `yarn` (`--cwd`, ...; `yarn workspace NAME CMD`):
-///   an unknown long option may take a value, so both readings are views
+///   (`-C`/`--dir`, `-F`/`--filter`, ...), `yarn` (`--cwd`, ...; `yarn workspace NAME CMD`,
+///   `yarn npm CMD`): an unknown long option may take a value, so both readings are views.
+///   npm's aliases, `camelCase` and prefixes name its commands (`npm pub` is `npm publish`)
+/// - `gem`: its aliases and prefixes name its commands (`gem pu` is `gem push`)
 ///
 /// Shell builtins that run code the command line does not show:
 /// - `eval`: literal arguments are joined and parsed as a script; otherwise hidden
@@ -315,24 +324,41 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         names: &["python", "pypy"],
         with_value: &["-W", "-X", "--check-hash-based-pycs", "--jit"],
         special: &["-c", "-m"],
-        role: Role::Interpreter { modules: true },
+        role: Role::Interpreter {
+            modules: true,
+            unknown_long_takes_value: false,
+        },
     },
     interpreter(&["perl"], &["-I", "-M", "-m"], &["-e", "-E"]),
-    interpreter(&["ruby"], &["-r", "-I", "-C", "-E"], &["-e"]),
-    interpreter(
-        &["node", "nodejs"],
-        &[
-            "-r",
-            "--require",
-            "--import",
-            "-C",
-            "--conditions",
-            "--loader",
-            "--experimental-loader",
-            "--title",
-        ],
-        &["-e", "-p", "--eval", "--print"],
-    ),
+    // node takes `--NAME VALUE` for many options; an unknown one is read both ways (found by
+    // a red-team pass on 2026-12-07: `node --disable-warning DEP0040 .../npm-cli.js publish`).
+    Program {
+        role: Role::Interpreter {
+            modules: false,
+            unknown_long_takes_value: true,
+        },
+        ..interpreter(
+            &["node", "nodejs"],
+            &[
+                "-r",
+                "--require",
+                "--import",
+                "-C",
+                "--conditions",
+                "--loader",
+                "--experimental-loader",
+                "--title",
+            ],
+            &["-e", "-p", "--eval", "--print"],
+        )
+    },
+    Program {
+        role: Role::Interpreter {
+            modules: false,
+            unknown_long_takes_value: true,
+        },
+        ..interpreter(&["ruby"], &["-r", "-I", "-C", "-E"], &["-e"])
+    },
     interpreter(&["php"], &["-d", "-c"], &["-r"]),
     interpreter(&["lua"], &["-l"], &["-e"]),
     interpreter(&["Rscript"], &[], &["-e"]),
@@ -342,9 +368,12 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         with_value: GIT_WITH_VALUE,
         special: &[],
         role: Role::Subcommands {
-            aliases: true,
+            aliases: Aliases::Git,
+            names: None,
             nested: &[],
+            groups: &[],
             unknown_long_takes_value: false,
+            unknown_short_takes_value: false,
         },
     },
     Program {
@@ -352,9 +381,12 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         with_value: &["--color", "--config", "-C", "-Z", "--explain"],
         special: &[],
         role: Role::Subcommands {
-            aliases: false,
+            aliases: Aliases::Cargo,
+            names: Some(&CARGO),
             nested: &[],
+            groups: &[],
             unknown_long_takes_value: false,
+            unknown_short_takes_value: false,
         },
     },
     Program {
@@ -376,9 +408,12 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         ],
         special: &[],
         role: Role::Subcommands {
-            aliases: false,
+            aliases: Aliases::None,
+            names: Some(&NPM),
             nested: &[],
+            groups: &[],
             unknown_long_takes_value: true,
+            unknown_short_takes_value: true,
         },
     },
     Program {
@@ -386,9 +421,13 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         with_value: &["-C", "--dir", "-F", "--filter", "--reporter", "--loglevel"],
         special: &[],
         role: Role::Subcommands {
-            aliases: false,
+            aliases: Aliases::None,
+            names: None,
             nested: &[],
+            // `pnpm m publish` is `pnpm -r publish`.
+            groups: &["m", "multi", "recursive"],
             unknown_long_takes_value: true,
+            unknown_short_takes_value: true,
         },
     },
     Program {
@@ -396,10 +435,46 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         with_value: &["--cwd", "--registry", "--modules-folder", "--cache-folder"],
         special: &[],
         role: Role::Subcommands {
-            aliases: false,
+            aliases: Aliases::None,
+            names: None,
             nested: &["workspace"],
+            // `yarn npm publish` (Yarn 2 and later), `yarn workspaces foreach -A npm publish`.
+            groups: &["npm", "workspaces", "foreach"],
             unknown_long_takes_value: true,
+            unknown_short_takes_value: false,
         },
+    },
+    Program {
+        names: &["gem"],
+        with_value: &["--config-file"],
+        special: &[],
+        role: Role::Subcommands {
+            aliases: Aliases::None,
+            names: Some(&GEM),
+            nested: &[],
+            groups: &[],
+            unknown_long_takes_value: false,
+            unknown_short_takes_value: false,
+        },
+    },
+    Program {
+        names: &["twine"],
+        with_value: &[],
+        special: &[],
+        role: Role::Subcommands {
+            aliases: Aliases::None,
+            names: None,
+            nested: &[],
+            groups: &[],
+            unknown_long_takes_value: false,
+            unknown_short_takes_value: false,
+        },
+    },
+    Program {
+        names: &["corepack", "corepack.js"],
+        with_value: &[],
+        special: &[],
+        role: Role::Corepack,
     },
     role(&["eval"], Role::Eval),
     role(&["source", "."], Role::Source),
