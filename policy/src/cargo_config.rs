@@ -42,32 +42,20 @@ pub fn env_alias(variable: &str, value: &str) -> Option<Alias> {
     Some((name.to_owned(), words(value)))
 }
 
-/// How cargo spells an alias's name in the environment: upper case, `-` and `.` as `_`.
+/// How cargo spells an alias's name in the environment: each `.`-separated part with `-` as
+/// `_` and in upper case (Unicode's: `ß` is `SS`), joined by `_`.
 pub fn env_name(subcommand: &str) -> String {
     subcommand
-        .chars()
-        .map(|c| match c {
-            '-' | '.' => '_',
-            c => c.to_ascii_uppercase(),
-        })
-        .collect()
+        .split('.')
+        .map(|part| part.replace('-', "_").to_uppercase())
+        .collect::<Vec<_>>()
+        .join("_")
 }
 
 fn of_table(table: &Table) -> CargoConfig {
     let mut out = CargoConfig::default();
     if let Some(Value::Table(aliases)) = table.get("alias") {
-        for (name, value) in aliases {
-            let expanded = match value {
-                Value::String(s) => words(s),
-                Value::Array(items) => items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect(),
-                _ => continue,
-            };
-            out.aliases.push((name.clone(), expanded));
-        }
+        aliases_in(aliases, "", &mut out.aliases);
     }
     let include = |v: &Value| match v {
         Value::String(path) => Some(path.clone()),
@@ -80,6 +68,27 @@ fn of_table(table: &Table) -> CargoConfig {
         None => {}
     }
     out
+}
+
+/// The aliases of an `[alias]` table, a nested table's as dotted names: `[alias.foo]` with
+/// `bar = "publish"` defines `foo.bar`, which cargo looks up for `cargo foo.bar`.
+fn aliases_in(table: &Table, prefix: &str, out: &mut Vec<Alias>) {
+    for (name, value) in table {
+        let name = format!("{prefix}{name}");
+        match value {
+            Value::String(s) => out.push((name, words(s))),
+            Value::Array(items) => out.push((
+                name,
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+            )),
+            Value::Table(nested) => aliases_in(nested, &format!("{name}."), out),
+            _ => {}
+        }
+    }
 }
 
 /// A string alias's words, as cargo splits it (at whitespace, no quoting).
@@ -113,6 +122,8 @@ mod tests {
             ]
         );
         assert_eq!(config.includes, ["a.toml", "b.toml"]);
+        let nested = parse("[alias.foo]\nbar = \"publish\"\n").unwrap();
+        assert_eq!(nested.aliases, [alias("foo.bar", &["publish"])]);
         let dotted = parse("alias.x = 'publish'\ninclude = \"c.toml\"\n").unwrap();
         assert_eq!(dotted.aliases, [alias("x", &["publish"])]);
         assert_eq!(dotted.includes, ["c.toml"]);
@@ -142,5 +153,6 @@ mod tests {
         assert_eq!(env_alias("CARGO_ALIAS_", "publish"), None);
         assert_eq!(env_alias("CARGO_HOME", "/x"), None);
         assert_eq!(env_name("my-p.x"), "MY_P_X");
+        assert_eq!(env_name("ß"), "SS");
     }
 }

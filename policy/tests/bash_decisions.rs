@@ -365,6 +365,25 @@ fn global_options_before_a_subcommand_are_skipped() {
             "allow",
         ),
         ("corepack enable", "allow", "allow"),
+        // Found by review of the fix (2026-12-07).
+        ("gem -C sub push x.gem", PUBLISH, "allow"),
+        (
+            "yarn workspaces foreach -A -j 4 npm publish",
+            PUBLISH,
+            "allow",
+        ),
+        ("yarnpkg publish", PUBLISH, "allow"),
+        ("corepack yarnpkg npm publish", PUBLISH, "allow"),
+        ("corepack \"$pm\" publish", HIDDEN, HIDDEN),
+        ("cargo --config=\"$c\" p", HIDDEN, HIDDEN),
+        ("npm -s run upload", "allow", "allow"),
+        ("npm stage publish --dry-run", PUBLISH, "allow"),
+        ("node --inspect tool.js git push", "allow", "allow"),
+        (
+            "node --no-warnings --trace-warnings tool.js",
+            "allow",
+            "allow",
+        ),
         (
             "node --disable-warning DEP0040 /usr/bin/npm publish",
             PUBLISH,

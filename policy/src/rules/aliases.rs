@@ -154,9 +154,20 @@ impl Explorer {
                 Some(Word::Hidden(_)) | None => {}
             }
         }
-        for w in options.iter().filter_map(Word::as_literal) {
-            if let Some(v) = w.strip_prefix("--config=") {
-                definitions.extend(cargo_config::inline(v).unwrap_or_default());
+        for w in options {
+            match w {
+                Word::Literal(w) => {
+                    if let Some(v) = w.strip_prefix("--config=") {
+                        definitions.extend(cargo_config::inline(v).unwrap_or_default());
+                    }
+                }
+                Word::Hidden(h) if h.prefix.starts_with("--config=") => {
+                    self.hidden(format!(
+                        "{} given to `cargo --config=` (it may define an alias)",
+                        h.what
+                    ));
+                }
+                Word::Hidden(_) => {}
             }
         }
         let Some(Word::Literal(sub)) = view.get(1) else {

@@ -260,6 +260,7 @@ impl ExecRules {
             starts.push(words);
         }
         let mut findings = Findings::default();
+        let mut truncated = None;
         for start in starts {
             let explorer = Explorer::with_aliases(
                 start,
@@ -268,10 +269,13 @@ impl ExecRules {
                 exec.cargo_aliases.clone(),
             );
             check_explored(&self.rules, &explorer, &shown, 0, &mut findings);
+            truncated = truncated.or(explorer.truncated);
         }
-        // Whatever a hidden part makes run is an exec of its own, decided when it happens.
+        // Whatever a hidden part makes run is an exec of its own, decided when it happens; not
+        // what the exploration stopped short of (found by review on 2026-12-07: 17 aliases of
+        // aliases, or npm options branching past the limit, hid `publish`).
         findings.hidden = None;
-        if let Some(what) = &exec.opaque {
+        for what in exec.opaque.iter().chain(truncated.iter()) {
             findings.see(&self.rules, &[Word::hidden(what.clone(), true)], &shown);
         }
         command_verdict(
@@ -374,6 +378,33 @@ mod tests {
             (v.decision, rule_of(&v)),
             (Decision::Deny, Some("deny-git-push"))
         );
+    }
+
+    #[test]
+    fn what_the_exploration_stops_short_of_is_not_left_to_a_later_exec() {
+        // Found by review on 2026-12-07: both run `publish` in the same process.
+        let r = ExecRules::of(&[
+            rule("ask-npm-publish", &[&["npm"], &["publish"]], Decision::Ask),
+            rule("deny-publish", &[&["cargo"], &["publish"]], Decision::Deny),
+        ])
+        .unwrap();
+        let editors = "--editor d ".repeat(8);
+        let v = r.decide(&facts(&format!("npm {editors}publish")));
+        assert_ne!(v.decision, Decision::Allow, "{v:?}");
+        let mut exec = facts("cargo p");
+        exec.cargo_aliases = (0..17)
+            .map(|i| (format!("a{i}"), vec![format!("a{}", i + 1)]))
+            .chain([("p".to_owned(), vec!["a0".to_owned()])])
+            .chain([("a17".to_owned(), vec!["publish".to_owned()])])
+            .collect();
+        let v = r.decide(&exec);
+        assert_ne!(v.decision, Decision::Allow, "{v:?}");
+        // A short chain is followed to its end.
+        exec.cargo_aliases = vec![
+            ("p".into(), vec!["q".into()]),
+            ("q".into(), vec!["publish".into()]),
+        ];
+        assert_eq!(r.decide(&exec).decision, Decision::Deny);
     }
 
     #[test]

@@ -114,6 +114,11 @@ impl Explorer {
             match operand {
                 Operand::Stdin => reads_stdin = true,
                 Operand::Hidden => {}
+                Operand::TooMany => {
+                    let what = format!("what `{name}` runs: its options have too many readings");
+                    self.truncated.get_or_insert_with(|| what.clone());
+                    self.hidden(what);
+                }
                 // `python -m twine upload`: the module runs like the program of that name.
                 Operand::Module(i, at) => {
                     let w = rest[i].as_literal().unwrap_or_default();
@@ -203,6 +208,8 @@ pub(super) enum Operand {
     Module(usize, usize),
     /// The program file `rest[i]`, with its arguments after it.
     Script(usize),
+    /// More readings of the options than are followed.
+    TooMany,
 }
 
 /// The most readings of one interpreter's options.
@@ -222,7 +229,7 @@ pub(super) fn interpreter_operands(
     while let Some(i) = frontier.pop() {
         steps += 1;
         if steps > MAX_READINGS * rest.len().max(1) || out.len() >= MAX_READINGS {
-            out.push(Operand::Hidden);
+            out.push(Operand::TooMany);
             break;
         }
         let found = interpreter_operand(program, modules, rest, i, &mut frontier);

@@ -26,6 +26,10 @@ pub(super) struct Explorer {
     /// cargo aliases defined outside the command line (config files, `CARGO_ALIAS_*`), as the
     /// exec supervisor found them; likewise every definition is a candidate.
     pub cargo_aliases: Vec<crate::cargo_config::Alias>,
+    /// Where the exploration stopped at a limit (views, wrapper depth, an interpreter's
+    /// readings): what it did not see may run in the same process (an alias, a prefix), so
+    /// the exec supervisor cannot leave it to a later exec.
+    pub truncated: Option<String>,
 }
 
 /// Whether `word` is `NAME=VALUE` (for a hidden word: starts with `NAME=`).
@@ -101,7 +105,9 @@ impl Explorer {
             return;
         }
         if depth > MAX_WRAPPER_DEPTH || self.views.len() >= MAX_VIEWS {
-            self.hidden("what the command runs: it has too many layers of wrappers".into());
+            let what = "what the command runs: it has too many layers of wrappers or aliases";
+            self.truncated.get_or_insert_with(|| what.into());
+            self.hidden(what.into());
             return;
         }
         self.views.push(words.clone());
@@ -411,12 +417,19 @@ impl Explorer {
         }
     }
 
-    /// `uv run`, `poetry run`, `bundle exec`: the program's options, the subcommand, its
-    /// options, then the command it runs.
+    /// `corepack [OPTIONS] NAME[@VERSION] ARGS...`: the package manager NAME runs ARGS.
     fn corepack(&mut self, program: &Program, rest: &[Word], stdin: Option<&Stdin>, depth: usize) {
         for start in program.operand_starts(rest) {
-            let Some(Word::Literal(spec)) = rest.get(start) else {
-                continue;
+            let spec = match rest.get(start) {
+                Some(Word::Literal(spec)) => spec,
+                // `corepack "$pm" publish`: a package manager the rules cannot see.
+                Some(hidden) => {
+                    let mut again = vec![hidden.clone()];
+                    again.extend(rest[start + 1..].iter().cloned());
+                    self.explore(again, stdin, depth + 1);
+                    continue;
+                }
+                None => continue,
             };
             // `npm@11.19.1` names npm (a package manager's name never starts with `@`).
             let name = spec.split('@').next().unwrap_or(spec);
@@ -426,6 +439,8 @@ impl Explorer {
         }
     }
 
+    /// `uv run`, `poetry run`, `bundle exec`: the program's options, the subcommand, its
+    /// options, then the command it runs.
     fn runner(
         &mut self,
         program: &Program,
@@ -465,6 +480,14 @@ impl Explorer {
             return;
         };
         let rest = &words[1..];
+        // Another name of the program is the program (`yarnpkg`, Debian's and corepack's yarn).
+        if let Some(&own) = program.names.first()
+            && words.first().and_then(command_name) != Some(own)
+        {
+            let mut again = vec![Word::literal(own)];
+            again.extend(rest.iter().cloned());
+            self.explore(again, stdin, depth + 1);
+        }
         for start in program.operand_starts(rest) {
             let options = &rest[..start.min(rest.len())];
             let tail = rest.get(start..).unwrap_or_default();

@@ -8,16 +8,20 @@
 //! decision wins. A file the sandbox rewrites after the exec and before cargo reads it is not
 //! seen (SECURITY.md says so); what cargo then runs as a new process is decided at its exec.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
 
 use bridle_policy::cargo_config::{self, Alias};
-
-use super::git::read_small;
 
 /// The most config files read for one exec (includes included). Past it, what cargo's aliases
 /// say is unknown.
 const MAX_FILES: usize = 64;
+/// The most bytes of one config file; a larger one leaves the aliases unknown.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+/// cargo's options before its subcommand that take a value.
+const WITH_VALUE: &[&str] = &["--color", "--config", "-C", "-Z", "--explain"];
 /// The most places looked at for a config file: every ancestor of a path of `PATH_MAX` bytes.
 const MAX_PLACES: usize = 4 * 4096;
 
@@ -25,12 +29,13 @@ const MAX_PLACES: usize = 4 * 4096;
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Aliases {
     pub found: Vec<Alias>,
-    /// More config files than [`MAX_FILES`]: some were not read.
-    pub incomplete: bool,
+    /// Why some of the config was not read (more files than [`MAX_FILES`], or one the
+    /// supervisor cannot read as cargo would), as the end of a noun phrase.
+    pub incomplete: Option<String>,
 }
 
 /// Every alias definition the config cargo reads for `argv` (run in `cwd` with `env`) makes.
-pub(super) fn aliases(argv: &[String], env: &BTreeMap<String, String>, cwd: &Path) -> Aliases {
+pub(super) fn aliases(argv: &[String], env: &[(String, String)], cwd: &Path) -> Aliases {
     let mut out = Aliases::default();
     let (dirs, configs) = options(argv, cwd);
     let mut places: Vec<PathBuf> = Vec::new();
@@ -40,17 +45,23 @@ pub(super) fn aliases(argv: &[String], env: &BTreeMap<String, String>, cwd: &Pat
             places.push(at.join(".cargo/config"));
         }
     }
-    let homes = match env.get("CARGO_HOME") {
-        Some(home) => vec![cwd.join(home)],
+    // An empty CARGO_HOME is unset to cargo.
+    // Every value of a name given twice (cargo reads some through `getenv`, the first, and
+    // others from a map of the whole environment, the last). An empty CARGO_HOME is unset.
+    let values = |name: &'static str| {
+        env.iter()
+            .filter(move |(n, v)| n == name && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let mut homes: Vec<PathBuf> = values("CARGO_HOME").map(|h| cwd.join(h)).collect();
+    if homes.is_empty() {
         // Without HOME cargo asks the password database; the supervisor's HOME stands in.
-        None => env
-            .get("HOME")
+        homes = values("HOME")
             .map(PathBuf::from)
-            .into_iter()
             .chain(std::env::var_os("HOME").map(PathBuf::from))
             .map(|h| h.join(".cargo"))
-            .collect(),
-    };
+            .collect();
+    }
     for home in homes {
         places.push(home.join("config.toml"));
         places.push(home.join("config"));
@@ -61,30 +72,42 @@ pub(super) fn aliases(argv: &[String], env: &BTreeMap<String, String>, cwd: &Pat
             None => places.push(cwd.join(&value)),
         }
     }
+    let mut seen = HashSet::new();
+    places.retain(|p| seen.insert(p.clone()));
     places.reverse();
     let (mut looked, mut read) = (0, 0);
     while let Some(place) = places.pop() {
         looked += 1;
         if looked > MAX_PLACES {
-            out.incomplete = true;
+            out.incomplete = Some("more places to look than are looked at".into());
             break;
         }
-        let Some(text) = read_small(&place) else {
-            continue;
+        let text = match read_config(&place) {
+            Config::Missing => continue,
+            Config::Text(text) => text,
+            Config::Unknown => {
+                out.incomplete = Some(format!(
+                    "`{}` cannot be read as cargo reads it",
+                    place.display()
+                ));
+                continue;
+            }
         };
         read += 1;
         if read > MAX_FILES {
-            out.incomplete = true;
+            out.incomplete = Some(format!("more than {MAX_FILES} files"));
             break;
         }
-        // Not TOML: cargo refuses to run, so it expands no alias from it.
+        // Not TOML to this parser: cargo refuses such a file (or reads it otherwise).
         let Some(config) = cargo_config::parse(&text) else {
+            out.incomplete = Some(format!("`{}` is not TOML to bridle", place.display()));
             continue;
         };
         out.found.extend(config.aliases);
+        // cargo joins an include to the file's directory and resolves `..` in the text.
         let base = place.parent().unwrap_or(Path::new("/"));
         for include in config.includes.iter().rev() {
-            places.push(base.join(include));
+            places.push(lexical(&base.join(include)));
         }
     }
     out.found.extend(
@@ -94,25 +117,99 @@ pub(super) fn aliases(argv: &[String], env: &BTreeMap<String, String>, cwd: &Pat
     out
 }
 
-/// The directories whose config cargo reads (its working directory, and any `-C DIR`) and the
-/// values of `--config`, taken from the whole command line: an option after the subcommand
-/// that cargo would not read only adds files to read.
+/// What a place holds for cargo.
+enum Config {
+    /// Nothing: cargo reads nothing there.
+    Missing,
+    Text(String),
+    /// Something the supervisor cannot read as cargo would: a link to the process's own files
+    /// (`/dev/stdin`, `/proc/self/fd/N` resolve to the supervisor's), one that does not
+    /// resolve, not a regular file, too large, not UTF-8.
+    Unknown,
+}
+
+fn read_config(place: &Path) -> Config {
+    match std::fs::symlink_metadata(place) {
+        Ok(_) => {}
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
+        {
+            return Config::Missing;
+        }
+        Err(_) => return Config::Unknown,
+    }
+    let Ok(real) = std::fs::canonicalize(place) else {
+        return Config::Unknown;
+    };
+    if real.starts_with("/proc") || real.starts_with("/dev") {
+        return Config::Unknown;
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(&real)
+    else {
+        return Config::Unknown;
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {}
+        _ => return Config::Unknown,
+    }
+    let mut text = String::new();
+    match file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text) {
+        Ok(n) if n as u64 <= MAX_FILE_BYTES => Config::Text(text),
+        _ => Config::Unknown,
+    }
+}
+
+/// `path` with `.` and `..` resolved in its text, as cargo resolves an include.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The directories whose config cargo reads (its working directory, or the one `-C DIR`
+/// before the subcommand makes it, as cargo sees it after `chdir`) and the values of
+/// `--config` (anywhere: cargo reads none for its aliases today, and one it would not read
+/// only adds files to read).
 fn options(argv: &[String], cwd: &Path) -> (Vec<PathBuf>, Vec<String>) {
     let mut dirs = vec![cwd.to_path_buf()];
     let mut configs = Vec::new();
+    let mut before_subcommand = true;
     let mut words = argv.iter().skip(1);
     while let Some(word) = words.next() {
         if word == "--config" {
             configs.extend(words.next().cloned());
         } else if let Some(value) = word.strip_prefix("--config=") {
             configs.push(value.to_owned());
+        } else if !before_subcommand {
         } else if word == "-C" {
-            dirs.extend(words.next().map(|d| cwd.join(d)));
+            dirs.extend(words.next().map(|d| chdir(cwd, d)));
         } else if let Some(dir) = word.strip_prefix("-C").filter(|d| !d.is_empty()) {
-            dirs.push(cwd.join(dir));
+            dirs.push(chdir(cwd, dir));
+        } else if WITH_VALUE.contains(&word.as_str()) {
+            words.next();
+        } else if !word.starts_with(['-', '+']) {
+            before_subcommand = false;
         }
     }
     (dirs, configs)
+}
+
+/// The directory cargo is in after `chdir(dir)` from `cwd` (`getcwd`: links resolved).
+fn chdir(cwd: &Path, dir: &str) -> PathBuf {
+    let joined = cwd.join(dir);
+    std::fs::canonicalize(&joined).unwrap_or(joined)
 }
 
 #[cfg(test)]
@@ -155,8 +252,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(ws.join("extra.toml"), "[alias]\nx = \"publish\"\n").unwrap();
-        std::fs::write(ws.join("bad.toml"), "[alias\n").unwrap();
-        let env: BTreeMap<String, String> = [
+        let env: Vec<(String, String)> = [
             ("HOME", home.to_str().unwrap()),
             ("CARGO_ALIAS_E", "publish"),
             ("PATH", "/usr/bin"),
@@ -165,9 +261,7 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         let got = aliases(
-            &argv(
-                "cargo --config ../../extra.toml --config=alias.i=\"publish\" --config ../../bad.toml p",
-            ),
+            &argv("cargo --config ../../extra.toml --config=alias.i=\"publish\" p"),
             &env,
             &deep,
         );
@@ -185,15 +279,20 @@ mod tests {
                 alias("x", &["publish"]),
             ]
         );
-        assert!(!got.incomplete);
+        assert_eq!(got.incomplete, None);
         // CARGO_HOME replaces ~/.cargo.
         let mut env = env;
-        env.insert(
+        env.push((
             "CARGO_HOME".into(),
             root.path().join("none").display().to_string(),
-        );
+        ));
         let got = aliases(&argv("cargo p"), &env, &ws);
         assert!(!got.found.contains(&alias("h", &["publish"])), "{got:?}");
+        // A variable given twice: cargo's map of the environment keeps the last value.
+        env.push(("CARGO_ALIAS_E".into(), "build".into()));
+        let got = aliases(&argv("cargo p"), &env, &ws);
+        assert!(got.found.contains(&alias("E", &["publish"])), "{got:?}");
+        assert!(got.found.contains(&alias("E", &["build"])), "{got:?}");
     }
 
     #[test]
@@ -207,7 +306,7 @@ mod tests {
         .unwrap();
         let deep = (0..100).fold(root.path().to_path_buf(), |p, i| p.join(format!("d{i}")));
         std::fs::create_dir_all(&deep).unwrap();
-        let got = aliases(&argv("cargo p"), &BTreeMap::new(), &deep);
+        let got = aliases(&argv("cargo p"), &[], &deep);
         assert!(got.found.contains(&alias("p", &["publish"])), "{got:?}");
     }
 
@@ -226,6 +325,77 @@ mod tests {
         for i in 0..=MAX_FILES {
             std::fs::write(root.path().join(format!(".cargo/{i}.toml")), "").unwrap();
         }
-        assert!(aliases(&argv("cargo p"), &BTreeMap::new(), root.path()).incomplete);
+        assert!(
+            aliases(&argv("cargo p"), &[], root.path())
+                .incomplete
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_config_the_supervisor_cannot_read_as_cargo_would_leaves_the_aliases_unknown() {
+        for (what, make) in [
+            ("a link to the process's stdin", 0),
+            ("a file past the size limit", 1),
+            ("text that is not TOML", 2),
+            ("a directory", 3),
+        ] {
+            let root = tempfile::tempdir().unwrap();
+            let config = root.path().join(".cargo/config.toml");
+            std::fs::create_dir_all(root.path().join(".cargo")).unwrap();
+            match make {
+                0 => std::os::unix::fs::symlink("/dev/stdin", &config).unwrap(),
+                1 => std::fs::write(
+                    &config,
+                    format!("alias.p = \"publish\"\nx = \"{}\"\n", "a".repeat(1 << 20)),
+                )
+                .unwrap(),
+                2 => std::fs::write(&config, "[alias\np = 1").unwrap(),
+                _ => std::fs::create_dir(&config).unwrap(),
+            }
+            let got = aliases(&argv("cargo p"), &[], root.path());
+            assert!(got.incomplete.is_some(), "{what}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_cargo_home_is_the_default_and_includes_resolve_dot_dot_in_their_text() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join(".cargo")).unwrap();
+        std::fs::write(home.join(".cargo/config.toml"), "alias.h = \"publish\"\n").unwrap();
+        // `.cargo` a link elsewhere: cargo reads `../evil.toml` beside the link, not the target.
+        let ws = root.path().join("ws");
+        let elsewhere = root.path().join("elsewhere/sub");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(
+            elsewhere.join("config.toml"),
+            "include = \"../evil.toml\"\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join(".cargo")).unwrap();
+        std::fs::write(ws.join("evil.toml"), "alias.e = \"publish\"\n").unwrap();
+        let env: Vec<(String, String)> = [
+            ("HOME".to_owned(), home.display().to_string()),
+            ("CARGO_HOME".to_owned(), String::new()),
+        ]
+        .into();
+        let got = aliases(&argv("cargo p"), &env, &ws);
+        assert!(got.found.contains(&alias("h", &["publish"])), "{got:?}");
+        assert!(got.found.contains(&alias("e", &["publish"])), "{got:?}");
+    }
+
+    #[test]
+    fn only_a_dash_c_before_the_subcommand_moves_cargo() {
+        let cwd = Path::new("/nonexistent/ws");
+        let (dirs, _) = options(&argv("cargo rustc -- -C opt-level=3 -Clto"), cwd);
+        assert_eq!(dirs, [cwd.to_path_buf()]);
+        let (dirs, configs) = options(
+            &argv("cargo +stable --color never -C sub --config a.toml build --config=b.toml"),
+            cwd,
+        );
+        assert_eq!(dirs, [cwd.to_path_buf(), cwd.join("sub")]);
+        assert_eq!(configs, ["a.toml", "b.toml"]);
     }
 }

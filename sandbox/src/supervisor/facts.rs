@@ -102,25 +102,27 @@ impl Supervisor {
             // Unreadable: the aliases of the command line itself are still expanded.
             let env = env().ok();
             if let (Some(env), Ok(cwd)) = (&env, read.cwd(pid)) {
-                facts.git_aliases = git::aliases(&read.argv, env, &cwd);
+                facts.git_aliases = git::aliases(&read.argv, env.first(), &cwd);
             }
             facts.instead.extend(git_correct::corrections(
                 &read.argv,
-                env.as_ref(),
+                env.as_ref().map(tracee::Environment::first),
                 self.settler.as_mut(),
             ));
         }
-        if self.names_cargo && (argv0 == "cargo" || names.iter().any(|n| n == "cargo")) {
+        // A rustup proxy is what it is called (`rustc` through it is rustc, not cargo).
+        let is_cargo = argv0 == "cargo" || (!multi_call && names.iter().any(|n| n == "cargo"));
+        if self.names_cargo && is_cargo {
             // cargo expands an alias in its own process (found by a red-team pass on
             // 2026-12-07: `cargo p` with `alias.p = "publish"` published). Config that cannot
             // be read in full leaves what cargo runs unknown.
             match (env(), read.cwd(pid)) {
                 (Ok(env), Ok(cwd)) => {
-                    let aliases = cargo::aliases(&read.argv, &env, &cwd);
+                    let aliases = cargo::aliases(&read.argv, env.entries(), &cwd);
                     facts.cargo_aliases = aliases.found;
-                    if aliases.incomplete {
+                    if let Some(why) = aliases.incomplete {
                         facts.opaque.get_or_insert_with(|| {
-                            "the aliases of cargo's config (more files than are read)".into()
+                            format!("the aliases of cargo's config ({why})")
                         });
                     }
                 }
@@ -212,7 +214,7 @@ pub(super) fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
 pub(super) fn loader_runs(
     pid: Pid,
     read: &ExecRead,
-    env: &dyn Fn() -> Result<std::collections::BTreeMap<String, String>, tracee::Unreadable>,
+    env: &dyn Fn() -> Result<tracee::Environment, tracee::Unreadable>,
 ) -> Option<String> {
     const RUNS_NOTHING: &[&str] = bridle_policy::rules::LOADER_RUNS_NOTHING;
     let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));

@@ -28,6 +28,19 @@ use sha2::{Digest, Sha256};
 /// own name to run the applet their first argument names.
 const MULTI_CALL: &[&str] = &["busybox", "toybox"];
 
+/// Binaries that decide what they do by the name they are called by, and are something else
+/// under their own name: rustup, whose proxies (`cargo`, `rustc`, `rustfmt`) are links of it.
+const BY_NAME: &[&str] = &["rustup"];
+
+/// corepack's entry points for the package managers it runs in its own node process, and the
+/// program each is.
+const COREPACK_ENTRIES: &[(&str, &str)] = &[
+    ("npm.js", "npm"),
+    ("pnpm.js", "pnpm"),
+    ("yarn.js", "yarn"),
+    ("yarnpkg.js", "yarn"),
+];
+
 /// The name a known dynamic loader has in the identity table.
 pub const LOADER: &str = "ld.so";
 
@@ -94,6 +107,8 @@ pub fn resolve(
     more_dirs: &[PathBuf],
 ) -> Vec<KnownProgram> {
     let mut found = resolve_in(names, path_var, more_dirs);
+    by_name_programs(&mut found);
+    corepack_entries(&mut found, names, path_var);
     if names.iter().any(|n| n == "git") {
         let mut git_dirs: Vec<PathBuf> = EXTRA_DIRS
             .iter()
@@ -128,6 +143,70 @@ pub fn resolve(
     found
 }
 
+/// Adds rustup's own file for each program found that is a link of it (a rustup proxy): such a
+/// file is called by many names and is what each says ([`Identity::is_multi_call`]), so a
+/// `rustc` run through its proxy is rustc, not a renamed cargo.
+fn by_name_programs(found: &mut Vec<KnownProgram>) {
+    let mut siblings = Vec::new();
+    for k in found.iter() {
+        for name in BY_NAME {
+            let sibling = k.path.with_file_name(name);
+            if std::fs::metadata(&sibling).is_ok_and(|m| (m.dev(), m.ino()) == (k.dev, k.ino)) {
+                siblings.push((*name, sibling));
+            }
+        }
+    }
+    for (name, path) in siblings {
+        add_known(found, name, &path);
+    }
+}
+
+/// corepack's entry points for the package managers among `names` (`.../corepack/dist/npm.js`
+/// beside the `corepack.js` a `corepack` on the path is): `node .../dist/npm.js publish` runs
+/// npm in node's process, found by review on 2026-12-07.
+fn corepack_entries(found: &mut Vec<KnownProgram>, names: &[String], path_var: Option<&str>) {
+    if !COREPACK_ENTRIES
+        .iter()
+        .any(|(_, program)| names.iter().any(|n| n == program))
+    {
+        return;
+    }
+    let mut dists = Vec::new();
+    for dir in search_dirs(path_var, &[]) {
+        if let Ok(real) = std::fs::canonicalize(dir.join("corepack"))
+            && let Some(dist) = real.parent()
+            && !dists.contains(&dist.to_path_buf())
+        {
+            dists.push(dist.to_path_buf());
+        }
+    }
+    for dist in dists {
+        for (file, program) in COREPACK_ENTRIES {
+            if names.iter().any(|n| n == program) {
+                add_known(found, program, &dist.join(file));
+            }
+        }
+        // corepack itself under another name runs them too (`./y npm@11 publish`).
+        add_known(found, "corepack", &dist.join("corepack.js"));
+    }
+}
+
+/// The directories searched for programs: `path_var`'s, the usual ones and `more_dirs`, each
+/// once.
+fn search_dirs(path_var: Option<&str>, more_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = path_var
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
+    dirs.extend(more_dirs.iter().filter(|d| d.is_absolute()).cloned());
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
+}
+
 /// The most toolchains of one `rustup` home looked at.
 const MAX_TOOLCHAINS: usize = 64;
 
@@ -156,17 +235,7 @@ fn resolve_in(
     path_var: Option<&str>,
     more_dirs: &[PathBuf],
 ) -> Vec<KnownProgram> {
-    let mut dirs: Vec<PathBuf> = path_var
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| d.starts_with('/'))
-        .map(PathBuf::from)
-        .collect();
-    dirs.extend(EXTRA_DIRS.iter().map(PathBuf::from));
-    dirs.extend(more_dirs.iter().filter(|d| d.is_absolute()).cloned());
-    // Each directory once (`PATH` names some of the usual ones again).
-    let mut seen = std::collections::HashSet::new();
-    dirs.retain(|d| seen.insert(d.clone()));
+    let dirs = search_dirs(path_var, more_dirs);
     let mut found: Vec<KnownProgram> = Vec::new();
     for name in names {
         if name.is_empty() || name.contains('/') {
@@ -433,7 +502,7 @@ impl Identity {
                 && k.path
                     .file_name()
                     .and_then(|f| f.to_str())
-                    .is_some_and(|f| MULTI_CALL.contains(&f))
+                    .is_some_and(|f| MULTI_CALL.contains(&f) || BY_NAME.contains(&f))
         })
     }
 
@@ -460,196 +529,4 @@ fn digest_reader(mut file: &std::fs::File) -> std::io::Result<[u8; 32]> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sh_names() -> Vec<String> {
-        vec!["sh".to_owned()]
-    }
-
-    #[test]
-    fn a_copy_is_the_program_and_one_byte_more_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None, &[]);
-        let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
-        let copy = dir.path().join("renamed");
-        std::fs::copy(&sh.path, &copy).unwrap();
-        let mut identity = Identity::new(known.clone());
-        let names = identity.names_of_file(&std::fs::File::open(&copy).unwrap());
-        assert!(names.contains(&"sh".to_owned()), "{names:?}");
-        let same = identity.names_of_file(&std::fs::File::open(&sh.path).unwrap());
-        assert!(same.contains(&"sh".to_owned()), "{same:?}");
-        // One byte more is another program.
-        let mut bytes = std::fs::read(&copy).unwrap();
-        bytes.push(0);
-        let changed = dir.path().join("changed");
-        std::fs::write(&changed, bytes).unwrap();
-        assert!(
-            identity
-                .names_of_file(&std::fs::File::open(&changed).unwrap())
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_hard_link_is_the_program_by_its_inode_without_reading_it() {
-        // A program resolved from a directory of this test's own (a hard link of a file one
-        // does not own needs root), and a hard link of it under another name elsewhere.
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        std::fs::copy("/bin/sh", bin.join("sh")).unwrap();
-        let known = resolve(&sh_names(), bin.to_str(), None, &[]);
-        assert!(known.iter().any(|k| k.path == bin.join("sh")), "{known:?}");
-        let linked = dir.path().join("harmless");
-        std::fs::hard_link(bin.join("sh"), &linked).unwrap();
-        let mut identity = Identity::new(known);
-        let meta = std::fs::metadata(&linked).unwrap();
-        // Matched by device and inode: its content is never read.
-        let names = identity.names_of(&meta, || -> std::io::Result<std::fs::File> {
-            panic!("the content of a hard link was read")
-        });
-        assert!(names.contains(&"sh".to_owned()), "{names:?}");
-    }
-
-    #[test]
-    fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
-        let dir = tempfile::tempdir().unwrap();
-        let known = resolve(&sh_names(), Some("/bin:/usr/bin"), None, &[]);
-        let sh = known.iter().find(|k| k.name == "sh").expect("sh is found");
-        let content = std::fs::read(&sh.path).unwrap();
-        let file = dir.path().join("tool");
-        let mut identity = Identity::new(known.clone());
-        let names = |identity: &mut Identity| {
-            let meta = std::fs::metadata(&file).unwrap();
-            identity.names_of(&meta, || std::fs::File::open(&file))
-        };
-        // Of the program's size, another content: not the program (its digest was computed).
-        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
-        assert_eq!(names(&mut identity), Vec::<String>::new());
-        // The same file (same inode and size) rewritten at once with the program's content,
-        // as fast as its timestamps could not tell: the program.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &content))
-            .unwrap();
-        assert_eq!(names(&mut identity), sh_names());
-        // And back.
-        std::fs::write(&file, vec![b'#'; content.len()]).unwrap();
-        assert_eq!(names(&mut identity), Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_settled_file_keeps_its_digest_and_a_fresh_one_does_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, b"x").unwrap();
-        assert!(!settled(&std::fs::metadata(&file).unwrap()));
-        assert!(
-            settled(&std::fs::metadata("/").unwrap())
-                || settled(&std::fs::metadata("/bin/sh").unwrap())
-        );
-    }
-
-    #[test]
-    fn gits_own_programs_are_known_and_its_links_and_copies_are_git() {
-        use std::os::unix::fs::symlink;
-        let dir = tempfile::tempdir().unwrap();
-        let core = dir.path().join("git-core");
-        std::fs::create_dir(&core).unwrap();
-        // A stand-in for git (any program), its builtins as a hard link, a symlink and a
-        // copy, and a program of its own.
-        std::fs::copy("/bin/sh", core.join("git")).unwrap();
-        std::fs::hard_link(core.join("git"), core.join("git-push")).unwrap();
-        symlink("git", core.join("git-status")).unwrap();
-        std::fs::copy(core.join("git"), core.join("git-commit")).unwrap();
-        std::fs::copy("/bin/true", core.join("git-http-push")).unwrap();
-        std::fs::copy("/bin/true", core.join("git-")).unwrap();
-        let names = vec!["git".to_owned()];
-        // Found as the git beside its exec-path directory (here, the same one).
-        let known = resolve(&names, core.to_str(), None, &[]);
-        let mut dashed: Vec<&str> = known
-            .iter()
-            .filter(|k| k.name.starts_with("git-") && k.path.starts_with(&core))
-            .map(|k| k.name.as_str())
-            .collect();
-        dashed.sort_unstable();
-        assert_eq!(dashed, ["git-http-push"], "{known:?}");
-        // A renamed copy of git's own program is that program; of git, git alone.
-        let copy = dir.path().join("hp");
-        std::fs::copy(core.join("git-http-push"), &copy).unwrap();
-        let mut identity = Identity::new(known);
-        let names = identity.names_of_file(&std::fs::File::open(&copy).unwrap());
-        assert_eq!(names, ["git-http-push"]);
-        let names = identity.names_of_file(&std::fs::File::open(core.join("git-commit")).unwrap());
-        assert_eq!(names, ["git"]);
-        // Without a rule naming git, none of them is looked for.
-        let known = resolve(&sh_names(), core.to_str(), core.to_str(), &[]);
-        assert!(
-            known.iter().all(|k| !k.name.starts_with("git")),
-            "{known:?}"
-        );
-    }
-
-    #[test]
-    fn a_file_called_by_its_own_name_is_the_program_unless_it_is_multi_call() {
-        use std::os::unix::fs::{PermissionsExt, symlink};
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        let lib = dir.path().join("lib");
-        std::fs::create_dir(&bin).unwrap();
-        std::fs::create_dir(&lib).unwrap();
-        // `npm` a symlink to a script of another name, `nc` to a binary of another name,
-        // `wget` to a multi-call binary.
-        std::fs::write(lib.join("npm-cli.js"), "#!/usr/bin/env node\n").unwrap();
-        std::fs::copy("/bin/true", lib.join("nc.openbsd")).unwrap();
-        std::fs::copy("/bin/sh", lib.join("busybox")).unwrap();
-        for f in ["npm-cli.js", "nc.openbsd", "busybox"] {
-            std::fs::set_permissions(lib.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        symlink(lib.join("npm-cli.js"), bin.join("npm")).unwrap();
-        symlink(lib.join("nc.openbsd"), bin.join("nc")).unwrap();
-        symlink(lib.join("busybox"), bin.join("wget")).unwrap();
-        let names: Vec<String> = ["npm", "nc", "wget"].map(str::to_owned).to_vec();
-        let identity = Identity::new(resolve(&names, bin.to_str(), None, &[]));
-        let named = |n: &str| vec![n.to_owned()];
-        assert!(identity.is_known_as(&named("npm"), "npm"));
-        assert!(!identity.is_known_as(&named("npm"), "npm-cli.js"));
-        assert!(!identity.is_known_as(&named("nc"), "nc.openbsd"));
-        let meta = |f: &str| std::fs::metadata(lib.join(f)).unwrap();
-        assert!(identity.is_multi_call(&meta("busybox")));
-        assert!(!identity.is_multi_call(&meta("nc.openbsd")));
-        assert!(Identity::calls_multi_call_itself("busybox-x"));
-        assert!(!Identity::calls_multi_call_itself("sh"));
-    }
-
-    #[test]
-    fn a_toolchains_own_cargo_off_path_is_cargo() {
-        use std::os::unix::fs::PermissionsExt;
-        let home = tempfile::tempdir().unwrap();
-        let bin = home.path().join("toolchains/stable-x86_64/bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(home.path().join("toolchains/not-a-toolchain")).unwrap();
-        std::fs::copy("/bin/true", bin.join("cargo")).unwrap();
-        std::fs::set_permissions(bin.join("cargo"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
-        let dirs = toolchain_dirs(home.path());
-        assert_eq!(dirs, std::slice::from_ref(&bin));
-        let names = vec!["cargo".to_owned()];
-        let identity = Identity::new(resolve(&names, Some("/nonexistent"), None, &dirs));
-        let file = std::fs::metadata(bin.join("cargo")).unwrap();
-        let open = || std::fs::File::open(bin.join("cargo"));
-        let mut identity = identity;
-        assert_eq!(identity.names_of(&file, open), ["cargo"]);
-        assert!(toolchain_dirs(&home.path().join("none")).is_empty());
-    }
-
-    #[test]
-    fn the_same_name_is_not_a_rename() {
-        let known = resolve(&sh_names(), Some("/bin"), None, &[]);
-        let identity = Identity::new(known);
-        assert!(identity.is_known_as(&sh_names(), "sh"));
-        assert!(!identity.is_known_as(&sh_names(), "x"));
-    }
-}
+mod tests;

@@ -72,16 +72,42 @@ pub(super) fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The environment's entries by name. A name given twice keeps its first value, which is the
-/// one `getenv` returns (git reads its variables so); found by review on 2026-12-07, when a
-/// second `PATH` entry could have named a directory git never looks in.
-fn parse_env(entries: impl IntoIterator<Item = Vec<u8>>) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
+/// A process's environment: by name, and every entry in order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Environment {
+    first: BTreeMap<String, String>,
+    entries: Vec<(String, String)>,
+}
+
+impl Environment {
+    /// Each name with its first value, which is the one `getenv` returns (git reads its
+    /// variables so); found by review on 2026-12-07, when a second `PATH` entry could have
+    /// named a directory git never looks in.
+    pub fn first(&self) -> &BTreeMap<String, String> {
+        &self.first
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&String> {
+        self.first.get(name)
+    }
+
+    /// Every entry, a name given twice each time: a program reading its environment into a
+    /// map keeps the last (cargo's `CARGO_ALIAS_*`, found by a red-team pass on 2026-12-07).
+    pub fn entries(&self) -> &[(String, String)] {
+        &self.entries
+    }
+}
+
+fn parse_env(entries: impl IntoIterator<Item = Vec<u8>>) -> Environment {
+    let mut env = Environment::default();
     for entry in entries {
         let text = lossy(&entry);
         if let Some((name, value)) = text.split_once('=') {
-            env.entry(name.to_owned())
+            env.first
+                .entry(name.to_owned())
                 .or_insert_with(|| value.to_owned());
+            env.entries.push((name.to_owned(), value.to_owned()));
         }
     }
     env
@@ -214,12 +240,12 @@ fn split_nul(bytes: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// The environment of `pid`, stopped right after its exec.
-pub fn env_after_exec(pid: Pid) -> Result<BTreeMap<String, String>, Unreadable> {
+pub fn env_after_exec(pid: Pid) -> Result<Environment, Unreadable> {
     Ok(parse_env(split_nul(&read_proc(pid, "environ")?)))
 }
 
 /// The environment `pid` passes to the exec it is about to make (see [`ExecRead::envp`]).
-pub fn env_before_exec(pid: Pid, envp: u64) -> Result<BTreeMap<String, String>, Unreadable> {
+pub fn env_before_exec(pid: Pid, envp: u64) -> Result<Environment, Unreadable> {
     let mut budget = MAX_ARG_BYTES;
     let first = first_pointers(pid, envp)?;
     Ok(parse_env(read_vector(pid, envp, first, &[], &mut budget)?))
@@ -335,13 +361,14 @@ mod tests {
         let env = parse_env([b"A=b=c".to_vec(), b"NOEQUALS".to_vec(), b"E=".to_vec()]);
         assert_eq!(env.get("A").map(String::as_str), Some("b=c"));
         assert_eq!(env.get("E").map(String::as_str), Some(""));
-        assert_eq!(env.len(), 2);
+        assert_eq!(env.first().len(), 2);
     }
 
     #[test]
     fn a_name_given_twice_keeps_its_first_value_as_getenv_does() {
         let env = parse_env([b"PATH=/usr/bin".to_vec(), b"PATH=/planted".to_vec()]);
         assert_eq!(env.get("PATH").map(String::as_str), Some("/usr/bin"));
+        assert_eq!(env.entries().len(), 2);
     }
 
     /// `execve` with `args` read from this process, its file taken to be there.

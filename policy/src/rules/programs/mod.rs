@@ -2,6 +2,7 @@
 //! programs with global options, and shell builtins that run code ([`PROGRAMS`]), and reading
 //! their options.
 
+mod options;
 mod subcommands;
 mod table;
 
@@ -72,11 +73,12 @@ pub(super) enum Role {
     /// An interpreter: a program read from a pipe, a here document or a redirection is
     /// hidden; a program file or `code` option runs like any program. `modules`: `-m NAME
     /// ARGS` runs like the program NAME (`python -m twine upload`).
-    /// `unknown_long_takes_value`: a long option not in the table may take the next word
-    /// (node's `--disable-warning CODE`), so both readings are decided.
+    /// `long_flags`: when given, the long options that never take a value; any other long
+    /// option not in `with_value` may take the next word (node's `--disable-warning CODE`),
+    /// so both readings are decided.
     Interpreter {
         modules: bool,
-        unknown_long_takes_value: bool,
+        long_flags: Option<&'static [&'static str]>,
     },
     /// `flock [OPTIONS] FILE COMMAND...` or `flock FILE -c SCRIPT`.
     Flock,
@@ -97,8 +99,9 @@ pub(super) enum Role {
         nested: &'static [&'static str],
         groups: &'static [&'static str],
         unknown_long_takes_value: bool,
-        /// npm's option parser gives a value to single-dash names too (`-tag beta`, `-c x`).
-        unknown_short_takes_value: bool,
+        /// When given, the single-dash options that never take a value; any other may take the
+        /// next word (npm's parser gives one to single-dash names too: `-tag beta`, `-c x`).
+        short_flags: Option<&'static [&'static str]>,
     },
     /// `corepack [OPTIONS] NAME[@VERSION] ARGS...`: runs the package manager NAME in its own
     /// process.
@@ -205,16 +208,22 @@ impl Program {
                 Arity::Flag
             } else if self.with_value.contains(&word) {
                 Arity::Value
+            } else if let Role::Interpreter {
+                long_flags: Some(flags),
+                ..
+            } = self.role
+            {
+                if flags.contains(&word) {
+                    Arity::Flag
+                } else {
+                    Arity::Either
+                }
             } else if matches!(
                 self.role,
                 Role::Subcommands {
                     unknown_long_takes_value: true,
                     ..
                 } | Role::Runner { .. }
-                    | Role::Interpreter {
-                        unknown_long_takes_value: true,
-                        ..
-                    }
             ) {
                 Arity::Either
             } else {
@@ -228,14 +237,16 @@ impl Program {
             // `-encoding NAME` (single-dash long options) and `-u NAME`.
             return Arity::Value;
         }
-        if matches!(
-            self.role,
-            Role::Subcommands {
-                unknown_short_takes_value: true,
-                ..
-            }
-        ) {
-            return Arity::Either;
+        if let Role::Subcommands {
+            short_flags: Some(flags),
+            ..
+        } = self.role
+        {
+            return if flags.contains(&word) {
+                Arity::Flag
+            } else {
+                Arity::Either
+            };
         }
         // A short cluster: the first letter taking a value takes the rest, or the next word.
         let letters: Vec<char> = word.chars().skip(1).collect();

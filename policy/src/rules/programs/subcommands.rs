@@ -218,8 +218,8 @@ pub(in crate::rules) const NPM: SubcommandNames = SubcommandNames {
     lower_case: false,
 };
 
-/// RubyGems 3's commands (`gem help commands`) and aliases: an alias, then an exact command,
-/// then any prefix of a command.
+/// RubyGems 3's commands (`gem help commands`) and aliases: an alias or an exact command (no
+/// alias is a command), then any prefix of a command, in lower case.
 pub(in crate::rules) const GEM: SubcommandNames = SubcommandNames {
     commands: &[
         "build",

@@ -1,6 +1,9 @@
 //! The table itself: every program the rule engine knows by name, and what it does with its
 //! arguments ([`PROGRAMS`]).
 
+use super::options::{
+    NODE_FLAGS, NODE_WITH_VALUE, NPM_SHORT_FLAGS, PNPM_SHORT_FLAGS, RUBY_FLAGS, YARN_SHORT_FLAGS,
+};
 use super::subcommands::{CARGO, GEM, NPM};
 use super::{Aliases, GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE, Program, Role};
 
@@ -40,7 +43,7 @@ const fn interpreter(
         special: code,
         role: Role::Interpreter {
             modules: false,
-            unknown_long_takes_value: false,
+            long_flags: None,
         },
     }
 }
@@ -85,7 +88,8 @@ const fn interpreter(
 ///   upload`), `perl`, `ruby`, `node`, `nodejs`, `php`, `lua`, `Rscript`, `tclsh`: a program
 ///   read from a pipe, here document, here string or redirection is hidden; `-c`/`-e` code
 ///   and program files run like any program (a program file is also a view itself, like a
-///   shell's script file)
+///   shell's script file); a long option of node or ruby in neither of their lists
+///   (`options.rs`) may take the next word, so both readings are views
 ///
 /// Programs with global options before their subcommand (the subcommand comes right after the
 /// program name in the view):
@@ -104,8 +108,13 @@ const fn interpreter(
 /// - `npm` (`--prefix`, `-C`, `--registry`, `-w`/`--workspace`, `--userconfig`, ...), `pnpm`
 ///   (`-C`/`--dir`, `-F`/`--filter`, ...), `yarn` (`--cwd`, ...; `yarn workspace NAME CMD`,
 ///   `yarn npm CMD`): an unknown long option may take a value, so both readings are views.
-///   npm's aliases, `camelCase` and prefixes name its commands (`npm pub` is `npm publish`)
-/// - `gem`: its aliases and prefixes name its commands (`gem pu` is `gem push`)
+///   npm's aliases, `camelCase` and prefixes name its commands (`npm pub` is `npm publish`);
+///   a single-dash option of npm, pnpm or yarn not listed as a flag may take a value (`npm
+///   -tag beta publish`); `npm stage CMD`, `pnpm m|multi|recursive CMD`, `yarn npm CMD`, `yarn
+///   workspaces foreach ... CMD` are `CMD`'s; `yarnpkg` is yarn
+/// - `gem` (`--config-file`, `-C`): its aliases, prefixes and case name its commands (`gem
+///   PU` is `gem push`); `twine` (flags only)
+/// - `corepack [OPTIONS] NAME[@VERSION] ARGS`: `NAME ARGS` (corepack runs it in its own process)
 ///
 /// Shell builtins that run code the command line does not show:
 /// - `eval`: literal arguments are joined and parsed as a script; otherwise hidden
@@ -326,7 +335,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         special: &["-c", "-m"],
         role: Role::Interpreter {
             modules: true,
-            unknown_long_takes_value: false,
+            long_flags: None,
         },
     },
     interpreter(&["perl"], &["-I", "-M", "-m"], &["-e", "-E"]),
@@ -335,27 +344,18 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     Program {
         role: Role::Interpreter {
             modules: false,
-            unknown_long_takes_value: true,
+            long_flags: Some(NODE_FLAGS),
         },
         ..interpreter(
             &["node", "nodejs"],
-            &[
-                "-r",
-                "--require",
-                "--import",
-                "-C",
-                "--conditions",
-                "--loader",
-                "--experimental-loader",
-                "--title",
-            ],
+            NODE_WITH_VALUE,
             &["-e", "-p", "--eval", "--print"],
         )
     },
     Program {
         role: Role::Interpreter {
             modules: false,
-            unknown_long_takes_value: true,
+            long_flags: Some(RUBY_FLAGS),
         },
         ..interpreter(&["ruby"], &["-r", "-I", "-C", "-E"], &["-e"])
     },
@@ -373,7 +373,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             nested: &[],
             groups: &[],
             unknown_long_takes_value: false,
-            unknown_short_takes_value: false,
+            short_flags: None,
         },
     },
     Program {
@@ -386,7 +386,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             nested: &[],
             groups: &[],
             unknown_long_takes_value: false,
-            unknown_short_takes_value: false,
+            short_flags: None,
         },
     },
     Program {
@@ -411,9 +411,10 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             aliases: Aliases::None,
             names: Some(&NPM),
             nested: &[],
-            groups: &[],
+            // `npm stage publish` (npm 11) uploads like `npm publish`.
+            groups: &["stage"],
             unknown_long_takes_value: true,
-            unknown_short_takes_value: true,
+            short_flags: Some(NPM_SHORT_FLAGS),
         },
     },
     Program {
@@ -427,12 +428,19 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             // `pnpm m publish` is `pnpm -r publish`.
             groups: &["m", "multi", "recursive"],
             unknown_long_takes_value: true,
-            unknown_short_takes_value: true,
+            short_flags: Some(PNPM_SHORT_FLAGS),
         },
     },
     Program {
-        names: &["yarn"],
-        with_value: &["--cwd", "--registry", "--modules-folder", "--cache-folder"],
+        names: &["yarn", "yarnpkg"],
+        with_value: &[
+            "--cwd",
+            "--registry",
+            "--modules-folder",
+            "--cache-folder",
+            "-j",
+            "--jobs",
+        ],
         special: &[],
         role: Role::Subcommands {
             aliases: Aliases::None,
@@ -441,12 +449,12 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             // `yarn npm publish` (Yarn 2 and later), `yarn workspaces foreach -A npm publish`.
             groups: &["npm", "workspaces", "foreach"],
             unknown_long_takes_value: true,
-            unknown_short_takes_value: false,
+            short_flags: Some(YARN_SHORT_FLAGS),
         },
     },
     Program {
         names: &["gem"],
-        with_value: &["--config-file"],
+        with_value: &["--config-file", "-C"],
         special: &[],
         role: Role::Subcommands {
             aliases: Aliases::None,
@@ -454,7 +462,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             nested: &[],
             groups: &[],
             unknown_long_takes_value: false,
-            unknown_short_takes_value: false,
+            short_flags: None,
         },
     },
     Program {
@@ -467,7 +475,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
             nested: &[],
             groups: &[],
             unknown_long_takes_value: false,
-            unknown_short_takes_value: false,
+            short_flags: None,
         },
     },
     Program {
