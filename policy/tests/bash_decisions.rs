@@ -378,6 +378,22 @@ fn global_options_before_a_subcommand_are_skipped() {
         ("cargo --config=\"$c\" p", HIDDEN, HIDDEN),
         ("npm -s run upload", "allow", "allow"),
         ("npm stage publish --dry-run", PUBLISH, "allow"),
+        // Found by review of the mend (2026-12-07).
+        (
+            "npm --json publish --a --b --c --d --e --f --g --h --i --j --k --l",
+            PUBLISH,
+            "allow",
+        ),
+        ("npm -g true publish", PUBLISH, "allow"),
+        ("pnpm -r false publish", PUBLISH, "allow"),
+        ("npm --scope --loglevel warn publish", PUBLISH, "allow"),
+        ("yarn -j publish", PUBLISH, "allow"),
+        ("yarn --jobs publish", PUBLISH, "allow"),
+        (
+            "node --a --b --c --d --e --f --g --h --i --j --k --l --m /usr/bin/npm publish",
+            PUBLISH,
+            "allow",
+        ),
         ("node --inspect tool.js git push", "allow", "allow"),
         (
             "node --no-warnings --trace-warnings tool.js",

@@ -212,12 +212,13 @@ pub(super) enum Operand {
     TooMany,
 }
 
-/// The most readings of one interpreter's options.
-const MAX_READINGS: usize = 16;
+/// The most readings of one interpreter's options followed; past it, what it runs asks.
+const MAX_READINGS: usize = 32;
 
 /// Where an interpreter's words after its name lead: past its options to a program file, a
 /// module, program text or stdin. An option that may or may not take a value (node's unknown
-/// long options) gives both readings; past [`MAX_READINGS`], the words count as hidden.
+/// long options) gives both readings, each position read once; past [`MAX_READINGS`]
+/// distinct readings, what runs is unknown ([`Operand::TooMany`]).
 pub(super) fn interpreter_operands(
     program: &Program,
     modules: bool,
@@ -225,10 +226,12 @@ pub(super) fn interpreter_operands(
 ) -> Vec<Operand> {
     let mut out = Vec::new();
     let mut frontier = vec![0usize];
-    let mut steps = 0;
+    let mut seen = std::collections::HashSet::new();
     while let Some(i) = frontier.pop() {
-        steps += 1;
-        if steps > MAX_READINGS * rest.len().max(1) || out.len() >= MAX_READINGS {
+        if !seen.insert(i) {
+            continue;
+        }
+        if out.len() >= MAX_READINGS {
             out.push(Operand::TooMany);
             break;
         }

@@ -45,31 +45,34 @@ pub(super) fn aliases(argv: &[String], env: &[(String, String)], cwd: &Path) -> 
             places.push(at.join(".cargo/config"));
         }
     }
-    // An empty CARGO_HOME is unset to cargo.
     // Every value of a name given twice (cargo reads some through `getenv`, the first, and
-    // others from a map of the whole environment, the last). An empty CARGO_HOME is unset.
+    // others from a map of the whole environment, the last), each relative one from every
+    // directory cargo may be in; `~/.cargo` even with CARGO_HOME set (an empty first value
+    // is unset to cargo). Without HOME cargo asks the password database; the supervisor's
+    // HOME stands in.
     let values = |name: &'static str| {
         env.iter()
             .filter(move |(n, v)| n == name && !v.is_empty())
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| PathBuf::from(v))
     };
-    let mut homes: Vec<PathBuf> = values("CARGO_HOME").map(|h| cwd.join(h)).collect();
-    if homes.is_empty() {
-        // Without HOME cargo asks the password database; the supervisor's HOME stands in.
-        homes = values("HOME")
-            .map(PathBuf::from)
+    let homes = values("CARGO_HOME").chain(
+        values("HOME")
             .chain(std::env::var_os("HOME").map(PathBuf::from))
-            .map(|h| h.join(".cargo"))
-            .collect();
-    }
+            .map(|h| h.join(".cargo")),
+    );
     for home in homes {
-        places.push(home.join("config.toml"));
-        places.push(home.join("config"));
+        for dir in &dirs {
+            places.push(dir.join(&home).join("config.toml"));
+            places.push(dir.join(&home).join("config"));
+        }
     }
+    // A `--config` value is a file when one is there (from any directory cargo may be in),
+    // TOML otherwise.
     for value in configs {
-        match cargo_config::inline(&value) {
-            Some(found) => out.found.extend(found),
-            None => places.push(cwd.join(&value)),
+        out.found
+            .extend(cargo_config::inline(&value).unwrap_or_default());
+        for dir in &dirs {
+            places.push(dir.join(&value));
         }
     }
     let mut seen = HashSet::new();
@@ -129,22 +132,13 @@ enum Config {
 }
 
 fn read_config(place: &Path) -> Config {
-    match std::fs::symlink_metadata(place) {
-        Ok(_) => {}
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
-        {
-            return Config::Missing;
-        }
-        Err(_) => return Config::Unknown,
+    // cargo skips a file whose `stat` fails (it checks `exists()`).
+    if std::fs::symlink_metadata(place).is_err() {
+        return Config::Missing;
     }
-    let Ok(real) = std::fs::canonicalize(place) else {
+    let Some(real) = resolve(place) else {
         return Config::Unknown;
     };
-    if real.starts_with("/proc") || real.starts_with("/dev") {
-        return Config::Unknown;
-    }
     let Ok(file) = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
@@ -161,6 +155,49 @@ fn read_config(place: &Path) -> Config {
         Ok(n) if n as u64 <= MAX_FILE_BYTES => Config::Text(text),
         _ => Config::Unknown,
     }
+}
+
+/// The most links followed resolving one path (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// `path` with its links resolved by hand, or `None` when one leads into `/proc` (as
+/// `/dev/stdin` and `/dev/fd/N` do): resolved there by the supervisor, `/proc/self` would be
+/// the supervisor's own files, not the process's.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    let mut pending: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_owned())
+        .collect();
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) => out = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = out.join(name);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return None;
+                        }
+                        let target = std::fs::read_link(&next).ok()?;
+                        pending.extend(target.components().rev().map(|c| c.as_os_str().to_owned()));
+                    }
+                    _ => out = next,
+                }
+            }
+            _ => {}
+        }
+        if out.starts_with("/proc") {
+            return None;
+        }
+    }
+    Some(out)
 }
 
 /// `path` with `.` and `..` resolved in its text, as cargo resolves an include.
@@ -193,12 +230,26 @@ fn options(argv: &[String], cwd: &Path) -> (Vec<PathBuf>, Vec<String>) {
         } else if let Some(value) = word.strip_prefix("--config=") {
             configs.push(value.to_owned());
         } else if !before_subcommand {
-        } else if word == "-C" {
-            dirs.extend(words.next().map(|d| chdir(cwd, d)));
-        } else if let Some(dir) = word.strip_prefix("-C").filter(|d| !d.is_empty()) {
-            dirs.push(chdir(cwd, dir));
+            continue;
         } else if WITH_VALUE.contains(&word.as_str()) {
-            words.next();
+            let value = words.next();
+            if word == "-C" {
+                dirs.extend(value.map(|d| chdir(cwd, d)));
+            }
+        } else if word.starts_with('-') && !word.starts_with("--") {
+            // A cluster of short options (`-vC sub`, `-Csub`, `-C=sub`): `-C` and `-Z` take
+            // the rest of the word, or the next one.
+            if let Some(at) = word[1..].find(['C', 'Z']) {
+                let rest = &word[at + 2..];
+                let value = if rest.is_empty() {
+                    words.next().cloned()
+                } else {
+                    Some(rest.strip_prefix('=').unwrap_or(rest).to_owned())
+                };
+                if word.as_bytes()[at + 1] == b'C' {
+                    dirs.extend(value.map(|d| chdir(cwd, &d)));
+                }
+            }
         } else if !word.starts_with(['-', '+']) {
             before_subcommand = false;
         }
@@ -280,14 +331,15 @@ mod tests {
             ]
         );
         assert_eq!(got.incomplete, None);
-        // CARGO_HOME replaces ~/.cargo.
+        // A relative CARGO_HOME is cargo's directory's; ~/.cargo is read too (an empty first
+        // CARGO_HOME is unset to cargo).
+        std::fs::create_dir_all(ws.join("rel")).unwrap();
+        std::fs::write(ws.join("rel/config.toml"), "alias.r = \"publish\"\n").unwrap();
         let mut env = env;
-        env.push((
-            "CARGO_HOME".into(),
-            root.path().join("none").display().to_string(),
-        ));
+        env.push(("CARGO_HOME".into(), "rel".into()));
         let got = aliases(&argv("cargo p"), &env, &ws);
-        assert!(!got.found.contains(&alias("h", &["publish"])), "{got:?}");
+        assert!(got.found.contains(&alias("r", &["publish"])), "{got:?}");
+        assert!(got.found.contains(&alias("h", &["publish"])), "{got:?}");
         // A variable given twice: cargo's map of the environment keeps the last value.
         env.push(("CARGO_ALIAS_E".into(), "build".into()));
         let got = aliases(&argv("cargo p"), &env, &ws);
@@ -387,6 +439,22 @@ mod tests {
     }
 
     #[test]
+    fn a_link_into_the_processs_own_files_is_not_read_as_the_supervisors() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(".cargo");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Through a link of a link, and a directory that is one.
+        std::os::unix::fs::symlink("/dev/stdin", dir.join("in")).unwrap();
+        std::os::unix::fs::symlink("in", dir.join("config.toml")).unwrap();
+        assert_eq!(resolve(&dir.join("config.toml")), None);
+        std::os::unix::fs::symlink("/proc/self/fd", root.path().join("fds")).unwrap();
+        assert_eq!(resolve(&root.path().join("fds/0")), None);
+        std::fs::write(dir.join("real.toml"), "").unwrap();
+        std::os::unix::fs::symlink("real.toml", dir.join("config")).unwrap();
+        assert_eq!(resolve(&dir.join("config")), Some(dir.join("real.toml")));
+    }
+
+    #[test]
     fn only_a_dash_c_before_the_subcommand_moves_cargo() {
         let cwd = Path::new("/nonexistent/ws");
         let (dirs, _) = options(&argv("cargo rustc -- -C opt-level=3 -Clto"), cwd);
@@ -397,5 +465,9 @@ mod tests {
         );
         assert_eq!(dirs, [cwd.to_path_buf(), cwd.join("sub")]);
         assert_eq!(configs, ["a.toml", "b.toml"]);
+        for cluster in ["-vC sub", "-Csub", "-C=sub", "-qvCsub"] {
+            let (dirs, _) = options(&argv(&format!("cargo {cluster} p")), cwd);
+            assert_eq!(dirs, [cwd.to_path_buf(), cwd.join("sub")], "{cluster}");
+        }
     }
 }

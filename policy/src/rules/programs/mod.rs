@@ -262,6 +262,18 @@ impl Program {
         Arity::Flag
     }
 
+    /// Whether the program parses its options as npm's nopt does: a flag takes a following
+    /// `true`/`false`/`null`, an option taking a value takes none before another option.
+    fn takes_boolean_words(&self) -> bool {
+        matches!(
+            self.role,
+            Role::Subcommands {
+                short_flags: Some(_),
+                ..
+            }
+        )
+    }
+
     /// Whether `word` is (or, in a short cluster, contains) one of `options`.
     pub(super) fn has_option(word: &str, options: &[&str]) -> bool {
         options.iter().any(|o| {
@@ -277,15 +289,18 @@ impl Program {
 
     /// Where the operands after the leading options of `words` may start: several places
     /// when a word is hidden (it may be an option or the operand) or an option is unknown.
+    /// Where they may start depends on the position alone, so each position is read once:
+    /// every reading is found, in time linear in the words (a cap on steps, before, stopped
+    /// short of `publish` in `npm --json publish --a ... --j`, found by review on 2026-12-07).
     pub(super) fn operand_starts(&self, words: &[Word]) -> Vec<usize> {
         let mut starts = Vec::new();
         let mut frontier = vec![0usize];
-        let mut steps = 0;
+        let mut seen = vec![false; words.len() + 3];
         while let Some(i) = frontier.pop() {
-            steps += 1;
-            if steps > 256 {
-                break;
+            if seen.get(i).copied().unwrap_or(true) {
+                continue;
             }
+            seen[i] = true;
             let mut start = |at: usize| {
                 if !starts.contains(&at) {
                     starts.push(at);
@@ -308,14 +323,34 @@ impl Program {
                     frontier.push(i + 2);
                 }
                 Some(Word::Literal(w)) if w == "--" => start(i + 1),
-                Some(Word::Literal(w)) if self.is_option(w) => match self.arity(w) {
-                    Arity::Flag => frontier.push(i + 1),
-                    Arity::Value => frontier.push(i + 2),
-                    Arity::Either => {
-                        frontier.push(i + 1);
-                        frontier.push(i + 2);
+                Some(Word::Literal(w)) if self.is_option(w) => {
+                    let next = words.get(i + 1).and_then(Word::as_literal);
+                    match self.arity(w) {
+                        // npm's and pnpm's flags take a following `true`, `false` or `null`.
+                        Arity::Flag
+                            if self.takes_boolean_words()
+                                && next.is_some_and(|n| matches!(n, "true" | "false" | "null")) =>
+                        {
+                            frontier.push(i + 1);
+                            frontier.push(i + 2);
+                        }
+                        Arity::Flag => frontier.push(i + 1),
+                        // npm's options taking a value take none before another option
+                        // (`--scope --loglevel warn publish`).
+                        Arity::Value
+                            if self.takes_boolean_words()
+                                && next.is_some_and(|n| n.starts_with('-')) =>
+                        {
+                            frontier.push(i + 1);
+                            frontier.push(i + 2);
+                        }
+                        Arity::Value => frontier.push(i + 2),
+                        Arity::Either => {
+                            frontier.push(i + 1);
+                            frontier.push(i + 2);
+                        }
                     }
-                },
+                }
                 Some(Word::Literal(_)) => start(i),
             }
         }

@@ -433,14 +433,7 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
     },
     Program {
         names: &["yarn", "yarnpkg"],
-        with_value: &[
-            "--cwd",
-            "--registry",
-            "--modules-folder",
-            "--cache-folder",
-            "-j",
-            "--jobs",
-        ],
+        with_value: &["--cwd", "--registry", "--modules-folder", "--cache-folder"],
         special: &[],
         role: Role::Subcommands {
             aliases: Aliases::None,
