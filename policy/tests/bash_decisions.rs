@@ -388,6 +388,9 @@ fn global_options_before_a_subcommand_are_skipped() {
         ("pnpm -r false publish", PUBLISH, "allow"),
         ("npm --scope --loglevel warn publish", PUBLISH, "allow"),
         ("yarn -j publish", PUBLISH, "allow"),
+        // A fifth red-team pass (2026-12-07).
+        ("valgrind -q --tool=none cargo publish", PUBLISH, "allow"),
+        ("valgrind --help", "allow", "allow"),
         ("yarn --jobs publish", PUBLISH, "allow"),
         (
             "node --a --b --c --d --e --f --g --h --i --j --k --l --m /usr/bin/npm publish",

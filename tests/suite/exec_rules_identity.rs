@@ -200,6 +200,8 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
         // options taking a value (a red-team pass, later on 2026-12-07).
         format!("node --disable-warning DEP0040 {npm} publish --dry-run"),
         "npm pub --dry-run".to_owned(),
+        // node called by another name (a fifth red-team pass).
+        format!("(exec -a foo node {npm} publish --dry-run)"),
         "npm -tag beta publish --dry-run".to_owned(),
     ] {
         let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);

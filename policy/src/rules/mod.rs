@@ -111,6 +111,19 @@ pub(crate) use check::{Findings, HiddenParts, check_command, check_script, comma
 pub use exec::{ExecFacts, ExecRules};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
+/// The names of the interpreters the rules look into (`node`, `python3`, ...): the exec
+/// supervisor knows their files, so one called by another name (`exec -a foo node
+/// npm-cli.js publish`, found by a red-team pass on 2026-12-07) is still read as one.
+pub fn interpreter_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = programs::PROGRAMS
+        .iter()
+        .filter(|p| matches!(p.role, programs::Role::Interpreter { .. }))
+        .flat_map(|p| p.names.iter().copied())
+        .collect();
+    names.extend(["python3", "pypy3"]);
+    names
+}
+
 /// For an exec of an interpreter running a program file (`python3 tool.py ARGS`, `node
 /// x.js`), the index in `argv` of that file's path, for each reading of its options (node's
 /// `--NAME VALUE` or `--NAME`): the exec supervisor also decides the file as the program it is

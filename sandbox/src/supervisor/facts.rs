@@ -137,18 +137,29 @@ impl Supervisor {
         // An interpreter running a program file runs that file as the program it is, by
         // identity too (`node .../npm-cli.js publish` is `npm publish`; found by a red-team
         // pass on 2026-12-07, where only the file's name was matched).
-        for at in bridle_policy::rules::script_operands(&read.argv) {
-            let Some(path) = operand_path(pid, read, &read.argv[at]) else {
-                continue;
-            };
-            let Ok(file) = program_file(&path) else {
-                continue;
-            };
-            for name in self.identity.names_of(&file, || open_program(&path)) {
-                if name != LOADER {
-                    let mut argv = vec![name];
-                    argv.extend(read.argv[at + 1..].iter().cloned());
-                    facts.instead.push(argv);
+        // An interpreter called by another name is read as the interpreter its file is.
+        let renamed: Vec<Vec<String>> = same_as
+            .iter()
+            .map(|name| {
+                let mut argv = vec![name.clone()];
+                argv.extend(read.argv.iter().skip(1).cloned());
+                argv
+            })
+            .collect();
+        for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
+            for at in bridle_policy::rules::script_operands(argv) {
+                let Some(path) = operand_path(pid, read, &argv[at]) else {
+                    continue;
+                };
+                let Ok(file) = program_file(&path) else {
+                    continue;
+                };
+                for name in self.identity.names_of(&file, || open_program(&path)) {
+                    if name != LOADER {
+                        let mut instead = vec![name];
+                        instead.extend(argv[at + 1..].iter().cloned());
+                        facts.instead.push(instead);
+                    }
                 }
             }
         }

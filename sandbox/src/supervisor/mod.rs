@@ -204,7 +204,13 @@ impl SupervisorConfig {
     /// now (call it once per session).
     pub fn for_spec(spec: &SandboxSpec) -> Option<SupervisorConfig> {
         let rules = spec.exec_rules.clone()?;
-        let names: Vec<String> = rules.program_names().into_iter().collect();
+        let mut names = rules.program_names();
+        names.extend(
+            bridle_policy::rules::interpreter_names()
+                .into_iter()
+                .map(str::to_owned),
+        );
+        let names: Vec<String> = names.into_iter().collect();
         let rustup_home = spec
             .env
             .get("RUSTUP_HOME")

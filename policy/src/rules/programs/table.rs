@@ -57,7 +57,7 @@ const fn interpreter(
 ///   words and read again)
 /// - `busybox`, `toybox` (multi-call binaries called by their own name: the first argument is
 ///   the applet)
-/// - `nice` (`-n N`, `-N`), `nohup`, `setsid`, `stdbuf` (`-i/-o/-e MODE`), `ionice`
+/// - `nice` (`-n N`, `-N`), `valgrind` (options with `=` only), `nohup`, `setsid`, `stdbuf` (`-i/-o/-e MODE`), `ionice`
 ///   (`-c/-n N`; `-p/-P/-u` run nothing), `time` (`-p`, `-f FMT`, `-o FILE`)
 /// - `timeout` (`-k D`, `-s SIG`, `--foreground`, ..., then the duration)
 /// - `sudo` (options, `-u USER` and the other valued ones, `NAME=VALUE`; `-e/-l/-v/-V/-K` run
@@ -135,6 +135,13 @@ pub(in crate::rules) const PROGRAMS: &[Program] = &[
         role: Role::Env,
     },
     wrapper(&["nice"], &["-n", "--adjustment"], &[]),
+    // valgrind loads the program into its own process, as the dynamic loader does (found by a
+    // red-team pass on 2026-12-07); its options take values after `=` only.
+    wrapper(
+        &["valgrind", "valgrind.bin"],
+        &[],
+        &["--help", "-h", "--version", "--help-debug"],
+    ),
     wrapper(&["nohup", "setsid", "builtin", "coproc"], &[], &[]),
     // Multi-call binaries run the applet their first argument names (`busybox wget URL`).
     wrapper(&["busybox", "toybox"], &[], &[]),
