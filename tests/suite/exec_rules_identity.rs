@@ -202,6 +202,8 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
         "npm pub --dry-run".to_owned(),
         // node called by another name (a fifth red-team pass).
         format!("(exec -a foo node {npm} publish --dry-run)"),
+        format!("echo > e.js; node -r {npm} ./e.js publish --dry-run"),
+        format!("echo > e.js; NODE_OPTIONS='--require {npm}' node ./e.js publish --dry-run"),
         "npm -tag beta publish --dry-run".to_owned(),
     ] {
         let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);

@@ -163,11 +163,45 @@ impl Supervisor {
                 }
             }
         }
+        // node's preloads run in its process with its arguments: each is decided as the
+        // program it is, with each tail of the arguments (what it takes for its own depends
+        // on the program).
+        for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
+            let is_node = argv
+                .first()
+                .and_then(|a| a.rsplit('/').next())
+                .is_some_and(|a| matches!(a, "node" | "nodejs"));
+            if !is_node {
+                continue;
+            }
+            let options = env().ok().and_then(|e| e.get("NODE_OPTIONS").cloned());
+            for preload in bridle_policy::rules::node_preloads(argv, options.as_deref()) {
+                let Some(path) = operand_path(pid, read, &preload) else {
+                    continue;
+                };
+                let Ok(file) = program_file(&path) else {
+                    continue;
+                };
+                for name in self.identity.names_of(&file, || open_program(&path)) {
+                    if name == LOADER {
+                        continue;
+                    }
+                    for from in (1..argv.len()).take(MAX_PRELOAD_TAILS) {
+                        let mut instead = vec![name.clone()];
+                        instead.extend(argv[from..].iter().cloned());
+                        facts.instead.push(instead);
+                    }
+                }
+            }
+        }
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;
         facts
     }
 }
+
+/// The most tails of node's arguments decided for one preloaded program.
+const MAX_PRELOAD_TAILS: usize = 16;
 
 /// The file an interpreter's program operand names for the process `pid`: relative to its
 /// working directory, and its own `/proc/self`, `/dev/fd` and `/dev/stdin` are its, not the
