@@ -148,18 +148,10 @@ impl Supervisor {
             .collect();
         for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
             for at in bridle_policy::rules::script_operands(argv) {
-                let Some(path) = operand_path(pid, read, &argv[at]) else {
-                    continue;
-                };
-                let Ok(file) = program_file(&path) else {
-                    continue;
-                };
-                for name in self.identity.names_of(&file, || open_program(&path)) {
-                    if name != LOADER {
-                        let mut instead = vec![name];
-                        instead.extend(argv[at + 1..].iter().cloned());
-                        facts.instead.push(instead);
-                    }
+                for name in self.known_as(pid, read, &argv[at]) {
+                    let mut instead = vec![name];
+                    instead.extend(argv[at + 1..].iter().cloned());
+                    facts.instead.push(instead);
                 }
             }
         }
@@ -176,15 +168,12 @@ impl Supervisor {
             }
             let options = env().ok().and_then(|e| e.get("NODE_OPTIONS").cloned());
             for preload in bridle_policy::rules::node_preloads(argv, options.as_deref()) {
-                let Some(path) = operand_path(pid, read, &preload) else {
-                    continue;
-                };
-                let Ok(file) = program_file(&path) else {
-                    continue;
-                };
-                for name in self.identity.names_of(&file, || open_program(&path)) {
-                    if name == LOADER {
-                        continue;
+                for name in self.known_as(pid, read, &preload) {
+                    // Past the cap a tail goes unread: what the preload runs is unknown.
+                    if argv.len() > MAX_PRELOAD_TAILS + 1 {
+                        facts.opaque.get_or_insert_with(|| {
+                            format!("what `{name}` preloaded by node runs (too many arguments)")
+                        });
                     }
                     for from in (1..argv.len()).take(MAX_PRELOAD_TAILS) {
                         let mut instead = vec![name.clone()];
@@ -197,6 +186,22 @@ impl Supervisor {
         same_as.retain(|n| n != LOADER);
         facts.same_as = same_as;
         facts
+    }
+}
+
+impl Supervisor {
+    /// The known programs (not the loader) the file `word` names for the process `pid` is:
+    /// an interpreter's program file or a file node preloads.
+    fn known_as(&mut self, pid: Pid, read: &ExecRead, word: &str) -> Vec<String> {
+        let Some(path) = operand_path(pid, read, word) else {
+            return Vec::new();
+        };
+        let Ok(file) = program_file(&path) else {
+            return Vec::new();
+        };
+        let mut names = self.identity.names_of(&file, || open_program(&path));
+        names.retain(|n| n != LOADER);
+        names
     }
 }
 
