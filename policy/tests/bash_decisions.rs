@@ -269,6 +269,8 @@ fn sudo_is_looked_through_but_still_denied_itself() {
 #[test]
 fn global_options_before_a_subcommand_are_skipped() {
     const PUBLISH: &str = "deny:deny-package-publish";
+    const STAGED: &str = "deny:deny-staged-publish";
+    const REGISTRY: &str = "deny:deny-registry-changes";
     check(&[
         ("git -C . push", PUSH_CI, PUSH_WS),
         ("git -C /tmp/x -c k=v push", PUSH_CI, PUSH_WS),
@@ -391,6 +393,18 @@ fn global_options_before_a_subcommand_are_skipped() {
         // A fifth red-team pass (2026-12-07).
         ("valgrind -q --tool=none cargo publish", PUBLISH, "allow"),
         ("valgrind --help", "allow", "allow"),
+        // What else changes what a registry serves (2026-12-07).
+        ("npm stage approve 3f2a", STAGED, "allow"),
+        ("npm --otp 123456 stage approve 3f2a", STAGED, "allow"),
+        ("npm stage list", "allow", "allow"),
+        ("npm stage view 3f2a", "allow", "allow"),
+        ("npm unpublish pkg@1.0.1", REGISTRY, "allow"),
+        ("npm unp pkg@1.0.1", REGISTRY, "allow"),
+        ("cargo yank --version 1.0.1", REGISTRY, "allow"),
+        ("cargo +stable yank --version 1.0.1", REGISTRY, "allow"),
+        ("npm deprecate pkg@1 'use 2'", REGISTRY, "allow"),
+        ("yarn npm unpublish", REGISTRY, "allow"),
+        ("cargo update", "allow", "allow"),
         ("yarn --jobs publish", PUBLISH, "allow"),
         (
             "node --a --b --c --d --e --f --g --h --i --j --k --l --m /usr/bin/npm publish",
@@ -593,6 +607,8 @@ fn reasons_name_the_rule_and_what_was_hidden() {
         "deny-git-push",
         "deny-network-clients",
         "deny-package-publish",
+        "deny-staged-publish",
+        "deny-registry-changes",
     ];
     for id in all {
         assert!(v.reason.contains(&format!("`{id}`")), "{id}: {}", v.reason);
@@ -617,7 +633,7 @@ fn reasons_name_the_rule_and_what_was_hidden() {
     );
     assert_eq!(
         v.reason,
-        "`$x push origin main` allowed: the rules cannot see the variable `$x`, so each program it runs is decided at its exec by the rules `deny-sudo` (profiles/workstation.yaml:14:11), `deny-git-push` (profiles/ci-locked.yaml:22:13), `deny-network-clients` (profiles/ci-locked.yaml:28:13) and `deny-package-publish` (profiles/ci-locked.yaml:34:13)"
+        "`$x push origin main` allowed: the rules cannot see the variable `$x`, so each program it runs is decided at its exec by the rules `deny-sudo` (profiles/workstation.yaml:14:11), `deny-git-push` (profiles/ci-locked.yaml:22:13), `deny-network-clients` (profiles/ci-locked.yaml:28:13), `deny-package-publish` (profiles/ci-locked.yaml:34:13), `deny-staged-publish` (profiles/ci-locked.yaml:42:13) and `deny-registry-changes` (profiles/ci-locked.yaml:48:13)"
     );
     let v = shipped_plan("ci-locked").decide_bash(". .venv/bin/activate && pytest -q");
     assert_eq!(v.decision, Decision::Allow, "{}", v.reason);

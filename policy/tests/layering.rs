@@ -287,6 +287,8 @@ fn ci_locked_chain_records_the_layer_that_set_each_value() {
             ("deny-git-push", &ci("deny-git-push\n")),
             ("deny-network-clients", &ci("deny-network-clients")),
             ("deny-package-publish", &ci("deny-package-publish")),
+            ("deny-staged-publish", &ci("deny-staged-publish")),
+            ("deny-registry-changes", &ci("deny-registry-changes")),
         ]
     );
     assert_eq!(policy.path_rules[0].origin, ws("ask-env-files"));

@@ -205,6 +205,18 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
         format!("echo > e.js; node -r {npm} ./e.js publish --dry-run"),
         format!("echo > e.js; NODE_OPTIONS='--require {npm}' node ./e.js publish --dry-run"),
         "npm -tag beta publish --dry-run".to_owned(),
+        // A preload behind another option's value, in quotes, in an `--env-file`, without its
+        // `.js` (a sixth red-team pass).
+        format!("echo > e.js; node --title x -r {npm} ./e.js publish --dry-run"),
+        format!("echo > e.js; NODE_OPTIONS='--require \"{npm}\"' node ./e.js publish --dry-run"),
+        format!(
+            "echo > e.js; echo 'NODE_OPTIONS=\"--require {npm}\"' > envf; \
+             node --env-file=envf ./e.js publish --dry-run"
+        ),
+        format!(
+            "echo > e.js; node -r {} ./e.js publish --dry-run",
+            npm.trim_end_matches(".js")
+        ),
     ] {
         let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);
         assert!(

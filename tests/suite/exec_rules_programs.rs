@@ -1,7 +1,8 @@
 //! The exec supervisor against programs that pick a subcommand in their own process, with no
 //! exec to decide: cargo's aliases (its config files, `CARGO_ALIAS_*`, `--config`), and a
 //! toolchain's own cargo off `PATH` run under another name. Found by a red-team pass on
-//! 2026-12-07; npm's prefixes and options are in `exec_rules_identity.rs`.
+//! 2026-12-07; npm's prefixes and options are in `exec_rules_identity.rs`. And the commands
+//! that change what a registry serves besides publishing.
 
 use super::support::{ExecEnv, Run, run_within, toolchain_bin};
 
@@ -106,4 +107,32 @@ fn a_toolchains_own_cargo_under_another_name_is_cargo() {
         assert_denied(&r, &line);
         assert!(!r.stderr.contains("Packaging"), "{line}:\n{}", r.stderr);
     }
+}
+
+#[test]
+fn changing_what_a_registry_serves_is_denied_at_every_exec() {
+    let (e, cargo) = crate_with_aliases("y = \"yank\"\n");
+    for (line, rule) in [
+        ("npm --otp 123456 stage approve 3f2a", "deny-staged-publish"),
+        ("npx -c 'npm stage approve 3f2a'", "deny-staged-publish"),
+        ("npm unp bridle-test-package@1.0.0", "deny-registry-changes"),
+        (
+            &*format!("{cargo} y --version 0.1.0 tiny"),
+            "deny-registry-changes",
+        ),
+    ] {
+        let r = script_under_ci_locked(&e, line);
+        assert!(
+            r.stderr
+                .contains(&format!("bridle: rule {rule} denied exec of")),
+            "{line}: not denied by {rule}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_ne!(r.value("status"), "0", "{line}:\n{}", r.stderr);
+    }
+    // Listing what is staged changes nothing (it fails here for want of the network, or of
+    // an npm with `stage`, not by a rule).
+    let r = script_under_ci_locked(&e, "npm stage list bridle-test-package");
+    assert!(!r.stderr.contains("denied exec"), "{}", r.stderr);
 }

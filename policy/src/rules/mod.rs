@@ -10,6 +10,7 @@ mod aliases;
 mod approved;
 mod check;
 mod exec;
+mod node;
 mod programs;
 mod scripts;
 mod views;
@@ -109,6 +110,7 @@ pub use approved::runs_of;
 pub use check::MAX_NESTING;
 pub(crate) use check::{Findings, HiddenParts, check_command, check_script, command_verdict};
 pub use exec::{ExecFacts, ExecRules};
+pub use node::{dotenv_values, is_node, node_env_files, node_preloads};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
 /// The names of the interpreters the rules look into (`node`, `python3`, ...): the exec
@@ -147,42 +149,6 @@ pub fn script_operands(argv: &[String]) -> Vec<usize> {
             _ => None,
         })
         .collect()
-}
-
-/// For an exec of node, the files it preloads before its program (`-r FILE`, `--require FILE`,
-/// `--import FILE`, also in `NODE_OPTIONS`): each runs in node's process and reads node's
-/// arguments as its own, so the exec supervisor decides each as the program it is (`node -r
-/// .../npm-cli.js ./empty.js publish` publishes; found by a red-team pass on 2026-12-07).
-pub fn node_preloads(argv: &[String], node_options: Option<&str>) -> Vec<String> {
-    if !argv
-        .first()
-        .is_some_and(|a| matches!(basename(a), "node" | "nodejs"))
-    {
-        return Vec::new();
-    }
-    let from_env: Vec<String> = node_options
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    let mut out = Vec::new();
-    for words in [&argv[1..], &from_env[..]] {
-        let mut words = words.iter();
-        while let Some(word) = words.next() {
-            if word == "--" || !word.starts_with('-') {
-                break;
-            }
-            if matches!(word.as_str(), "-r" | "--require" | "--import") {
-                out.extend(words.next().cloned());
-            } else if let Some(value) = ["--require=", "--import=", "-r="]
-                .iter()
-                .find_map(|p| word.strip_prefix(p))
-            {
-                out.push(value.to_owned());
-            }
-        }
-    }
-    out
 }
 
 fn basename(word: &str) -> &str {
@@ -251,26 +217,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-
-    #[test]
-    fn node_preloads_are_found_on_its_command_line_and_in_node_options() {
-        let argv = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-        assert_eq!(
-            node_preloads(
-                &argv("node -r a.js --require=b.js --import c.mjs x.js -r d.js"),
-                None
-            ),
-            ["a.js", "b.js", "c.mjs"]
-        );
-        assert_eq!(
-            node_preloads(
-                &argv("/usr/bin/node x.js"),
-                Some("--require e.js --max-old-space-size=9")
-            ),
-            ["e.js"]
-        );
-        assert!(node_preloads(&argv("python3 -r a.js"), Some("--require e.js")).is_empty());
-    }
 
     fn words(s: &str) -> Vec<String> {
         split_words(s).unwrap()

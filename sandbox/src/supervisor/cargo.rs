@@ -9,17 +9,15 @@
 //! seen (SECURITY.md says so); what cargo then runs as a new process is decided at its exec.
 
 use std::collections::HashSet;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use bridle_policy::cargo_config::{self, Alias};
 
+use super::config_file::{self, ConfigFile};
+
 /// The most config files read for one exec (includes included). Past it, what cargo's aliases
 /// say is unknown.
 const MAX_FILES: usize = 64;
-/// The most bytes of one config file; a larger one leaves the aliases unknown.
-const MAX_FILE_BYTES: u64 = 1 << 20;
 /// cargo's options before its subcommand that take a value.
 const WITH_VALUE: &[&str] = &["--color", "--config", "-C", "-Z", "--explain"];
 /// The most places looked at for a config file: every ancestor of a path of `PATH_MAX` bytes.
@@ -85,10 +83,10 @@ pub(super) fn aliases(argv: &[String], env: &[(String, String)], cwd: &Path) -> 
             out.incomplete = Some("more places to look than are looked at".into());
             break;
         }
-        let text = match read_config(&place) {
-            Config::Missing => continue,
-            Config::Text(text) => text,
-            Config::Unknown => {
+        let text = match config_file::read(&place) {
+            ConfigFile::Missing => continue,
+            ConfigFile::Text(text) => text,
+            ConfigFile::Unknown => {
                 out.incomplete = Some(format!(
                     "`{}` cannot be read as cargo reads it",
                     place.display()
@@ -118,86 +116,6 @@ pub(super) fn aliases(argv: &[String], env: &[(String, String)], cwd: &Path) -> 
             .filter_map(|(name, value)| cargo_config::env_alias(name, value)),
     );
     out
-}
-
-/// What a place holds for cargo.
-enum Config {
-    /// Nothing: cargo reads nothing there.
-    Missing,
-    Text(String),
-    /// Something the supervisor cannot read as cargo would: a link to the process's own files
-    /// (`/dev/stdin`, `/proc/self/fd/N` resolve to the supervisor's), one that does not
-    /// resolve, not a regular file, too large, not UTF-8.
-    Unknown,
-}
-
-fn read_config(place: &Path) -> Config {
-    // cargo skips a file whose `stat` fails (it checks `exists()`).
-    if std::fs::symlink_metadata(place).is_err() {
-        return Config::Missing;
-    }
-    let Some(real) = resolve(place) else {
-        return Config::Unknown;
-    };
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(&real)
-    else {
-        return Config::Unknown;
-    };
-    match file.metadata() {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {}
-        _ => return Config::Unknown,
-    }
-    let mut text = String::new();
-    match file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text) {
-        Ok(n) if n as u64 <= MAX_FILE_BYTES => Config::Text(text),
-        _ => Config::Unknown,
-    }
-}
-
-/// The most links followed resolving one path (the kernel's limit).
-const MAX_LINKS: usize = 40;
-
-/// `path` with its links resolved by hand, or `None` when one leads into `/proc` (as
-/// `/dev/stdin` and `/dev/fd/N` do): resolved there by the supervisor, `/proc/self` would be
-/// the supervisor's own files, not the process's.
-fn resolve(path: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::from("/");
-    let mut pending: Vec<std::ffi::OsString> = path
-        .components()
-        .rev()
-        .map(|c| c.as_os_str().to_owned())
-        .collect();
-    let mut links = 0;
-    while let Some(part) = pending.pop() {
-        match Path::new(&part).components().next() {
-            Some(Component::RootDir) => out = PathBuf::from("/"),
-            Some(Component::ParentDir) => {
-                out.pop();
-            }
-            Some(Component::Normal(name)) => {
-                let next = out.join(name);
-                match std::fs::symlink_metadata(&next) {
-                    Ok(meta) if meta.file_type().is_symlink() => {
-                        links += 1;
-                        if links > MAX_LINKS {
-                            return None;
-                        }
-                        let target = std::fs::read_link(&next).ok()?;
-                        pending.extend(target.components().rev().map(|c| c.as_os_str().to_owned()));
-                    }
-                    _ => out = next,
-                }
-            }
-            _ => {}
-        }
-        if out.starts_with("/proc") {
-            return None;
-        }
-    }
-    Some(out)
 }
 
 /// `path` with `.` and `..` resolved in its text, as cargo resolves an include.
@@ -436,22 +354,6 @@ mod tests {
         let got = aliases(&argv("cargo p"), &env, &ws);
         assert!(got.found.contains(&alias("h", &["publish"])), "{got:?}");
         assert!(got.found.contains(&alias("e", &["publish"])), "{got:?}");
-    }
-
-    #[test]
-    fn a_link_into_the_processs_own_files_is_not_read_as_the_supervisors() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join(".cargo");
-        std::fs::create_dir_all(&dir).unwrap();
-        // Through a link of a link, and a directory that is one.
-        std::os::unix::fs::symlink("/dev/stdin", dir.join("in")).unwrap();
-        std::os::unix::fs::symlink("in", dir.join("config.toml")).unwrap();
-        assert_eq!(resolve(&dir.join("config.toml")), None);
-        std::os::unix::fs::symlink("/proc/self/fd", root.path().join("fds")).unwrap();
-        assert_eq!(resolve(&root.path().join("fds/0")), None);
-        std::fs::write(dir.join("real.toml"), "").unwrap();
-        std::os::unix::fs::symlink("real.toml", dir.join("config")).unwrap();
-        assert_eq!(resolve(&dir.join("config")), Some(dir.join("real.toml")));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use bridle_policy::Verdict;
 use bridle_policy::rules::ExecFacts;
 use nix::unistd::Pid;
 
+use super::config_file::{self, ConfigFile};
 use super::identity::Identity;
 use super::tracee::{self, ExecRead};
 use super::{LOADER, Stage, Supervisor, cargo, git, git_correct};
@@ -147,8 +148,9 @@ impl Supervisor {
             })
             .collect();
         for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
+            let node = bridle_policy::rules::is_node(argv);
             for at in bridle_policy::rules::script_operands(argv) {
-                for name in self.known_as(pid, read, &argv[at]) {
+                for name in self.known_as(pid, read, &argv[at], node) {
                     let mut instead = vec![name];
                     instead.extend(argv[at + 1..].iter().cloned());
                     facts.instead.push(instead);
@@ -159,16 +161,12 @@ impl Supervisor {
         // program it is, with each tail of the arguments (what it takes for its own depends
         // on the program).
         for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
-            let is_node = argv
-                .first()
-                .and_then(|a| a.rsplit('/').next())
-                .is_some_and(|a| matches!(a, "node" | "nodejs"));
-            if !is_node {
+            if !bridle_policy::rules::is_node(argv) {
                 continue;
             }
-            let options = env().ok().and_then(|e| e.get("NODE_OPTIONS").cloned());
-            for preload in bridle_policy::rules::node_preloads(argv, options.as_deref()) {
-                for name in self.known_as(pid, read, &preload) {
+            let options = node_options(pid, read, argv, &env, &mut facts);
+            for preload in bridle_policy::rules::node_preloads(argv, &options) {
+                for name in self.known_as(pid, read, &preload, true) {
                     // Past the cap a tail goes unread: what the preload runs is unknown.
                     if argv.len() > MAX_PRELOAD_TAILS + 1 {
                         facts.opaque.get_or_insert_with(|| {
@@ -192,11 +190,25 @@ impl Supervisor {
 impl Supervisor {
     /// The known programs (not the loader) the file `word` names for the process `pid` is:
     /// an interpreter's program file or a file node preloads.
-    fn known_as(&mut self, pid: Pid, read: &ExecRead, word: &str) -> Vec<String> {
-        let Some(path) = operand_path(pid, read, word) else {
+    /// `node`: the file is node's, which adds an extension to a name that is no file (`node
+    /// .../bin/npm-cli publish` runs `npm-cli.js`).
+    fn known_as(&mut self, pid: Pid, read: &ExecRead, word: &str, node: bool) -> Vec<String> {
+        let Some(mut path) = operand_path(pid, read, word) else {
             return Vec::new();
         };
-        let Ok(file) = program_file(&path) else {
+        let mut file = program_file(&path);
+        if file.is_err() && node {
+            for extension in NODE_EXTENSIONS {
+                let mut with = path.clone().into_os_string();
+                with.push(extension);
+                file = program_file(Path::new(&with));
+                if file.is_ok() {
+                    path = with.into();
+                    break;
+                }
+            }
+        }
+        let Ok(file) = file else {
             return Vec::new();
         };
         let mut names = self.identity.names_of(&file, || open_program(&path));
@@ -204,6 +216,50 @@ impl Supervisor {
         names
     }
 }
+
+/// Every `NODE_OPTIONS` an exec of node may see: each the environment sets, and each the files
+/// of its `--env-file` options set. A file the supervisor cannot read as node would (or an
+/// unreadable environment) leaves what node preloads unknown.
+fn node_options(
+    pid: Pid,
+    read: &ExecRead,
+    argv: &[String],
+    env: &dyn Fn() -> Result<tracee::Environment, tracee::Unreadable>,
+    facts: &mut ExecFacts,
+) -> Vec<String> {
+    let mut out: Vec<String> = match env() {
+        Ok(env) => env
+            .entries()
+            .iter()
+            .filter(|(name, _)| name == "NODE_OPTIONS")
+            .map(|(_, value)| value.clone())
+            .collect(),
+        Err(why) => {
+            facts
+                .opaque
+                .get_or_insert_with(|| format!("what node preloads (its environment: {})", why.0));
+            Vec::new()
+        }
+    };
+    for file in bridle_policy::rules::node_env_files(argv) {
+        let text = match operand_path(pid, read, &file).map(|p| config_file::read(&p)) {
+            Some(ConfigFile::Missing) => continue,
+            Some(ConfigFile::Text(text)) => text,
+            Some(ConfigFile::Unknown) | None => {
+                facts.opaque.get_or_insert_with(|| {
+                    format!("what node preloads (`{file}` cannot be read as node reads it)")
+                });
+                continue;
+            }
+        };
+        out.extend(bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS"));
+    }
+    out
+}
+
+/// What node adds to a file name that names no file and that could make it a known script
+/// (it tries `.json` and `.node` after, which are not).
+const NODE_EXTENSIONS: [&str; 1] = [".js"];
 
 /// The most tails of node's arguments decided for one preloaded program.
 const MAX_PRELOAD_TAILS: usize = 16;

@@ -134,6 +134,7 @@
 
 mod cargo;
 mod channel;
+mod config_file;
 mod facts;
 mod git;
 mod git_correct;

@@ -85,8 +85,21 @@ impl ExecRecord {
         } else {
             format!("{} {}", self.program, args.join(" "))
         });
+        // The name it was called by, where the file's own does not say it (`exec -a git-push
+        // git`, an exec of a descriptor), and what it is besides.
+        let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
+        let mut notes = Vec::new();
+        if let Some(called) = self.argv.first()
+            && base(called) != base(&self.program)
+            && !self.same_as.contains(&base(called))
+        {
+            notes.push(format!("called as {}", crate::supervisor::short(called)));
+        }
         if let Some(name) = self.same_as.first() {
-            what.push_str(&format!(" (it is {name})"));
+            notes.push(format!("it is {name}"));
+        }
+        if !notes.is_empty() {
+            what.push_str(&format!(" ({})", notes.join(", ")));
         }
         let rule = self.rule.as_deref().unwrap_or("the policy");
         let head = match (self.decision, self.outcome) {
@@ -202,6 +215,21 @@ pub(super) mod tests {
         assert!(
             text.starts_with("rule deny-git-push denied exec of /tmp/x push origin main (it is git) (pid 7); the process was killed"),
             "{text}"
+        );
+        // Called by a name that is not the file's (a sixth red-team pass: the record read as a
+        // denial of `git origin ...`).
+        let mut dashed = record(Decision::Deny, ExecOutcome::Refused);
+        dashed.argv = vec!["./git-push".into(), "origin".into()];
+        assert_eq!(
+            dashed.message(),
+            "rule deny-git-push denied exec of /usr/bin/git origin (called as ./git-push) (pid 7)"
+        );
+        dashed.program = "/proc/5/fd/3".into();
+        dashed.argv[0] = "git".into();
+        assert!(
+            dashed
+                .message()
+                .contains("/proc/5/fd/3 origin (called as git) (pid 7)")
         );
         let mut asked = record(Decision::Ask, ExecOutcome::Refused);
         asked.answer = Some("unavailable".into());
