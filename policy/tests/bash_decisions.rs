@@ -396,7 +396,12 @@ fn global_options_before_a_subcommand_are_skipped() {
         // What else changes what a registry serves (2026-12-07).
         ("npm stage approve 3f2a", STAGED, "allow"),
         ("npm --otp 123456 stage approve 3f2a", STAGED, "allow"),
+        ("npm stage --json approve 3f2a", STAGED, "allow"),
+        ("npm stage -d approve 3f2a", STAGED, "allow"),
+        ("npm stage -- approve 3f2a", STAGED, "allow"),
+        ("npm stage --otp 1 approve 3f2a", STAGED, "allow"),
         ("npm stage list", "allow", "allow"),
+        ("npm stage --json list", "allow", "allow"),
         ("npm stage view 3f2a", "allow", "allow"),
         ("npm unpublish pkg@1.0.1", REGISTRY, "allow"),
         ("npm unp pkg@1.0.1", REGISTRY, "allow"),

@@ -217,6 +217,17 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
             "echo > e.js; node -r {} ./e.js publish --dry-run",
             npm.trim_end_matches(".js")
         ),
+        // An `--import` URL, a name node looks up on NODE_PATH, an env file with carriage
+        // returns and a comment (a seventh red-team pass).
+        format!("echo > e.js; node --import file://{npm}?x ./e.js publish --dry-run"),
+        format!(
+            "echo > e.js; NODE_PATH={} node -r npm-cli ./e.js publish --dry-run",
+            std::path::Path::new(&npm).parent().unwrap().display()
+        ),
+        format!(
+            "echo > e.js; printf 'NODE_\\rOPTIONS=--require {npm}#x\\r\\n' > envf; \
+             node --env-file=envf ./e.js publish --dry-run"
+        ),
     ] {
         let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);
         assert!(

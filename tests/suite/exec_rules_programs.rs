@@ -114,6 +114,7 @@ fn changing_what_a_registry_serves_is_denied_at_every_exec() {
     let (e, cargo) = crate_with_aliases("y = \"yank\"\n");
     for (line, rule) in [
         ("npm --otp 123456 stage approve 3f2a", "deny-staged-publish"),
+        ("npm stage --json approve 3f2a", "deny-staged-publish"),
         ("npx -c 'npm stage approve 3f2a'", "deny-staged-publish"),
         ("npm unp bridle-test-package@1.0.0", "deny-registry-changes"),
         (

@@ -23,13 +23,18 @@ fn git_status_commit_and_log_keep_working_under_ci_locked() {
     let name = script(
         &e,
         "work.sh",
-        // The common alias `git st` (a sixth red-team pass found it denied as `git push`).
-        "set -e\necho change >> README\ngit status --short\ngit -c alias.st=status st --short\ngit -c user.name=t -c user.email=t@e commit -qam change\ngit log --oneline | wc -l",
+        // The common alias `git st` (a sixth red-team pass found it denied as `git push`), also
+        // run by git itself, which sets `GIT_EXEC_PATH` (a seventh).
+        "set -e\necho change >> README\ngit status --short\ngit -c alias.st=status st --short\ngit -c alias.st=status -c alias.x='!git st --short' x\ngit -c user.name=t -c user.email=t@e commit -qam change\ngit log --oneline | wc -l",
     );
     let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
     r.assert_ok();
     assert_no_exec_denied(&r, "git");
-    assert!(r.stdout.contains(" M README\n M README\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(" M README\n M README\n M README\n"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("2\nend"), "{}", r.stdout);
     assert_eq!(
         git(&e.workspace.join("repo"), &["log", "-1", "--format=%s"]).trim(),

@@ -110,7 +110,10 @@ pub use approved::runs_of;
 pub use check::MAX_NESTING;
 pub(crate) use check::{Findings, HiddenParts, check_command, check_script, command_verdict};
 pub use exec::{ExecFacts, ExecRules};
-pub use node::{dotenv_values, is_node, node_env_files, node_preloads};
+pub use node::{
+    dotenv_values, is_node, is_node_path, node_env_files, node_preloads, node_specifiers,
+    node_unread_option,
+};
 pub use programs::{GIT_WITH_VALUE, LOADER_RUNS_NOTHING, LOADER_WITH_VALUE};
 
 /// The names of the interpreters the rules look into (`node`, `python3`, ...): the exec

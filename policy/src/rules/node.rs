@@ -12,6 +12,7 @@
 
 /// Whether `argv` is an exec of node, by the name it is called.
 pub fn is_node(argv: &[String]) -> bool {
+    use super::basename;
     argv.first()
         .is_some_and(|a| matches!(basename(a), "node" | "nodejs"))
 }
@@ -43,46 +44,91 @@ pub fn node_env_files(argv: &[String]) -> Vec<String> {
     values_of(&argv[1..], &["--env-file", "--env-file-if-exists"])
 }
 
-/// Every value an environment file (node's `--env-file` format, dotenv's) may give `key`: for
-/// each line setting it (`KEY=VALUE`, `export KEY=VALUE`), the value unquoted (a quoted one
-/// may span lines), and as it stands up to the end of the line.
+/// Every value an environment file (node's `--env-file` format, dotenv's) may give `key`, read
+/// as loosely as any node reads one (node 20.6 to 20.11 took `KEY: value`, a tab after
+/// `export`, and a key anywhere in a line): after each `key` followed by `=` or `:` (spaces
+/// and tabs around it; carriage returns anywhere dropped, as node drops them), the rest of the
+/// line, that up to a `#`, and a quoted value (which may span lines).
 pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
+    let text = &text.replace('\r', "");
     let mut out = Vec::new();
-    let mut start = 0;
-    while start < text.len() {
-        let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-        let line = &text[start..end];
-        start = end + 1;
-        let trimmed = line.trim_start();
-        let trimmed = trimmed
-            .strip_prefix("export ")
-            .unwrap_or(trimmed)
-            .trim_start();
-        let Some(value) = trimmed
-            .strip_prefix(key)
-            .map(str::trim_start)
-            .and_then(|v| v.strip_prefix('='))
-            .map(str::trim_start)
-        else {
+    for (at, _) in text.match_indices(key) {
+        let after = text[at + key.len()..].trim_start_matches([' ', '\t']);
+        let Some(value) = after.strip_prefix(['=', ':']) else {
             continue;
         };
-        out.push(value.trim_end().to_owned());
-        if let Some((before, _)) = value.split_once(" #") {
+        let value = value.trim_start_matches([' ', '\t']);
+        let line = value.split('\n').next().unwrap_or_default();
+        out.push(line.trim_end().to_owned());
+        if let Some((before, _)) = line.split_once('#') {
             out.push(before.trim_end().to_owned());
         }
-        // A quoted value may end on a later line (`value` is the end of `line`).
         if let Some(quote) = value
             .chars()
             .next()
             .filter(|c| matches!(c, '"' | '\'' | '`'))
         {
-            let inside = &text[end - value.len() + 1..];
+            let inside = &value[1..];
             if let Some(close) = inside.find(quote) {
                 out.push(inside[..close].to_owned());
             }
         }
     }
     out
+}
+
+/// The files a preload's value may name: as written, and read as the URL an `--import`
+/// specifier is (`file:` URLs, a relative or absolute path likewise: `?` and `#` end it,
+/// `%XX` is a byte).
+pub fn node_specifiers(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_owned()];
+    let url = value
+        .strip_prefix("file://")
+        .map(|rest| rest.strip_prefix("localhost").unwrap_or(rest))
+        .or_else(|| value.strip_prefix("file:"));
+    let path = url.unwrap_or(value);
+    let path = path.find(['?', '#']).map_or(path, |end| &path[..end]);
+    if let Some(decoded) = percent_decoded(path)
+        && decoded != value
+    {
+        out.push(decoded);
+    }
+    out
+}
+
+/// Whether node reads a preload's value as a path (`/...`, `./...`, `../...`), not a name
+/// it looks up in `node_modules`.
+pub fn is_node_path(value: &str) -> bool {
+    value.starts_with('/')
+        || value.starts_with("./")
+        || value.starts_with("../")
+        || value == "."
+        || value == ".."
+}
+
+/// `text` with each `%XX` the byte it stands for; `None` when the result is not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .filter(|_| bytes[at] == b'%')
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(byte) => {
+                out.push(byte);
+                at += 3;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// `NODE_OPTIONS` split as node splits it: on spaces, double quotes grouping (a backslash
@@ -111,7 +157,37 @@ fn node_options_words(text: &str) -> Vec<String> {
 }
 
 fn preloads_in(words: &[String], out: &mut Vec<String>) {
-    out.extend(values_of(words, &["-r", "--require", "--import"]));
+    // A loader ran on node's main thread, with its arguments, before node 20.6.
+    out.extend(values_of(
+        words,
+        &[
+            "-r",
+            "--require",
+            "--import",
+            "--loader",
+            "--experimental-loader",
+        ],
+    ));
+}
+
+/// For an exec of node, an option on its command line or in `node_options` that makes it
+/// read preloads from a file of settings this reading does not follow (node 22.16's
+/// `--experimental-config-file`, `--experimental-default-config-file`): what it preloads is
+/// then unknown.
+pub fn node_unread_option(argv: &[String], node_options: &[String]) -> Option<String> {
+    const UNREAD: [&str; 2] = [
+        "--experimental-config-file",
+        "--experimental-default-config-file",
+    ];
+    if !is_node(argv) {
+        return None;
+    }
+    let from_env = node_options.iter().flat_map(|o| node_options_words(o));
+    argv[1..]
+        .iter()
+        .cloned()
+        .chain(from_env)
+        .find(|word| UNREAD.contains(&word.split('=').next().unwrap_or_default()))
 }
 
 /// The values of the options `names` among `words`: the next word, or after `=`.
@@ -127,10 +203,6 @@ fn values_of(words: &[String], names: &[&str]) -> Vec<String> {
         }
     }
     out
-}
-
-fn basename(word: &str) -> &str {
-    word.rsplit('/').next().unwrap_or(word)
 }
 
 #[cfg(test)]
@@ -163,6 +235,26 @@ mod tests {
     }
 
     #[test]
+    fn a_loader_is_a_preload_and_a_settings_file_leaves_them_unknown() {
+        assert_eq!(
+            node_preloads(&argv("node --experimental-loader /n/npm-cli.js e.js"), &[]),
+            ["/n/npm-cli.js"]
+        );
+        assert!(
+            node_unread_option(&argv("node --experimental-default-config-file e.js"), &[])
+                .is_some()
+        );
+        assert!(
+            node_unread_option(
+                &argv("node e.js"),
+                &["--experimental-config-file=c.json".into()]
+            )
+            .is_some()
+        );
+        assert_eq!(node_unread_option(&argv("node --title x e.js"), &[]), None);
+    }
+
+    #[test]
     fn a_preload_behind_an_option_value_or_in_quotes_is_found() {
         assert_eq!(
             node_preloads(&argv("node --title x -r /n/npm-cli.js ./e.js publish"), &[]),
@@ -175,6 +267,29 @@ mod tests {
             ),
             ["/a b/npm-cli.js", "\"/a"]
         );
+    }
+
+    #[test]
+    fn an_import_url_names_the_file_it_decodes_to() {
+        // A seventh red-team pass: `--import file:///.../npm-cli.js`, `npm%2dcli.js`,
+        // `npm-cli.js?x` and `#x` all load npm-cli.js.
+        for value in [
+            "file:///n/npm-cli.js",
+            "file://localhost/n/npm-cli.js",
+            "file:/n/npm-cli.js",
+            "/n/npm%2dcli.js",
+            "/n/npm-cli.js?x",
+            "/n/npm-cli.js#x",
+        ] {
+            assert!(
+                node_specifiers(value).contains(&"/n/npm-cli.js".to_owned()),
+                "{value}: {:?}",
+                node_specifiers(value)
+            );
+        }
+        assert_eq!(node_specifiers("./a.js"), ["./a.js"]);
+        assert!(is_node_path("./a") && is_node_path("/a") && is_node_path(".."));
+        assert!(!is_node_path("npm-cli") && !is_node_path("npm/bin/npm-cli.js"));
     }
 
     #[test]
@@ -192,5 +307,27 @@ mod tests {
         );
         assert!(got.contains(&"--import\n/m.mjs".to_owned()), "{got:?}");
         assert!(!got.iter().any(|v| v.contains("no")), "{got:?}");
+        // Carriage returns anywhere, and a comment right after the value (a seventh red-team
+        // pass: node reads both as `--require /n/npm-cli.js`).
+        let got = dotenv_values(
+            "NODE_\rOPTIONS=--requ\rire /n/npm-\rcli.js#x\r\n",
+            "NODE_OPTIONS",
+        );
+        assert!(
+            got.contains(&"--require /n/npm-cli.js".to_owned()),
+            "{got:?}"
+        );
+        // The older parser's forms (review, 2026-12-07).
+        for text in [
+            "NODE_OPTIONS: --require /n/npm-cli.js\n",
+            "export\tNODE_OPTIONS=--require /n/npm-cli.js\n",
+            "# NODE_OPTIONS=--require /n/npm-cli.js\n",
+        ] {
+            let got = dotenv_values(text, "NODE_OPTIONS");
+            assert!(
+                got.contains(&"--require /n/npm-cli.js".to_owned()),
+                "{text:?}: {got:?}"
+            );
+        }
     }
 }

@@ -518,6 +518,17 @@ impl Explorer {
                     again.extend(inner.iter().cloned());
                     self.explore(again, stdin, depth + 1);
                 }
+                // The group's own subcommand comes after its options too (`npm stage --json
+                // approve` is `npm stage approve`; found by a seventh red-team pass).
+                if skip == 1 {
+                    for start in program.operand_starts(&tail[1..]) {
+                        if start > 0 && start < tail.len() - 1 {
+                            let mut again = vec![words[0].clone(), tail[0].clone()];
+                            again.extend(tail[1 + start..].iter().cloned());
+                            self.explore(again, stdin, depth + 1);
+                        }
+                    }
+                }
             }
             if start > 0 {
                 self.explore(view, stdin, depth + 1);

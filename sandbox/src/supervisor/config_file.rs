@@ -1,7 +1,7 @@
 //! The files a program reads its settings from at its start (cargo's config, node's
 //! `--env-file`), read by the supervisor at the program's exec as the program would read them,
 //! or found unknown: nothing here follows a link into the process's own files as the
-//! supervisor's, blocks on a FIFO or reads without bound.
+//! supervisor's, opens anything but a regular file, blocks on a FIFO or reads without bound.
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,29 +23,51 @@ pub(super) enum ConfigFile {
 
 /// What the file at `place` (an absolute path) holds for a program reading it there.
 pub(super) fn read(place: &Path) -> ConfigFile {
-    // cargo skips a file whose `stat` fails (it checks `exists()`), and node one it cannot
-    // open (`--env-file-if-exists`).
-    if std::fs::symlink_metadata(place).is_err() {
-        return ConfigFile::Missing;
+    // A program skips a file that is not there (cargo checks `exists()`; node's
+    // `--env-file-if-exists`); any other failure to look leaves it unknown.
+    match std::fs::symlink_metadata(place) {
+        Ok(_) => {}
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
+        {
+            return ConfigFile::Missing;
+        }
+        Err(_) => return ConfigFile::Unknown,
     }
     let Some(real) = resolve(place) else {
         return ConfigFile::Unknown;
     };
-    let Ok(file) = std::fs::OpenOptions::new()
+    match read_regular(&real) {
+        Some(text) => ConfigFile::Text(text),
+        None => ConfigFile::Unknown,
+    }
+}
+
+/// The text of the regular file at `real` (links already resolved): opened with no link
+/// followed (one swapped in since the resolution fails the open), its type checked before it
+/// is opened for reading (opening a device can do something), at most [`MAX_FILE_BYTES`].
+fn read_regular(real: &Path) -> Option<String> {
+    use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let handle = openat2(AT_FDCWD, real, how).ok()?;
+    let meta = nix::sys::stat::fstat(&handle).ok()?;
+    let regular = meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
+    if !regular || u64::try_from(meta.st_size).map_or(true, |n| n > MAX_FILE_BYTES) {
+        return None;
+    }
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(&real)
-    else {
-        return ConfigFile::Unknown;
-    };
-    match file.metadata() {
-        Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {}
-        _ => return ConfigFile::Unknown,
-    }
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .ok()?;
     let mut text = String::new();
     match file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text) {
-        Ok(n) if n as u64 <= MAX_FILE_BYTES => ConfigFile::Text(text),
-        _ => ConfigFile::Unknown,
+        Ok(n) if n as u64 <= MAX_FILE_BYTES => Some(text),
+        _ => None,
     }
 }
 

@@ -7,10 +7,9 @@ use bridle_policy::Verdict;
 use bridle_policy::rules::ExecFacts;
 use nix::unistd::Pid;
 
-use super::config_file::{self, ConfigFile};
 use super::identity::Identity;
 use super::tracee::{self, ExecRead};
-use super::{LOADER, Stage, Supervisor, cargo, git, git_correct};
+use super::{LOADER, Stage, Supervisor, cargo, git, git_correct, node};
 
 impl Supervisor {
     /// The rules' verdict on an exec. For the dynamic loader run as a program, also on the
@@ -164,9 +163,15 @@ impl Supervisor {
             if !bridle_policy::rules::is_node(argv) {
                 continue;
             }
-            let options = node_options(pid, read, argv, &env, &mut facts);
+            let environment = env();
+            let options = node::options(pid, read, argv, &environment, &mut facts);
+            if let Some(option) = bridle_policy::rules::node_unread_option(argv, &options) {
+                facts.opaque.get_or_insert_with(|| {
+                    format!("what node preloads (`{option}` names a file of settings)")
+                });
+            }
             for preload in bridle_policy::rules::node_preloads(argv, &options) {
-                for name in self.known_as(pid, read, &preload, true) {
+                for name in self.preloaded_as(pid, read, &preload, environment.as_ref().ok()) {
                     // Past the cap a tail goes unread: what the preload runs is unknown.
                     if argv.len() > MAX_PRELOAD_TAILS + 1 {
                         facts.opaque.get_or_insert_with(|| {
@@ -193,12 +198,18 @@ impl Supervisor {
     /// `node`: the file is node's, which adds an extension to a name that is no file (`node
     /// .../bin/npm-cli publish` runs `npm-cli.js`).
     fn known_as(&mut self, pid: Pid, read: &ExecRead, word: &str, node: bool) -> Vec<String> {
-        let Some(mut path) = operand_path(pid, read, word) else {
-            return Vec::new();
-        };
+        match operand_path(pid, read, word) {
+            Some(path) => self.known_path(path, node),
+            None => Vec::new(),
+        }
+    }
+
+    /// The known programs (not the loader) the file at `path` is (with node's extension where
+    /// `node` and the path names no file).
+    pub(super) fn known_path(&mut self, mut path: std::path::PathBuf, node: bool) -> Vec<String> {
         let mut file = program_file(&path);
         if file.is_err() && node {
-            for extension in NODE_EXTENSIONS {
+            for extension in node::EXTENSIONS {
                 let mut with = path.clone().into_os_string();
                 with.push(extension);
                 file = program_file(Path::new(&with));
@@ -217,57 +228,13 @@ impl Supervisor {
     }
 }
 
-/// Every `NODE_OPTIONS` an exec of node may see: each the environment sets, and each the files
-/// of its `--env-file` options set. A file the supervisor cannot read as node would (or an
-/// unreadable environment) leaves what node preloads unknown.
-fn node_options(
-    pid: Pid,
-    read: &ExecRead,
-    argv: &[String],
-    env: &dyn Fn() -> Result<tracee::Environment, tracee::Unreadable>,
-    facts: &mut ExecFacts,
-) -> Vec<String> {
-    let mut out: Vec<String> = match env() {
-        Ok(env) => env
-            .entries()
-            .iter()
-            .filter(|(name, _)| name == "NODE_OPTIONS")
-            .map(|(_, value)| value.clone())
-            .collect(),
-        Err(why) => {
-            facts
-                .opaque
-                .get_or_insert_with(|| format!("what node preloads (its environment: {})", why.0));
-            Vec::new()
-        }
-    };
-    for file in bridle_policy::rules::node_env_files(argv) {
-        let text = match operand_path(pid, read, &file).map(|p| config_file::read(&p)) {
-            Some(ConfigFile::Missing) => continue,
-            Some(ConfigFile::Text(text)) => text,
-            Some(ConfigFile::Unknown) | None => {
-                facts.opaque.get_or_insert_with(|| {
-                    format!("what node preloads (`{file}` cannot be read as node reads it)")
-                });
-                continue;
-            }
-        };
-        out.extend(bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS"));
-    }
-    out
-}
-
-/// What node adds to a file name that names no file and that could make it a known script
-/// (it tries `.json` and `.node` after, which are not).
-const NODE_EXTENSIONS: [&str; 1] = [".js"];
-
 /// The most tails of node's arguments decided for one preloaded program.
 const MAX_PRELOAD_TAILS: usize = 16;
 
 /// The file an interpreter's program operand names for the process `pid`: relative to its
 /// working directory, and its own `/proc/self`, `/dev/fd` and `/dev/stdin` are its, not the
 /// supervisor's.
-fn operand_path(pid: Pid, read: &ExecRead, operand: &str) -> Option<std::path::PathBuf> {
+pub(super) fn operand_path(pid: Pid, read: &ExecRead, operand: &str) -> Option<std::path::PathBuf> {
     let own = |rest: &str| Some(std::path::PathBuf::from(format!("/proc/{pid}/{rest}")));
     if let Some(rest) = operand
         .strip_prefix("/proc/self/")

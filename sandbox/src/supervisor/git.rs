@@ -11,16 +11,14 @@
 //! process and a `!` alias through `sh -c`, and each is an exec the supervisor decides.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bridle_policy::git_config;
 
+use super::config_file::{self, ConfigFile};
+
 /// The most config files read for one exec (includes included).
 const MAX_FILES: usize = 64;
-/// The most bytes read of one config file.
-const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// git's global options that take a value (the rule engine's table).
 const WITH_VALUE: &[&str] = bridle_policy::rules::GIT_WITH_VALUE;
@@ -100,20 +98,14 @@ fn discover(cwd: &Path) -> Option<PathBuf> {
     None
 }
 
-/// A regular file's text (at most [`MAX_FILE_BYTES`]); `None` for anything else (a FIFO
-/// planted where a config should be must not stall the supervisor).
+/// A regular file's text, read as [`config_file::read`] reads it (no FIFO stalls the
+/// supervisor, no link into the process's own files is read as the supervisor's); `None`
+/// for anything else.
 pub(super) fn read_small(path: &Path) -> Option<String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
+    match config_file::read(path) {
+        ConfigFile::Text(text) => Some(text),
+        ConfigFile::Missing | ConfigFile::Unknown => None,
     }
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES).read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 fn truthy(value: Option<&String>) -> bool {

@@ -13,7 +13,8 @@
 //! insertion 1, a deletion 3), at most 5, when one alone is closest. Where git's builtins are
 //! sure to be among its candidates, a builtin is taken here when it is within that distance
 //! and closer than every builtin of every git (what the sandbox adds only competes); where
-//! they may not be (an exec path of the sandbox's), every builtin within reach is taken.
+//! they may not be (an older git's exec path the sandbox chose, not one where git is
+//! installed for good), every builtin within reach is taken.
 //! Checked against git 2.47 and 2.39 over 700 mistyped commands: every builtin git picked
 //! was taken.
 
@@ -21,181 +22,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::git::global_options;
+use super::git_builtins::{self, BUILTINS, COMMON};
 use super::settled::Settler;
-
-/// git's builtins (`git --list-cmds=builtins`, git 2.47): what a correction runs in-process.
-const BUILTINS: &[&str] = &[
-    "add",
-    "am",
-    "annotate",
-    "apply",
-    "archive",
-    "bisect",
-    "blame",
-    "branch",
-    "bugreport",
-    "bundle",
-    "cat-file",
-    "check-attr",
-    "check-ignore",
-    "check-mailmap",
-    "check-ref-format",
-    "checkout",
-    "checkout--worker",
-    "checkout-index",
-    "cherry",
-    "cherry-pick",
-    "clean",
-    "clone",
-    "column",
-    "commit",
-    "commit-graph",
-    "commit-tree",
-    "config",
-    "count-objects",
-    "credential",
-    "credential-cache",
-    "credential-cache--daemon",
-    "credential-store",
-    "describe",
-    "diagnose",
-    "diff",
-    "diff-files",
-    "diff-index",
-    "diff-tree",
-    "difftool",
-    "fast-export",
-    "fast-import",
-    "fetch",
-    "fetch-pack",
-    "fmt-merge-msg",
-    "for-each-ref",
-    "for-each-repo",
-    "format-patch",
-    "fsck",
-    "fsck-objects",
-    "fsmonitor--daemon",
-    "gc",
-    "get-tar-commit-id",
-    "grep",
-    "hash-object",
-    "help",
-    "hook",
-    "index-pack",
-    "init",
-    "init-db",
-    "interpret-trailers",
-    "log",
-    "ls-files",
-    "ls-remote",
-    "ls-tree",
-    "mailinfo",
-    "mailsplit",
-    "maintenance",
-    "merge",
-    "merge-base",
-    "merge-file",
-    "merge-index",
-    "merge-ours",
-    "merge-recursive",
-    "merge-recursive-ours",
-    "merge-recursive-theirs",
-    "merge-subtree",
-    "merge-tree",
-    "mktag",
-    "mktree",
-    "multi-pack-index",
-    "mv",
-    "name-rev",
-    "notes",
-    "pack-objects",
-    "pack-redundant",
-    "pack-refs",
-    "patch-id",
-    "pickaxe",
-    "prune",
-    "prune-packed",
-    "pull",
-    "push",
-    "range-diff",
-    "read-tree",
-    "rebase",
-    "receive-pack",
-    "reflog",
-    "refs",
-    "remote",
-    "remote-ext",
-    "remote-fd",
-    "repack",
-    "replace",
-    "replay",
-    "rerere",
-    "reset",
-    "restore",
-    "rev-list",
-    "rev-parse",
-    "revert",
-    "rm",
-    "send-pack",
-    "shortlog",
-    "show",
-    "show-branch",
-    "show-index",
-    "show-ref",
-    "sparse-checkout",
-    "stage",
-    "stash",
-    "status",
-    "stripspace",
-    "submodule--helper",
-    "switch",
-    "symbolic-ref",
-    "tag",
-    "unpack-file",
-    "unpack-objects",
-    "update-index",
-    "update-ref",
-    "update-server-info",
-    "upload-archive",
-    "upload-archive--writer",
-    "upload-pack",
-    "var",
-    "verify-commit",
-    "verify-pack",
-    "verify-tag",
-    "version",
-    "whatchanged",
-    "worktree",
-    "write-tree",
-];
-
-/// Builtins of the newest git only: an older one (`/usr/bin/git` 2.39 has neither `refs`,
-/// `replay` nor a builtin `bisect`; `hook`, `diagnose`, `checkout--worker` and
-/// `fsmonitor--daemon` are younger than git 2.30) does not know them and may correct them to
-/// another builtin, so their corrections are taken too.
-const RECENT: &[&str] = &[
-    "bisect",
-    "checkout--worker",
-    "diagnose",
-    "fsmonitor--daemon",
-    "hook",
-    "refs",
-    "replay",
-];
-
-/// Builtins younger than git 2.17 besides [`RECENT`] (and older than 2.39): not among the
-/// candidates of an older git, so they are not counted on to outscore a correction.
-const YOUNGER_THAN_2_17: &[&str] = &[
-    "bugreport",
-    "commit-graph",
-    "for-each-repo",
-    "maintenance",
-    "multi-pack-index",
-    "range-diff",
-    "restore",
-    "sparse-checkout",
-    "switch",
-];
 
 /// The largest distance git still corrects (its similarity, the distance plus one, is below 7).
 const MOST: usize = 5;
@@ -210,7 +38,7 @@ const MOST: usize = 5;
 pub fn corrections(
     argv: &[String],
     env: Option<&BTreeMap<String, String>>,
-    settler: Option<&mut Settler>,
+    mut settler: Option<&mut Settler>,
 ) -> Vec<Vec<String>> {
     let at = global_options(argv).1;
     let Some(sub) = argv
@@ -220,17 +48,26 @@ pub fn corrections(
     else {
         return Vec::new();
     };
-    let builtin = BUILTINS.contains(&sub) && !RECENT.contains(&sub);
-    if builtin || runs_external(sub, exec_path(argv), env, settler) {
+    let builtin = git_builtins::in_every_git(sub);
+    if builtin || runs_external(sub, exec_path(argv), env, settler.as_deref_mut()) {
         return Vec::new();
     }
     let typed = bytes_at_least(sub);
-    // git's own builtins compete with every candidate when its exec path is the one built in
-    // (an older git lists its builtins from there, a newer one always) and `sub` is read as
-    // git reads it.
-    let competed = env.is_some_and(|e| !e.contains_key("GIT_EXEC_PATH"))
-        && exec_path(argv).is_none()
-        && !sub.contains(char::REPLACEMENT_CHARACTER);
+    // git's own builtins compete with every candidate where it surely lists them: a newer git
+    // always, an older one from its exec path, so that must be the one built in or an
+    // installed one (git sets `GIT_EXEC_PATH` to its own for every hook and `!` alias; found
+    // by a seventh red-team pass, where a hook's `git st` was denied); and `sub` must be read
+    // as git reads it.
+    let exec_dir = exec_path(argv).or_else(|| {
+        env.and_then(|e| e.get("GIT_EXEC_PATH"))
+            .map(String::as_str)
+            .filter(|d| !d.is_empty())
+    });
+    let competed = env.is_some()
+        && !sub.contains(char::REPLACEMENT_CHARACTER)
+        && exec_dir.is_none_or(|dir| {
+            settler.is_some_and(|s| installed_exec_path(Path::new(dir), s))
+        });
     let possible: Vec<&str> = if competed {
         picked_among_builtins(&typed)
     } else {
@@ -249,14 +86,6 @@ pub fn corrections(
         })
         .collect()
 }
-
-/// git's common commands (those `git help` lists) in every git since 2.17: a candidate that
-/// is one of them and starts with what was typed scores best, and git then corrects nothing
-/// (`git st` and `git pus` are not corrected, whatever `help.autocorrect` says).
-const COMMON: &[&str] = &[
-    "add", "bisect", "branch", "clone", "commit", "diff", "fetch", "grep", "init", "log", "merge",
-    "mv", "pull", "push", "rebase", "reset", "rm", "show", "status", "tag",
-];
 
 /// The builtins git may correct `typed` to, where its builtins are among the candidates it
 /// weighs: none when a common command starts with `typed`; otherwise each builtin within
@@ -277,10 +106,7 @@ fn picked_among_builtins(typed: &[u8]) -> Vec<&'static str> {
         .filter(|&(b, &score)| {
             score <= MOST
                 && BUILTINS.iter().zip(&scores).all(|(other, &theirs)| {
-                    other == b
-                        || RECENT.contains(other)
-                        || YOUNGER_THAN_2_17.contains(other)
-                        || theirs > score
+                    other == b || !git_builtins::competes(other) || theirs > score
                 })
         })
         .map(|(b, _)| *b)
@@ -333,7 +159,6 @@ fn runs_external(
     env: Option<&BTreeMap<String, String>>,
     settler: Option<&mut Settler>,
 ) -> bool {
-    use std::os::unix::fs::PermissionsExt;
     let (Some(env), Some(settler)) = (env, settler) else {
         return false;
     };
@@ -349,13 +174,33 @@ fn runs_external(
         .chain(path.split(':'))
         .filter(|dir| !lossy(dir))
         .map(Path::new)
-        .filter(|dir| dir.is_absolute())
-        .any(|dir| {
-            settler
-                .stable_file(&dir.join(&name))
-                .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
-                && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
-        })
+        .any(|dir| stable_command(dir, &name, settler))
+}
+
+/// Whether `dir` is an exec path where git is installed, as the one built into git is: it
+/// holds git's `git-status` (a hard link of git, like every dashed builtin) on a mount the
+/// sandbox cannot write, in a directory anyone may list.
+fn installed_exec_path(dir: &Path, settler: &mut Settler) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.is_absolute()
+        && !dir.to_string_lossy().contains(char::REPLACEMENT_CHARACTER)
+        && settler
+            .installed_file(&dir.join("git-status"))
+            .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
+        && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
+}
+
+/// Whether git, listing the absolute directory `dir` (`opendir`, so anyone may list it),
+/// surely finds `name` there as a command (a regular file with the owner's execute bit) that
+/// nothing in the sandbox can remove or change.
+fn stable_command(dir: &Path, name: &str, settler: &mut Settler) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.is_absolute()
+        && !dir.to_string_lossy().contains(char::REPLACEMENT_CHARACTER)
+        && settler
+            .stable_file(&dir.join(name))
+            .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
+        && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
 }
 
 /// The weighted edit distance from `a` (typed) to `b` (a candidate) (optimal string alignment): a swap
@@ -478,18 +323,64 @@ mod tests {
                 "{typed}"
             );
         }
-        // What git corrects to one builtin, as git 2.47 does.
+    }
+
+    #[test]
+    fn a_word_git_corrects_to_one_builtin_is_corrected_to_it() {
+        // As git 2.47 and 2.39 do.
         assert_eq!(competed("git psh"), ["push"]);
         assert_eq!(competed("git comit"), ["commit"]);
         assert_eq!(competed("git pusj"), ["push"]);
         assert_eq!(competed("git lg"), ["log"]);
-        // A sandbox's exec path may hold no builtins (an older git lists them from there):
-        // every builtin within reach is taken.
+    }
+
+    #[test]
+    fn builtins_some_git_lacks_do_not_outscore_a_correction() {
+        // An older git lists its commands from its exec path, with no `git-version` there:
+        // `versen` is `reset` to git 2.17 to 2.28 (found by review on 2026-12-07).
+        assert!(competed("git versen").contains(&"reset".to_owned()));
+        // And a builtin younger than 2.17 is an unknown command to an older git.
+        assert!(!competed("git restore").is_empty());
+        assert!(!competed("git for-each-repo").is_empty());
+    }
+
+    #[test]
+    fn an_exec_path_of_the_sandboxs_leaves_every_builtin_within_reach() {
+        // An older git lists its builtins from its exec path, which may then hold none.
         assert!(corrected("git --exec-path=/ws/empty pl").contains(&"push".to_owned()));
         let words = argv("git pl");
         let env: BTreeMap<String, String> = [("GIT_EXEC_PATH".to_owned(), "/ws".to_owned())].into();
         let found = corrections(&words, Some(&env), None);
         assert!(found.contains(&argv("git push")), "{found:?}");
+    }
+
+    #[test]
+    fn an_installed_exec_path_keeps_gits_builtins_competing() {
+        // git sets `GIT_EXEC_PATH` to its own for every hook and `!` alias (a seventh red-team
+        // pass: a hook's `git st` was denied as `git push`).
+        let ws = leaked_dir();
+        let installed = leaked_dir();
+        let file = installed.join("git-status");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A hard link of git, as every dashed builtin is.
+        std::fs::hard_link(&file, installed.join("git-log")).unwrap();
+        let with_exec_path = |dir: &Path| {
+            let env: BTreeMap<String, String> =
+                [("GIT_EXEC_PATH".to_owned(), dir.display().to_string())].into();
+            let mut settler = Settler::with_writable(ws);
+            corrections(&argv("git pl"), Some(&env), Some(&mut settler))
+        };
+        assert_eq!(with_exec_path(installed), Vec::<Vec<String>>::new());
+        // One the sandbox can change, or without git's builtins: every builtin within reach.
+        std::fs::write(ws.join("git-status"), "").unwrap();
+        std::fs::set_permissions(
+            ws.join("git-status"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        assert!(with_exec_path(ws).contains(&argv("git push")));
+        assert!(with_exec_path(leaked_dir()).contains(&argv("git push")));
     }
 
     #[test]

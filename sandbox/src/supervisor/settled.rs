@@ -159,6 +159,14 @@ impl Settler {
             .filter(|meta| meta.nlink() == 1)
     }
 
+    /// The file `path` names, as [`Settler::stable_file`] but with other links allowed: the
+    /// sandbox cannot remove it or rename it, though a link of it in a writable root could
+    /// change its mode (as it could that of git's own files: an installed program is such a
+    /// file, hard links and all).
+    pub fn installed_file(&mut self, path: &Path) -> Option<std::fs::Metadata> {
+        self.stable_at(path, true).map(|(_, meta)| meta)
+    }
+
     /// The regular file `path` resolves to through directories that cannot change (that anyone
     /// may search, where `for_anyone`), on a read-only mount that no writable mount shows and
     /// on no proc filesystem: its canonical path and `stat`.
