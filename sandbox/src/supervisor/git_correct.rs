@@ -65,9 +65,8 @@ pub fn corrections(
     });
     let competed = env.is_some()
         && !sub.contains(char::REPLACEMENT_CHARACTER)
-        && exec_dir.is_none_or(|dir| {
-            settler.is_some_and(|s| installed_exec_path(Path::new(dir), s))
-        });
+        && exec_dir
+            .is_none_or(|dir| settler.is_some_and(|s| installed_exec_path(Path::new(dir), s)));
     let possible: Vec<&str> = if competed {
         picked_among_builtins(&typed)
     } else {
