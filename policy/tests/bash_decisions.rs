@@ -401,6 +401,9 @@ fn global_options_before_a_subcommand_are_skipped() {
         ("npm stage -- approve 3f2a", STAGED, "allow"),
         ("npm stage --otp 1 approve 3f2a", STAGED, "allow"),
         ("npm stage list", "allow", "allow"),
+        // An eighth red-team pass.
+        ("python3 -m twine.__main__ upload dist/*", PUBLISH, "allow"),
+        ("python3 -m twine.commands upload", "allow", "allow"),
         ("npm stage --json list", "allow", "allow"),
         ("npm stage view 3f2a", "allow", "allow"),
         ("npm unpublish pkg@1.0.1", REGISTRY, "allow"),

@@ -44,6 +44,14 @@ fn git_under_another_name_is_still_git() {
             "ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" \"$(command -v git)\" push origin HEAD:main",
         ),
         (
+            "the dynamic loader with an option's value that would run nothing",
+            "ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" --library-path --list \"$(command -v git)\" push origin HEAD:main",
+        ),
+        (
+            "a valgrind tool run directly (it loads the program into its own process)",
+            "t=$(ls /usr/libexec/valgrind/none-*-linux /usr/lib/*/valgrind/none-*-linux /usr/lib/valgrind/none-*-linux 2>/dev/null | head -1); test -n \"$t\" || { echo no valgrind tool >&2; exit 99; }; VALGRIND_LIB=$(dirname \"$t\") VALGRIND_LAUNCHER=$(command -v valgrind) \"$t\" -q --tool=none \"$(command -v git)\" push origin HEAD:main",
+        ),
+        (
             "a renamed copy through the dynamic loader",
             "cp \"$(command -v git)\" ../other; ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" ../other push origin HEAD:main",
         ),
@@ -227,6 +235,14 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
         format!(
             "echo > e.js; printf 'NODE_\\rOPTIONS=--require {npm}#x\\r\\n' > envf; \
              node --env-file=envf ./e.js publish --dry-run"
+        ),
+        // `..` node resolves in the text, and a NODE_PATH an env file sets (review of the
+        // seventh pass's fixes).
+        format!("echo > e.js; node -r /nope/..{npm} ./e.js publish --dry-run"),
+        format!(
+            "echo > e.js; printf 'NODE_PATH={}\\nNODE_OPTIONS=-r npm-cli\\n' > envp; \
+             node --env-file=envp ./e.js publish --dry-run",
+            std::path::Path::new(&npm).parent().unwrap().display()
         ),
     ] {
         let r = super::exec_rules_programs::script_under_ci_locked(&e, &line);

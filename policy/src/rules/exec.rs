@@ -463,6 +463,16 @@ mod tests {
                 .decision,
             Decision::Allow
         );
+        // A word that runs nothing as the value of another option is that value (an eighth
+        // red-team pass pushed with these).
+        for line in [
+            "/lib64/ld-linux-x86-64.so.2 --library-path --list /usr/bin/git push",
+            "/lib64/ld-linux-x86-64.so.2 --argv0 --verify /usr/bin/git push",
+            "/lib64/ld-linux-x86-64.so.2 --audit --help /usr/bin/git push",
+            "timeout -s --help 5 git push",
+        ] {
+            assert_eq!(r.decide(&facts(line)).decision, Decision::Deny, "{line}");
+        }
     }
 
     #[test]

@@ -125,7 +125,8 @@ pub fn interpreter_names() -> Vec<&'static str> {
         .filter(|p| matches!(p.role, programs::Role::Interpreter { .. }))
         .flat_map(|p| p.names.iter().copied())
         .collect();
-    names.extend(["python3", "pypy3"]);
+    // valgrind loads the program it runs into its own process, as an interpreter does.
+    names.extend(["python3", "pypy3", "valgrind", "valgrind.bin"]);
     names
 }
 

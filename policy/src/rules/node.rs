@@ -46,34 +46,47 @@ pub fn node_env_files(argv: &[String]) -> Vec<String> {
 
 /// Every value an environment file (node's `--env-file` format, dotenv's) may give `key`, read
 /// as loosely as any node reads one (node 20.6 to 20.11 took `KEY: value`, a tab after
-/// `export`, and a key anywhere in a line): after each `key` followed by `=` or `:` (spaces
-/// and tabs around it; carriage returns anywhere dropped, as node drops them), the rest of the
-/// line, that up to a `#`, and a quoted value (which may span lines).
+/// `export`, a key anywhere in a line, any whitespace around the separator, a carriage return
+/// as a line break; node now drops carriage returns and expands `\n` in double quotes):
+/// after each `key` followed by `=` or `:`, the rest of the line (or of the next with a value),
+/// that up to a `#`, and a quoted value (which may span lines), with `\n` expanded too.
 pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
-    let text = &text.replace('\r', "");
+    let space = |c: char| c.is_ascii_whitespace() || c == '\x0b';
     let mut out = Vec::new();
-    for (at, _) in text.match_indices(key) {
-        let after = text[at + key.len()..].trim_start_matches([' ', '\t']);
-        let Some(value) = after.strip_prefix(['=', ':']) else {
-            continue;
-        };
-        let value = value.trim_start_matches([' ', '\t']);
-        let line = value.split('\n').next().unwrap_or_default();
-        out.push(line.trim_end().to_owned());
-        if let Some((before, _)) = line.split_once('#') {
-            out.push(before.trim_end().to_owned());
-        }
-        if let Some(quote) = value
-            .chars()
-            .next()
-            .filter(|c| matches!(c, '"' | '\'' | '`'))
-        {
-            let inside = &value[1..];
-            if let Some(close) = inside.find(quote) {
-                out.push(inside[..close].to_owned());
+    // A carriage return dropped (node now), or a line break (node 20.6 to 20.11).
+    for text in [text.replace('\r', ""), text.replace('\r', "\n")] {
+        for (at, _) in text.match_indices(key) {
+            let after = text[at + key.len()..].trim_start_matches(space);
+            let Some(value) = after.strip_prefix(['=', ':']) else {
+                continue;
+            };
+            // On the same line, or (any whitespace skipped) on a later one.
+            for value in [
+                value.trim_start_matches([' ', '\t']),
+                value.trim_start_matches(space),
+            ] {
+                let line = value.split('\n').next().unwrap_or_default();
+                out.push(line.trim_end().to_owned());
+                if let Some((before, _)) = line.split_once('#') {
+                    out.push(before.trim_end().to_owned());
+                }
+                if let Some(quote) = value
+                    .chars()
+                    .next()
+                    .filter(|c| matches!(c, '"' | '\'' | '`'))
+                {
+                    let inside = &value[1..];
+                    if let Some(close) = inside.find(quote) {
+                        out.push(inside[..close].to_owned());
+                        // node expands `\n` in a double-quoted value.
+                        out.push(inside[..close].replace("\\n", "\n"));
+                    }
+                }
             }
         }
     }
+    out.sort();
+    out.dedup();
     out
 }
 
@@ -82,14 +95,28 @@ pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
 /// `%XX` is a byte).
 pub fn node_specifiers(value: &str) -> Vec<String> {
     let mut out = vec![value.to_owned()];
-    let url = value
-        .strip_prefix("file://")
-        .map(|rest| rest.strip_prefix("localhost").unwrap_or(rest))
-        .or_else(|| value.strip_prefix("file:"));
-    let path = url.unwrap_or(value);
+    // As a URL parser reads it: spaces and controls around it dropped, tabs and line breaks
+    // in it dropped, the scheme in any case, `\` a `/`.
+    let cleaned: String = value
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .map(|c| if c == '\\' { '/' } else { c })
+        .collect();
+    let scheme = cleaned.get(..5).filter(|s| s.eq_ignore_ascii_case("file:"));
+    let path = match scheme {
+        Some(_) => {
+            let rest = &cleaned[5..];
+            match rest.strip_prefix("//") {
+                Some(host) => host.strip_prefix("localhost").unwrap_or(host),
+                None => rest,
+            }
+        }
+        None => &cleaned,
+    };
     let path = path.find(['?', '#']).map_or(path, |end| &path[..end]);
     if let Some(decoded) = percent_decoded(path)
-        && decoded != value
+        && !out.contains(&decoded)
     {
         out.push(decoded);
     }
@@ -166,6 +193,8 @@ fn preloads_in(words: &[String], out: &mut Vec<String>) {
             "--import",
             "--loader",
             "--experimental-loader",
+            // A test reporter is loaded into node's process with its arguments.
+            "--test-reporter",
         ],
     ));
 }
@@ -183,23 +212,32 @@ pub fn node_unread_option(argv: &[String], node_options: &[String]) -> Option<St
         return None;
     }
     let from_env = node_options.iter().flat_map(|o| node_options_words(o));
-    argv[1..]
-        .iter()
-        .cloned()
-        .chain(from_env)
-        .find(|word| UNREAD.contains(&word.split('=').next().unwrap_or_default()))
+    argv[1..].iter().cloned().chain(from_env).find(|word| {
+        let name = word.split('=').next().unwrap_or_default().replace('_', "-");
+        UNREAD.contains(&name.as_str())
+    })
 }
 
-/// The values of the options `names` among `words`: the next word, or after `=`.
+/// The values of the options `names` among `words`: the next word, or after `=`. node takes
+/// `_` for `-` in an option's name (`--experimental_loader`).
 fn values_of(words: &[String], names: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for (at, word) in words.iter().enumerate() {
-        if names.contains(&word.as_str()) {
-            out.extend(words.get(at + 1).cloned());
-        } else if let Some((name, value)) = word.split_once('=')
-            && names.contains(&name)
-        {
-            out.push(value.to_owned());
+        let (name, value) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word.as_str(), None),
+        };
+        let name = if name.starts_with("--") {
+            name.replace('_', "-")
+        } else {
+            name.to_owned()
+        };
+        if !names.contains(&name.as_str()) {
+            continue;
+        }
+        match value {
+            Some(value) => out.push(value.to_owned()),
+            None => out.extend(words.get(at + 1).cloned()),
         }
     }
     out
@@ -239,6 +277,14 @@ mod tests {
         assert_eq!(
             node_preloads(&argv("node --experimental-loader /n/npm-cli.js e.js"), &[]),
             ["/n/npm-cli.js"]
+        );
+        // node reads `_` as `-` in an option's name; a test reporter is loaded too.
+        assert_eq!(
+            node_preloads(
+                &argv("node --experimental_loader /n/a.js --test-reporter=/n/b.js"),
+                &[]
+            ),
+            ["/n/a.js", "/n/b.js"]
         );
         assert!(
             node_unread_option(&argv("node --experimental-default-config-file e.js"), &[])
@@ -280,6 +326,10 @@ mod tests {
             "/n/npm%2dcli.js",
             "/n/npm-cli.js?x",
             "/n/npm-cli.js#x",
+            "FILE:///n/npm-cli.js",
+            " /n/npm-cli.js",
+            "/n/npm-\tcli.js",
+            "\\n\\npm-cli.js",
         ] {
             assert!(
                 node_specifiers(value).contains(&"/n/npm-cli.js".to_owned()),
@@ -328,6 +378,28 @@ mod tests {
                 got.contains(&"--require /n/npm-cli.js".to_owned()),
                 "{text:?}: {got:?}"
             );
+        }
+        // More of what node reads (a review of the seventh pass's fixes).
+        for (text, want) in [
+            (
+                "NODE_OPTIONS=\"--require=./a\\n.js\"\n",
+                "--require=./a\n.js",
+            ),
+            (
+                "NODE_OPTIONS\n= --require /n/npm-cli.js\n",
+                "--require /n/npm-cli.js",
+            ),
+            (
+                "NODE_OPTIONS:\n--require /n/npm-cli.js\n",
+                "--require /n/npm-cli.js",
+            ),
+            (
+                "NODE_OPTIONS=--require /n/npm-cli.js\rjunk\n",
+                "--require /n/npm-cli.js",
+            ),
+        ] {
+            let got = dotenv_values(text, "NODE_OPTIONS");
+            assert!(got.contains(&want.to_owned()), "{text:?}: {got:?}");
         }
     }
 }

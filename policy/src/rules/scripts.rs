@@ -127,6 +127,14 @@ impl Explorer {
                     } else {
                         (Some(Word::literal(&w[at..])), rest.get(i + 1..))
                     };
+                    // `-m twine.__main__` is what `-m twine` runs (an eighth red-team pass).
+                    let module = module.map(|m| match m.as_literal() {
+                        Some(name) => match name.strip_suffix(".__main__") {
+                            Some(package) => Word::literal(package),
+                            None => m,
+                        },
+                        None => m,
+                    });
                     if let Some(module) = module {
                         let mut view = vec![module];
                         view.extend(args.unwrap_or_default().iter().cloned());

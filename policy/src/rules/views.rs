@@ -229,10 +229,7 @@ impl Explorer {
     ) {
         for start in program.operand_starts(rest) {
             let options = &rest[..start.min(rest.len())];
-            if options.iter().any(|w| {
-                w.as_literal()
-                    .is_some_and(|s| Program::has_option(s, program.special))
-            }) {
+            if program.runs_nothing(options) {
                 continue;
             }
             let mut at = start + positional;

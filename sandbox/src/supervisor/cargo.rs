@@ -9,11 +9,11 @@
 //! seen (SECURITY.md says so); what cargo then runs as a new process is decided at its exec.
 
 use std::collections::HashSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use bridle_policy::cargo_config::{self, Alias};
 
-use super::config_file::{self, ConfigFile};
+use super::config_file::{self, ConfigFile, lexical};
 
 /// The most config files read for one exec (includes included). Past it, what cargo's aliases
 /// say is unknown.
@@ -115,21 +115,6 @@ pub(super) fn aliases(argv: &[String], env: &[(String, String)], cwd: &Path) -> 
         env.iter()
             .filter_map(|(name, value)| cargo_config::env_alias(name, value)),
     );
-    out
-}
-
-/// `path` with `.` and `..` resolved in its text, as cargo resolves an include.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
     out
 }
 

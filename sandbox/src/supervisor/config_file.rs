@@ -4,7 +4,10 @@
 //! supervisor's, opens anything but a regular file, blocks on a FIFO or reads without bound.
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
+
+use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 use std::path::{Component, Path, PathBuf};
 
 /// The most bytes of one file; a larger one is unknown.
@@ -17,19 +20,27 @@ pub(super) enum ConfigFile {
     Text(String),
     /// Something the supervisor cannot read as the program would: a link to the process's own
     /// files (`/dev/stdin`, `/proc/self/fd/N` resolve to the supervisor's), one that does not
-    /// resolve, not a regular file, too large, not UTF-8.
+    /// resolve, not a regular file, too large, not UTF-8, or a failure to look it up other
+    /// than its absence.
     Unknown,
 }
 
 /// What the file at `place` (an absolute path) holds for a program reading it there.
 pub(super) fn read(place: &Path) -> ConfigFile {
-    // A program skips a file that is not there (cargo checks `exists()`; node's
-    // `--env-file-if-exists`); any other failure to look leaves it unknown.
+    // A program skips a file it cannot find (cargo checks `exists()`; node's
+    // `--env-file-if-exists`), and whatever the supervisor cannot look up, the process cannot
+    // either (it has no more rights). A failure of another kind leaves it unknown.
     match std::fs::symlink_metadata(place) {
         Ok(_) => {}
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
+                || [
+                    nix::libc::ENOTDIR,
+                    nix::libc::ENAMETOOLONG,
+                    nix::libc::ELOOP,
+                    nix::libc::EACCES,
+                ]
+                .contains(&e.raw_os_error().unwrap_or_default()) =>
         {
             return ConfigFile::Missing;
         }
@@ -48,7 +59,6 @@ pub(super) fn read(place: &Path) -> ConfigFile {
 /// followed (one swapped in since the resolution fails the open), its type checked before it
 /// is opened for reading (opening a device can do something), at most [`MAX_FILE_BYTES`].
 fn read_regular(real: &Path) -> Option<String> {
-    use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
@@ -58,7 +68,6 @@ fn read_regular(real: &Path) -> Option<String> {
     if !regular || u64::try_from(meta.st_size).map_or(true, |n| n > MAX_FILE_BYTES) {
         return None;
     }
-    use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
@@ -112,6 +121,22 @@ pub(super) fn resolve(path: &Path) -> Option<PathBuf> {
         }
     }
     Some(out)
+}
+
+/// `path` with `.` and `..` resolved in its text, as cargo resolves an include and node a
+/// path it loads.
+pub(super) fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -164,14 +164,16 @@ impl Supervisor {
                 continue;
             }
             let environment = env();
-            let options = node::options(pid, read, argv, &environment, &mut facts);
-            if let Some(option) = bridle_policy::rules::node_unread_option(argv, &options) {
+            let settings = node::options(pid, read, argv, &environment, &mut facts);
+            let options = &settings.options;
+            if let Some(option) = bridle_policy::rules::node_unread_option(argv, options) {
                 facts.opaque.get_or_insert_with(|| {
                     format!("what node preloads (`{option}` names a file of settings)")
                 });
             }
-            for preload in bridle_policy::rules::node_preloads(argv, &options) {
-                for name in self.preloaded_as(pid, read, &preload, environment.as_ref().ok()) {
+            for preload in bridle_policy::rules::node_preloads(argv, options) {
+                let env = environment.as_ref().ok();
+                for name in self.preloaded_as(pid, read, &preload, env, &settings.paths) {
                     // Past the cap a tail goes unread: what the preload runs is unknown.
                     if argv.len() > MAX_PRELOAD_TAILS + 1 {
                         facts.opaque.get_or_insert_with(|| {
@@ -197,11 +199,29 @@ impl Supervisor {
     /// an interpreter's program file or a file node preloads.
     /// `node`: the file is node's, which adds an extension to a name that is no file (`node
     /// .../bin/npm-cli publish` runs `npm-cli.js`).
-    fn known_as(&mut self, pid: Pid, read: &ExecRead, word: &str, node: bool) -> Vec<String> {
-        match operand_path(pid, read, word) {
-            Some(path) => self.known_path(path, node),
-            None => Vec::new(),
+    /// node resolves `..` in the text before it looks at the disk (`/nope/../x.js` is
+    /// `/x.js`; found by review on 2026-12-07), so for node that form is looked at too.
+    pub(super) fn known_as(
+        &mut self,
+        pid: Pid,
+        read: &ExecRead,
+        word: &str,
+        node: bool,
+    ) -> Vec<String> {
+        let Some(path) = operand_path(pid, read, word) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        if node {
+            let textual = super::config_file::lexical(&path);
+            if textual != path {
+                names = self.known_path(textual, true);
+            }
         }
+        names.extend(self.known_path(path, node));
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The known programs (not the loader) the file at `path` is (with node's extension where
@@ -290,9 +310,23 @@ pub(super) fn loader_runs(
     env: &dyn Fn() -> Result<tracee::Environment, tracee::Unreadable>,
 ) -> Option<String> {
     const RUNS_NOTHING: &[&str] = bridle_policy::rules::LOADER_RUNS_NOTHING;
-    let options = read.argv.iter().skip(1).take_while(|a| a.starts_with("--"));
-    if options.clone().any(|a| RUNS_NOTHING.contains(&a.as_str())) {
-        return None;
+    const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
+    // Among its options, not as the value of one (`--library-path --list git push` runs git;
+    // found by an eighth red-team pass).
+    let mut i = 1;
+    while let Some(word) = read
+        .argv
+        .get(i)
+        .filter(|w| w.starts_with("--") && *w != "--")
+    {
+        if RUNS_NOTHING.contains(&word.as_str()) {
+            return None;
+        }
+        i += if WITH_VALUE.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
     }
     if read.argv.len() < 2 {
         return None;

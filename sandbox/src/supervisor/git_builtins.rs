@@ -201,6 +201,11 @@ const NOT_DASHED: &[&str] = &[
     "version",
 ];
 
+/// Builtins that were scripts in some git since 2.17 (`rebase` before 2.20, `stash` before
+/// 2.22, `am`, `submodule`...): such a git runs them as an exec of `git-SUB` from its exec
+/// path, and with an exec path of the sandbox's, where it finds none, corrects them.
+const ONCE_SCRIPTS: &[&str] = &["am", "rebase", "stash", "submodule", "difftool", "bisect"];
+
 /// Builtins a build of git may leave out (Git 3.0's breaking changes drop them).
 const DEPRECATED: &[&str] = &["pack-redundant", "whatchanged"];
 
@@ -212,18 +217,25 @@ pub(super) const COMMON: &[&str] = &[
     "mv", "pull", "push", "rebase", "reset", "rm", "show", "status", "tag",
 ];
 
-/// Whether every git since 2.17 runs `sub` as a builtin: one younger, or one a build may leave
-/// out, is an unknown command to some git, which may correct it.
+/// Whether every git since 2.17 runs `sub` as a builtin, whatever its exec path: one
+/// younger, one a build may leave out, or one that was a script, is an unknown command to
+/// some git, which may correct it.
 pub(super) fn in_every_git(sub: &str) -> bool {
-    BUILTINS.contains(&sub)
-        && !RECENT.contains(&sub)
-        && !YOUNGER_THAN_2_17.contains(&sub)
-        && !DEPRECATED.contains(&sub)
+    has_everywhere(sub) && !ONCE_SCRIPTS.contains(&sub)
+}
+
+/// Whether every git since 2.17 knows `name` as one of its own commands (a builtin, or once
+/// a script in its exec path).
+fn has_everywhere(name: &str) -> bool {
+    BUILTINS.contains(&name)
+        && !RECENT.contains(&name)
+        && !YOUNGER_THAN_2_17.contains(&name)
+        && !DEPRECATED.contains(&name)
 }
 
 /// Whether every git since 2.17 weighs the builtin `name` as a candidate of its correction:
 /// it has it, and an older git, which lists its commands from its exec path, finds a
 /// `git-NAME` file there.
 pub(super) fn competes(name: &str) -> bool {
-    in_every_git(name) && !NOT_DASHED.contains(&name)
+    has_everywhere(name) && !NOT_DASHED.contains(&name)
 }

@@ -109,6 +109,7 @@ pub fn resolve(
     let mut found = resolve_in(names, path_var, more_dirs);
     by_name_programs(&mut found);
     corepack_entries(&mut found, names, path_var);
+    valgrind_tools(&mut found);
     if names.iter().any(|n| n == "git") {
         let mut git_dirs: Vec<PathBuf> = EXTRA_DIRS
             .iter()
@@ -141,6 +142,49 @@ pub fn resolve(
         }
     }
     found
+}
+
+/// Where valgrind keeps its tools, besides `libexec/valgrind` and `lib/valgrind` beside each
+/// valgrind found.
+const VALGRIND_DIRS: &[&str] = &[
+    "/usr/libexec/valgrind",
+    "/usr/lib/valgrind",
+    "/usr/lib/x86_64-linux-gnu/valgrind",
+    "/usr/lib/aarch64-linux-gnu/valgrind",
+    "/usr/local/libexec/valgrind",
+    "/usr/local/lib/valgrind",
+];
+
+/// valgrind's tools (`none-amd64-linux`, `memcheck-amd64-linux`, ...), which the launcher
+/// runs and which load the program into their own process like it: each is valgrind to the
+/// rules whatever it is called (an eighth red-team pass ran `none-amd64-linux --tool=none
+/// git push` directly).
+fn valgrind_tools(found: &mut Vec<KnownProgram>) {
+    let mut dirs: Vec<PathBuf> = VALGRIND_DIRS.iter().map(PathBuf::from).collect();
+    for k in found.iter().filter(|k| k.name.starts_with("valgrind")) {
+        if let Some(prefix) = k.path.parent().and_then(Path::parent) {
+            dirs.push(prefix.join("libexec/valgrind"));
+            dirs.push(prefix.join("lib/valgrind"));
+        }
+    }
+    let mut tools = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(MAX_GIT_DIR_ENTRIES) {
+            let name = entry.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| n.ends_with("-linux") && n.contains('-'))
+            {
+                tools.push(entry.path());
+            }
+        }
+    }
+    for tool in tools {
+        add_known(found, "valgrind", &tool);
+    }
 }
 
 /// Adds rustup's own file for each program found that is a link of it (a rustup proxy): such a

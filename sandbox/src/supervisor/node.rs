@@ -5,7 +5,7 @@
 //! `~/.node_modules`, `~/.node_libraries`), each with node's `.js`. A package's `package.json`
 //! is not followed: what it names is code node loads without an exec (SECURITY.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bridle_policy::rules::ExecFacts;
 use nix::unistd::Pid;
@@ -21,24 +21,28 @@ pub(super) const EXTENSIONS: [&str; 1] = [".js"];
 
 impl Supervisor {
     /// The known programs the file node preloads for `preload` (a `-r`/`--import` value) is,
-    /// wherever node may find it.
+    /// wherever node may find it; `node_paths`: the `NODE_PATH` values of its env files.
     pub(super) fn preloaded_as(
         &mut self,
         pid: Pid,
         read: &ExecRead,
         preload: &str,
         env: Option<&tracee::Environment>,
+        node_paths: &[String],
     ) -> Vec<String> {
         let mut names = Vec::new();
         for spec in bridle_policy::rules::node_specifiers(preload) {
             if bridle_policy::rules::is_node_path(&spec) {
-                if let Some(path) = operand_path(pid, read, &spec) {
-                    names.extend(self.known_path(path, true));
-                }
+                names.extend(self.known_as(pid, read, &spec, true));
                 continue;
             }
-            for dir in lookup_dirs(pid, read, env) {
-                names.extend(self.known_path(dir.join(&spec), true));
+            for dir in lookup_dirs(pid, read, env, node_paths) {
+                let path = dir.join(&spec);
+                let textual = config_file::lexical(&path);
+                if textual != path {
+                    names.extend(self.known_path(textual, true));
+                }
+                names.extend(self.known_path(path, true));
             }
         }
         names.sort();
@@ -48,10 +52,24 @@ impl Supervisor {
 }
 
 /// Where node looks for a bare name: `node_modules` in the working directory and each one
-/// above it, each `NODE_PATH` entry, `~/.node_modules` and `~/.node_libraries` (every value
-/// the environment gives those names).
-fn lookup_dirs(pid: Pid, read: &ExecRead, env: Option<&tracee::Environment>) -> Vec<PathBuf> {
+/// above it, each `NODE_PATH` entry (the environment's and `node_paths`, its env files'),
+/// `~/.node_modules`, `~/.node_libraries` and `lib/node` beside node's own directory.
+fn lookup_dirs(
+    pid: Pid,
+    read: &ExecRead,
+    env: Option<&tracee::Environment>,
+    node_paths: &[String],
+) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
+    let node = read.program(pid);
+    for file in [Some(node.clone()), std::fs::canonicalize(&node).ok()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(prefix) = file.parent().and_then(Path::parent) {
+            dirs.push(prefix.join("lib/node"));
+        }
+    }
     if let Ok(cwd) = read.cwd(pid) {
         dirs.extend(cwd.ancestors().map(|dir| dir.join("node_modules")));
     }
@@ -65,7 +83,7 @@ fn lookup_dirs(pid: Pid, read: &ExecRead, env: Option<&tracee::Environment>) -> 
         })
         .unwrap_or_default()
     };
-    for value in values("NODE_PATH") {
+    for value in values("NODE_PATH").iter().chain(node_paths) {
         for entry in value.split(':').filter(|e| !e.is_empty()) {
             dirs.extend(operand_path(pid, read, entry));
         }
@@ -87,8 +105,8 @@ pub(super) fn options(
     argv: &[String],
     env: &Result<tracee::Environment, tracee::Unreadable>,
     facts: &mut ExecFacts,
-) -> Vec<String> {
-    let mut out: Vec<String> = match env {
+) -> Settings {
+    let options = match env {
         Ok(env) => env
             .entries()
             .iter()
@@ -102,6 +120,10 @@ pub(super) fn options(
             Vec::new()
         }
     };
+    let mut out = Settings {
+        options,
+        paths: Vec::new(),
+    };
     for file in bridle_policy::rules::node_env_files(argv) {
         let text = match operand_path(pid, read, &file).map(|p| config_file::read(&p)) {
             Some(ConfigFile::Missing) => continue,
@@ -113,7 +135,18 @@ pub(super) fn options(
                 continue;
             }
         };
-        out.extend(bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS"));
+        out.options
+            .extend(bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS"));
+        out.paths
+            .extend(bridle_policy::rules::dotenv_values(&text, "NODE_PATH"));
     }
     out
+}
+
+/// What an exec of node is told besides its command line.
+pub(super) struct Settings {
+    /// Every `NODE_OPTIONS` it may see: the environment's and its env files'.
+    pub options: Vec<String>,
+    /// The `NODE_PATH` values of its env files (node looks there for a bare name too).
+    pub paths: Vec<String>,
 }

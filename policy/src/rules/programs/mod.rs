@@ -275,6 +275,37 @@ impl Program {
     }
 
     /// Whether `word` is (or, in a short cluster, contains) one of `options`.
+    /// Whether the leading `options` of a call include one that makes the program run nothing
+    /// (`--help`, ld.so's `--list`): not a value of another option (`ld.so --library-path
+    /// --list git push` runs git; found by an eighth red-team pass). A word that may be a
+    /// value (after an option that takes one, or a cluster holding one) is taken for one.
+    pub(crate) fn runs_nothing(&self, options: &[Word]) -> bool {
+        let takes_value = |s: &str| {
+            self.with_value.contains(&s)
+                || (s.starts_with('-')
+                    && !s.starts_with("--")
+                    && s.chars().skip(1).any(|c| {
+                        self.with_value
+                            .iter()
+                            .any(|o| o.len() == 2 && o.ends_with(c) && !o.starts_with("--"))
+                    }))
+        };
+        let mut i = 0;
+        while let Some(word) = options.get(i) {
+            let literal = word.as_literal();
+            if literal.is_some_and(|s| Program::has_option(s, self.special)) {
+                return true;
+            }
+            // A hidden word may be an option that takes the next word.
+            i += if literal.is_none_or(takes_value) {
+                2
+            } else {
+                1
+            };
+        }
+        false
+    }
+
     pub(super) fn has_option(word: &str, options: &[&str]) -> bool {
         options.iter().any(|o| {
             word == *o
