@@ -404,6 +404,19 @@ fn global_options_before_a_subcommand_are_skipped() {
         // An eighth red-team pass.
         ("python3 -m twine.__main__ upload dist/*", PUBLISH, "allow"),
         ("python3 -m twine.commands upload", "allow", "allow"),
+        ("python3 -m runpy twine upload dist/x", PUBLISH, "allow"),
+        ("python3 -m pdb -m twine upload dist/x", PUBLISH, "allow"),
+        (
+            "python3 -m cProfile -s time -m twine upload",
+            PUBLISH,
+            "allow",
+        ),
+        (
+            "python3 -m trace --count --module twine upload",
+            PUBLISH,
+            "allow",
+        ),
+        ("python3 -m pdb script.py", "allow", "allow"),
         ("npm stage --json list", "allow", "allow"),
         ("npm stage view 3f2a", "allow", "allow"),
         ("npm unpublish pkg@1.0.1", REGISTRY, "allow"),

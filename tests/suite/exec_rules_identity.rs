@@ -52,6 +52,10 @@ fn git_under_another_name_is_still_git() {
             "t=$(ls /usr/libexec/valgrind/none-*-linux /usr/lib/*/valgrind/none-*-linux /usr/lib/valgrind/none-*-linux 2>/dev/null | head -1); test -n \"$t\" || { echo no valgrind tool >&2; exit 99; }; VALGRIND_LIB=$(dirname \"$t\") VALGRIND_LAUNCHER=$(command -v valgrind) \"$t\" -q --tool=none \"$(command -v git)\" push origin HEAD:main",
         ),
         (
+            "a renamed copy run by valgrind (in its own process)",
+            "cp \"$(command -v git)\" ../vg-other; valgrind -q --tool=none ../vg-other push origin HEAD:main",
+        ),
+        (
             "a renamed copy through the dynamic loader",
             "cp \"$(command -v git)\" ../other; ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1); \"$ld\" ../other push origin HEAD:main",
         ),

@@ -50,9 +50,12 @@ pub fn node_env_files(argv: &[String]) -> Vec<String> {
 /// as a line break; node now drops carriage returns and expands `\n` in double quotes):
 /// after each `key` followed by `=` or `:`, the rest of the line (or of the next with a value),
 /// that up to a `#`, and a quoted value (which may span lines), with `\n` expanded too.
-pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
+/// `None` when the readings would pass [`MAX_DOTENV_BYTES`] (a file written to hold the key
+/// many times over on one line): what it sets is then unknown.
+pub fn dotenv_values(text: &str, key: &str) -> Option<Vec<String>> {
     let space = |c: char| c.is_ascii_whitespace() || c == '\x0b';
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    let mut bytes = 0;
     // A carriage return dropped (node now), or a line break (node 20.6 to 20.11).
     for text in [text.replace('\r', ""), text.replace('\r', "\n")] {
         for (at, _) in text.match_indices(key) {
@@ -66,6 +69,10 @@ pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
                 value.trim_start_matches(space),
             ] {
                 let line = value.split('\n').next().unwrap_or_default();
+                bytes += 4 * line.len() + value.len().min(MAX_DOTENV_BYTES);
+                if bytes > MAX_DOTENV_BYTES {
+                    return None;
+                }
                 out.push(line.trim_end().to_owned());
                 if let Some((before, _)) = line.split_once('#') {
                     out.push(before.trim_end().to_owned());
@@ -87,8 +94,11 @@ pub fn dotenv_values(text: &str, key: &str) -> Vec<String> {
     }
     out.sort();
     out.dedup();
-    out
+    Some(out)
 }
+
+/// The most bytes of readings [`dotenv_values`] gives for one file.
+pub const MAX_DOTENV_BYTES: usize = 8 << 20;
 
 /// The files a preload's value may name: as written, and read as the URL an `--import`
 /// specifier is (`file:` URLs, a relative or absolute path likewise: `?` and `#` end it,
@@ -104,12 +114,22 @@ pub fn node_specifiers(value: &str) -> Vec<String> {
         .map(|c| if c == '\\' { '/' } else { c })
         .collect();
     let scheme = cleaned.get(..5).filter(|s| s.eq_ignore_ascii_case("file:"));
+    let relative;
     let path = match scheme {
         Some(_) => {
             let rest = &cleaned[5..];
             match rest.strip_prefix("//") {
-                Some(host) => host.strip_prefix("localhost").unwrap_or(host),
-                None => rest,
+                // The host: `localhost` in any case or encoding is this machine (another
+                // fails in node); the path starts at the next `/`.
+                Some(host_and_path) => host_and_path
+                    .find('/')
+                    .map_or(host_and_path, |at| &host_and_path[at..]),
+                None if rest.starts_with('/') => rest,
+                // `file:bin/x.js` is relative to the working directory.
+                None => {
+                    relative = format!("./{rest}");
+                    &relative
+                }
             }
         }
         None => &cleaned,
@@ -327,6 +347,8 @@ mod tests {
             "/n/npm-cli.js?x",
             "/n/npm-cli.js#x",
             "FILE:///n/npm-cli.js",
+            "file://LOCALHOST/n/npm-cli.js",
+            "file://localhos%74/n/npm-cli.js",
             " /n/npm-cli.js",
             "/n/npm-\tcli.js",
             "\\n\\npm-cli.js",
@@ -338,6 +360,7 @@ mod tests {
             );
         }
         assert_eq!(node_specifiers("./a.js"), ["./a.js"]);
+        assert!(node_specifiers("file:bin/a.js").contains(&"./bin/a.js".to_owned()));
         assert!(is_node_path("./a") && is_node_path("/a") && is_node_path(".."));
         assert!(!is_node_path("npm-cli") && !is_node_path("npm/bin/npm-cli.js"));
     }
@@ -350,7 +373,7 @@ mod tests {
         );
         let text = "# comment\nFOO=1\nexport NODE_OPTIONS=\"--require /n/npm-cli.js\"\n\
                     NODE_OPTIONS = '--import\n/m.mjs' # later\nNODE_OPTIONSX=no\n";
-        let got = dotenv_values(text, "NODE_OPTIONS");
+        let got = dotenv_values(text, "NODE_OPTIONS").unwrap();
         assert!(
             got.contains(&"--require /n/npm-cli.js".to_owned()),
             "{got:?}"
@@ -362,7 +385,8 @@ mod tests {
         let got = dotenv_values(
             "NODE_\rOPTIONS=--requ\rire /n/npm-\rcli.js#x\r\n",
             "NODE_OPTIONS",
-        );
+        )
+        .unwrap();
         assert!(
             got.contains(&"--require /n/npm-cli.js".to_owned()),
             "{got:?}"
@@ -373,12 +397,15 @@ mod tests {
             "export\tNODE_OPTIONS=--require /n/npm-cli.js\n",
             "# NODE_OPTIONS=--require /n/npm-cli.js\n",
         ] {
-            let got = dotenv_values(text, "NODE_OPTIONS");
+            let got = dotenv_values(text, "NODE_OPTIONS").unwrap();
             assert!(
                 got.contains(&"--require /n/npm-cli.js".to_owned()),
                 "{text:?}: {got:?}"
             );
         }
+        // A file holding the key over and over is unknown, not read without bound.
+        let many = "NODE_OPTIONS=".repeat(100_000);
+        assert_eq!(dotenv_values(&many, "NODE_OPTIONS"), None);
         // More of what node reads (a review of the seventh pass's fixes).
         for (text, want) in [
             (
@@ -398,7 +425,7 @@ mod tests {
                 "--require /n/npm-cli.js",
             ),
         ] {
-            let got = dotenv_values(text, "NODE_OPTIONS");
+            let got = dotenv_values(text, "NODE_OPTIONS").unwrap();
             assert!(got.contains(&want.to_owned()), "{text:?}: {got:?}");
         }
     }

@@ -136,8 +136,10 @@ impl Explorer {
                         None => m,
                     });
                     if let Some(module) = module {
+                        let args = args.unwrap_or_default();
+                        self.module_runner(&module, args, stdin, depth);
                         let mut view = vec![module];
-                        view.extend(args.unwrap_or_default().iter().cloned());
+                        view.extend(args.iter().cloned());
                         self.explore(view, stdin, depth + 1);
                     }
                 }
@@ -148,6 +150,26 @@ impl Explorer {
         }
         if reads_stdin && let Some(stdin) = stdin {
             self.hidden(format!("the program `{name}` reads from {}", stdin.from));
+        }
+    }
+
+    /// Python's modules that run another module in their process (review, 2026-12-07):
+    /// `-m runpy twine upload`, and `-m pdb -m twine upload` (pdb, cProfile, profile; trace
+    /// with `--module`) are `twine upload`.
+    fn module_runner(&mut self, module: &Word, args: &[Word], stdin: Option<&Stdin>, depth: usize) {
+        let next = |flags: &[&str]| {
+            args.iter()
+                .position(|w| w.as_literal().is_some_and(|s| flags.contains(&s)))
+                .map(|at| args[at + 1..].to_vec())
+        };
+        let inner = match module.as_literal() {
+            Some("runpy") => Some(args.to_vec()),
+            Some("pdb" | "cProfile" | "profile") => next(&["-m"]),
+            Some("trace") => next(&["-m", "--module"]),
+            _ => None,
+        };
+        if let Some(inner) = inner.filter(|i| !i.is_empty()) {
+            self.explore(inner, stdin, depth + 1);
         }
     }
 

@@ -10,6 +10,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 use std::path::{Component, Path, PathBuf};
 
+/// The longest name of one directory entry (the kernel's `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
 /// The most bytes of one file; a larger one is unknown.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -21,26 +24,24 @@ pub(super) enum ConfigFile {
     /// Something the supervisor cannot read as the program would: a link to the process's own
     /// files (`/dev/stdin`, `/proc/self/fd/N` resolve to the supervisor's), one that does not
     /// resolve, not a regular file, too large, not UTF-8, or a failure to look it up other
-    /// than its absence.
+    /// than its absence or a name no process could open.
     Unknown,
 }
 
 /// What the file at `place` (an absolute path) holds for a program reading it there.
 pub(super) fn read(place: &Path) -> ConfigFile {
-    // A program skips a file it cannot find (cargo checks `exists()`; node's
-    // `--env-file-if-exists`), and whatever the supervisor cannot look up, the process cannot
-    // either (it has no more rights). A failure of another kind leaves it unknown.
+    // A program skips a file that is not there (cargo checks `exists()`; node's
+    // `--env-file-if-exists`), or whose name no process could open (a component longer than
+    // the kernel's limit: cargo's inline `--config` values are looked up as paths first). Any
+    // other failure leaves it unknown: the process may reach it where the supervisor cannot
+    // (relative to its working directory, through a directory it may search but not read).
     match std::fs::symlink_metadata(place) {
         Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ConfigFile::Missing,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => return ConfigFile::Missing,
         Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || [
-                    nix::libc::ENOTDIR,
-                    nix::libc::ENAMETOOLONG,
-                    nix::libc::ELOOP,
-                    nix::libc::EACCES,
-                ]
-                .contains(&e.raw_os_error().unwrap_or_default()) =>
+            if e.raw_os_error() == Some(nix::libc::ENAMETOOLONG)
+                && place.components().any(|c| c.as_os_str().len() > NAME_MAX) =>
         {
             return ConfigFile::Missing;
         }

@@ -156,6 +156,36 @@ impl Supervisor {
                 }
             }
         }
+        // valgrind loads the program it runs into its own process: that program is decided as
+        // the file it is too (`valgrind ./copy-of-git push`; found by review on 2026-12-07).
+        for argv in std::iter::once(&read.argv).chain(renamed.iter()) {
+            let Some(at) = valgrind_program(argv) else {
+                continue;
+            };
+            let word = &argv[at];
+            let names = if word.contains('/') {
+                self.known_as(pid, read, word, false)
+            } else {
+                // valgrind looks for a bare name on `PATH`.
+                let path = env().ok().and_then(|e| e.get("PATH").cloned());
+                let mut names = Vec::new();
+                for dir in path
+                    .unwrap_or_default()
+                    .split(':')
+                    .filter(|d| !d.is_empty())
+                {
+                    if let Some(dir) = operand_path(pid, read, dir) {
+                        names.extend(self.known_path(dir.join(word), false));
+                    }
+                }
+                names
+            };
+            for name in names {
+                let mut instead = vec![name];
+                instead.extend(argv[at + 1..].iter().cloned());
+                facts.instead.push(instead);
+            }
+        }
         // node's preloads run in its process with its arguments: each is decided as the
         // program it is, with each tail of the arguments (what it takes for its own depends
         // on the program).
@@ -246,6 +276,24 @@ impl Supervisor {
         names.retain(|n| n != LOADER);
         names
     }
+}
+
+/// For an exec of valgrind (by the name it is called), the index of the program it runs: its
+/// first word after its options (every option of valgrind's is one word, `--NAME=VALUE`).
+fn valgrind_program(argv: &[String]) -> Option<usize> {
+    let name = argv.first()?.rsplit('/').next()?;
+    if !matches!(name, "valgrind" | "valgrind.bin") {
+        return None;
+    }
+    let at = argv
+        .iter()
+        .skip(1)
+        .position(|w| !w.starts_with('-') || w == "--")?
+        + 1;
+    if argv[at] == "--" {
+        return (at + 1 < argv.len()).then_some(at + 1);
+    }
+    Some(at)
 }
 
 /// The most tails of node's arguments decided for one preloaded program.

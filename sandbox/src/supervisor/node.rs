@@ -135,10 +135,16 @@ pub(super) fn options(
                 continue;
             }
         };
-        out.options
-            .extend(bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS"));
-        out.paths
-            .extend(bridle_policy::rules::dotenv_values(&text, "NODE_PATH"));
+        let options = bridle_policy::rules::dotenv_values(&text, "NODE_OPTIONS");
+        let paths = bridle_policy::rules::dotenv_values(&text, "NODE_PATH");
+        let (Some(options), Some(paths)) = (options, paths) else {
+            facts.opaque.get_or_insert_with(|| {
+                format!("what node preloads (`{file}` sets NODE_OPTIONS too many times over)")
+            });
+            continue;
+        };
+        out.options.extend(options);
+        out.paths.extend(paths);
     }
     out
 }

@@ -38,15 +38,10 @@ pub const LOADER_WITH_VALUE: &[&str] = &[
     "--glibc-hwcaps-mask",
 ];
 
-/// The dynamic loader's options (run as a program) with which it runs no program.
-pub const LOADER_RUNS_NOTHING: &[&str] = &[
-    "--list",
-    "--verify",
-    "--help",
-    "--version",
-    "--list-tunables",
-    "--list-diagnostics",
-];
+/// The dynamic loader's options (run as a program) with which it runs no program, in every
+/// glibc: before 2.33 `--help`, `--version`, `--list-tunables` and `--list-diagnostics` were no
+/// options, and a file of that name ran (found by review on 2026-12-07).
+pub const LOADER_RUNS_NOTHING: &[&str] = &["--list", "--verify"];
 
 /// How a program runs other commands, or hides what it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
