@@ -166,14 +166,19 @@ impl Supervisor {
             let names = if word.contains('/') {
                 self.known_as(pid, read, word, false)
             } else {
-                // valgrind looks for a bare name on `PATH`.
-                let path = env().ok().and_then(|e| e.get("PATH").cloned());
+                // valgrind looks for a bare name on `PATH`; with no environment to read, what
+                // it runs is unknown.
+                let path = match env() {
+                    Ok(e) => e.get("PATH").cloned().unwrap_or_default(),
+                    Err(why) => {
+                        facts.opaque.get_or_insert_with(|| {
+                            format!("the program valgrind runs (its environment: {})", why.0)
+                        });
+                        String::new()
+                    }
+                };
                 let mut names = Vec::new();
-                for dir in path
-                    .unwrap_or_default()
-                    .split(':')
-                    .filter(|d| !d.is_empty())
-                {
+                for dir in path.split(':').filter(|d| !d.is_empty()) {
                     if let Some(dir) = operand_path(pid, read, dir) {
                         names.extend(self.known_path(dir.join(word), false));
                     }

@@ -49,7 +49,8 @@ pub fn corrections(
         return Vec::new();
     };
     let builtin = git_builtins::in_every_git(sub);
-    if builtin || runs_external(sub, exec_path(argv), env, settler.as_deref_mut()) {
+    let option = exec_path(argv);
+    if builtin || runs_external(sub, option, env, settler.as_deref_mut()) {
         return Vec::new();
     }
     let typed = bytes_at_least(sub);
@@ -58,7 +59,7 @@ pub fn corrections(
     // installed one (git sets `GIT_EXEC_PATH` to its own for every hook and `!` alias; found
     // by a seventh red-team pass, where a hook's `git st` was denied); and `sub` must be read
     // as git reads it.
-    let exec_dir = exec_path(argv).or_else(|| {
+    let exec_dir = option.or_else(|| {
         env.and_then(|e| e.get("GIT_EXEC_PATH"))
             .map(String::as_str)
             .filter(|d| !d.is_empty())
@@ -180,25 +181,28 @@ fn runs_external(
 /// holds git's `git-status` (a hard link of git, like every dashed builtin) on a mount the
 /// sandbox cannot write, in a directory anyone may list.
 fn installed_exec_path(dir: &Path, settler: &mut Settler) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    dir.is_absolute()
-        && !dir.to_string_lossy().contains(char::REPLACEMENT_CHARACTER)
-        && settler
-            .installed_file(&dir.join("git-status"))
-            .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
-        && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
+    command_in(dir, "git-status", settler, Settler::installed_file)
 }
 
 /// Whether git, listing the absolute directory `dir` (`opendir`, so anyone may list it),
 /// surely finds `name` there as a command (a regular file with the owner's execute bit) that
 /// nothing in the sandbox can remove or change.
 fn stable_command(dir: &Path, name: &str, settler: &mut Settler) -> bool {
+    command_in(dir, name, settler, Settler::stable_file)
+}
+
+/// Whether `dir` (absolute, read as git reads it, listable by anyone) holds `name` with the
+/// owner's execute bit, as `file` finds it for good.
+fn command_in(
+    dir: &Path,
+    name: &str,
+    settler: &mut Settler,
+    file: fn(&mut Settler, &Path) -> Option<std::fs::Metadata>,
+) -> bool {
     use std::os::unix::fs::PermissionsExt;
     dir.is_absolute()
         && !dir.to_string_lossy().contains(char::REPLACEMENT_CHARACTER)
-        && settler
-            .stable_file(&dir.join(name))
-            .is_some_and(|m| m.permissions().mode() & 0o100 != 0)
+        && file(settler, &dir.join(name)).is_some_and(|m| m.permissions().mode() & 0o100 != 0)
         && std::fs::canonicalize(dir).is_ok_and(|d| settler.listable_by_anyone(&d))
 }
 

@@ -149,6 +149,7 @@ pub fn resolve(
 const VALGRIND_DIRS: &[&str] = &[
     "/usr/libexec/valgrind",
     "/usr/lib/valgrind",
+    "/usr/lib64/valgrind",
     "/usr/lib/x86_64-linux-gnu/valgrind",
     "/usr/lib/aarch64-linux-gnu/valgrind",
     "/usr/local/libexec/valgrind",

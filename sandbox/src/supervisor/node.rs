@@ -31,12 +31,14 @@ impl Supervisor {
         node_paths: &[String],
     ) -> Vec<String> {
         let mut names = Vec::new();
+        let mut dirs = None;
         for spec in bridle_policy::rules::node_specifiers(preload) {
             if bridle_policy::rules::is_node_path(&spec) {
                 names.extend(self.known_as(pid, read, &spec, true));
                 continue;
             }
-            for dir in lookup_dirs(pid, read, env, node_paths) {
+            let dirs = dirs.get_or_insert_with(|| lookup_dirs(pid, read, env, node_paths));
+            for dir in dirs.iter() {
                 let path = dir.join(&spec);
                 let textual = config_file::lexical(&path);
                 if textual != path {

@@ -269,7 +269,6 @@ impl Program {
         )
     }
 
-    /// Whether `word` is (or, in a short cluster, contains) one of `options`.
     /// Whether the leading `options` of a call include one that makes the program run nothing
     /// (`--help`, ld.so's `--list`): not a value of another option (`ld.so --library-path
     /// --list git push` runs git; found by an eighth red-team pass). A word that may be a
@@ -301,6 +300,7 @@ impl Program {
         false
     }
 
+    /// Whether `word` is (or, in a short cluster, contains) one of `options`.
     pub(super) fn has_option(word: &str, options: &[&str]) -> bool {
         options.iter().any(|o| {
             word == *o
