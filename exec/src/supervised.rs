@@ -236,6 +236,7 @@ mod tests {
             rule: Some("ask-git-push".into()),
             reason: "r".into(),
             same_as: Vec::new(),
+            seen_as: None,
             ancestry: Vec::new(),
             outcome: ExecOutcome::Refused,
             answer: None,

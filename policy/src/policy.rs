@@ -39,7 +39,7 @@ pub struct Layer {
 pub struct Limits {
     /// RLIMIT_NPROC.
     pub processes: Sourced<Limit>,
-    /// RLIMIT_AS, bytes.
+    /// RLIMIT_DATA, bytes.
     pub memory: Sourced<Limit>,
     /// RLIMIT_FSIZE, bytes.
     pub file_size: Sourced<Limit>,

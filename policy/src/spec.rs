@@ -33,7 +33,8 @@ pub enum SeccompProfile {
 pub struct ResourceLimits {
     /// RLIMIT_NPROC.
     pub processes: Option<u64>,
-    /// RLIMIT_AS in bytes.
+    /// RLIMIT_DATA in bytes: the memory a process writes to (heap, private writable
+    /// mappings), not the address space it reserves.
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes.
     pub file_size_bytes: Option<u64>,

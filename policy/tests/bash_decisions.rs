@@ -604,7 +604,7 @@ fn reasons_name_the_rule_and_what_was_hidden() {
     assert_eq!(v.decision, Decision::Deny);
     assert_eq!(
         v.reason,
-        "`git -C . push origin` denied by rule `deny-git-push` (profiles/ci-locked.yaml:22:13): CI agents do not publish; the pipeline pushes after review"
+        "`git -C . push origin` (as `git push origin`) denied by rule `deny-git-push` (profiles/ci-locked.yaml:22:13): CI agents do not publish; the pipeline pushes after review"
     );
     let ws = text_only_plan("workstation");
     let v = ws.decide_bash("git $sub origin");

@@ -38,6 +38,7 @@ fn rule(id: &str, origin: Origin) -> DecidedBy {
     DecidedBy::Rule {
         id: id.to_owned(),
         origin,
+        seen_as: None,
     }
 }
 
@@ -352,22 +353,45 @@ fn git_push_is_denied_under_ci_locked_by_its_rule() {
 #[test]
 fn wrapped_git_push_is_still_denied() {
     let plan = shipped_plan("ci-locked");
-    for cmd in [
-        "env X=1 git push",
-        "env -i PATH=/bin git send-pack origin",
-        "nice -n 10 git push",
-        "timeout 5 git push",
-        "nohup /usr/bin/git push --force",
-        "command git push",
+    for (cmd, seen_as) in [
+        ("env X=1 git push", "git push"),
+        (
+            "env -i PATH=/bin git send-pack origin",
+            "git send-pack origin",
+        ),
+        ("nice -n 10 git push", "git push"),
+        ("timeout 5 git push", "git push"),
+        (
+            "nohup /usr/bin/git push --force",
+            "/usr/bin/git push --force",
+        ),
+        ("command git push", "git push"),
+        ("git -c alias.p=push p origin", "git push origin"),
+        ("env -S 'git push origin'", "git push origin"),
     ] {
         let verdict = exec(&plan, cmd);
         assert_eq!(verdict.decision, Decision::Deny, "{cmd}");
+        // The reason says what the rule saw as well as the command.
         assert_eq!(
             verdict.by,
-            rule("deny-git-push", ci("deny-git-push\n")),
+            DecidedBy::Rule {
+                id: "deny-git-push".into(),
+                origin: ci("deny-git-push\n"),
+                seen_as: Some(seen_as.into()),
+            },
             "{cmd}"
         );
+        assert!(
+            verdict
+                .reason
+                .contains(&format!("(as `{seen_as}`) denied by rule")),
+            "{cmd}: {}",
+            verdict.reason
+        );
     }
+    // A command that is what the rule names says nothing more.
+    let verdict = exec(&plan, "git push origin main");
+    assert_eq!(verdict.by, rule("deny-git-push", ci("deny-git-push\n")));
 }
 
 #[test]

@@ -164,6 +164,37 @@ fn file_size_limit_stops_a_large_write() {
     assert_eq!(r.value("file_blocks"), "2048");
 }
 
+/// `memory` bounds the memory a process writes to, not the address space it reserves: a
+/// large reservation (as a WebAssembly memory or a JVM heap makes) works, writing more than the
+/// limit fails (a UX pass on 2026-12-07 found Node's `fetch` failing under the address-space
+/// limit `memory` was).
+#[test]
+fn memory_limit_stops_writing_memory_not_reserving_address_space() {
+    let e = ExecEnv::new();
+    let profile = e.profile(
+        "memory.yaml",
+        "extends: workspace-write\nlimits:\n  memory: 256MiB\n",
+    );
+    let r = run_bounded(&mut e.exec_cmd(
+        &["--profile", &profile],
+        &[],
+        &[
+            "/usr/bin/python3",
+            "-c",
+            "import mmap\n\
+             reserved = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n\
+             print('reserved=%d' % (len(reserved) >> 30))\n\
+             try:\n    written = bytearray(512 << 20)\n    print('written=yes')\n\
+             except MemoryError:\n    print('written=no')\n\
+             small = bytearray(64 << 20)\nprint('small=yes')",
+        ],
+    ));
+    r.assert_ok();
+    assert_eq!(r.value("reserved"), "4", "{}", r.stderr);
+    assert_eq!(r.value("written"), "no", "{}", r.stderr);
+    assert_eq!(r.value("small"), "yes", "{}", r.stderr);
+}
+
 #[test]
 fn open_files_limit_stops_descriptor_hoarding() {
     let e = ExecEnv::new();

@@ -104,6 +104,41 @@ fn git_under_another_name_is_still_git() {
 }
 
 #[test]
+fn a_copy_of_git_as_the_command_itself_is_denied_naming_the_rule() {
+    // The command's own exec, which the text cannot see as git: one line naming the rule (a
+    // UX pass on 2026-12-07 found only `cannot run ...: Permission denied`), exit 126.
+    use std::os::unix::fs::PermissionsExt;
+    let e = with_remote();
+    let tool = e.workspace.join("tool");
+    std::fs::copy(host_git(), &tool).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = run_within(
+        &mut e.exec_cmd(
+            &["--profile", "ci-locked"],
+            &[],
+            &["./tool", "-C", "repo", "push", "origin", "HEAD:main"],
+        ),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(126), "{}", r.stderr);
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("bridle:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", r.stderr);
+    assert!(
+        lines[0].starts_with(&format!(
+            "bridle: rule deny-git-push denied exec of {} -C repo push origin HEAD:main (it is git, as git push origin HEAD:main) (pid ",
+            tool.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_pushed(&e, "a copy of git as the command");
+}
+
+#[test]
 fn a_file_replaced_by_a_copy_of_git_after_its_first_exec_is_git() {
     // The supervisor remembers what a file of git's size is (its digest) between execs: a
     // change to the file must not leave it known as something else.
@@ -135,13 +170,59 @@ fn a_file_replaced_by_a_copy_of_git_after_its_first_exec_is_git() {
     );
     assert!(r.stdout.contains("first-ran"), "{}\n{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("bridle: rule deny-git-push") && r.stderr.contains("(it is git)"),
+        r.stderr.contains("bridle: rule deny-git-push") && r.stderr.contains("(it is git,"),
         "the copy of git was not recognised:\n{}\n{}",
         r.stdout,
         r.stderr
     );
     assert_eq!(r.value("second"), "126", "{}", r.stderr);
     assert_nothing_pushed(&e, "a file replaced by a copy of git");
+}
+
+#[test]
+fn a_copy_of_git_restored_through_a_dirty_mapping_after_its_digest_is_git() {
+    // A writable file's change time does not follow its content: a write through a page that a
+    // shared mapping already made dirty changes no timestamp (on tmpfs no mapped write does).
+    // A red-team pass on 2026-12-07 pushed so: the copy digested as "not git" while one byte
+    // was flipped (the exec failing, the mapping open), then the byte restored through the
+    // same page, then the copy run as git.
+    let e = with_remote();
+    let name = script(
+        &e,
+        "remapped.sh",
+        r#"cp "$(command -v git)" ./g
+python3 - <<'PY'
+import mmap, os, subprocess, time
+fd = os.open("g", os.O_RDWR)
+m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+os.close(fd)
+at = 0x1000
+byte = m[at]
+m[at] = byte ^ 0xFF
+time.sleep(3)
+try:
+    subprocess.run(["./g", "version"])
+except OSError as e:
+    print("digested:", e.errno)
+m[at] = byte
+m.close()
+PY
+cmp -s g "$(command -v git)" && echo restored=yes
+./g push origin HEAD:main; echo pushed=$?"#,
+    );
+    let r = run_within(
+        &mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(r.stdout.contains("digested:"), "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("restored"), "yes", "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("pushed"), "126", "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("bridle: rule deny-git-push") && r.stderr.contains("it is git"),
+        "{}",
+        r.stderr
+    );
+    assert_nothing_pushed(&e, "a copy of git restored through a dirty mapping");
 }
 
 #[test]

@@ -25,13 +25,16 @@ fn git_status_commit_and_log_keep_working_under_ci_locked() {
         "work.sh",
         // The common alias `git st` (a sixth red-team pass found it denied as `git push`), also
         // run by git itself, which sets `GIT_EXEC_PATH` (a seventh).
-        "set -e\necho change >> README\ngit status --short\ngit -c alias.st=status st --short\ngit -c alias.st=status -c alias.x='!git st --short' x\ngit -c user.name=t -c user.email=t@e commit -qam change\ngit log --oneline | wc -l",
+        // An alias given on the command line whose name git could correct to `push` (a UX
+        // pass on 2026-12-07): git runs the alias, it corrects nothing.
+        "set -e\necho change >> README\ngit status --short\ngit -c alias.st=status st --short\ngit -c alias.st=status -c alias.x='!git st --short' x\ngit -c alias.ps=status ps --short\ngit -c user.name=t -c user.email=t@e commit -qam change\ngit log --oneline | wc -l",
     );
     let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &[&name]));
     r.assert_ok();
     assert_no_exec_denied(&r, "git");
     assert!(
-        r.stdout.contains(" M README\n M README\n M README\n"),
+        r.stdout
+            .contains(" M README\n M README\n M README\n M README\n"),
         "{}",
         r.stdout
     );
@@ -73,6 +76,37 @@ fn make_with_a_c_compiler_keeps_working_under_ci_locked() {
     r.assert_ok();
     assert_no_exec_denied(&r, "make");
     assert!(r.stdout.contains("built"), "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn ldd_and_the_loaders_own_options_keep_working_under_ci_locked() {
+    // `ldd` runs the loader with `--version` (a UX pass on 2026-12-07 found it asking, so
+    // denied); a loader that knows the option runs nothing with it. An option it does not know
+    // still leaves what it loads unknown: that asks, so it is denied with nobody to ask.
+    let e = ExecEnv::new();
+    e.write(
+        "loader.sh",
+        "ld=$(ls /lib64/ld-linux-*.so.* /lib/ld-linux-*.so.* 2>/dev/null | head -1)
+         ldd /bin/sh >/dev/null; echo ldd=$?
+         \"$ld\" --version >/dev/null; echo version=$?
+         \"$ld\" --help >/dev/null; echo help=$?
+         \"$ld\" --no-such-option /bin/true; echo unknown=$?
+",
+    );
+    let r = run_bounded(&mut e.exec_cmd(&["--profile", "ci-locked"], &[], &["sh", "loader.sh"]));
+    for (key, want) in [
+        ("ldd", "0"),
+        ("version", "0"),
+        ("help", "0"),
+        ("unknown", "126"),
+    ] {
+        assert_eq!(r.value(key), want, "{key}:\n{}\n{}", r.stdout, r.stderr);
+    }
+    assert!(
+        r.stderr.contains("needs approval") && !r.stderr.contains("--version"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

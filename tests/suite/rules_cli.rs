@@ -184,7 +184,7 @@ fn explain_bash_prints_the_decision_and_exits_0_allow_1_deny_3_ask() {
     r.assert_code(1);
     assert!(
         r.stdout
-            .starts_with("deny: `git -C . push` denied by rule `deny-git-push`"),
+            .starts_with("deny: `git -C . push` (as `git push`) denied by rule `deny-git-push`"),
         "{}",
         r.stdout
     );

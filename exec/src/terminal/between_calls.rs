@@ -179,6 +179,7 @@ mod tests {
             rule: Some("ask-push".into()),
             reason: "rule ask-push".into(),
             same_as: Vec::new(),
+            seen_as: None,
             ancestry: Vec::new(),
             outcome,
             answer: Some("not approved".into()),

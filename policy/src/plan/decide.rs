@@ -122,6 +122,7 @@ impl Plan {
                 rule.decision,
                 rule.justification.as_deref(),
                 &format!("write to `{shown}`"),
+                None,
             );
         }
         verdict
@@ -198,6 +199,7 @@ pub(crate) fn rule_verdict(
     decision: Decision,
     justification: Option<&str>,
     subject: &str,
+    seen_as: Option<&str>,
 ) -> Verdict {
     let verb = match decision {
         Decision::Allow => "allowed",
@@ -205,12 +207,14 @@ pub(crate) fn rule_verdict(
         Decision::Deny => "denied",
     };
     let why = justification.map(|j| format!(": {j}")).unwrap_or_default();
+    let seen = seen_as.map(|v| format!(" (as `{v}`)")).unwrap_or_default();
     Verdict {
         decision,
         by: DecidedBy::Rule {
             id: id.to_owned(),
             origin: origin.clone(),
+            seen_as: seen_as.map(str::to_owned),
         },
-        reason: format!("{subject} {verb} by rule `{id}` ({origin}){why}"),
+        reason: format!("{subject}{seen} {verb} by rule `{id}` ({origin}){why}"),
     }
 }

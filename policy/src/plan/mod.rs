@@ -79,6 +79,10 @@ pub enum DecidedBy {
         id: String,
         /// Where the rule was written.
         origin: Origin,
+        /// What the rule matched, where that is not the command as written: `git push` for
+        /// `git -c alias.p=push p`, `env -S 'git push'` or a renamed copy of git.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seen_as: Option<String>,
     },
     /// A protected path inside a writable root.
     ProtectedPath {

@@ -14,10 +14,41 @@ pub const MAX_NESTING: usize = 4;
 /// What the rules found.
 #[derive(Debug, Default)]
 pub(crate) struct Findings<'r> {
-    /// The strictest rule some view matched, and the command it matched.
-    pub matched: Option<(&'r CommandRule, String)>,
+    /// The strictest rule some view matched, and where.
+    pub matched: Option<Match<'r>>,
     /// A hidden part an `ask`/`deny` rule could match: the one with the strictest such rule.
     pub hidden: Option<HiddenFinding<'r>>,
+}
+
+/// A rule some view of a command matched.
+#[derive(Debug)]
+pub(crate) struct Match<'r> {
+    pub rule: &'r CommandRule,
+    /// The command it is part of.
+    pub subject: String,
+    /// The view it matched, where that is not the command as written (a wrapper's command,
+    /// an alias expanded, another name of the program).
+    pub seen_as: Option<String>,
+}
+
+/// A view as one line: its words, quoted where a shell would need it; a hidden word as what
+/// it starts with and `...`.
+fn shown(view: &[Word]) -> String {
+    let words: Vec<String> = view
+        .iter()
+        .map(|w| match w {
+            Word::Literal(s)
+                if !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c)) =>
+            {
+                s.clone()
+            }
+            Word::Literal(s) => format!("'{}'", s.replace('\'', r"'\''")),
+            Word::Hidden(h) => format!("{}...", h.prefix),
+        })
+        .collect();
+    shell::short(&words.join(" "))
 }
 
 /// A part of a command the rules cannot see, and every `ask`/`deny` rule it could match.
@@ -72,7 +103,15 @@ fn fit<'w>(rule: &CommandRule, view: &'w [Word]) -> Fit<'w> {
 }
 
 impl<'r> Findings<'r> {
-    pub(super) fn see(&mut self, rules: &'r [CommandRule], view: &[Word], subject: &str) {
+    /// Matches `view` of a command as `written` (the same words for a view that is the
+    /// command itself) against the rules.
+    pub(super) fn see(
+        &mut self,
+        rules: &'r [CommandRule],
+        view: &[Word],
+        written: &[Word],
+        subject: &str,
+    ) {
         for rule in rules {
             match fit(rule, view) {
                 Fit::No => {}
@@ -80,9 +119,13 @@ impl<'r> Findings<'r> {
                     if self
                         .matched
                         .as_ref()
-                        .is_none_or(|(best, _)| rule.decision > best.decision)
+                        .is_none_or(|best| rule.decision > best.rule.decision)
                     {
-                        self.matched = Some((rule, subject.to_owned()));
+                        self.matched = Some(Match {
+                            rule,
+                            subject: subject.to_owned(),
+                            seen_as: (view != written).then(|| shown(view)),
+                        });
                     }
                 }
                 Fit::Maybe(hidden) if rule.decision >= Decision::Ask => {
@@ -127,7 +170,7 @@ impl<'r> Findings<'r> {
         let literal = self
             .matched
             .as_ref()
-            .map_or(Decision::Allow, |(r, _)| r.decision);
+            .map_or(Decision::Allow, |m| m.rule.decision);
         if self.hidden.is_some() {
             literal.max(Decision::Ask)
         } else {
@@ -148,22 +191,25 @@ pub(crate) fn check_command<'r>(
     check_explored(
         rules,
         &Explorer::of(words.to_vec(), stdin),
+        words,
         subject,
         depth,
         findings,
     );
 }
 
-/// Checks the views of one simple command, and the scripts it runs.
+/// Checks the views of one simple command (`written`, or a start the explorer was given in
+/// its stead), and the scripts it runs.
 pub(super) fn check_explored<'r>(
     rules: &'r [CommandRule],
     explorer: &Explorer,
+    written: &[Word],
     subject: &str,
     depth: usize,
     findings: &mut Findings<'r>,
 ) {
     for view in &explorer.views {
-        findings.see(rules, view, subject);
+        findings.see(rules, view, written, subject);
     }
     for script in &explorer.scripts {
         if depth >= MAX_NESTING {
@@ -174,7 +220,7 @@ pub(super) fn check_explored<'r>(
                 ),
                 true,
             )];
-            findings.see(rules, &view, subject);
+            findings.see(rules, &view, &view, subject);
         } else {
             check_script(rules, &shell::parse(script), script, depth + 1, findings);
         }
@@ -190,7 +236,8 @@ pub(crate) fn check_script<'r>(
     findings: &mut Findings<'r>,
 ) {
     for hidden in &script.hidden {
-        findings.see(rules, &[Word::Hidden(hidden.clone())], text);
+        let view = [Word::Hidden(hidden.clone())];
+        findings.see(rules, &view, &view, text);
     }
     for command in &script.commands {
         check_command(
@@ -315,17 +362,18 @@ pub(crate) fn command_verdict(
     hidden_parts: HiddenParts,
 ) -> Verdict {
     let literal = findings.matched.as_ref();
-    let rule_says = |(rule, subject): &(&CommandRule, String)| {
+    let rule_says = |m: &Match<'_>| {
         rule_verdict(
-            &rule.id,
-            &rule.origin,
-            rule.decision,
-            rule.justification.as_deref(),
-            &format!("`{}`", shell::short(subject)),
+            &m.rule.id,
+            &m.rule.origin,
+            m.rule.decision,
+            m.rule.justification.as_deref(),
+            &format!("`{}`", shell::short(&m.subject)),
+            m.seen_as.as_deref(),
         )
     };
     match (literal, &findings.hidden) {
-        (Some(m), _) if m.0.decision >= Decision::Ask => rule_says(m),
+        (Some(m), _) if m.rule.decision >= Decision::Ask => rule_says(m),
         (_, Some(hidden))
             if hidden_parts == HiddenParts::AtExec
                 && hidden.rules.iter().all(|r| names_programs_only(r)) =>

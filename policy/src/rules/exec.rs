@@ -19,7 +19,7 @@ use crate::plan::{DecidedBy, Verdict};
 use crate::shell::{self, Word};
 use crate::vocab::Decision;
 
-use super::check::{Findings, HiddenParts, check_explored, command_verdict};
+use super::check::{Findings, HiddenParts, Match, check_explored, command_verdict};
 use super::programs::lookup;
 use super::views::Explorer;
 use super::{CommandRule, basename};
@@ -228,7 +228,11 @@ impl ExecRules {
             });
         };
         let findings = Findings {
-            matched: Some((rule, shown)),
+            matched: Some(Match {
+                rule,
+                subject: shown,
+                seen_as: None,
+            }),
             ..Findings::default()
         };
         Some(command_verdict(&findings, String::new(), HiddenParts::Ask))
@@ -268,7 +272,7 @@ impl ExecRules {
                 exec.git_aliases.clone(),
                 exec.cargo_aliases.clone(),
             );
-            check_explored(&self.rules, &explorer, &shown, 0, &mut findings);
+            check_explored(&self.rules, &explorer, &words, &shown, 0, &mut findings);
             truncated = truncated.or(explorer.truncated);
         }
         // Whatever a hidden part makes run is an exec of its own, decided when it happens; not
@@ -276,7 +280,8 @@ impl ExecRules {
         // aliases, or npm options branching past the limit, hid `publish`).
         findings.hidden = None;
         for what in exec.opaque.iter().chain(truncated.iter()) {
-            findings.see(&self.rules, &[Word::hidden(what.clone(), true)], &shown);
+            let view = [Word::hidden(what.clone(), true)];
+            findings.see(&self.rules, &view, &view, &shown);
         }
         command_verdict(
             &findings,

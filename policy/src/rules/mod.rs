@@ -268,7 +268,7 @@ mod tests {
             .collect();
         let mut f = Findings::default();
         check_command(rules, &argv, None, cmd, 0, &mut f);
-        (f.matched.as_ref().map(|(r, _)| r.id.as_str()), f.decision())
+        (f.matched.as_ref().map(|m| m.rule.id.as_str()), f.decision())
     }
 
     #[test]

@@ -305,8 +305,11 @@ impl Outcome {
 pub struct ExecFailure {
     /// 126 (found but not runnable) or 127 (not found).
     pub code: i32,
-    /// Why.
+    /// Why: the exec supervisor's record of its denial where it denied the exec (the rule),
+    /// or the error the exec failed with.
     pub cause: String,
+    /// The exec supervisor's records of the command's own exec, where it denied it.
+    pub denied: Vec<crate::supervisor::ExecRecord>,
 }
 
 /// The result of spawning: running, or the command could not be exec'd.

@@ -52,7 +52,11 @@ pub(super) fn read_status(
                 outcome.get_or_insert(StatusEnd::Refused(refusal(guarantee, cause)));
             }
             Some(StatusLine::ExecFailed { code, cause }) => {
-                outcome.get_or_insert(StatusEnd::ExecFailed(ExecFailure { code, cause }));
+                outcome.get_or_insert(StatusEnd::ExecFailed(ExecFailure {
+                    code,
+                    cause,
+                    denied: Vec::new(),
+                }));
             }
             None => {
                 outcome.get_or_insert(StatusEnd::Refused(refusal(
@@ -160,14 +164,33 @@ impl Running {
         let Some(events) = &self.events else {
             return Startup::Ended(Err(StatusEnd::Refused(refusal(None, "no event channel"))));
         };
-        let mut ready = None;
+        let mut ready: Option<ReadyReport> = None;
+        // The command's pid once its ready report is in (it execs right after writing it).
+        let mut command = None;
         let mut held = Vec::new();
+        // The supervisor's denials of the command's own exec: released at once (the exec
+        // fails when the supervisor has its answer; nothing else runs meanwhile), and handed
+        // over with the failure they cause.
+        let mut denied = Vec::new();
         let startup = loop {
+            if let Some(pid) = command {
+                held.retain_mut(|m| match m {
+                    crate::supervisor::record::FromSupervisor::Decided(record, delivered)
+                        if record.pid == pid =>
+                    {
+                        let _ = delivered.send(true);
+                        denied.push(record.clone());
+                        false
+                    }
+                    _ => true,
+                });
+            }
             match events.recv() {
                 // A question may come before the status line saying the command started (the
                 // command's own first exec asks): then it is handed over as soon as that line is
                 // in, or nobody would ever show the question.
                 Ok(Wake::Status(StatusWake::Ready(report))) => {
+                    command = Some(report.command_pid_inside);
                     let asked = held
                         .iter()
                         .any(|m| matches!(m, crate::supervisor::record::FromSupervisor::Ask(..)));
@@ -175,6 +198,13 @@ impl Running {
                         break Startup::Asking(report);
                     }
                     ready = Some(report);
+                }
+                Ok(Wake::Status(StatusWake::Ended(Err(StatusEnd::ExecFailed(mut failure))))) => {
+                    if let Some(first) = denied.first() {
+                        failure.cause = first.message();
+                    }
+                    failure.denied = std::mem::take(&mut denied);
+                    break Startup::Ended(Err(StatusEnd::ExecFailed(failure)));
                 }
                 Ok(Wake::Status(StatusWake::Ended(ended))) => break Startup::Ended(ended),
                 Ok(Wake::Exec(ask @ crate::supervisor::record::FromSupervisor::Ask(..))) => {
@@ -194,7 +224,14 @@ impl Running {
             }
         };
         // What came during the start goes to the observer first (nothing else can come
-        // meanwhile for the process that waits for its answer).
+        // meanwhile for the process that waits for its answer); a denial of an exec the
+        // command made again after its first (`exec` in a shell) too, released already.
+        for record in denied {
+            let (delivered, _) = mpsc::channel();
+            held.push(crate::supervisor::record::FromSupervisor::Decided(
+                record, delivered,
+            ));
+        }
         for message in held {
             let _ = self.events_tx.send(Wake::Exec(message));
         }

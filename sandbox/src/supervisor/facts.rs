@@ -52,7 +52,7 @@ impl Supervisor {
         pid: Pid,
         read: &ExecRead,
         file: &std::fs::Metadata,
-        open: impl FnOnce() -> std::io::Result<std::fs::File>,
+        open: impl Fn() -> std::io::Result<std::fs::File>,
         stage: Stage,
     ) -> ExecFacts {
         let argv0 = read
@@ -60,7 +60,7 @@ impl Supervisor {
             .first()
             .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
             .unwrap_or_default();
-        let names = self.identity.names_of(file, open);
+        let names = self.identity.names_of(file, &open);
         // Called by one of its own names, a program is what that name says (a multi-call
         // program decides by its name); under another name it is each program it is.
         let multi_call = self.identity.is_multi_call(file);
@@ -94,7 +94,14 @@ impl Supervisor {
             Stage::After => tracee::env_after_exec(pid),
         };
         if names.iter().any(|n| n == LOADER) {
-            facts.opaque = loader_runs(pid, read, &env);
+            let options = std::cell::OnceCell::new();
+            let knows = |option: &str| {
+                options
+                    .get_or_init(|| open().map(|f| loader_options(&f)).unwrap_or_default())
+                    .iter()
+                    .any(|o| o == option)
+            };
+            facts.opaque = loader_runs(pid, read, &env, &knows);
         }
         let is_git =
             argv0 == "git" || argv0.starts_with("git-") || names.iter().any(|n| n == "git");
@@ -354,13 +361,48 @@ pub(super) fn open_program(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// The dynamic loader's options that run no program in a glibc that has them (2.33 and later:
+/// `--help`, `--version`, `--list-tunables`; 2.35: `--list-diagnostics`). An older loader takes
+/// such a word for the file to run, so each counts only where the loader's own file names it.
+const LOADER_RUNS_NOTHING_WHERE_KNOWN: &[&str] = &[
+    "--help",
+    "--version",
+    "--list-tunables",
+    "--list-diagnostics",
+];
+
+/// Which of [`LOADER_RUNS_NOTHING_WHERE_KNOWN`] the loader open as `file` knows: the ones its
+/// file holds as a string of their own (its option table). The file is a known loader (by
+/// inode or content), not one the sandbox made.
+fn loader_options(file: &std::fs::File) -> Vec<String> {
+    const MAX_LOADER_SIZE: u64 = 16 << 20;
+    let mut bytes = Vec::new();
+    if std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_LOADER_SIZE), &mut bytes)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    LOADER_RUNS_NOTHING_WHERE_KNOWN
+        .iter()
+        .filter(|option| {
+            let mut needle = vec![0];
+            needle.extend_from_slice(option.as_bytes());
+            needle.push(0);
+            bytes.windows(needle.len()).any(|w| w == needle.as_slice())
+        })
+        .map(|o| (*o).to_owned())
+        .collect()
+}
+
 /// The dynamic loader run as a program loads a file it opens after the exec, which the
 /// supervisor cannot pin: what it runs is opaque, unless it runs nothing (`--list`, `--verify`
-/// and the like, or `LD_TRACE_LOADED_OBJECTS`, as `ldd` does).
+/// and the like, `--version` where the loader knows it, as `ldd` runs it, or
+/// `LD_TRACE_LOADED_OBJECTS`, as `ldd` does). `knows` says whether the loader knows an option.
 pub(super) fn loader_runs(
     pid: Pid,
     read: &ExecRead,
     env: &dyn Fn() -> Result<tracee::Environment, tracee::Unreadable>,
+    knows: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
     const RUNS_NOTHING: &[&str] = bridle_policy::rules::LOADER_RUNS_NOTHING;
     const WITH_VALUE: &[&str] = bridle_policy::rules::LOADER_WITH_VALUE;
@@ -372,7 +414,9 @@ pub(super) fn loader_runs(
         .get(i)
         .filter(|w| w.starts_with("--") && *w != "--")
     {
-        if RUNS_NOTHING.contains(&word.as_str()) {
+        if RUNS_NOTHING.contains(&word.as_str())
+            || (LOADER_RUNS_NOTHING_WHERE_KNOWN.contains(&word.as_str()) && knows(word))
+        {
             return None;
         }
         i += if WITH_VALUE.contains(&word.as_str()) {

@@ -209,6 +209,30 @@ fn alias_of(key: &str, value: &str) -> Option<(String, String)> {
         .then(|| (name.to_ascii_lowercase(), value.to_owned()))
 }
 
+/// Whether git, run as `argv` with `env`, surely has an alias named `name` (as git compares
+/// names: ASCII case ignored): one given on its command line (`-c alias.NAME...`, also in
+/// `GIT_CONFIG_PARAMETERS`, where a parent git puts its own), which git reads whatever its
+/// version and files. A definition git cannot parse (`-c alias.NAME` with no value) stops it
+/// as surely.
+pub(super) fn alias_given(
+    argv: &[String],
+    env: Option<&BTreeMap<String, String>>,
+    name: &str,
+) -> bool {
+    let names = |key: &str| {
+        key.split_once('.').is_some_and(|(section, alias)| {
+            section.eq_ignore_ascii_case("alias") && alias.eq_ignore_ascii_case(name)
+        })
+    };
+    let on_line = global_options(argv).0.iter().any(|(option, value)| {
+        *option == "-c" && value.is_some_and(|v| names(v.split_once('=').map_or(v, |(k, _)| k)))
+    });
+    on_line
+        || env
+            .and_then(|e| e.get("GIT_CONFIG_PARAMETERS"))
+            .is_some_and(|p| parameters(p).iter().any(|(k, _)| names(k)))
+}
+
 /// Every alias definition the config git reads for `argv` (run in `cwd` with `env`) makes.
 pub fn aliases(
     argv: &[String],

@@ -31,9 +31,10 @@ const MOST: usize = 5;
 /// The command lines git could run in its own process for `git ... SUB ...` (`argv`; `SUB`
 /// after its global options): `SUB` replaced by each builtin a correction could pick; none
 /// when `SUB` is a builtin or git is sure to know a program `git-SUB` ([`runs_external`]).
-/// An alias of the same name does not stop them: whether git reads the file that defines it
-/// cannot be known at the exec (a file git never reads, one changed or blocking meanwhile),
-/// and the strictest decision wins. `settler` knows which files cannot change (`None`: no
+/// An alias of the same name given on git's command line stops them (git runs an alias
+/// before it corrects anything); one in a config file does not: whether git reads the file
+/// that defines it cannot be known at the exec (a file git never reads, one changed or
+/// blocking meanwhile), and the strictest decision wins. `settler` knows which files cannot change (`None`: no
 /// mount view, so none is relied on).
 pub fn corrections(
     argv: &[String],
@@ -50,7 +51,10 @@ pub fn corrections(
     };
     let builtin = git_builtins::in_every_git(sub);
     let option = exec_path(argv);
-    if builtin || runs_external(sub, option, env, settler.as_deref_mut()) {
+    if builtin
+        || super::git::alias_given(argv, env, sub)
+        || runs_external(sub, option, env, settler.as_deref_mut())
+    {
         return Vec::new();
     }
     let typed = bytes_at_least(sub);
@@ -326,6 +330,27 @@ mod tests {
                 "{typed}"
             );
         }
+    }
+
+    #[test]
+    fn an_alias_given_on_the_command_line_stops_the_corrections() {
+        // git runs an alias before it corrects (a UX pass on 2026-12-07 found `git -c
+        // alias.ps=status ps` denied as `git push`); its name compared as git does.
+        let push = "push".to_owned();
+        assert!(corrected("git -c alias.ps=status ps").is_empty());
+        assert!(corrected("git -c alias.PS=status ps").is_empty());
+        assert!(corrected("git -c alias.ps=status PS").is_empty());
+        assert!(corrected("git -c alias.ps ps").is_empty());
+        let env = BTreeMap::from([(
+            "GIT_CONFIG_PARAMETERS".to_owned(),
+            "'alias.ps'='status'".to_owned(),
+        )]);
+        assert!(corrections(&argv("git ps"), Some(&env), None).is_empty());
+        // Another alias, or one of the same name in another section, does not.
+        assert!(corrected("git -c alias.pp=status ps").contains(&push));
+        assert!(corrected("git -c aliases.ps=status ps").contains(&push));
+        assert!(corrected("git -c alias.x.ps=status ps").contains(&push));
+        assert!(corrected("git ps").contains(&push));
     }
 
     #[test]

@@ -5,9 +5,14 @@
 //! directories; each file found (symlinks followed) is a [`KnownProgram`] with its device,
 //! inode and size. At an exec, the executed file is the program if it is the same file (a hard
 //! link, a symlink, the same path) or, for a file of the same size, if its SHA-256 equals the
-//! program's (a copy). Digests are computed only on a size match and cached per file
-//! (device, inode, size, change time) once the file has not changed for 2 s (a rewrite within
-//! one timestamp tick keeps the change time), so an ordinary exec costs one `stat`.
+//! program's (a copy). Digests are computed only on a size match, so an ordinary exec costs
+//! one `stat`. A digest is cached per file (device, inode, size, change time) only where
+//! nothing in the sandbox can write the file: on a filesystem no mount of the view shows
+//! writable, and once it has not changed for 2 s (a rewrite within one timestamp tick keeps
+//! the change time). A writable file's change time does not follow its content: a write
+//! through a shared mapping changes it only when a clean page first becomes dirty, and on
+//! tmpfs never (a red-team pass on 2026-12-07 poisoned the cache so: a copy of git digested as
+//! "not git" through a dirty page, restored through the same page, pushed).
 //!
 //! The dynamic loader is known the same way (as [`LOADER`]): a program run through it
 //! (`ld.so /tmp/x push`) is a file the loader opens after the exec, which the supervisor
@@ -411,13 +416,24 @@ fn file_key(meta: &std::fs::Metadata) -> FileKey {
 }
 
 /// The names an executed file is, computed at exec time (see the module docs).
-#[derive(Debug)]
 pub struct Identity {
     known: Vec<KnownProgram>,
     /// Digests of known programs, by index, computed on first need.
     known_digests: HashMap<usize, Option<[u8; 32]>>,
     /// Digests of other files, by [`FileKey`].
     digests: HashMap<FileKey, Option<[u8; 32]>>,
+    /// Whether a filesystem (`major`, `minor`) can be written through the view: read from
+    /// the view's mounts at the first digest (mounts cannot change in the sandbox).
+    writable: Option<Box<dyn Fn(u64, u64) -> bool + Send>>,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("known", &self.known)
+            .field("digests", &self.digests.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Files larger than this are never digested (no rule program is this large).
@@ -430,7 +446,24 @@ impl Identity {
             known,
             known_digests: HashMap::new(),
             digests: HashMap::new(),
+            writable: None,
         }
+    }
+
+    /// Whether the digest of the file `meta` describes may be remembered: nothing in the
+    /// sandbox can write it, and it has not changed for [`SETTLED`].
+    fn cacheable(&mut self, meta: &std::fs::Metadata) -> bool {
+        if !settled(meta) {
+            return false;
+        }
+        let writable = self.writable.get_or_insert_with(|| {
+            match super::settled::mounts::Mounts::of_this_process() {
+                Some(mounts) => Box::new(move |major, minor| mounts.device_writable(major, minor)),
+                None => Box::new(|_, _| true),
+            }
+        });
+        let dev = meta.dev();
+        !writable(nix::sys::stat::major(dev), nix::sys::stat::minor(dev))
     }
 
     /// The known names of the file `meta` describes (`stat` of `/proc/PID/exe` or of the path
@@ -473,7 +506,7 @@ impl Identity {
             Some(digest) => *digest,
             None => {
                 let digest = digest_reader(file).ok();
-                if settled(&meta) {
+                if self.cacheable(&meta) {
                     self.digests.insert(key, digest);
                 }
                 digest

@@ -24,18 +24,25 @@ impl Supervisor {
     ) -> ExecRecord {
         // What the supervisor cannot see (the file the dynamic loader opens) could be any of
         // several rules' programs: the reason names them all, and no one rule decided.
-        let rule = match &verdict.by {
-            DecidedBy::Rule { id, .. } => Some(id.clone()),
-            _ => None,
+        let (rule, seen_as) = match &verdict.by {
+            DecidedBy::Rule { id, seen_as, .. } => (Some(id.clone()), seen_as.clone()),
+            _ => (None, None),
         };
         ExecRecord {
             pid: pid.as_raw(),
-            program: read.program(pid).display().to_string(),
+            // `/w/./gg` as `/w/gg` (`.` steps only: `..` could cross a symlink).
+            program: read
+                .program(pid)
+                .components()
+                .collect::<std::path::PathBuf>()
+                .display()
+                .to_string(),
             argv: read.argv.clone(),
             decision: verdict.decision,
             rule,
             reason: verdict.reason.clone(),
             same_as: facts.same_as.clone(),
+            seen_as,
             ancestry: self.ancestry(pid.as_raw()),
             outcome: ExecOutcome::Refused,
             answer: None,

@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::sys::statvfs::{FsFlags, statvfs};
 
-mod mounts;
+pub(super) mod mounts;
 
 /// Why a path's resolution is not known to be stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -63,6 +63,10 @@ pub struct ExecRecord {
     /// What the program is besides its own name (`git` for a renamed copy of git).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub same_as: Vec<String>,
+    /// What the rule matched, where that is not the argv (`git push` for `git -c
+    /// alias.p=push p`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_as: Option<String>,
     /// Its parent first, up to the sandbox's command.
     #[serde(default)]
     pub ancestry: Vec<ExecAncestor>,
@@ -97,6 +101,9 @@ impl ExecRecord {
         }
         if let Some(name) = self.same_as.first() {
             notes.push(format!("it is {name}"));
+        }
+        if let Some(view) = &self.seen_as {
+            notes.push(format!("as {view}"));
         }
         if !notes.is_empty() {
             what.push_str(&format!(" ({})", notes.join(", ")));
@@ -196,6 +203,7 @@ pub(super) mod tests {
             rule: Some("deny-git-push".into()),
             reason: "r".into(),
             same_as: Vec::new(),
+            seen_as: None,
             ancestry: Vec::new(),
             outcome,
             answer: None,
@@ -230,6 +238,14 @@ pub(super) mod tests {
             dashed
                 .message()
                 .contains("/proc/5/fd/3 origin (called as git) (pid 7)")
+        );
+        // What the rule saw, where the argv does not say it.
+        let mut aliased = record(Decision::Deny, ExecOutcome::Refused);
+        aliased.argv = vec!["git".into(), "-c".into(), "alias.p=push".into(), "p".into()];
+        aliased.seen_as = Some("git push".into());
+        assert_eq!(
+            aliased.message(),
+            "rule deny-git-push denied exec of /usr/bin/git -c alias.p=push p (as git push) (pid 7)"
         );
         let mut asked = record(Decision::Ask, ExecOutcome::Refused);
         asked.answer = Some("unavailable".into());

@@ -59,7 +59,24 @@ impl Mounts {
     }
 }
 
-pub(super) fn parse(text: &[u8]) -> Option<Mounts> {
+impl Mounts {
+    /// Whether the filesystem `major:minor` could be written through some mount of the view:
+    /// a writable mount of it, or no mount at all (unknown: a btrfs subvolume's files show
+    /// another device than its mount).
+    pub fn device_writable(&self, major: u64, minor: u64) -> bool {
+        let device = format!("{major}:{minor}");
+        let mut shown = false;
+        for m in self.0.iter().filter(|m| m.device == device) {
+            if m.writable {
+                return true;
+            }
+            shown = true;
+        }
+        !shown
+    }
+}
+
+pub(in crate::supervisor) fn parse(text: &[u8]) -> Option<Mounts> {
     let text = std::str::from_utf8(text).ok()?;
     let mut mounts = Vec::new();
     for line in text.lines() {
@@ -107,6 +124,20 @@ mod tests {
         assert!(mounts.writable_elsewhere(Path::new("/tmp/x")));
         assert!(mounts.writable_elsewhere(Path::new("/home/a b/x")));
         assert!(!mounts.writable_elsewhere(Path::new("/home/a")));
+    }
+
+    #[test]
+    fn a_filesystem_is_writable_where_any_mount_of_it_is_or_none_shows_it() {
+        let mounts = parse(VIEW.as_bytes()).unwrap();
+        // `254:0` has a writable bind (the job directory) besides the read-only root.
+        assert!(mounts.device_writable(254, 0));
+        assert!(mounts.device_writable(0, 40));
+        assert!(
+            mounts.device_writable(9, 9),
+            "a device no mount shows is unknown"
+        );
+        let read_only = parse(b"1 0 254:0 / / ro - ext4 /dev/vda rw\n").unwrap();
+        assert!(!read_only.device_writable(254, 0));
     }
 
     #[test]
