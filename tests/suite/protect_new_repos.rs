@@ -120,6 +120,7 @@ fn plant_evil_repository(marker: &Path) -> String {
          git config alias.x '!touch {m}'
          git config include.path ../../evil.inc
          git config filter.x.clean 'touch {m}; cat'
+         git config user.email agent@example.com
          printf '[core]\\n\\tpager = touch {m}; cat\\n' > ../evil.inc
          printf '#!/bin/sh\\ntouch {m}\\n' > .git/hooks/post-checkout
          chmod +x .git/hooks/post-checkout
@@ -187,6 +188,9 @@ fn a_created_repository_keeps_nothing_that_would_run_code_on_the_host() {
     for gone in ["fsmonitor", "hooksPath", "alias", "include", "filter"] {
         assert!(!kept.contains(gone), "{gone} kept: {kept}");
     }
+    // And the everyday settings a person made there (a UX pass on 2026-12-07 found a commit
+    // failing after `user.email` was dropped).
+    assert!(kept.contains("agent@example.com"), "{kept}");
     // What was moved aside is all there, for the user to look at.
     let aside: Vec<String> = listing(&git_dir)
         .into_iter()

@@ -22,7 +22,8 @@ const SECTIONS: &[(&str, &str)] = &[
     ("includeif", "loads another config file"),
     (
         "alias",
-        "an alias runs a command (`!cmd`, or git with `-c` options)",
+        "an alias can run a command (`!cmd`, git's `-c` options, or a subcommand's such as \
+         `rebase -x`); bridle does not tell a harmless one from those",
     ),
     (
         "filter",
@@ -140,9 +141,19 @@ fn starts_dotted(subsection: &str, prefix: &str) -> bool {
 }
 
 /// Entries a fresh config keeps from one that was moved aside: what git needs to go on using
-/// the repository as it was (its format, whether it is bare, its remotes and branches). Each
+/// the repository as it was (its format, whether it is bare, its remotes and branches), and the
+/// everyday settings a person sets in a repository (who commits, how pulls and line endings
+/// go; a UX pass on 2026-12-07 found a first commit failing after `user.*` was dropped). Each
 /// runs nothing.
 const KEPT: &[&str] = &[
+    "user.name",
+    "user.email",
+    "pull.rebase",
+    "pull.ff",
+    "merge.ff",
+    "fetch.prune",
+    "core.autocrlf",
+    "core.eol",
     "core.repositoryformatversion",
     "core.filemode",
     "core.bare",
@@ -279,12 +290,12 @@ mod tests {
 
     #[test]
     fn a_safe_config_keeps_what_the_repository_needs_in_one_form() {
-        let text = "[core]\n\tbare = false\n\tfsmonitor = evil\n\trepositoryformatversion = 0\n[remote \"o\\\"x\"]\n\turl = \"/srv/a b\"\n\tuploadpack = evil\n[alias]\n\turl = x\n[branch \"main\"]\n\tremote = o\n\tmerge = refs/heads/main\\n[x]\n";
+        let text = "[core]\n\tbare = false\n\tfsmonitor = evil\n\trepositoryformatversion = 0\n[remote \"o\\\"x\"]\n\turl = \"/srv/a b\"\n\tuploadpack = evil\n[alias]\n\turl = x\n[branch \"main\"]\n\tremote = o\n\tmerge = refs/heads/main\\n[x]\n[user]\n\tname = T\n\tsigningkey = k\n";
         let entries = parse_strict(text.as_bytes()).unwrap();
         let (config, kept) = safe_config(&entries, "written by bridle\nsecond line");
         assert_eq!(
             config,
-            "# written by bridle\n# second line\n[core]\n\tbare = \"false\"\n\trepositoryformatversion = \"0\"\n[remote \"o\\\"x\"]\n\turl = \"/srv/a b\"\n[branch \"main\"]\n\tremote = \"o\"\n"
+            "# written by bridle\n# second line\n[core]\n\tbare = \"false\"\n\trepositoryformatversion = \"0\"\n[remote \"o\\\"x\"]\n\turl = \"/srv/a b\"\n[branch \"main\"]\n\tremote = \"o\"\n[user]\n\tname = \"T\"\n"
         );
         assert_eq!(
             kept,
@@ -292,7 +303,8 @@ mod tests {
                 "core.bare",
                 "core.repositoryformatversion",
                 "remote.o\"x.url",
-                "branch.main.remote"
+                "branch.main.remote",
+                "user.name"
             ]
         );
         // What it wrote reads back as the same entries.
