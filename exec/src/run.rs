@@ -251,6 +251,10 @@ impl Runner for SandboxRunner {
         let mut running = match sandbox.spawn(launch) {
             Ok(Spawned::Running(r)) => r,
             Ok(Spawned::ExecFailed(f)) => {
+                // The supervisor's denial of the command's own exec is recorded like any.
+                for record in &f.denied {
+                    observer.decided(record);
+                }
                 let mut result = refused(Refusal {
                     guarantee: None,
                     cause: String::new(),

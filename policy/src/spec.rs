@@ -33,8 +33,8 @@ pub enum SeccompProfile {
 pub struct ResourceLimits {
     /// RLIMIT_NPROC.
     pub processes: Option<u64>,
-    /// RLIMIT_DATA in bytes: the memory a process writes to (heap, private writable
-    /// mappings), not the address space it reserves.
+    /// RLIMIT_DATA in bytes: a process's private writable memory (heap, private writable
+    /// mappings), not address space reserved without access nor shared memory.
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes.
     pub file_size_bytes: Option<u64>,

@@ -342,10 +342,11 @@ fn apply_rlimits(spec: &SandboxSpec, pids_cgroup: bool) -> Result<(), Fail> {
     }
     for (resource, value, name) in [
         (Resource::RLIMIT_NPROC, l.processes, "processes"),
-        // The memory a process writes to (its heap and private writable mappings), not the
-        // address space it reserves: runtimes reserve far more than they use (a WebAssembly
-        // memory reserves 10 GiB, which Node's `fetch` needs; a JVM its whole `-Xmx`), and
-        // RLIMIT_AS failed them under ci-locked's 8 GiB (found by a UX pass on 2026-12-07).
+        // A process's private writable memory (heap, private writable mappings), not address
+        // space reserved without access: runtimes reserve far more than they use (a
+        // WebAssembly memory reserves 10 GiB, which Node's `fetch` needs; a JVM its whole
+        // `-Xmx`), and RLIMIT_AS failed them under ci-locked's 8 GiB (found by a UX pass on
+        // 2026-12-07). Shared memory is not counted (nor was any total: README, G-RES).
         (Resource::RLIMIT_DATA, l.memory_bytes, "memory"),
         (Resource::RLIMIT_FSIZE, l.file_size_bytes, "file_size"),
         (Resource::RLIMIT_NOFILE, l.open_files, "open_files"),

@@ -418,13 +418,18 @@ fn file_key(meta: &std::fs::Metadata) -> FileKey {
 /// The names an executed file is, computed at exec time (see the module docs).
 pub struct Identity {
     known: Vec<KnownProgram>,
-    /// Digests of known programs, by index, computed on first need.
-    known_digests: HashMap<usize, Option<[u8; 32]>>,
+    /// Digests of known programs, by index, computed on first need and kept only where their
+    /// file is [`Identity::cacheable`] (a rule program the sandbox can write, as one installed
+    /// in a writable root, is read again each time: a digest kept of it could be poisoned).
+    known_digests: HashMap<usize, [u8; 32]>,
     /// Digests of other files, by [`FileKey`].
     digests: HashMap<FileKey, Option<[u8; 32]>>,
     /// Whether a filesystem (`major`, `minor`) can be written through the view: read from
     /// the view's mounts at the first digest (mounts cannot change in the sandbox).
     writable: Option<Box<dyn Fn(u64, u64) -> bool + Send>>,
+    /// Whether digests may be kept at all: only where this process sees the sandbox's own
+    /// mount view, which cannot change (not the host's, where the launcher traces the tree).
+    keeping: bool,
 }
 
 impl std::fmt::Debug for Identity {
@@ -447,13 +452,21 @@ impl Identity {
             known_digests: HashMap::new(),
             digests: HashMap::new(),
             writable: None,
+            keeping: true,
         }
+    }
+
+    /// This table, keeping digests between execs or not (see [`Identity::cacheable`]).
+    #[must_use]
+    pub fn keeping_digests(mut self, keeping: bool) -> Identity {
+        self.keeping = keeping;
+        self
     }
 
     /// Whether the digest of the file `meta` describes may be remembered: nothing in the
     /// sandbox can write it, and it has not changed for [`SETTLED`].
     fn cacheable(&mut self, meta: &std::fs::Metadata) -> bool {
-        if !settled(meta) {
+        if !self.keeping || !settled(meta) {
             return false;
         }
         let writable = self.writable.get_or_insert_with(|| {
@@ -545,20 +558,25 @@ impl Identity {
             return;
         };
         for i in same_size {
-            let known = self
-                .known_digests
-                .entry(i)
-                .or_insert_with(|| {
-                    std::fs::File::open(&self.known[i].path)
-                        .and_then(|f| digest_reader(&f))
-                        .ok()
-                })
-                .as_ref()
-                .copied();
+            let known = match self.known_digests.get(&i) {
+                Some(known) => Some(*known),
+                None => self.known_digest(i),
+            };
             if known == Some(digest) && !names.contains(&self.known[i].name) {
                 names.push(self.known[i].name.clone());
             }
         }
+    }
+
+    /// The digest of the known program `i`'s file as it is now, remembered where it may be.
+    fn known_digest(&mut self, i: usize) -> Option<[u8; 32]> {
+        let file = std::fs::File::open(&self.known[i].path).ok()?;
+        let meta = file.metadata().ok()?;
+        let digest = digest_reader(&file).ok()?;
+        if self.cacheable(&meta) {
+            self.known_digests.insert(i, digest);
+        }
+        Some(digest)
     }
 
     /// Whether `name` is a name a file known as `names` is found under (then `argv[0]` of that

@@ -367,7 +367,8 @@ impl Supervisor {
             names_git: config.rules.names_git(),
             names_cargo: config.rules.names_cargo(),
             rules: config.rules,
-            identity: identity::Identity::new(config.programs),
+            // Digests are kept only where the mount view is the sandbox's own, fixed one.
+            identity: identity::Identity::new(config.programs).keeping_digests(config.settle),
             mode: Mode::NoListener,
             traced: HashMap::new(),
             channel,

@@ -78,6 +78,47 @@ fn a_file_rewritten_with_a_copy_of_the_program_is_the_program() {
     assert_eq!(names(&mut identity), Vec::<String>::new());
 }
 
+/// A rule program's own file the sandbox can write (one installed in a writable root) is read
+/// again at each comparison: a digest kept of it while it held something else would leave a
+/// copy of the program unrecognised once it is restored (found by review on 2026-12-07).
+#[test]
+fn a_writable_known_programs_digest_is_not_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // A program only this directory has.
+    let real = b"#!/bin/sh\necho the-tool\n".to_vec();
+    let tool = bin.join("the-tool");
+    std::fs::write(&tool, &real).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tool_names = vec!["the-tool".to_owned()];
+    let known = resolve(&tool_names, bin.to_str(), None, &[]);
+    assert!(known.iter().any(|k| k.path == tool), "{known:?}");
+    let mut identity = Identity::new(known);
+    let names = |identity: &mut Identity, file: &Path| {
+        let meta = std::fs::metadata(file).unwrap();
+        identity.names_of(&meta, || std::fs::File::open(file))
+    };
+    // The program's file holds something else of its size while a file of that size runs.
+    let overwrite = |bytes: &[u8]| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&tool)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+            .unwrap();
+    };
+    overwrite(&vec![b'#'; real.len()]);
+    let other = dir.path().join("other");
+    std::fs::write(&other, vec![b'%'; real.len()]).unwrap();
+    assert_eq!(names(&mut identity, &other), Vec::<String>::new());
+    // Restored, a copy of it is the program.
+    overwrite(&real);
+    let copy = dir.path().join("copy");
+    std::fs::write(&copy, &real).unwrap();
+    assert_eq!(names(&mut identity, &copy), tool_names);
+}
+
 #[test]
 fn a_settled_file_keeps_its_digest_and_a_fresh_one_does_not() {
     let dir = tempfile::tempdir().unwrap();
