@@ -97,6 +97,10 @@ pub(super) const EVASIONS: &[(&str, &str)] = &[
         "git -c help.autocorrect=immediate $'pus\\xff' origin HEAD:main",
     ),
     (
+        "git's autocorrect past a given alias git reads as another name",
+        "git -c help.autocorrect=immediate -c \"alias.P\"$'\\xf0\\x9f\\x98'\".h=status\" \"p\"$'\\xff'\".h\" origin HEAD:main",
+    ),
+    (
         "an option whose value looks like a subcommand",
         "git --shallow-file status push origin HEAD:main",
     ),

@@ -209,19 +209,31 @@ fn alias_of(key: &str, value: &str) -> Option<(String, String)> {
         .then(|| (name.to_ascii_lowercase(), value.to_owned()))
 }
 
-/// Whether git, run as `argv` with `env`, surely has an alias named `name` (as git compares
-/// names: ASCII case ignored): one given on its command line (`-c alias.NAME...`, also in
-/// `GIT_CONFIG_PARAMETERS`, where a parent git puts its own), which git reads whatever its
-/// version and files. A definition git cannot parse (`-c alias.NAME` with no value) stops it
-/// as surely.
+/// Whether git, run as `argv` with `env`, surely has an alias named `name`: one given on its
+/// command line (`-c alias.NAME...`, also in `GIT_CONFIG_PARAMETERS`, where a parent git puts
+/// its own), which git reads whatever its version and files. A definition git cannot parse
+/// (`-c alias.NAME` with no value) stops it as surely. Only a name git compares as plain text
+/// counts (a config variable's: ASCII letters, digits and `-`, case ignored), in both: a dot
+/// makes a subsection, whose case git keeps, and a byte that is not UTF-8 was read here as
+/// U+FFFD, which matches other bytes (a tenth red-team pass corrected `p\xff.h` to `push`
+/// past an alias `P\xf0\x9f\x98.h` so).
 pub(super) fn alias_given(
     argv: &[String],
     env: Option<&BTreeMap<String, String>>,
     name: &str,
 ) -> bool {
+    let plain = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if !plain(name) {
+        return false;
+    }
     let names = |key: &str| {
         key.split_once('.').is_some_and(|(section, alias)| {
-            section.eq_ignore_ascii_case("alias") && alias.eq_ignore_ascii_case(name)
+            section.eq_ignore_ascii_case("alias")
+                && plain(alias)
+                && alias.eq_ignore_ascii_case(name)
         })
     };
     let on_line = global_options(argv).0.iter().any(|(option, value)| {

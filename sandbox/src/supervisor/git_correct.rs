@@ -346,8 +346,18 @@ mod tests {
             "'alias.ps'='status'".to_owned(),
         )]);
         assert!(corrections(&argv("git ps"), Some(&env), None).is_empty());
-        // Another alias, or one of the same name in another section, does not.
+        // Another alias, or one of the same name in another section, does not; nor one whose
+        // name git compares otherwise: a subsection (its case kept) or a byte that is not
+        // UTF-8, read here as U+FFFD (a tenth red-team pass).
         assert!(corrected("git -c alias.pp=status ps").contains(&push));
+        let lossy = ["git", "-c", "alias.P\u{FFFD}.h=status", "p\u{FFFD}.h"].map(str::to_owned);
+        assert!(!corrections(&lossy, None, None).is_empty());
+        assert!(corrected("git -c alias.P.h=status p.h").contains(&push));
+        let env = BTreeMap::from([(
+            "GIT_CONFIG_PARAMETERS".to_owned(),
+            "'alias.P\u{FFFD}.h'='status'".to_owned(),
+        )]);
+        assert!(!corrections(&argv("git p\u{FFFD}.h"), Some(&env), None).is_empty());
         assert!(corrected("git -c aliases.ps=status ps").contains(&push));
         assert!(corrected("git -c alias.x.ps=status ps").contains(&push));
         assert!(corrected("git ps").contains(&push));
