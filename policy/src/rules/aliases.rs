@@ -10,7 +10,7 @@ use super::split_words;
 use super::views::Explorer;
 
 /// Single quotes `s` for a shell.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

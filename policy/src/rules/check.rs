@@ -44,7 +44,7 @@ fn shown(view: &[Word]) -> String {
             {
                 s.clone()
             }
-            Word::Literal(s) => format!("'{}'", s.replace('\'', r"'\''")),
+            Word::Literal(s) => super::aliases::quote(s),
             Word::Hidden(h) => format!("{}...", h.prefix),
         })
         .collect();

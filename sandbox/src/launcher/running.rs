@@ -164,7 +164,7 @@ impl Running {
         let Some(events) = &self.events else {
             return Startup::Ended(Err(StatusEnd::Refused(refusal(None, "no event channel"))));
         };
-        let mut ready: Option<ReadyReport> = None;
+        let mut ready = None;
         // The command's pid once its ready report is in (it execs right after writing it).
         let mut command = None;
         let mut held = Vec::new();

@@ -230,11 +230,8 @@ pub(super) fn alias_given(
         return false;
     }
     let names = |key: &str| {
-        key.split_once('.').is_some_and(|(section, alias)| {
-            section.eq_ignore_ascii_case("alias")
-                && plain(alias)
-                && alias.eq_ignore_ascii_case(name)
-        })
+        alias_of(key, "")
+            .is_some_and(|(alias, _)| plain(&alias) && alias.eq_ignore_ascii_case(name))
     };
     let on_line = global_options(argv).0.iter().any(|(option, value)| {
         *option == "-c" && value.is_some_and(|v| names(v.split_once('=').map_or(v, |(k, _)| k)))

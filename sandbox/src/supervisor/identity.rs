@@ -416,6 +416,7 @@ fn file_key(meta: &std::fs::Metadata) -> FileKey {
 }
 
 /// The names an executed file is, computed at exec time (see the module docs).
+#[derive(Debug)]
 pub struct Identity {
     known: Vec<KnownProgram>,
     /// Digests of known programs, by index, computed on first need and kept only where their
@@ -424,21 +425,12 @@ pub struct Identity {
     known_digests: HashMap<usize, [u8; 32]>,
     /// Digests of other files, by [`FileKey`].
     digests: HashMap<FileKey, Option<[u8; 32]>>,
-    /// Whether a filesystem (`major`, `minor`) can be written through the view: read from
-    /// the view's mounts at the first digest (mounts cannot change in the sandbox).
-    writable: Option<Box<dyn Fn(u64, u64) -> bool + Send>>,
+    /// The view's mounts, read at the first digest (they cannot change in the sandbox);
+    /// `None` until then, or when unreadable.
+    mounts: Option<Option<super::settled::mounts::Mounts>>,
     /// Whether digests may be kept at all: only where this process sees the sandbox's own
     /// mount view, which cannot change (not the host's, where the launcher traces the tree).
     keeping: bool,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Identity")
-            .field("known", &self.known)
-            .field("digests", &self.digests.len())
-            .finish_non_exhaustive()
-    }
 }
 
 /// Files larger than this are never digested (no rule program is this large).
@@ -451,7 +443,7 @@ impl Identity {
             known,
             known_digests: HashMap::new(),
             digests: HashMap::new(),
-            writable: None,
+            mounts: None,
             keeping: true,
         }
     }
@@ -469,14 +461,13 @@ impl Identity {
         if !self.keeping || !settled(meta) {
             return false;
         }
-        let writable = self.writable.get_or_insert_with(|| {
-            match super::settled::mounts::Mounts::of_this_process() {
-                Some(mounts) => Box::new(move |major, minor| mounts.device_writable(major, minor)),
-                None => Box::new(|_, _| true),
-            }
-        });
         let dev = meta.dev();
-        !writable(nix::sys::stat::major(dev), nix::sys::stat::minor(dev))
+        self.mounts
+            .get_or_insert_with(super::settled::mounts::Mounts::of_this_process)
+            .as_ref()
+            .is_some_and(|m| {
+                !m.device_writable(nix::sys::stat::major(dev), nix::sys::stat::minor(dev))
+            })
     }
 
     /// The known names of the file `meta` describes (`stat` of `/proc/PID/exe` or of the path
