@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use bridle_policy::{
-    ApprovalPolicy, Decision, FsProfileSource, LoadRequest, Overrides, Plan, Policy, SourceFile,
-    Verdict,
+    ApprovalPolicy, Decision, FsProfileSource, LoadRequest, Overrides, Plan, Policy, SandboxMode,
+    SourceFile, Verdict,
 };
 use serde_json::json;
 
@@ -291,23 +291,41 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
     let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let resolved = bridle_exec::fs_tools::resolve(&plan.spec, &path.to_string_lossy());
     let verdict = plan.decide_write(&resolved);
-    print_verdict(&verdict, plan.approval, as_json, json!({"write": resolved}))
+    print_verdict(
+        &verdict,
+        plan.approval,
+        as_json,
+        json!({"write": resolved}),
+        None,
+    )
 }
 
 fn explain_exec(global: &GlobalArgs, argv: &[String], as_json: bool) -> Result<u8> {
-    let facts = Facts::gather(global)?;
-    let policy = facts.load_policy(global, Overrides::default())?;
-    let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
-    let verdict = plan.decide_exec(argv);
-    print_verdict(&verdict, plan.approval, as_json, json!({"exec": argv}))
+    explain_command(global, as_json, json!({"exec": argv}), |plan| {
+        plan.decide_exec(argv)
+    })
 }
 
 fn explain_bash(global: &GlobalArgs, command: &str, as_json: bool) -> Result<u8> {
+    explain_command(global, as_json, json!({"bash": command}), |plan| {
+        plan.decide_bash(command)
+    })
+}
+
+/// `explain exec` and `explain bash`: the decision, and what the exec supervisor still
+/// decides when the command runs.
+fn explain_command(
+    global: &GlobalArgs,
+    as_json: bool,
+    subject: serde_json::Value,
+    decide: impl FnOnce(&Plan) -> Verdict,
+) -> Result<u8> {
     let facts = Facts::gather(global)?;
     let policy = facts.load_policy(global, Overrides::default())?;
     let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
-    let verdict = plan.decide_bash(command);
-    print_verdict(&verdict, plan.approval, as_json, json!({"bash": command}))
+    let verdict = decide(&plan);
+    let at_exec = at_exec_note(&plan, verdict.decision);
+    print_verdict(&verdict, plan.approval, as_json, subject, at_exec)
 }
 
 /// The exit status of `explain`: 0 allow, 1 deny, 3 ask (cli.md).
@@ -393,11 +411,28 @@ fn approval_note(decision: Decision, approval: ApprovalPolicy) -> Option<&'stati
     }
 }
 
+/// What an allowed (or asked) command still meets when it runs: where the profile has command
+/// rules, every program it starts is decided again at its exec, so a script's own `git push`
+/// is refused there although its text was allowed.
+fn at_exec_note(plan: &Plan, decision: Decision) -> Option<&'static str> {
+    if decision == Decision::Deny || plan.spec.exec_rules.is_none() {
+        return None;
+    }
+    Some(if plan.spec.mode == SandboxMode::DangerFullAccess {
+        "every program it runs is decided again by these command rules when it \
+         starts (under danger-full-access a best effort: a process can leave the supervision)"
+    } else {
+        "every program it runs (a script's commands, a program's children) is decided \
+         again by these command rules when it starts, and a denied one fails there"
+    })
+}
+
 fn print_verdict(
     verdict: &Verdict,
     approval: ApprovalPolicy,
     as_json: bool,
     subject: serde_json::Value,
+    at_exec: Option<&str>,
 ) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     let note = approval_note(verdict.decision, approval);
@@ -409,6 +444,7 @@ fn print_verdict(
             "reason": verdict.reason,
             "approval": approval,
             "note": note,
+            "at_exec": at_exec,
         });
         writeln!(out, "{}", serde_json::to_string(&value)?)?;
     } else {
@@ -421,6 +457,9 @@ fn print_verdict(
         )?;
         if let Some(note) = note {
             writeln!(out, "{note}")?;
+        }
+        if let Some(at_exec) = at_exec {
+            writeln!(out, "at exec: {at_exec}")?;
         }
     }
     Ok(explain_status(verdict.decision))

@@ -233,6 +233,45 @@ fn explain_bash_prints_the_decision_and_exits_0_allow_1_deny_3_ask() {
     assert_eq!(code(&["bash"]), Some(2));
 }
 
+#[test]
+fn explain_of_an_allowed_script_says_its_programs_are_decided_again_at_exec() {
+    let env = Env::new();
+    let text = |profile: &str, args: &[&str], code: i32| {
+        let r = run(env
+            .bridle()
+            .args(["--profile", profile, "policy", "explain"])
+            .args(args));
+        r.assert_code(code);
+        r.stdout
+    };
+    let out = text("ci-locked", &["bash", "./push.sh"], 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("allow: `./push.sh` allowed"), "{out}");
+    assert_eq!(
+        lines[1],
+        "at exec: every program it runs (a script's commands, a program's children) is \
+         decided again by these command rules when it starts, and a denied one fails there",
+        "{out}"
+    );
+    let out = text("ci-locked", &["exec", "--json", "--", "./push.sh"], 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["at_exec"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("every program it runs")),
+        "{v}"
+    );
+    // A profile without command rules has no exec supervisor: nothing to say.
+    let out = text("workspace-write", &["bash", "./push.sh"], 0);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let out = text("workspace-write", &["exec", "--json", "--", "./push.sh"], 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["at_exec"], Value::Null, "{v}");
+    // A denial is final where it is made: no note.
+    let out = text("ci-locked", &["bash", "git push"], 1);
+    assert!(!out.contains("at exec:"), "{out}");
+}
+
 /// A workspace that is a git repository with a bare remote `origin` inside it.
 fn repo_with_remote(e: &ExecEnv) -> std::path::PathBuf {
     let git = |args: &[&str]| {
