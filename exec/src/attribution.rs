@@ -63,6 +63,39 @@ impl From<String> for Attribution {
     }
 }
 
+/// What the kernel saw: `attempts` times a process of the sandbox tried to reach an address
+/// outside it (its network namespace counted the packets that had no route, and DNS queries to
+/// a resolver on the host's loopback; see [`bridle_sandbox::net_watch`]). Whatever the command
+/// printed (npm's `ENOTCACHED`, pip's retries, curl's "Couldn't connect"), that is the network
+/// setting's doing: off, or an allow-list the command went around (its own connection or DNS
+/// lookup instead of the proxy).
+pub fn network_attempts(spec: &SandboxSpec, attempts: u64) -> Option<Attribution> {
+    if attempts == 0 {
+        return None;
+    }
+    let times = if attempts == 1 {
+        "once"
+    } else {
+        "more than once"
+    };
+    match spec.network {
+        Network::Off => Some(Attribution::liftable(format!(
+            "the network is off (the command tried to reach it {times})"
+        ))),
+        Network::AllowList => {
+            let port = spec
+                .allow_list
+                .as_ref()
+                .map_or(bridle_policy::RELAY_PORT, |l| l.relay_port);
+            Some(Attribution::liftable(format!(
+                "the command tried to connect directly, not through the proxy, {times}: {}",
+                crate::net::proxy_bypass_attribution(port)
+            )))
+        }
+        Network::On => None,
+    }
+}
+
 /// Decides whether a failure looks caused by the sandbox, from the error lines and the spec.
 ///
 /// Attributed: "Read-only file system" or "Permission denied" naming a path outside every

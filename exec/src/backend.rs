@@ -330,6 +330,7 @@ impl Spawner for RecordingSpawner {
             stderr: crate::output::Captured::default(),
             inspection: bridle_sandbox::Inspection::default(),
             network: Vec::new(),
+            direct_network_attempts: 0,
         })
     }
 

@@ -190,6 +190,12 @@ impl TypedTool for Bash {
                             crate::net::first_denial(&result.network).map(|d| {
                                 format!("the network allow-list denied `{}`", d.target()).into()
                             })
+                        })
+                        .or_else(|| {
+                            crate::attribution::network_attempts(
+                                spec,
+                                result.direct_network_attempts,
+                            )
                         });
                     attribution.as_ref().map(|a| a.what.clone())
                 }

@@ -69,6 +69,9 @@ pub struct RunResult {
     pub inspection: Inspection,
     /// What the network proxy decided for the command's connections (network `allow-list`).
     pub network: Vec<crate::net::NetDecision>,
+    /// How many times the kernel saw the command try to reach the network directly (network
+    /// off, or around the allow-list's proxy); 0 when it did not or could not count.
+    pub direct_network_attempts: u64,
 }
 
 /// Runs commands. The local implementation is [`SandboxRunner`]; a remote one would implement
@@ -214,6 +217,7 @@ impl Runner for SandboxRunner {
             stderr: Captured::default(),
             inspection: Inspection::default(),
             network: Vec::new(),
+            direct_network_attempts: 0,
         };
         let mut sandbox = match Sandbox::prepare(
             request.spec.clone(),
@@ -268,6 +272,7 @@ impl Runner for SandboxRunner {
             Err(r) => return Ok(refused(r)),
         };
         let _registered = self.register(running.launcher_pid());
+        let mut net_watch = running.take_net_watch();
         let attachment = match crate::net::attach_launch(proxy, relay) {
             Ok(attachment) => attachment,
             Err(r) => {
@@ -332,6 +337,10 @@ impl Runner for SandboxRunner {
         let network = attachment
             .map(|a| a.finish(std::time::Duration::from_secs(2)))
             .unwrap_or_default();
+        let direct_network_attempts = net_watch
+            .as_mut()
+            .and_then(bridle_sandbox::net_watch::NetWatch::attempts)
+            .unwrap_or(0);
         let mut captured = Vec::new();
         for reader in readers {
             let result = reader.join().map_err(|_| ExecError::ReadOutput {
@@ -348,6 +357,7 @@ impl Runner for SandboxRunner {
             stderr,
             inspection: finished.inspection,
             network,
+            direct_network_attempts,
         })
     }
 }

@@ -474,6 +474,71 @@ fn the_terminal_keeps_its_shell_across_the_calls_of_a_session() {
     );
 }
 
+#[test]
+fn a_terminal_call_without_input_waits_for_the_command_still_running() {
+    let e = ExecEnv::new();
+    // The first call returns at its two seconds of quiet, the command still at work; the
+    // second types nothing and waits for it to end; the third, at the prompt, returns at once.
+    let script = r#"
+- tool_calls:
+    - name: terminal
+      arguments: {input: "sleep 3; echo done-$((40+2))\n"}
+- tool_calls:
+    - name: terminal
+      arguments: {wait_ms: 8000}
+- tool_calls:
+    - name: terminal
+      arguments: {}
+- tool_calls:
+    - name: terminal
+      arguments: {input: "sleep 1; echo slow\n", wait_ms: 6000}
+- text: done
+"#;
+    let started = std::time::Instant::now();
+    let r = agent(&e, script, &[], "wait for it");
+    let took = started.elapsed();
+    r.assert_code(0);
+    let results = results(&events(&e, &session_id(&r)));
+    assert!(!results[0].1.contains("done-42"), "{results:?}");
+    assert!(
+        results[1].0 && results[1].1.contains("done-42"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].0 && !results[2].1.contains("done-42"),
+        "{results:?}"
+    );
+    // An explicit wait is waited out past the two seconds of quiet, up to the prompt.
+    assert!(results[3].1.contains("slow"), "{results:?}");
+    assert!(took < std::time::Duration::from_secs(12), "{took:?}");
+}
+
+#[test]
+fn a_terminal_closed_while_a_command_runs_says_it_was_stopped() {
+    let e = ExecEnv::new();
+    let mut cmd = e.bridle();
+    cmd.args([
+        "tool",
+        "terminal",
+        r#"{"input":"sleep 30; echo never\n","wait_ms":300}"#,
+    ])
+    .stdin(std::process::Stdio::null());
+    let r = run_bounded(&mut cmd);
+    r.assert_code(0);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains("had not come back to its prompt: what was still running was stopped"),
+        "{content}"
+    );
+    // One that ended at its prompt says nothing of the kind.
+    let mut cmd = e.bridle();
+    cmd.args(["tool", "terminal", r#"{"input":"echo hi\n"}"#])
+        .stdin(std::process::Stdio::null());
+    let r = run_bounded(&mut cmd);
+    assert!(!r.stdout.contains("had not come back"), "{}", r.stdout);
+}
+
 /// A chat-completions server on loopback: the first request gets a streamed tool call, the
 /// second a streamed final answer. Returns the base URL and the bodies it received.
 fn chat_server() -> (

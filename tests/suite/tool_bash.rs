@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::support::{Env, Run, path_str, run};
 
@@ -252,6 +252,42 @@ fn sandbox_denial_is_attributed_but_an_ordinary_permission_error_is_not() {
             .is_some_and(|s| s.contains("network")),
         "{net}"
     );
+}
+
+#[test]
+fn a_failure_to_reach_the_network_is_attributed_from_the_kernels_count_whatever_it_printed() {
+    let env = Env::new();
+    // The message names no network error bridle knows (as npm's `ENOTCACHED` or pip's retries
+    // do not): the kernel's count of the attempt attributes it.
+    let reach = "python3 -c \"import socket\ntry:\n  socket.create_connection(('192.0.2.1', 80), timeout=2)\nexcept OSError:\n  raise SystemExit('fetching the index went wrong')\"";
+    for name in ["bash", "terminal"] {
+        let args = if name == "bash" {
+            json!({ "command": reach })
+        } else {
+            json!({ "input": format!("{reach}\n") })
+        };
+        let r = run(env
+            .bridle()
+            .args([
+                "--profile",
+                "workspace-write",
+                "tool",
+                name,
+                &args.to_string(),
+            ])
+            .stdin(std::process::Stdio::null()));
+        let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+        let content = v["content"].as_str().unwrap();
+        assert!(content.contains("fetching the index went wrong"), "{v}");
+        assert_eq!(
+            v["sandbox"]["denied_by_sandbox"],
+            "the network is off (the command tried to reach it once)",
+            "{name}: {v}"
+        );
+    }
+    // A failure that sent nothing anywhere is not the network's.
+    let (_, v) = tool(&env, "workspace-write", r#"{"command": "exit 3"}"#);
+    assert!(v["sandbox"]["denied_by_sandbox"].is_null(), "{v}");
 }
 
 #[test]

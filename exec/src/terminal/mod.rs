@@ -43,6 +43,9 @@ pub struct Terminal {
     unsubmitted: String,
     /// The proxy's view of this terminal's connections (network `allow-list`).
     network: Option<crate::net::Attachment>,
+    /// The kernel's count of direct attempts to reach the network, and how many of them
+    /// were reported already.
+    net_watch: Option<(bridle_sandbox::net_watch::NetWatch, u64)>,
     /// Listed among the session's runs in progress (a cancel kills it with them).
     pub(crate) registered: Option<crate::run::RunningGuard>,
     /// Takes the exec supervisor's reports while no call reads the terminal (see
@@ -109,11 +112,12 @@ impl Terminal {
             .stderr(dup(&slave)?);
         let (launch, relay) =
             crate::net::prepare_launch(launch, spec.network, proxy).map_err(|r| r.to_string())?;
-        let running = match sandbox.spawn(launch) {
+        let mut running = match sandbox.spawn(launch) {
             Ok(Spawned::Running(r)) => r,
             Ok(Spawned::ExecFailed(f)) => return Err(f.cause),
             Err(r) => return Err(r.to_string()),
         };
+        let net_watch = running.take_net_watch().map(|w| (w, 0));
         let network = match crate::net::attach_launch(proxy, relay) {
             Ok(network) => network,
             Err(r) => {
@@ -146,6 +150,7 @@ impl Terminal {
             expected_prompts: 0,
             unsubmitted: String::new(),
             network,
+            net_watch,
             registered: None,
             background: None,
             refusal_unread: false,
@@ -159,11 +164,24 @@ impl Terminal {
             terminal.read_observed(
                 Duration::from_secs(5),
                 Duration::from_secs(5),
+                Duration::from_secs(5),
                 terminal.expected_prompts,
                 &mut bridle_sandbox::supervisor::Unobserved,
             );
         }
         Ok(terminal)
+    }
+
+    /// How many times the kernel saw the terminal's processes try to reach the network
+    /// directly since the last time this was asked (0 when it cannot count).
+    pub fn take_direct_network_attempts(&mut self) -> u64 {
+        let Some((watch, reported)) = &mut self.net_watch else {
+            return 0;
+        };
+        let total = watch.attempts().unwrap_or(*reported);
+        let new = total.saturating_sub(*reported);
+        *reported = total;
+        new
     }
 
     /// What the network proxy decided for this terminal's connections since the last call.
@@ -232,6 +250,23 @@ impl Terminal {
             .map_err(|e| format!("writing to the terminal: {e}"))
     }
 
+    /// Whether the shell sits at its prompt with nothing printed since the last read: a call
+    /// that types nothing has nothing to wait for.
+    pub fn nothing_to_read(&mut self) -> bool {
+        while let Ok(chunk) = self.output.try_recv() {
+            self.pending.extend_from_slice(&chunk);
+        }
+        if !self.pending.is_empty() {
+            self.at_prompt = ends_at_prompt(&self.pending);
+        }
+        self.pending.is_empty() && self.at_prompt
+    }
+
+    /// Whether the last output ended at the shell's prompt (no command still running).
+    pub fn at_prompt(&self) -> bool {
+        self.at_prompt
+    }
+
     /// The prompts the shell prints once it has read the last input whole (when no program
     /// reads it instead), for [`Terminal::read_observed`].
     pub fn expected_prompts(&self) -> usize {
@@ -247,17 +282,25 @@ impl Terminal {
     /// after some output, or `wait` passes. The prompt marker is shown as `$ `. What the exec
     /// supervisor reports meanwhile is logged; its questions are answered no.
     pub fn read(&mut self, wait: Duration, quiet: Duration) -> String {
-        self.read_observed(wait, quiet, 0, &mut bridle_sandbox::supervisor::Unobserved)
+        self.read_observed(
+            wait,
+            quiet,
+            quiet,
+            0,
+            &mut bridle_sandbox::supervisor::Unobserved,
+        )
     }
 
     /// Like [`Terminal::read`], until the shell has read the `lines` lines typed last (a
-    /// prompt for each, when no program reads them instead: then until quiet); what the exec
+    /// prompt for each, when no program reads them instead: then until quiet for `patience`,
+    /// a pause being more often a command at work than a program reading them); what the exec
     /// supervisor reports meanwhile (command rules at every exec of the shell's commands) goes
     /// to `observer`.
     pub fn read_observed(
         &mut self,
         wait: Duration,
         quiet: Duration,
+        patience: Duration,
         lines: usize,
         observer: &mut dyn bridle_sandbox::ExecObserver,
     ) -> String {
@@ -269,9 +312,7 @@ impl Terminal {
         let mut dropped: u64 = 0;
         let mut last = Instant::now();
         let mut prompts = Prompts::default();
-        // While lines typed are still to be read, a pause in the output is a command at work
-        // more often than a program reading them: waited out longer.
-        let patience = quiet.saturating_mul(4).min(wait);
+        let patience = patience.min(wait);
         loop {
             if let Some(running) = &self.running {
                 running.pump_exec_events(observer, Duration::ZERO);

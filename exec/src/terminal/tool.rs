@@ -55,7 +55,8 @@ pub struct TerminalArgs {
 /// The `terminal` tool: the session's shell, started on first use. A call feeds `input`
 /// (decided by the command rules like a `bash` command line, together with what was typed
 /// before and not yet submitted) and reads until the shell has read every line of it, quiet,
-/// or `wait_ms` (default 2000). With `persist`, the shell stays for the next call unless `close` is set;
+/// or `wait_ms` (default 2000); a call without `input` reads what a command still running
+/// prints until it ends. With `persist`, the shell stays for the next call unless `close` is set;
 /// without it, the shell is closed before the call returns. Either way a closed shell's whole
 /// tree is gone when the call returns.
 #[derive(Default)]
@@ -113,7 +114,7 @@ impl TypedTool for TerminalTool {
     }
 
     fn description(&self) -> &str {
-        "The session's persistent shell in a pseudo-terminal: input is written to it and the output until the shell has read every line of it (or wait_ms) comes back."
+        "The session's persistent shell in a pseudo-terminal: input is written to it and the output until the shell has read every line of it (or wait_ms) comes back; a call without input waits for a command still running to end (or wait_ms)."
     }
 
     fn declare(&self, args: &TerminalArgs, _plan: &Plan) -> Result<Declaration, String> {
@@ -173,7 +174,21 @@ impl TypedTool for TerminalTool {
             }
         }
         let carried = std::mem::take(&mut terminal.unsubmitted);
-        let wait = Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000));
+        // Closing without typing anything or asking to wait: what was printed, at once.
+        let wait = if args.close && args.input.is_none() && args.wait_ms.is_none() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(args.wait_ms.unwrap_or(2000).min(600_000))
+        };
+        let quiet = wait.min(Duration::from_millis(500));
+        // Before every line typed was read, a pause in the output is more often a command at
+        // work than a program reading the lines: waited out for two seconds, or for as long
+        // as the call said it would wait.
+        let patience = if args.wait_ms.is_some() {
+            wait
+        } else {
+            quiet.saturating_mul(4)
+        };
         // Listed first: they came before this call's input.
         let mut out = between_calls::note(&earlier, not_kept)
             .trim_start()
@@ -186,30 +201,42 @@ impl TypedTool for TerminalTool {
         // A terminal that takes no input (its shell exited) is closed, with what closing it
         // finds reported as for `close`.
         let mut input_failed = false;
-        if let Some(input) = &args.input
-            && let Err(e) = terminal.input(input)
-        {
-            out.push_str(&e);
-            input_failed = true;
-        } else if let Some(input) = &args.input {
-            terminal.unsubmitted = if only_interrupts(input) {
-                // Ctrl-C discards the line being edited.
-                String::new()
-            } else {
-                let line = format!("{carried}{input}");
-                line.rsplit(['\n', '\r']).next().unwrap_or("").to_owned()
-            };
+        // The prompts to read up to: every line typed (a call returned at the first prompt
+        // left the rest of several lines to run after it, unattributed); with nothing typed,
+        // the one a command still running prints as it ends. None: nothing to read.
+        let to_read = match &args.input {
+            Some(input) => match terminal.input(input) {
+                Err(e) => {
+                    out.push_str(&e);
+                    input_failed = true;
+                    None
+                }
+                Ok(()) => {
+                    terminal.unsubmitted = if only_interrupts(input) {
+                        // Ctrl-C discards the line being edited.
+                        String::new()
+                    } else {
+                        let line = format!("{carried}{input}");
+                        line.rsplit(['\n', '\r']).next().unwrap_or("").to_owned()
+                    };
+                    Some(terminal.expected_prompts())
+                }
+            },
+            None => {
+                terminal.unsubmitted = carried;
+                // At the prompt with nothing new: returns at once, unless the call asked to
+                // wait (for what a background job prints).
+                if terminal.nothing_to_read() && args.wait_ms.is_none() {
+                    None
+                } else {
+                    Some(usize::from(!terminal.at_prompt()))
+                }
+            }
+        };
+        if let Some(lines) = to_read {
             let mut execs =
                 crate::supervised::CallExecs::new(env.approvals).approving(env.approved_commands);
-            // Until every line typed has been read (a call returned at the first prompt
-            // left the rest of several lines to run after it, unattributed).
-            let lines = terminal.expected_prompts();
-            out.push_str(&terminal.read_observed(
-                wait,
-                wait.min(Duration::from_millis(500)),
-                lines,
-                &mut execs,
-            ));
+            out.push_str(&terminal.read_observed(wait, quiet, patience, lines, &mut execs));
             // A question answered as the read ended: its record is this call's, not the next.
             let settle = Instant::now() + Duration::from_secs(1);
             if let Some(running) = &terminal.running {
@@ -224,8 +251,6 @@ impl TypedTool for TerminalTool {
             let refused_now = between_calls::refused(&exec_decisions);
             refusal_shown = std::mem::take(&mut terminal.refusal_unread) || refused_now;
             terminal.refusal_unread = refused_now;
-        } else {
-            terminal.unsubmitted = carried;
         }
         let decisions: Vec<crate::net::NetDecision> = earlier_network
             .into_iter()
@@ -234,12 +259,15 @@ impl TypedTool for TerminalTool {
         out.push_str(&crate::net::summary(&decisions));
         // A refused exec's `Permission denied` (printed by a process refused between calls,
         // too, whenever it is read) is the rule's, not the sandbox's.
+        // This call's own: counted until now, whatever decides the attribution.
+        let direct_network = terminal.take_direct_network_attempts();
         let attribution = if refusal_shown {
             None
         } else {
             // The shell may have changed directory; relative names are looked up from where
             // it started (and above, as git names them).
             crate::attribution::attribute(spec, &spec.workspace, &out)
+                .or_else(|| crate::attribution::network_attempts(spec, direct_network))
         };
         if let Some(found) = &attribution {
             out.push('\n');
@@ -260,6 +288,8 @@ impl TypedTool for TerminalTool {
             *slot = Some(terminal);
             return result(true, out, None);
         }
+        // No prompt after the last output: a command was still at work (or reading input).
+        let cut_short = !input_failed && !terminal.at_prompt();
         let Closed {
             stopped,
             inspection,
@@ -290,6 +320,16 @@ impl TypedTool for TerminalTool {
                 result(false, out, Some(DeniedBy::Sandbox))
             }
             None => {
+                if cut_short {
+                    if !out.is_empty() && !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    out.push_str(
+                        "[the shell had not come back to its prompt: what was still running \
+                         was stopped with the terminal; a call's `wait_ms` waits longer, and \
+                         `bash` waits for a command to finish]\n",
+                    );
+                }
                 if self.persist {
                     out.push_str("[the terminal was closed; the next call starts a new one]");
                 }
