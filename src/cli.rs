@@ -65,12 +65,13 @@ pub enum Command {
     ///
     /// Prints one JSON object (`ok`, `content`, ...). Exit 0 when ok, 1 when the tool failed or
     /// was denied, 2 on a usage error. Tools: bash, read_file, write_file, edit_file, list_dir,
-    /// glob, grep, terminal.
+    /// glob, grep, terminal, str_replace_editor.
     /// With no terminal on stdin, approvals are answered `unavailable`.
     Tool {
         #[command(flatten)]
         confine: ConfineArgs,
-        /// The tool: bash, read_file, write_file, edit_file, list_dir, glob, grep or terminal.
+        /// The tool: bash, read_file, write_file, edit_file, list_dir, glob, grep, terminal or
+        /// str_replace_editor.
         name: String,
         /// Where the session keeps its private temp dir (`DIR/tmp`); must not be inside a
         /// writable root.

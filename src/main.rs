@@ -159,17 +159,18 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         );
     }
     if err.kind() == ErrorKind::InvalidUtf8 {
-        let json = std::env::args_os().any(|a| a == "--json");
-        report_error(&not_text(std::env::args_os()), EXIT_USAGE, json);
+        report_error(&not_text(std::env::args_os()), EXIT_USAGE, json_asked(&err));
         return ExitCode::from(EXIT_USAGE);
     }
-    if std::env::args_os().any(|a| a == "--json") {
-        let message = err
-            .render()
-            .to_string()
+    if json_asked(&err) {
+        // The error's paragraph (its first line, and the arguments it lists under it).
+        let rendered = err.render().to_string();
+        let message = rendered
             .lines()
-            .next()
-            .unwrap_or_default()
+            .take_while(|line| !line.trim().is_empty())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
             .trim_start_matches("error: ")
             .to_owned();
         report_error(&message, EXIT_USAGE, true);
@@ -177,6 +178,20 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         let _ = err.print();
     }
     ExitCode::from(EXIT_USAGE)
+}
+
+/// Whether the command line asked for JSON: a `--json` before any `--` (after it, the words
+/// are the command's), unless `--json` itself is what clap refused (`bridle exec --json`).
+fn json_asked(err: &clap::Error) -> bool {
+    let refused = err.kind() == clap::error::ErrorKind::UnknownArgument
+        && matches!(
+            err.get(clap::error::ContextKind::InvalidArg),
+            Some(clap::error::ContextValue::String(arg)) if arg == "--json"
+        );
+    !refused
+        && std::env::args_os()
+            .take_while(|a| a != "--")
+            .any(|a| a == "--json")
 }
 
 /// The message for a command line with an argument that is not UTF-8, naming it.

@@ -127,6 +127,32 @@ fn errors_are_json_on_stdout_under_json() {
 }
 
 #[test]
+fn a_usage_error_is_json_only_where_json_was_a_flag() {
+    let env = Env::new();
+    // `exec` has no `--json`: refusing it in JSON would say two things at once.
+    let r = run(env.bridle().args(["--json", "exec", "--", "false"]));
+    r.assert_code(2);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("unexpected argument '--json'"),
+        "{}",
+        r.stderr
+    );
+    // After `--` the words are the command's, not bridle's.
+    let r = run(env.bridle().args(["exec", "--bogus", "--", "x", "--json"]));
+    r.assert_code(2);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    // The JSON error names the missing argument, not only the sentence that leads to it.
+    let r = run(env.bridle().args(["policy", "explain", "bash", "--json"]));
+    r.assert_code(2);
+    let value: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(
+        value["error"],
+        "the following required arguments were not provided: <COMMAND_LINE>"
+    );
+}
+
+#[test]
 fn completions_and_the_manual_page_are_generated() {
     let env = Env::new();
     for (shell, marker) in [

@@ -272,6 +272,35 @@ fn explain_of_an_allowed_script_says_its_programs_are_decided_again_at_exec() {
     assert!(!out.contains("at exec:"), "{out}");
 }
 
+#[test]
+fn explain_of_a_write_a_path_rule_decides_says_commands_are_not_held_by_it() {
+    let env = Env::new();
+    let explained = |path: &str| {
+        let r = run(env.bridle().args([
+            "--profile",
+            "workstation",
+            "policy",
+            "explain",
+            "write",
+            "--json",
+            path,
+        ]));
+        serde_json::from_str::<Value>(&r.stdout).unwrap()
+    };
+    let v = explained(".env");
+    assert_eq!(v["decision"], "ask", "{v}");
+    assert!(
+        v["commands"].as_str().is_some_and(|s| s
+            .starts_with("a path rule decides the file tools' writes")
+            && s.contains("since the kernel confines writes by directory, not by name")),
+        "{v}"
+    );
+    // Where no path rule decides, there is nothing to add.
+    let v = explained("src/main.rs");
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["commands"], Value::Null, "{v}");
+}
+
 /// A workspace that is a git repository with a bare remote `origin` inside it.
 fn repo_with_remote(e: &ExecEnv) -> std::path::PathBuf {
     let git = |args: &[&str]| {
