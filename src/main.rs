@@ -159,10 +159,10 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         );
     }
     if err.kind() == ErrorKind::InvalidUtf8 {
-        report_error(&not_text(std::env::args_os()), EXIT_USAGE, json_asked(&err));
+        report_error(&not_text(std::env::args_os()), EXIT_USAGE, json_asked(err));
         return ExitCode::from(EXIT_USAGE);
     }
-    if json_asked(&err) {
+    if json_asked(err) {
         // The error's paragraph (its first line, and the arguments it lists under it).
         let rendered = err.render().to_string();
         let message = rendered
