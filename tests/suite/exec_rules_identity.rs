@@ -3,7 +3,7 @@
 //! a copy of git after its first exec.
 
 use super::exec_rules::{assert_nothing_pushed, script, with_remote};
-use super::support::{is_root, run_within};
+use super::support::{ExecEnv, is_root, path_str, run_within};
 
 /// The host's git.
 fn host_git() -> &'static str {
@@ -354,4 +354,99 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn a_denied_program_named_as_another_files_interpreter_is_that_program() {
+    // Found by an eleventh red-team pass on 2026-12-08: the kernel starts the program
+    // interpreter a file's `PT_INTERP` names instead of the file, under the file's name; a
+    // static program (a Go binary, say) runs so without relocation, and ran past its rule.
+    let e = ExecEnv::new();
+    let source = e.outside_file(
+        "forbidden.c",
+        r#"#include <sys/syscall.h>
+static long call3(long n, long a, long b, long c) {
+    long r;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+void _start(void) {
+    static const char m[] = "FORBIDDEN RAN\n";
+    call3(SYS_write, 1, (long)m, sizeof m - 1);
+    call3(SYS_exit_group, 0, 0, 0);
+    for (;;) {}
+}
+"#,
+    );
+    std::fs::create_dir_all(e.workspace.join("bin")).unwrap();
+    e.compile_c(
+        &source,
+        "bin/forbidden",
+        &["-O2", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    let main = e.outside_file("tiny.c", "int main(void) { return 7; }\n");
+    let absolute = e.workspace.join("bin/forbidden");
+    e.compile_c(
+        &main,
+        "tiny",
+        &[&format!("-Wl,--dynamic-linker={}", path_str(&absolute))],
+    );
+    // A relative interpreter is opened from the caller's working directory.
+    e.compile_c(
+        &main,
+        "tiny-relative",
+        &["-Wl,--dynamic-linker=bin/forbidden"],
+    );
+    let profile = e.profile(
+        "forbidden.yaml",
+        "extends: ci-locked\nrules:\n  commands:\n    - id: deny-forbidden\n      prefix: [forbidden]\n      decision: deny\n      examples: [forbidden]\n",
+    );
+    let run = |profile: &str| {
+        let mut cmd = e.exec_cmd(
+            &["--profile", profile],
+            &[],
+            &[
+                "sh",
+                "-c",
+                "./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; x=forbidden; $x; echo own=$?",
+            ],
+        );
+        cmd.env(
+            "PATH",
+            format!(
+                "{}:/usr/local/bin:/usr/bin:/bin",
+                path_str(&e.workspace.join("bin"))
+            ),
+        );
+        run_within(&mut cmd, std::time::Duration::from_secs(60))
+    };
+    // Without a rule naming it, the program runs by each route (the test's own check).
+    let r = run("ci-locked");
+    assert_eq!(
+        r.stdout.matches("FORBIDDEN RAN").count(),
+        3,
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = run(&profile);
+    assert!(
+        !r.stdout.contains("FORBIDDEN RAN"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(r.value("tiny"), "137", "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("relative"), "137", "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("own"), "126", "{}\n{}", r.stdout, r.stderr);
+    for file in ["tiny", "tiny-relative"] {
+        assert!(
+            r.stderr.contains(&format!(
+                "rule deny-forbidden denied exec of {}",
+                path_str(&e.workspace.join(file))
+            )),
+            "{file}: {}",
+            r.stderr
+        );
+    }
 }

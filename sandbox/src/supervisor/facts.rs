@@ -46,13 +46,15 @@ impl Supervisor {
 
     /// What the rules need to know about `read`, whose file is `file` (`open` opens it, should
     /// its content be needed; the environment and the working directory are read for git's
-    /// configuration and the dynamic loader).
+    /// configuration and the dynamic loader); `also`: the known programs it runs besides (its
+    /// program interpreter, where that is one).
     pub(super) fn facts(
         &mut self,
         pid: Pid,
         read: &ExecRead,
         file: &std::fs::Metadata,
         open: impl Fn() -> std::io::Result<std::fs::File>,
+        also: &[String],
         stage: Stage,
     ) -> ExecFacts {
         let argv0 = read
@@ -60,7 +62,12 @@ impl Supervisor {
             .first()
             .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
             .unwrap_or_default();
-        let names = self.identity.names_of(file, &open);
+        let mut names = self.identity.names_of(file, &open);
+        for name in also {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
         // Called by one of its own names, a program is what that name says (a multi-call
         // program decides by its name); under another name it is each program it is.
         let multi_call = self.identity.is_multi_call(file);

@@ -135,6 +135,7 @@
 mod cargo;
 mod channel;
 mod config_file;
+mod elf;
 mod facts;
 mod git;
 mod git_builtins;
@@ -475,8 +476,16 @@ impl Supervisor {
         if tree {
             self.traced.insert(pid.as_raw(), Traced::default());
         }
-        let (read, file) = match tracee::after_exec(pid, &mut self.scratch, seen.fixed.as_ref()) {
-            Ok(read) => read,
+        let found =
+            tracee::after_exec(pid, &mut self.scratch, seen.fixed.as_ref()).and_then(|after| {
+                let interpreters = match after.interpreter {
+                    Some(fixed) => fixed.into_iter().collect(),
+                    None => tracee::interpreters(pid, &after.file, self.settler.as_mut())?,
+                };
+                Ok((after.read, after.file, interpreters))
+            });
+        let (read, file, interpreters) = match found {
+            Ok(found) => found,
             Err(tracee::Unreadable(why)) => {
                 let verdict = Verdict {
                     decision: Decision::Deny,
@@ -491,12 +500,23 @@ impl Supervisor {
                 return None;
             }
         };
+        // A program interpreter other than the dynamic loader is what runs, under the
+        // program's name (a static copy of a denied program named by a file's `PT_INTERP`).
+        let also: Vec<String> = interpreters
+            .iter()
+            .flat_map(|i| {
+                self.identity
+                    .names_of(&i.file, || open_checked(&i.path, &i.file))
+            })
+            .filter(|name| name != LOADER)
+            .collect();
         let exe = tracee::proc_path(pid, "exe");
         let facts = self.facts(
             pid,
             &read,
             &file,
             || open_program(exe.as_path()),
+            &also,
             Stage::After,
         );
         let verdict = match seen.decided {
@@ -541,6 +561,21 @@ impl Supervisor {
 }
 
 /// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
+/// Opens the file at `path` for its content, if it is still the file `file` describes.
+fn open_checked(
+    path: &std::path::Path,
+    file: &std::fs::Metadata,
+) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let opened = open_program(path)?;
+    let now = opened.metadata()?;
+    if (now.dev(), now.ino()) == (file.dev(), file.ino()) {
+        Ok(opened)
+    } else {
+        Err(std::io::Error::other("replaced since it was mapped"))
+    }
+}
+
 fn resume(pid: Pid, signal: Option<Signal>) {
     let _ = ptrace::cont(pid, signal);
 }

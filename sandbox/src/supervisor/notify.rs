@@ -133,6 +133,7 @@ impl Supervisor {
             &read,
             &file,
             || open_program(&read.path),
+            &[],
             Stage::Before,
         );
         let verdict = self.decide(pid, &read, &facts);
@@ -189,12 +190,13 @@ impl Supervisor {
     /// The program `read` names, where its path names it for good (only for an exec that goes
     /// on: a refused one needs no exec event).
     fn fixed_program(&mut self, read: &ExecRead, file: &std::fs::Metadata) -> Option<FixedProgram> {
-        self.settler
-            .as_mut()
-            .is_some_and(|s| s.fixed_program(&read.path, file))
+        let settler = self.settler.as_mut()?;
+        settler
+            .fixed_program(&read.path, file)
             .then(|| FixedProgram {
                 path: read.path.clone(),
                 file: file.clone(),
+                interpreter: settler.interpreter_of(&read.path),
             })
     }
 

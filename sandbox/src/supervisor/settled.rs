@@ -23,7 +23,7 @@
 //! of comparing every task of the sandbox finds (`SECURITY.md`).
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -55,8 +55,23 @@ pub struct Settler {
     /// cannot change in the sandbox); `None` until then, or when unreadable.
     mounts: Option<Option<mounts::Mounts>>,
     /// Paths found to name a fixed program ([`Settler::fixed_program`]): the file (device,
-    /// inode) they named then, or `None` where they did not.
-    fixed: HashMap<PathBuf, Option<(u64, u64)>>,
+    /// inode) they named then and its interpreter, or `None` where they did not.
+    fixed: HashMap<PathBuf, Option<FixedFile>>,
+    /// Program interpreter paths found to name a file for good, or not
+    /// ([`Settler::stable_interpreter`]).
+    interpreters: HashMap<PathBuf, Option<Interpreter>>,
+}
+
+/// The file (device, inode) a path named as a fixed program, and its interpreter.
+type FixedFile = ((u64, u64), Option<Interpreter>);
+
+/// The program interpreter (`PT_INTERP`) of a fixed program: the file the kernel loads with it
+/// and starts instead of it (the dynamic loader, nearly always), itself a file nothing in the
+/// sandbox can change, named by a path that resolves to it for good.
+#[derive(Debug, Clone)]
+pub struct Interpreter {
+    pub path: PathBuf,
+    pub file: std::fs::Metadata,
 }
 
 /// The most resolutions kept.
@@ -81,6 +96,7 @@ impl Default for Settler {
             read_only,
             mounts: None,
             fixed: HashMap::new(),
+            interpreters: HashMap::new(),
         }
     }
 }
@@ -115,20 +131,36 @@ impl Settler {
     /// own kind, which the kernel runs itself (a script runs its interpreter instead, and so
     /// does a file `binfmt_misc` claims: by its name's extension, which the path's last name
     /// must not have, or by its magic, which for the machine's own ELF files no ordinary host
-    /// registers). Checked once per path and file.
+    /// registers), whose program interpreter, if it names one, is such a file too, by an
+    /// absolute path that names it for good ([`Settler::interpreter_of`]). Checked once per
+    /// path and file.
     pub fn fixed_program(&mut self, path: &Path, file: &std::fs::Metadata) -> bool {
         let id = (file.dev(), file.ino());
         if !file.is_file() || file.nlink() != 1 {
             return false;
         }
-        if let Some(&known) = self.fixed.get(path) {
-            return known == Some(id);
+        if let Some(known) = self.fixed.get(path) {
+            return known.as_ref().is_some_and(|(was, _)| *was == id);
         }
         let fixed = self.check_fixed(path, id);
+        let is_fixed = fixed.is_some();
         if self.fixed.len() < MAX_KEPT {
-            self.fixed.insert(path.to_path_buf(), fixed.then_some(id));
+            self.fixed.insert(
+                path.to_path_buf(),
+                fixed.map(|interpreter| (id, interpreter)),
+            );
         }
-        fixed
+        is_fixed
+    }
+
+    /// The program interpreter of the fixed program `path` names (after
+    /// [`Settler::fixed_program`] said it is one): `None` for a program the kernel runs
+    /// without one.
+    pub fn interpreter_of(&self, path: &Path) -> Option<Interpreter> {
+        self.fixed
+            .get(path)
+            .and_then(|known| known.as_ref())
+            .and_then(|(_, interpreter)| interpreter.clone())
     }
 
     /// A settler whose read-only mounts are everything outside `writable` (one per thread),
@@ -195,28 +227,57 @@ impl Settler {
             && std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o444 == 0o444)
     }
 
-    fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> bool {
+    /// `Some`, with the program's interpreter (if it names one), where `path` names a fixed
+    /// program (see [`Settler::fixed_program`]).
+    fn check_fixed(&mut self, path: &Path, id: (u64, u64)) -> Option<Option<Interpreter>> {
         use std::io::Read;
         let extension = path
             .file_name()
             .is_none_or(|name| name.as_bytes().contains(&b'.'));
         if extension {
-            return false;
+            return None;
         }
-        let Some((canonical, meta)) = self.stable_at(path, false) else {
-            return false;
-        };
+        let (canonical, meta) = self.stable_at(path, false)?;
         if (meta.dev(), meta.ino()) != id {
-            return false;
+            return None;
         }
         // Its first bytes, from the file just checked (the same device and inode).
-        let Ok(mut opened) = super::facts::open_program(&canonical) else {
-            return false;
-        };
+        let mut opened = super::facts::open_program(&canonical).ok()?;
         let mut header = [0u8; 20];
-        opened.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id)
+        let native = opened.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id)
             && opened.read_exact(&mut header).is_ok()
-            && native_elf(&header)
+            && native_elf(&header);
+        if !native {
+            return None;
+        }
+        // The interpreter the kernel loads: a path that names a file for good (the kernel
+        // opens a relative one from the caller's working directory, which differs), on a
+        // read-only mount, with a single link, as the program is.
+        let Some(named) = super::elf::interpreter(&mut opened).ok()? else {
+            return Some(None);
+        };
+        let named = PathBuf::from(std::ffi::OsString::from_vec(named));
+        self.stable_interpreter(&named).map(Some)
+    }
+
+    /// The file the program interpreter path `path` names for good: an absolute path through
+    /// directories that cannot change to a file on a read-only mount that no writable mount
+    /// shows, with a single link. Checked once per path.
+    pub fn stable_interpreter(&mut self, path: &Path) -> Option<Interpreter> {
+        if let Some(known) = self.interpreters.get(path) {
+            return known.clone();
+        }
+        let found = self
+            .stable_at(path, false)
+            .filter(|(_, file)| file.nlink() == 1)
+            .map(|(_, file)| Interpreter {
+                path: path.to_path_buf(),
+                file,
+            });
+        if self.interpreters.len() < MAX_KEPT {
+            self.interpreters.insert(path.to_path_buf(), found.clone());
+        }
+        found
     }
 
     /// Resolves `path` as the kernel will, if every step is on a read-only mount.

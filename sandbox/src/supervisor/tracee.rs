@@ -12,10 +12,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::unistd::Pid;
+
+use super::settled::{Interpreter, Settler};
 
 use super::remote::{
     PAGE, argv_within_pages, finish_string, first_pointers, in_pages, page_rest, read_pages,
@@ -125,6 +128,8 @@ pub fn cwd_of(pid: Pid) -> Result<PathBuf, Unreadable> {
 pub struct FixedProgram {
     pub path: PathBuf,
     pub file: std::fs::Metadata,
+    /// Its program interpreter, if it names one (a fixed file too).
+    pub interpreter: Option<Interpreter>,
 }
 
 /// The exec `pid` has just made (stopped at `PTRACE_EVENT_EXEC`), and what the executed file
@@ -140,7 +145,7 @@ pub fn after_exec(
     pid: Pid,
     scratch: &mut super::stack::Scratch,
     fixed: Option<&FixedProgram>,
-) -> Result<(ExecRead, std::fs::Metadata), Unreadable> {
+) -> Result<AfterExec, Unreadable> {
     let (argv, execfn) = match super::stack::argv_at_exec(pid, scratch)? {
         Some(at) => (at.argv, at.execfn),
         None => (cmdline(pid)?, None),
@@ -150,20 +155,121 @@ pub fn after_exec(
             .as_deref()
             .is_some_and(|opened| opened == f.path.as_os_str().as_bytes())
     });
-    let exe = match ran_fixed {
-        Some(f) => f.file.clone(),
-        None => std::fs::metadata(proc_path(pid, "exe").as_path())
-            .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?,
+    let (exe, interpreter) = match ran_fixed {
+        Some(f) => (f.file.clone(), Some(f.interpreter.clone())),
+        None => (
+            std::fs::metadata(proc_path(pid, "exe").as_path())
+                .map_err(|e| Unreadable(format!("/proc/{pid}/exe: {e}")))?,
+            None,
+        ),
     };
-    Ok((
-        ExecRead {
+    Ok(AfterExec {
+        read: ExecRead {
             path: PathBuf::new(),
             argv,
             cwd: None,
             envp: 0,
         },
-        exe,
-    ))
+        file: exe,
+        interpreter,
+    })
+}
+
+/// What [`after_exec`] found.
+#[derive(Debug)]
+pub struct AfterExec {
+    pub read: ExecRead,
+    /// The executed file.
+    pub file: std::fs::Metadata,
+    /// Its program interpreter where the program is a fixed one (`Some(None)`: it names
+    /// none); `None` where it is still to be found ([`interpreters`]).
+    pub interpreter: Option<Option<Interpreter>>,
+}
+
+/// The program interpreters the kernel loaded with the program `pid` just exec'd (stopped at
+/// its exec event), whose file is `exe`: none for a program the kernel runs itself, and
+/// nearly always the dynamic loader otherwise. Read from the program's file (`PT_INTERP`:
+/// nothing can write a file being run), and, where that path names a file for good
+/// (`settler`), that file; otherwise the files `/proc/PID/maps` shows mapped besides the
+/// program, the kernel's own account of what it loaded (a relative interpreter path is opened
+/// from the caller's working directory, and one through a writable directory may have been
+/// swapped).
+pub fn interpreters(
+    pid: Pid,
+    exe: &std::fs::Metadata,
+    settler: Option<&mut Settler>,
+) -> Result<Vec<Interpreter>, Unreadable> {
+    let same = |m: &std::fs::Metadata| (m.dev(), m.ino()) == (exe.dev(), exe.ino());
+    let named = super::facts::open_program(proc_path(pid, "exe").as_path())
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| same(&m)))
+        .and_then(|mut f| super::elf::interpreter(&mut f).ok());
+    match named {
+        Some(None) => return Ok(Vec::new()),
+        Some(Some(path)) => {
+            let path = PathBuf::from(std::ffi::OsString::from_vec(path));
+            if let Some(found) = settler.and_then(|s| s.stable_interpreter(&path)) {
+                return Ok(vec![found]);
+            }
+        }
+        None => {}
+    }
+    let maps = read_proc(pid, "maps")?;
+    let mut found: Vec<Interpreter> = Vec::new();
+    for line in maps.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Some((device, inode, path)) = mapped_file(line) else {
+            return Err(Unreadable(format!(
+                "/proc/{pid}/maps: a line not understood: {}",
+                String::from_utf8_lossy(line)
+            )));
+        };
+        if inode == 0 || (device, inode) == (exe.dev(), exe.ino()) {
+            continue;
+        }
+        if found
+            .iter()
+            .any(|i| (i.file.dev(), i.file.ino()) == (device, inode))
+        {
+            continue;
+        }
+        // The path the kernel shows for the mapping, checked to be that file still.
+        let file = std::fs::metadata(std::ffi::OsStr::from_bytes(path))
+            .ok()
+            .filter(|m| (m.dev(), m.ino()) == (device, inode))
+            .ok_or_else(|| {
+                Unreadable(format!(
+                    "the program interpreter mapped at this exec, `{}`, is not the file of that name",
+                    String::from_utf8_lossy(path)
+                ))
+            })?;
+        found.push(Interpreter {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+            file,
+        });
+    }
+    Ok(found)
+}
+
+/// The device (as `stat` gives it), inode and path of one line of `/proc/PID/maps`
+/// (`START-END PERMS OFFSET MAJOR:MINOR INODE PATH`); inode 0 for memory no file backs.
+fn mapped_file(line: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let mut rest = line;
+    let mut field = || {
+        let start = rest.iter().position(|b| *b != b' ')?;
+        rest = &rest[start..];
+        let end = rest.iter().position(|b| *b == b' ').unwrap_or(rest.len());
+        let (word, tail) = rest.split_at(end);
+        rest = tail;
+        Some(word)
+    };
+    let (_range, _perms, _offset) = (field()?, field()?, field()?);
+    let device = std::str::from_utf8(field()?).ok()?;
+    let inode: u64 = std::str::from_utf8(field()?).ok()?.parse().ok()?;
+    let (major, minor) = device.split_once(':')?;
+    let major = u64::from_str_radix(major, 16).ok()?;
+    let minor = u64::from_str_radix(minor, 16).ok()?;
+    let path = rest.trim_ascii_start();
+    Some((nix::sys::stat::makedev(major, minor), inode, path))
 }
 
 /// `/proc/PID/WHAT` without an allocation (it is made at every exec).
@@ -493,10 +599,40 @@ mod tests {
     fn the_own_process_can_be_read_after_its_exec() {
         let pid = nix::unistd::getpid();
         // Not traced by itself: its registers cannot be read, so `/proc` is read.
-        let (read, exe) = after_exec(pid, &mut Scratch::default(), None).unwrap();
+        let after = after_exec(pid, &mut Scratch::default(), None).unwrap();
+        let (read, exe) = (after.read, after.file);
         assert!(!read.argv.is_empty());
         assert!(exe.is_file());
+        assert!(after.interpreter.is_none(), "not a fixed program");
         assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
         assert_eq!(read.program(pid), std::env::current_exe().unwrap());
+        // Without a settler, the files mapped besides the program (here, long after its exec,
+        // its libraries too), among them the loader its `PT_INTERP` names.
+        let loader = super::super::elf::interpreter(
+            &mut std::fs::File::open(std::env::current_exe().unwrap()).unwrap(),
+        )
+        .unwrap()
+        .expect("the test binary is dynamically linked");
+        let loader = std::fs::metadata(std::ffi::OsStr::from_bytes(&loader)).unwrap();
+        let found = interpreters(pid, &exe, None).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|i| (i.file.dev(), i.file.ino()) == (loader.dev(), loader.ino())),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_line_of_the_maps_gives_its_device_inode_and_path() {
+        let line = b"7f2a1c000000-7f2a1c028000 r--p 00000000 fd:01 1835020                    /usr/lib/x86_64-linux-gnu/ld with space.so";
+        let (device, inode, path) = mapped_file(line).unwrap();
+        assert_eq!(device, nix::sys::stat::makedev(0xfd, 1));
+        assert_eq!(inode, 1_835_020);
+        assert_eq!(path, b"/usr/lib/x86_64-linux-gnu/ld with space.so");
+        let (_, inode, path) =
+            mapped_file(b"7ffd1000-7ffd3000 r-xp 00000000 00:00 0  [vdso]").unwrap();
+        assert_eq!((inode, path), (0, &b"[vdso]"[..]));
+        assert!(mapped_file(b"garbage").is_none());
     }
 }

@@ -202,6 +202,49 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     assert!(!settler.fixed_program(relative, &meta(&prog)));
 }
 
+#[test]
+fn a_fixed_program_names_its_interpreter_which_must_be_fixed_too() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = leaked_tempdir();
+    let ro = leaked_tempdir();
+    let mut settler = Settler::with_writable(ws);
+    let meta = |p: &Path| std::fs::metadata(p).unwrap();
+    let original = std::fs::read("/bin/true").unwrap();
+    let loader = super::super::elf::interpreter(&mut std::fs::File::open("/bin/true").unwrap())
+        .unwrap()
+        .expect("/bin/true is dynamically linked");
+    let prog = ro.join("prog");
+    std::fs::write(&prog, &original).unwrap();
+    assert!(settler.fixed_program(&prog, &meta(&prog)));
+    let found = settler.interpreter_of(&prog).expect("the loader");
+    assert_eq!(found.path.as_os_str().as_bytes(), &loader[..]);
+    let real = meta(&std::fs::canonicalize(&found.path).unwrap());
+    assert_eq!(
+        (found.file.dev(), found.file.ino()),
+        (real.dev(), real.ino())
+    );
+    // The same program naming an interpreter the command could write (or replace): not fixed.
+    let writable = ws.join("ld");
+    std::fs::copy(&found.path, &writable).unwrap();
+    let named = writable.as_os_str().as_bytes();
+    assert!(named.len() <= loader.len(), "{}", writable.display());
+    let at = original
+        .windows(loader.len())
+        .position(|w| w == &loader[..])
+        .unwrap();
+    let mut patched = original.clone();
+    patched[at..at + loader.len()].fill(0);
+    patched[at..at + named.len()].copy_from_slice(named);
+    let other = ro.join("other");
+    std::fs::write(&other, &patched).unwrap();
+    assert_eq!(
+        super::super::elf::interpreter(&mut std::fs::File::open(&other).unwrap()),
+        Ok(Some(named.to_vec()))
+    );
+    assert!(!settler.fixed_program(&other, &meta(&other)));
+    assert!(settler.interpreter_of(&other).is_none());
+}
+
 /// Run by [`a_proc_filesystem_mounted_outside_proc_names_no_fixed_program`] inside its own
 /// user, mount and PID namespaces: mounts a proc filesystem at `BRIDLE_TEST_PROCFS` (which is
 /// not below `/proc`) and checks that nothing through it is settled or fixed.
