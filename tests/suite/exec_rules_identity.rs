@@ -401,16 +401,19 @@ void _start(void) {
         "forbidden.yaml",
         "extends: ci-locked\nrules:\n  commands:\n    - id: deny-forbidden\n      prefix: [forbidden]\n      decision: deny\n      examples: [forbidden]\n",
     );
-    let run = |profile: &str| {
-        let mut cmd = e.exec_cmd(
-            &["--profile", profile],
-            &[],
-            &[
-                "sh",
-                "-c",
-                "./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; x=forbidden; $x; echo own=$?",
-            ],
-        );
+    // A script file: its text is not the rules' to read (under `danger-full-access` a hidden
+    // word would ask).
+    e.write(
+        "run.sh",
+        "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; forbidden; echo own=$?\n",
+    );
+    std::fs::set_permissions(
+        e.workspace.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let run = |profile: &str, exec_opts: &[&str]| {
+        let mut cmd = e.exec_cmd(&["--profile", profile], exec_opts, &["./run.sh"]);
         cmd.env(
             "PATH",
             format!(
@@ -421,7 +424,7 @@ void _start(void) {
         run_within(&mut cmd, std::time::Duration::from_secs(60))
     };
     // Without a rule naming it, the program runs by each route (the test's own check).
-    let r = run("ci-locked");
+    let r = run("ci-locked", &[]);
     assert_eq!(
         r.stdout.matches("FORBIDDEN RAN").count(),
         3,
@@ -429,24 +432,26 @@ void _start(void) {
         r.stdout,
         r.stderr
     );
-    let r = run(&profile);
-    assert!(
-        !r.stdout.contains("FORBIDDEN RAN"),
-        "{}\n{}",
-        r.stdout,
-        r.stderr
-    );
-    assert_eq!(r.value("tiny"), "137", "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(r.value("relative"), "137", "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(r.value("own"), "126", "{}\n{}", r.stdout, r.stderr);
-    for file in ["tiny", "tiny-relative"] {
-        assert!(
-            r.stderr.contains(&format!(
-                "rule deny-forbidden denied exec of {}",
-                path_str(&e.workspace.join(file))
-            )),
-            "{file}: {}",
-            r.stderr
-        );
+    // Confined, and under `danger-full-access`, where the launcher traces the whole tree
+    // (there the program itself is killed at its exec event too).
+    for (opts, own) in [
+        (&[][..], "126"),
+        (&["--mode", "danger-full-access"][..], "137"),
+    ] {
+        let r = run(&profile, opts);
+        let shown = format!("{opts:?}\n{}\n{}", r.stdout, r.stderr);
+        assert!(!r.stdout.contains("FORBIDDEN RAN"), "{shown}");
+        assert_eq!(r.value("tiny"), "137", "{shown}");
+        assert_eq!(r.value("relative"), "137", "{shown}");
+        assert_eq!(r.value("own"), own, "{shown}");
+        for file in ["tiny", "tiny-relative"] {
+            assert!(
+                r.stderr.contains(&format!(
+                    "rule deny-forbidden denied exec of {}",
+                    path_str(&e.workspace.join(file))
+                )),
+                "{file}: {shown}"
+            );
+        }
     }
 }

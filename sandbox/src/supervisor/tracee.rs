@@ -193,7 +193,8 @@ pub struct AfterExec {
 /// (`settler`), that file; otherwise the files `/proc/PID/maps` shows mapped besides the
 /// program, the kernel's own account of what it loaded (a relative interpreter path is opened
 /// from the caller's working directory, and one through a writable directory may have been
-/// swapped).
+/// swapped). Without a settler (the whole tree traced from outside any sandbox), the file the
+/// path names now.
 pub fn interpreters(
     pid: Pid,
     exe: &std::fs::Metadata,
@@ -204,15 +205,28 @@ pub fn interpreters(
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| same(&m)))
         .and_then(|mut f| super::elf::interpreter(&mut f).ok());
-    match named {
-        Some(None) => return Ok(Vec::new()),
-        Some(Some(path)) => {
+    match (named, settler) {
+        (Some(None), _) => return Ok(Vec::new()),
+        (Some(Some(path)), Some(settler)) => {
             let path = PathBuf::from(std::ffi::OsString::from_vec(path));
-            if let Some(found) = settler.and_then(|s| s.stable_interpreter(&path)) {
+            if let Some(found) = settler.stable_interpreter(&path) {
                 return Ok(vec![found]);
             }
         }
-        None => {}
+        // Tracing the whole tree (no sandbox of its own to rely on, a best effort): the file
+        // the path names now, from the process's root or working directory.
+        (Some(Some(path)), None) => {
+            let path = PathBuf::from(std::ffi::OsString::from_vec(path));
+            let from = if path.is_absolute() { "root" } else { "cwd" };
+            let path = proc_path(pid, from)
+                .as_path()
+                .join(path.strip_prefix("/").unwrap_or(&path));
+            let file = std::fs::metadata(&path).map_err(|e| {
+                Unreadable(format!("the program interpreter `{}`: {e}", path.display()))
+            })?;
+            return Ok(vec![Interpreter { path, file }]);
+        }
+        (None, _) => {}
     }
     let maps = read_proc(pid, "maps")?;
     let mut found: Vec<Interpreter> = Vec::new();
