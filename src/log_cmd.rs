@@ -39,24 +39,9 @@ pub fn run(_global: &GlobalArgs, cmd: &LogCommand) -> Result<u8> {
     };
     match ran {
         // The reader went away (`| head`): what it wanted it has; nothing to complain about.
-        Err(e) if is_broken_pipe(&e) => Ok(0),
+        Err(e) if crate::is_broken_pipe(&e) => Ok(0),
         other => other,
     }
-}
-
-/// Whether `e` is a write to a pipe whose reader has closed it.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        let kind = cause
-            .downcast_ref::<std::io::Error>()
-            .map(std::io::Error::kind)
-            .or_else(|| {
-                cause
-                    .downcast_ref::<serde_json::Error>()
-                    .and_then(serde_json::Error::io_error_kind)
-            });
-        kind == Some(std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 fn session_dir(arg: &SessionDirArg) -> Result<PathBuf> {

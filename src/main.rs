@@ -86,6 +86,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader of stdout went away (`bridle policy show | head`): it has what it read.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             // `probe` answers one question, "can this profile be enforced here": anything that
             // keeps it from saying yes is a no.
@@ -100,6 +102,35 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Whether `e` is a write to a pipe whose reader has closed it (`bridle ... | head`): what the
+/// reader wanted it has, so it is no error to report.
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let kind = cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The host cannot enforce what the profile requires: exit 125 (`exec`'s status for it), and
+/// the line `bridle: sandbox unavailable: GUARANTEE (why)`. Nothing ran.
+#[derive(Debug)]
+pub(crate) struct SandboxUnavailable(pub String);
+
+impl std::fmt::Display for SandboxUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sandbox unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for SandboxUnavailable {}
 
 /// Exit status for an error in what was asked (flags, arguments, a profile that does not load,
 /// a workspace that cannot be used): nothing ran.
@@ -124,6 +155,12 @@ pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
         cause.downcast_ref::<UsageError>().is_some()
             || cause.downcast_ref::<bridle_policy::PolicyError>().is_some()
     });
+    if err
+        .chain()
+        .any(|cause| cause.downcast_ref::<SandboxUnavailable>().is_some())
+    {
+        return exec_cmd::EXIT_SANDBOX_UNAVAILABLE;
+    }
     if usage { EXIT_USAGE } else { 1 }
 }
 

@@ -119,36 +119,48 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     let policy = facts.load_policy(&request.global, request.overrides.clone())?;
     facts.report_env(&policy);
     let temp_dir = crate::tool_cmd::private_temp_dir()?;
-    let preview = facts.plan(&policy, temp_dir.clone(), &[]);
-    let preview = match preview {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&temp_dir);
-            return Err(e.into());
-        }
-    };
+    // Whatever fails from here leaves nothing behind.
+    prepare_in(request, backend, model, facts, policy, &temp_dir).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&temp_dir);
+    })
+}
+
+/// [`prepare`], once the session's private temp dir exists.
+fn prepare_in(
+    request: Request,
+    backend: Backend,
+    model: Box<dyn Model>,
+    facts: Facts,
+    policy: bridle_policy::Policy,
+    temp_dir: &Path,
+) -> Result<Prepared> {
+    let temp_dir = temp_dir.to_path_buf();
+    let preview = facts.plan(&policy, temp_dir.clone(), &[])?;
+    // A host that cannot enforce the profile gets no session: the agent would work with
+    // every command refused (exit 125, the line `bridle exec` prints).
+    if let Some(missing) =
+        bridle_sandbox::assess::assess(&preview.spec, bridle_sandbox::probe()).refusal()
+    {
+        return Err(crate::SandboxUnavailable(format!(
+            "{} ({})",
+            missing.guarantee,
+            missing.note.clone().unwrap_or_default()
+        ))
+        .into());
+    }
     // The profile's `agent:` section: a plugin configuration that does not parse fails the
     // profile load, before any session exists.
     let plugins = Arc::new(plugin_host(&policy.agent, &preview)?);
     for (command, flag) in &request.commands_needed {
         if !plugins.commands().iter().any(|c| c.name() == *command) {
-            let _ = std::fs::remove_dir_all(&temp_dir);
             return Err(not_loaded(flag));
         }
     }
     // The log reads and writes the event types these plugins declare (and refuses others).
-    let dir = match session_dir(request.session_dir.as_deref(), &preview, &temp_dir) {
-        Ok(dir) => dir.with_kinds(plugins as Arc<dyn bridle_agent::log::EventKinds>),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&temp_dir);
-            return Err(e);
-        }
-    };
+    let dir = session_dir(request.session_dir.as_deref(), &preview, &temp_dir)?
+        .with_kinds(plugins as Arc<dyn bridle_agent::log::EventKinds>);
     // Later invocations hide it whatever their `--session-dir` or `$XDG_STATE_HOME` says.
-    if let Err(e) = facts.record_session_dir(dir.path()) {
-        let _ = std::fs::remove_dir_all(&temp_dir);
-        return Err(e);
-    }
+    facts.record_session_dir(dir.path())?;
     let real_dir = std::fs::canonicalize(dir.path())?;
     // The agent's commands and file tools must not read the logs or the key that seals them,
     // in this plan or any escalation of it.
@@ -157,10 +169,7 @@ pub fn prepare(request: Request) -> Result<Prepared> {
     if let Some(approval) = request.approval {
         plan.approval = approval;
     }
-    if let Err(e) = readable_only(&plan, &request.global.profile, &request.readable) {
-        let _ = std::fs::remove_dir_all(&temp_dir);
-        return Err(e);
-    }
+    readable_only(&plan, &request.global.profile, &request.readable)?;
     let summary = policy_summary(&plan, &temp_dir, &request.global.profile)?;
     let new = NewSession {
         workspace: plan.spec.workspace.display().to_string(),

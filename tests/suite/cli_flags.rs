@@ -153,6 +153,26 @@ fn a_usage_error_is_json_only_where_json_was_a_flag() {
 }
 
 #[test]
+fn a_reader_that_goes_away_is_no_error_and_probe_still_answers() {
+    let env = Env::new();
+    for args in [&["probe"][..], &["policy", "show"], &["probe", "--json"]] {
+        let mut child = env
+            .bridle()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before bridle writes a byte (it takes milliseconds to start).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn completions_and_the_manual_page_are_generated() {
     let env = Env::new();
     for (shell, marker) in [

@@ -209,3 +209,44 @@ fn accept_missing_is_the_only_way_to_run_without_a_guarantee() {
         p.stdout
     );
 }
+
+#[test]
+fn the_agent_refuses_to_start_a_session_on_a_host_that_cannot_enforce_the_profile() {
+    // The agent would work with every command refused: no session, the line `exec` prints.
+    let e = super::support::ExecEnv::new();
+    let script = "- tool_calls:\n    - name: write_file\n      arguments: {path: wrote.txt, content: x}\n- text: done\n";
+    let mut cmd = super::run_cli::agent_cmd(&e, script, &[], "write a file");
+    inject(&mut cmd, Fault::LandlockUnavailable).unwrap();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("bridle: sandbox unavailable: G-PROC"),
+        "{stderr}"
+    );
+    assert!(!e.workspace.join("wrote.txt").exists());
+    let sessions = e.home.join("sessions");
+    assert!(
+        std::fs::read_dir(&sessions).map_or(true, |d| d.count() == 0),
+        "a session was created"
+    );
+    // Its private temp dir is gone too.
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let base = PathBuf::from(format!("/var/tmp/bridle-{uid}"));
+    let left: Vec<_> = std::fs::read_dir(&base)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("tool-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
