@@ -73,8 +73,7 @@ fn run_inner(global: &GlobalArgs, args: &ExecArgs) -> Result<u8> {
             return Ok(EXIT_SANDBOX_UNAVAILABLE);
         }
     };
-    let cwd = std::env::current_dir()?;
-    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    let cwd = start_dir(sandbox.spec())?;
     // The profile's wall-time limit caps --timeout.
     let wall = sandbox
         .spec()
@@ -197,6 +196,19 @@ impl bridle_sandbox::ExecObserver for Reported<'_> {
     ) -> bool {
         self.0.approve(record, withdrawn)
     }
+}
+
+/// Where a command starts: the current directory when it is inside the workspace (a
+/// subdirectory of it), else the workspace (`bridle --workspace ../proj exec -- make` builds
+/// `../proj`, not the directory bridle was started in, which the sandbox would show read-only).
+pub fn start_dir(spec: &bridle_policy::SandboxSpec) -> std::io::Result<std::path::PathBuf> {
+    let cwd = std::env::current_dir()?;
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    Ok(if cwd.starts_with(&spec.workspace) {
+        cwd
+    } else {
+        spec.workspace.clone()
+    })
 }
 
 /// What the command rules say of the top-level command.

@@ -97,7 +97,19 @@ fn main() -> ExitCode {
                 Command::Policy(cli::PolicyCommand::Check { .. }) => 1,
                 _ => exit_code_of(&err),
             };
-            report_error(&error_chain(&err), code, cli.command.wants_json());
+            if matches!(cli.command, Command::Tool { .. }) {
+                // `tool` always prints its one object, with the `content` the model would see.
+                let message = error_chain(&err);
+                let value = serde_json::json!({
+                    "ok": false,
+                    "content": format!("not run: {message}"),
+                    "error": message,
+                    "exit_code": code,
+                });
+                println!("{value}");
+            } else {
+                report_error(&error_chain(&err), code, cli.command.wants_json());
+            }
             ExitCode::from(code)
         }
     }

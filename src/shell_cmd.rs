@@ -74,7 +74,7 @@ fn run_held(global: &GlobalArgs, args: &ShellArgs) -> Result<u8> {
     let (rows, cols) = bridle_sandbox::tty::size(std::io::stdin().as_fd()).unwrap_or((24, 80));
     let (master, slave) =
         bridle_sandbox::tty::open_pty(rows, cols).context("opening a pseudo-terminal")?;
-    let cwd = std::env::current_dir()?;
+    let cwd = crate::exec_cmd::start_dir(sandbox.spec())?;
     let launch = sandbox
         .launch(vec!["bash".into(), "-i".into()], &cwd)
         .with_controlling_terminal();

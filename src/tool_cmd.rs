@@ -12,9 +12,6 @@ use crate::UsageError;
 use crate::cli::{ConfineArgs, GlobalArgs};
 use crate::session_facts::{Facts, ensure_temp_base};
 
-/// Exit status for a usage error.
-pub const EXIT_USAGE: u8 = 2;
-
 pub fn run(
     global: &GlobalArgs,
     confine: &ConfineArgs,
@@ -23,13 +20,11 @@ pub fn run(
     arguments: &str,
 ) -> Result<u8> {
     if !TOOLS.contains(&name) {
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(
-            err,
-            "bridle: unknown tool `{name}` (available: {})",
+        return Err(crate::UsageError(format!(
+            "unknown tool `{name}` (available: {})",
             TOOLS.join(", ")
-        );
-        return Ok(EXIT_USAGE);
+        ))
+        .into());
     }
     let facts = Facts::gather(global)?;
     // Everything is checked before anything is created: a refused session dir leaves nothing

@@ -2,7 +2,7 @@
 //! `shell`, `tool` and `run`, `--env`, durations, exit codes, JSON errors, completions and the
 //! manual page (issue 8, section 4).
 
-use crate::suite::support::{Env, ExecEnv, run, run_bounded};
+use crate::suite::support::{Env, ExecEnv, path_str, run, run_bounded};
 
 #[test]
 fn exec_runs_a_command_given_without_a_double_dash() {
@@ -170,6 +170,28 @@ fn a_reader_that_goes_away_is_no_error_and_probe_still_answers() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn exec_starts_in_the_workspace_unless_started_inside_it() {
+    let env = Env::new();
+    let ws = std::fs::canonicalize(&env.workspace).unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    let pwd = |dir: &std::path::Path| {
+        let r = run(env.bridle().current_dir(dir).args([
+            "--workspace",
+            path_str(&ws),
+            "exec",
+            "--",
+            "pwd",
+        ]));
+        r.assert_code(0);
+        r.stdout.trim().to_owned()
+    };
+    // Started elsewhere (which the sandbox shows read-only): the workspace.
+    assert_eq!(pwd(&env.home), path_str(&ws));
+    // Started in a directory of the workspace: there.
+    assert_eq!(pwd(&ws.join("sub")), path_str(&ws.join("sub")));
 }
 
 #[test]

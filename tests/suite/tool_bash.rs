@@ -410,9 +410,18 @@ fn invalid_arguments_and_unknown_tools_are_reported() {
         v["content"].as_str().unwrap().contains("invalid arguments"),
         "{v}"
     );
+    // A usage error is the one JSON object too, with the `content` every result has.
     let r = run(env.bridle().args(["tool", "teleport", "{}"]));
     r.assert_code(2);
-    assert!(r.stderr.contains("unknown tool `teleport`"), "{}", r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(
+        v["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("unknown tool `teleport`")),
+        "{v}"
+    );
+    assert_eq!(v["exit_code"], 2, "{v}");
 }
 
 /// git rewrites its repository config under a lock bridle holds for the run, so `git config`
