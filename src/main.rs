@@ -106,7 +106,7 @@ fn main() -> ExitCode {
                     "error": message,
                     "exit_code": code,
                 });
-                println!("{value}");
+                let _ = writeln!(std::io::stdout().lock(), "{value}");
             } else {
                 report_error(&error_chain(&err), code, cli.command.wants_json());
             }
