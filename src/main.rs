@@ -87,7 +87,16 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         // The reader of stdout went away (`bridle policy show | head`): it has what it read.
-        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        // (Only for commands whose one job is to print: elsewhere a pipe may be a child's.)
+        Err(err)
+            if is_broken_pipe(&err)
+                && matches!(
+                    cli.command,
+                    Command::Policy(_) | Command::Completions { .. } | Command::Man
+                ) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             // `probe` answers one question, "can this profile be enforced here": anything that
             // keeps it from saying yes is a no.

@@ -141,12 +141,12 @@ fn prepare_in(
     if let Some(missing) =
         bridle_sandbox::assess::assess(&preview.spec, bridle_sandbox::probe()).refusal()
     {
-        return Err(crate::SandboxUnavailable(format!(
-            "{} ({})",
-            missing.guarantee,
-            missing.note.clone().unwrap_or_default()
-        ))
-        .into());
+        let why = missing
+            .note
+            .as_ref()
+            .map(|note| format!(" ({note})"))
+            .unwrap_or_default();
+        return Err(crate::SandboxUnavailable(format!("{}{why}", missing.guarantee)).into());
     }
     // The profile's `agent:` section: a plugin configuration that does not parse fails the
     // profile load, before any session exists.

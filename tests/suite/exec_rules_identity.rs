@@ -379,10 +379,18 @@ void _start(void) {
 "#,
     );
     std::fs::create_dir_all(e.workspace.join("bin")).unwrap();
+    // Position-independent, so the kernel maps it above the program that names it as its
+    // interpreter: last in `/proc/PID/maps`.
     e.compile_c(
         &source,
         "bin/forbidden",
-        &["-O2", "-static", "-nostdlib", "-fno-stack-protector"],
+        &[
+            "-O2",
+            "-static-pie",
+            "-fPIE",
+            "-nostdlib",
+            "-fno-stack-protector",
+        ],
     );
     let main = e.outside_file("tiny.c", "int main(void) { return 7; }\n");
     let absolute = e.workspace.join("bin/forbidden");
@@ -397,6 +405,26 @@ void _start(void) {
         "tiny-relative",
         &["-Wl,--dynamic-linker=bin/forbidden"],
     );
+    // A file the rules know by name (a `cargo` on `PATH`, in the table from the session's
+    // start), called by that name: its interpreter still runs (a twelfth red-team pass).
+    e.compile_c(
+        &main,
+        "bin/cargo",
+        &[&format!("-Wl,--dynamic-linker={}", path_str(&absolute))],
+    );
+    // An interpreter whose mappings come late in `/proc/PID/maps` (a long path: the file is
+    // read in more than one read; found by review).
+    let long = e
+        .workspace
+        .join(vec!["d".repeat(250); 15].join("/"))
+        .join("forbidden");
+    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
+    std::fs::copy(&absolute, &long).unwrap();
+    e.compile_c(
+        &main,
+        "tiny-long",
+        &[&format!("-Wl,--dynamic-linker={}", path_str(&long))],
+    );
     let profile = e.profile(
         "forbidden.yaml",
         "extends: ci-locked\nrules:\n  commands:\n    - id: deny-forbidden\n      prefix: [forbidden]\n      decision: deny\n      examples: [forbidden]\n",
@@ -405,7 +433,7 @@ void _start(void) {
     // word would ask).
     e.write(
         "run.sh",
-        "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; forbidden; echo own=$?\n",
+        "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; ./tiny-long; echo long=$?; cargo build; echo named=$?; forbidden; echo own=$?\n",
     );
     std::fs::set_permissions(
         e.workspace.join("run.sh"),
@@ -427,7 +455,7 @@ void _start(void) {
     let r = run("ci-locked", &[]);
     assert_eq!(
         r.stdout.matches("FORBIDDEN RAN").count(),
-        3,
+        5,
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -443,8 +471,10 @@ void _start(void) {
         assert!(!r.stdout.contains("FORBIDDEN RAN"), "{shown}");
         assert_eq!(r.value("tiny"), "137", "{shown}");
         assert_eq!(r.value("relative"), "137", "{shown}");
+        assert_eq!(r.value("long"), "137", "{shown}");
+        assert_eq!(r.value("named"), "137", "{shown}");
         assert_eq!(r.value("own"), own, "{shown}");
-        for file in ["tiny", "tiny-relative"] {
+        for file in ["tiny", "tiny-relative", "tiny-long", "bin/cargo"] {
             assert!(
                 r.stderr.contains(&format!(
                     "rule deny-forbidden denied exec of {}",

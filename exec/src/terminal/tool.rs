@@ -45,7 +45,8 @@ fn input_effect(input: &str, line: &str) -> Effect {
 pub struct TerminalArgs {
     /// Text to type (end with a newline to run it).
     input: Option<String>,
-    /// How long to wait for output, in milliseconds.
+    /// How long to wait for output, in milliseconds (default 2000); given, also how long a
+    /// quiet command is waited for before the call returns.
     wait_ms: Option<u64>,
     /// Close the shell and its whole process tree.
     #[serde(default)]

@@ -63,11 +63,6 @@ impl Supervisor {
             .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
             .unwrap_or_default();
         let mut names = self.identity.names_of(file, &open);
-        for name in also {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
         // Called by one of its own names, a program is what that name says (a multi-call
         // program decides by its name); under another name it is each program it is.
         let multi_call = self.identity.is_multi_call(file);
@@ -76,6 +71,17 @@ impl Supervisor {
         } else {
             names.clone()
         };
+        // Its interpreter runs instead of it, whatever name it is called by: `git status`
+        // whose file names a static denied program as its interpreter runs that program
+        // (found by a twelfth red-team pass on 2026-12-08).
+        for name in also {
+            if !same_as.contains(name) {
+                same_as.push(name.clone());
+            }
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
         // git called as `git-SUB` (the hard links in its exec path) runs the builtin SUB, or
         // dies: no alias, no correction. The rules read that name as `git SUB` themselves.
         let dashed = argv0

@@ -504,9 +504,11 @@ impl Supervisor {
         // program's name (a static copy of a denied program named by a file's `PT_INTERP`).
         let also: Vec<String> = interpreters
             .iter()
-            .flat_map(|i| {
-                self.identity
-                    .names_of(&i.file, || open_checked(&i.path, &i.file))
+            .flat_map(|i| match &i.opened {
+                Some(opened) => self.identity.names_of_file(opened),
+                None => self
+                    .identity
+                    .names_of(&i.file, || open_checked(&i.path, &i.file)),
             })
             .filter(|name| name != LOADER)
             .collect();
@@ -560,7 +562,6 @@ impl Supervisor {
     }
 }
 
-/// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
 /// Opens the file at `path` for its content, if it is still the file `file` describes.
 fn open_checked(
     path: &std::path::Path,
@@ -576,6 +577,7 @@ fn open_checked(
     }
 }
 
+/// Lets a stopped tracee go on; one that is gone meanwhile needs nothing.
 fn resume(pid: Pid, signal: Option<Signal>) {
     let _ = ptrace::cont(pid, signal);
 }

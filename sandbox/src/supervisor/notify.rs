@@ -190,14 +190,12 @@ impl Supervisor {
     /// The program `read` names, where its path names it for good (only for an exec that goes
     /// on: a refused one needs no exec event).
     fn fixed_program(&mut self, read: &ExecRead, file: &std::fs::Metadata) -> Option<FixedProgram> {
-        let settler = self.settler.as_mut()?;
-        settler
-            .fixed_program(&read.path, file)
-            .then(|| FixedProgram {
-                path: read.path.clone(),
-                file: file.clone(),
-                interpreter: settler.interpreter_of(&read.path),
-            })
+        let interpreter = self.settler.as_mut()?.fixed_program(&read.path, file)?;
+        Some(FixedProgram {
+            path: read.path.clone(),
+            file: file.clone(),
+            interpreter,
+        })
     }
 
     /// Lets an exec go on to its exec event: seizes the caller (unless it is already), checks

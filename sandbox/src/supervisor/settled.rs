@@ -72,6 +72,9 @@ type FixedFile = ((u64, u64), Option<Interpreter>);
 pub struct Interpreter {
     pub path: PathBuf,
     pub file: std::fs::Metadata,
+    /// The file, opened once, where its path could name another file later (read for its
+    /// digest: what is decided is what was opened); `None` for one named for good.
+    pub opened: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// The most resolutions kept.
@@ -132,35 +135,33 @@ impl Settler {
     /// does a file `binfmt_misc` claims: by its name's extension, which the path's last name
     /// must not have, or by its magic, which for the machine's own ELF files no ordinary host
     /// registers), whose program interpreter, if it names one, is such a file too, by an
-    /// absolute path that names it for good ([`Settler::interpreter_of`]). Checked once per
-    /// path and file.
-    pub fn fixed_program(&mut self, path: &Path, file: &std::fs::Metadata) -> bool {
+    /// absolute path that names it for good ([`Settler::stable_interpreter`]). Checked once
+    /// per path and file.
+    /// `Some` where it is one, with its interpreter (`None` for a program the kernel runs
+    /// without one).
+    pub fn fixed_program(
+        &mut self,
+        path: &Path,
+        file: &std::fs::Metadata,
+    ) -> Option<Option<Interpreter>> {
         let id = (file.dev(), file.ino());
         if !file.is_file() || file.nlink() != 1 {
-            return false;
+            return None;
         }
         if let Some(known) = self.fixed.get(path) {
-            return known.as_ref().is_some_and(|(was, _)| *was == id);
+            return known
+                .as_ref()
+                .filter(|(was, _)| *was == id)
+                .map(|(_, interpreter)| interpreter.clone());
         }
         let fixed = self.check_fixed(path, id);
-        let is_fixed = fixed.is_some();
         if self.fixed.len() < MAX_KEPT {
             self.fixed.insert(
                 path.to_path_buf(),
-                fixed.map(|interpreter| (id, interpreter)),
+                fixed.clone().map(|interpreter| (id, interpreter)),
             );
         }
-        is_fixed
-    }
-
-    /// The program interpreter of the fixed program `path` names (after
-    /// [`Settler::fixed_program`] said it is one): `None` for a program the kernel runs
-    /// without one.
-    pub fn interpreter_of(&self, path: &Path) -> Option<Interpreter> {
-        self.fixed
-            .get(path)
-            .and_then(|known| known.as_ref())
-            .and_then(|(_, interpreter)| interpreter.clone())
+        fixed
     }
 
     /// A settler whose read-only mounts are everything outside `writable` (one per thread),
@@ -273,6 +274,7 @@ impl Settler {
             .map(|(_, file)| Interpreter {
                 path: path.to_path_buf(),
                 file,
+                opened: None,
             });
         if self.interpreters.len() < MAX_KEPT {
             self.interpreters.insert(path.to_path_buf(), found.clone());

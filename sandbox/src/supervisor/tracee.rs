@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -205,30 +205,29 @@ pub fn interpreters(
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| same(&m)))
         .and_then(|mut f| super::elf::interpreter(&mut f).ok());
-    match (named, settler) {
+    match (&named, settler) {
         (Some(None), _) => return Ok(Vec::new()),
         (Some(Some(path)), Some(settler)) => {
-            let path = PathBuf::from(std::ffi::OsString::from_vec(path));
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
             if let Some(found) = settler.stable_interpreter(&path) {
                 return Ok(vec![found]);
             }
         }
         // Tracing the whole tree (no sandbox of its own to rely on, a best effort): the file
-        // the path names now, from the process's root or working directory.
+        // the path names now, from the process's root or working directory, opened once.
         (Some(Some(path)), None) => {
-            let path = PathBuf::from(std::ffi::OsString::from_vec(path));
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
             let from = if path.is_absolute() { "root" } else { "cwd" };
             let path = proc_path(pid, from)
                 .as_path()
                 .join(path.strip_prefix("/").unwrap_or(&path));
-            let file = std::fs::metadata(&path).map_err(|e| {
-                Unreadable(format!("the program interpreter `{}`: {e}", path.display()))
-            })?;
-            return Ok(vec![Interpreter { path, file }]);
+            return opened_interpreter(&path, None).map(|found| vec![found]);
         }
         (None, _) => {}
     }
-    let maps = read_proc(pid, "maps")?;
+    // Read whole: a seq_file gives whole lines per read, so a short read is not its end.
+    let maps = std::fs::read(proc_path(pid, "maps").as_path())
+        .map_err(|e| Unreadable(format!("/proc/{pid}/maps: {e}")))?;
     let mut found: Vec<Interpreter> = Vec::new();
     for line in maps.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let Some((device, inode, path)) = mapped_file(line) else {
@@ -237,31 +236,46 @@ pub fn interpreters(
                 String::from_utf8_lossy(line)
             )));
         };
-        if inode == 0 || (device, inode) == (exe.dev(), exe.ino()) {
-            continue;
-        }
-        if found
-            .iter()
-            .any(|i| (i.file.dev(), i.file.ino()) == (device, inode))
+        if inode == 0
+            || (device, inode) == (exe.dev(), exe.ino())
+            || found
+                .iter()
+                .any(|i| (i.file.dev(), i.file.ino()) == (device, inode))
         {
             continue;
         }
-        // The path the kernel shows for the mapping, checked to be that file still.
-        let file = std::fs::metadata(std::ffi::OsStr::from_bytes(path))
-            .ok()
-            .filter(|m| (m.dev(), m.ino()) == (device, inode))
-            .ok_or_else(|| {
-                Unreadable(format!(
-                    "the program interpreter mapped at this exec, `{}`, is not the file of that name",
-                    String::from_utf8_lossy(path)
-                ))
-            })?;
-        found.push(Interpreter {
-            path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
-            file,
-        });
+        let path = Path::new(std::ffi::OsStr::from_bytes(path));
+        found.push(opened_interpreter(path, Some((device, inode)))?);
+    }
+    // A file that names an interpreter has one mapped at its exec event.
+    if found.is_empty() && matches!(named, Some(Some(_))) {
+        return Err(Unreadable(format!(
+            "/proc/{pid}/maps shows no program interpreter, which the program names"
+        )));
     }
     Ok(found)
+}
+
+/// The program interpreter at `path`, opened once (what is decided is what was opened: a
+/// path renamed over afterwards changes nothing), where it is the file the kernel mapped,
+/// `mapped` (device, inode), when that is known.
+fn opened_interpreter(path: &Path, mapped: Option<(u64, u64)>) -> Result<Interpreter, Unreadable> {
+    let not_it = |why: String| {
+        Unreadable(format!(
+            "the program interpreter loaded at this exec, `{}`: {why}",
+            path.display()
+        ))
+    };
+    let opened = super::facts::open_program(path).map_err(|e| not_it(e.to_string()))?;
+    let file = opened.metadata().map_err(|e| not_it(e.to_string()))?;
+    if mapped.is_some_and(|id| id != (file.dev(), file.ino())) {
+        return Err(not_it("not the file of that name".into()));
+    }
+    Ok(Interpreter {
+        path: path.to_path_buf(),
+        file,
+        opened: Some(std::sync::Arc::new(opened)),
+    })
 }
 
 /// The device (as `stat` gives it), inode and path of one line of `/proc/PID/maps`
@@ -620,8 +634,7 @@ mod tests {
         assert!(after.interpreter.is_none(), "not a fixed program");
         assert_eq!(read.cwd(pid).unwrap(), std::env::current_dir().unwrap());
         assert_eq!(read.program(pid), std::env::current_exe().unwrap());
-        // Without a settler, the files mapped besides the program (here, long after its exec,
-        // its libraries too), among them the loader its `PT_INTERP` names.
+        // Without a settler (the whole tree traced): the file its `PT_INTERP` names, opened.
         let loader = super::super::elf::interpreter(
             &mut std::fs::File::open(std::env::current_exe().unwrap()).unwrap(),
         )

@@ -170,11 +170,13 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     std::fs::write(ro.join("foreign"), foreign).unwrap();
     let meta = |p: &Path| std::fs::metadata(p).unwrap();
     let prog = ro.join("prog");
-    assert!(settler.fixed_program(&prog, &meta(&prog)));
+    assert!(settler.fixed_program(&prog, &meta(&prog)).is_some());
     // Asked again (the answer is kept): still, for the same file only.
-    assert!(settler.fixed_program(&prog, &meta(&prog)));
+    assert!(settler.fixed_program(&prog, &meta(&prog)).is_some());
     assert!(
-        !settler.fixed_program(&prog, &meta(&ro.join("script"))),
+        settler
+            .fixed_program(&prog, &meta(&ro.join("script")))
+            .is_none(),
         "another file than the one the path named"
     );
     let not_fixed = [
@@ -192,14 +194,14 @@ fn only_a_single_link_elf_file_through_read_only_directories_is_a_fixed_program(
     ];
     for path in not_fixed {
         assert!(
-            !settler.fixed_program(&path, &meta(&path)),
+            settler.fixed_program(&path, &meta(&path)).is_none(),
             "{}",
             path.display()
         );
     }
     // Relative: resolved against a working directory that can change.
     let relative = Path::new("prog");
-    assert!(!settler.fixed_program(relative, &meta(&prog)));
+    assert!(settler.fixed_program(relative, &meta(&prog)).is_none());
 }
 
 #[test]
@@ -215,8 +217,10 @@ fn a_fixed_program_names_its_interpreter_which_must_be_fixed_too() {
         .expect("/bin/true is dynamically linked");
     let prog = ro.join("prog");
     std::fs::write(&prog, &original).unwrap();
-    assert!(settler.fixed_program(&prog, &meta(&prog)));
-    let found = settler.interpreter_of(&prog).expect("the loader");
+    let found = settler
+        .fixed_program(&prog, &meta(&prog))
+        .expect("a fixed program")
+        .expect("the loader");
     assert_eq!(found.path.as_os_str().as_bytes(), &loader[..]);
     let real = meta(&std::fs::canonicalize(&found.path).unwrap());
     assert_eq!(
@@ -241,8 +245,7 @@ fn a_fixed_program_names_its_interpreter_which_must_be_fixed_too() {
         super::super::elf::interpreter(&mut std::fs::File::open(&other).unwrap()),
         Ok(Some(named.to_vec()))
     );
-    assert!(!settler.fixed_program(&other, &meta(&other)));
-    assert!(settler.interpreter_of(&other).is_none());
+    assert!(settler.fixed_program(&other, &meta(&other)).is_none());
 }
 
 /// Run by [`a_proc_filesystem_mounted_outside_proc_names_no_fixed_program`] inside its own
@@ -267,7 +270,11 @@ fn proc_filesystem_elsewhere_inside_namespaces() {
     let exe = at.join("self/exe");
     let meta = std::fs::metadata(&exe).unwrap();
     assert!(settler.resolve(&exe).is_err(), "{}", exe.display());
-    assert!(!settler.fixed_program(&exe, &meta), "{}", exe.display());
+    assert!(
+        settler.fixed_program(&exe, &meta).is_none(),
+        "{}",
+        exe.display()
+    );
     assert_eq!(settler.failure(&at.join("self/no-such-file")), None);
     println!("checked through {}", at.display());
 }
