@@ -227,25 +227,13 @@ fn a_fixed_program_names_its_interpreter_which_must_be_fixed_too() {
         (found.file.dev(), found.file.ino()),
         (real.dev(), real.ino())
     );
-    // The same program naming an interpreter the command could write (or replace): not fixed.
-    let writable = ws.join("ld");
-    std::fs::copy(&found.path, &writable).unwrap();
-    let named = writable.as_os_str().as_bytes();
-    assert!(named.len() <= loader.len(), "{}", writable.display());
-    let at = original
-        .windows(loader.len())
-        .position(|w| w == &loader[..])
-        .unwrap();
-    let mut patched = original.clone();
-    patched[at..at + loader.len()].fill(0);
-    patched[at..at + named.len()].copy_from_slice(named);
-    let other = ro.join("other");
-    std::fs::write(&other, &patched).unwrap();
-    assert_eq!(
-        super::super::elf::interpreter(&mut std::fs::File::open(&other).unwrap()),
-        Ok(Some(named.to_vec()))
-    );
-    assert!(settler.fixed_program(&other, &meta(&other)).is_none());
+    // Where the interpreter is in a directory the command could write (or replace it in),
+    // the same program is not fixed: a view in which the loader's directory is writable.
+    let canonical = std::fs::canonicalize(&found.path).unwrap();
+    let mut settler = Settler::with_writable(canonical.parent().unwrap());
+    assert!(settler.fixed_program(&prog, &meta(&prog)).is_none());
+    // A relative interpreter path is opened from the caller's working directory: never fixed.
+    assert!(settler.stable_interpreter(Path::new("lib/ld.so")).is_none());
 }
 
 /// Run by [`a_proc_filesystem_mounted_outside_proc_names_no_fixed_program`] inside its own
