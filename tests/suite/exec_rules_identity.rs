@@ -356,34 +356,32 @@ fn a_known_script_run_by_its_file_name_or_through_its_interpreter_is_that_progra
     );
 }
 
-#[test]
-fn a_denied_program_named_as_another_files_interpreter_is_that_program() {
-    // Found by an eleventh red-team pass on 2026-12-08: the kernel starts the program
-    // interpreter a file's `PT_INTERP` names instead of the file, under the file's name; a
-    // static program (a Go binary, say) runs so without relocation, and ran past its rule.
-    let e = ExecEnv::new();
+/// Compiles into the workspace, as `output`, a static program without libc that prints
+/// `marker` and exits 0: a program that runs as another file's interpreter without relocation
+/// (as a static Go binary does). Position-independent, so the kernel maps it above the program
+/// that names it: last in `/proc/PID/maps`.
+fn static_marker(e: &ExecEnv, output: &str, marker: &str) {
     let source = e.outside_file(
-        "forbidden.c",
-        r#"#include <sys/syscall.h>
-static long call3(long n, long a, long b, long c) {
+        &format!("{}.c", output.replace('/', "_")),
+        &format!(
+            r#"#include <sys/syscall.h>
+static long call3(long n, long a, long b, long c) {{
     long r;
     __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
     return r;
-}
-void _start(void) {
-    static const char m[] = "FORBIDDEN RAN\n";
+}}
+void _start(void) {{
+    static const char m[] = "{marker}\n";
     call3(SYS_write, 1, (long)m, sizeof m - 1);
     call3(SYS_exit_group, 0, 0, 0);
-    for (;;) {}
-}
-"#,
+    for (;;) {{}}
+}}
+"#
+        ),
     );
-    std::fs::create_dir_all(e.workspace.join("bin")).unwrap();
-    // Position-independent, so the kernel maps it above the program that names it as its
-    // interpreter: last in `/proc/PID/maps`.
     e.compile_c(
         &source,
-        "bin/forbidden",
+        output,
         &[
             "-O2",
             "-static-pie",
@@ -392,6 +390,97 @@ void _start(void) {
             "-fno-stack-protector",
         ],
     );
+}
+
+/// A profile that extends `ci-locked` and denies `forbidden`; its path.
+fn denying_forbidden(e: &ExecEnv) -> String {
+    e.profile(
+        "forbidden.yaml",
+        "extends: ci-locked\nrules:\n  commands:\n    - id: deny-forbidden\n      prefix: [forbidden]\n      decision: deny\n      examples: [forbidden]\n",
+    )
+}
+
+/// `bridle exec` of the workspace's script `name` (made executable) with the workspace's
+/// `bin` first on `PATH` (the session resolves the rules' programs there).
+fn run_with_bin(e: &ExecEnv, profile: &str, exec_opts: &[&str], name: &str) -> super::support::Run {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        e.workspace.join(name),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mut cmd = e.exec_cmd(&["--profile", profile], exec_opts, &[&format!("./{name}")]);
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            path_str(&e.workspace.join("bin"))
+        ),
+    );
+    run_within(&mut cmd, std::time::Duration::from_secs(120))
+}
+
+#[test]
+fn an_interpreter_renamed_over_during_its_exec_is_decided_as_the_file_that_ran() {
+    // Found by review on 2026-12-08: the interpreter was checked at the path the maps show and
+    // then opened again there for its digest; a rename in between decided another file (a
+    // quarter of 400 tries ran the denied program). It is opened once now.
+    let e = ExecEnv::new();
+    std::fs::create_dir_all(e.workspace.join("bin")).unwrap();
+    static_marker(&e, "bin/forbidden", "FORBIDDEN RAN");
+    static_marker(&e, "harmless", "HARMLESS RAN");
+    // A copy: known by its digest, read at the exec event.
+    std::fs::copy(
+        e.workspace.join("bin/forbidden"),
+        e.workspace.join("interp"),
+    )
+    .unwrap();
+    let main = e.outside_file("tiny.c", "int main(void) { return 7; }\n");
+    e.compile_c(
+        &main,
+        "tiny",
+        &[&format!(
+            "-Wl,--dynamic-linker={}",
+            path_str(&e.workspace.join("interp"))
+        )],
+    );
+    e.write(
+        "race.sh",
+        r#"#!/bin/sh
+python3 - <<'PY' &
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+while True:
+    libc.renameat2(-100, b"interp", -100, b"harmless", 2)
+PY
+flipper=$!
+i=0
+while [ $i -lt 300 ]; do ./tiny; i=$((i + 1)); done
+kill $flipper
+echo end=1
+"#,
+    );
+    let r = run_with_bin(&e, &denying_forbidden(&e), &[], "race.sh");
+    let shown = format!("{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.value("end"), "1", "{shown}");
+    assert_eq!(r.stdout.matches("FORBIDDEN RAN").count(), 0, "{shown}");
+    // Both files were loaded by some exec: the race was run.
+    assert!(r.stdout.contains("HARMLESS RAN"), "{shown}");
+    assert!(
+        r.stderr.contains("rule deny-forbidden denied exec of")
+            || r.stderr.contains("not the file of that name"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_denied_program_named_as_another_files_interpreter_is_that_program() {
+    // Found by an eleventh red-team pass on 2026-12-08: the kernel starts the program
+    // interpreter a file's `PT_INTERP` names instead of the file, under the file's name; a
+    // static program (a Go binary, say) runs so without relocation, and ran past its rule.
+    let e = ExecEnv::new();
+    std::fs::create_dir_all(e.workspace.join("bin")).unwrap();
+    static_marker(&e, "bin/forbidden", "FORBIDDEN RAN");
     let main = e.outside_file("tiny.c", "int main(void) { return 7; }\n");
     let absolute = e.workspace.join("bin/forbidden");
     e.compile_c(
@@ -425,32 +514,14 @@ void _start(void) {
         "tiny-long",
         &[&format!("-Wl,--dynamic-linker={}", path_str(&long))],
     );
-    let profile = e.profile(
-        "forbidden.yaml",
-        "extends: ci-locked\nrules:\n  commands:\n    - id: deny-forbidden\n      prefix: [forbidden]\n      decision: deny\n      examples: [forbidden]\n",
-    );
+    let profile = denying_forbidden(&e);
     // A script file: its text is not the rules' to read (under `danger-full-access` a hidden
     // word would ask).
     e.write(
         "run.sh",
         "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; ./tiny-long; echo long=$?; cargo build; echo named=$?; forbidden; echo own=$?\n",
     );
-    std::fs::set_permissions(
-        e.workspace.join("run.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let run = |profile: &str, exec_opts: &[&str]| {
-        let mut cmd = e.exec_cmd(&["--profile", profile], exec_opts, &["./run.sh"]);
-        cmd.env(
-            "PATH",
-            format!(
-                "{}:/usr/local/bin:/usr/bin:/bin",
-                path_str(&e.workspace.join("bin"))
-            ),
-        );
-        run_within(&mut cmd, std::time::Duration::from_secs(60))
-    };
+    let run = |profile: &str, exec_opts: &[&str]| run_with_bin(&e, profile, exec_opts, "run.sh");
     // Without a rule naming it, the program runs by each route (the test's own check).
     let r = run("ci-locked", &[]);
     assert_eq!(
