@@ -514,19 +514,31 @@ fn a_denied_program_named_as_another_files_interpreter_is_that_program() {
         "tiny-long",
         &[&format!("-Wl,--dynamic-linker={}", path_str(&long))],
     );
+    // A path that names another file for the process than for its tracer (`/proc/self` is
+    // the process; a thirteenth red-team pass ran it so under `danger-full-access`): the
+    // process's working directory has a copy of the denied program, bridle's a harmless one.
+    e.compile_c(
+        &main,
+        "tiny-self",
+        &["-Wl,--dynamic-linker=/proc/self/cwd/i/interp"],
+    );
+    std::fs::create_dir_all(e.workspace.join("sub/i")).unwrap();
+    std::fs::create_dir_all(e.workspace.join("i")).unwrap();
+    std::fs::copy(&absolute, e.workspace.join("sub/i/interp")).unwrap();
+    static_marker(&e, "i/interp", "HARMLESS RAN");
     let profile = denying_forbidden(&e);
     // A script file: its text is not the rules' to read (under `danger-full-access` a hidden
     // word would ask).
     e.write(
         "run.sh",
-        "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; ./tiny-long; echo long=$?; cargo build; echo named=$?; forbidden; echo own=$?\n",
+        "#!/bin/sh\n./tiny; echo tiny=$?; ./tiny-relative; echo relative=$?; ./tiny-long; echo long=$?; cargo build; echo named=$?; (cd sub && ../tiny-self); echo self=$?; forbidden; echo own=$?\n",
     );
     let run = |profile: &str, exec_opts: &[&str]| run_with_bin(&e, profile, exec_opts, "run.sh");
     // Without a rule naming it, the program runs by each route (the test's own check).
     let r = run("ci-locked", &[]);
     assert_eq!(
         r.stdout.matches("FORBIDDEN RAN").count(),
-        5,
+        6,
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -544,6 +556,7 @@ fn a_denied_program_named_as_another_files_interpreter_is_that_program() {
         assert_eq!(r.value("relative"), "137", "{shown}");
         assert_eq!(r.value("long"), "137", "{shown}");
         assert_eq!(r.value("named"), "137", "{shown}");
+        assert_eq!(r.value("self"), "137", "{shown}");
         assert_eq!(r.value("own"), own, "{shown}");
         for file in ["tiny", "tiny-relative", "tiny-long", "bin/cargo"] {
             assert!(

@@ -193,8 +193,7 @@ pub struct AfterExec {
 /// (`settler`), that file; otherwise the files `/proc/PID/maps` shows mapped besides the
 /// program, the kernel's own account of what it loaded (a relative interpreter path is opened
 /// from the caller's working directory, and one through a writable directory may have been
-/// swapped). Without a settler (the whole tree traced from outside any sandbox), the file the
-/// path names now.
+/// swapped; and without a settler, where the whole tree is traced from outside any sandbox).
 pub fn interpreters(
     pid: Pid,
     exe: &std::fs::Metadata,
@@ -213,17 +212,10 @@ pub fn interpreters(
                 return Ok(vec![found]);
             }
         }
-        // Tracing the whole tree (no sandbox of its own to rely on, a best effort): the file
-        // the path names now, from the process's root or working directory, opened once.
-        (Some(Some(path)), None) => {
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-            let from = if path.is_absolute() { "root" } else { "cwd" };
-            let path = proc_path(pid, from)
-                .as_path()
-                .join(path.strip_prefix("/").unwrap_or(&path));
-            return opened_interpreter(&path, None).map(|found| vec![found]);
-        }
-        (None, _) => {}
+        // Tracing the whole tree there is no view to rely on: what the maps show, as for a
+        // path through writable directories (the path the process resolved, with its own
+        // root, working directory and `/proc/self`, is not the one this process would).
+        (Some(Some(_)), None) | (None, _) => {}
     }
     // Read whole: a seq_file gives whole lines per read, so a short read is not its end.
     let maps = std::fs::read(proc_path(pid, "maps").as_path())
