@@ -460,17 +460,21 @@ kill $flipper
 echo end=1
 "#,
     );
-    let r = run_with_bin(&e, &denying_forbidden(&e), &[], "race.sh");
-    let shown = format!("{}\n{}", r.stdout, r.stderr);
-    assert_eq!(r.value("end"), "1", "{shown}");
-    assert_eq!(r.stdout.matches("FORBIDDEN RAN").count(), 0, "{shown}");
-    // Both files were loaded by some exec: the race was run.
-    assert!(r.stdout.contains("HARMLESS RAN"), "{shown}");
-    assert!(
-        r.stderr.contains("rule deny-forbidden denied exec of")
-            || r.stderr.contains("not the file of that name"),
-        "{shown}"
-    );
+    // Confined, and under `danger-full-access` (the whole tree traced).
+    let profile = denying_forbidden(&e);
+    for opts in [&[][..], &["--mode", "danger-full-access"][..]] {
+        let r = run_with_bin(&e, &profile, opts, "race.sh");
+        let shown = format!("{opts:?}\n{}\n{}", r.stdout, r.stderr);
+        assert_eq!(r.value("end"), "1", "{shown}");
+        assert_eq!(r.stdout.matches("FORBIDDEN RAN").count(), 0, "{shown}");
+        // Both files were loaded by some exec: the race was run.
+        assert!(r.stdout.contains("HARMLESS RAN"), "{shown}");
+        assert!(
+            r.stderr.contains("rule deny-forbidden denied exec of")
+                || r.stderr.contains("not the file of that name"),
+            "{shown}"
+        );
+    }
 }
 
 #[test]
