@@ -106,18 +106,14 @@ fn main() -> ExitCode {
                 Command::Policy(cli::PolicyCommand::Check { .. }) => 1,
                 _ => exit_code_of(&err),
             };
+            let message = error_chain(&err);
             if matches!(cli.command, Command::Tool { .. }) {
                 // `tool` always prints its one object, with the `content` the model would see.
-                let message = error_chain(&err);
-                let value = serde_json::json!({
-                    "ok": false,
-                    "content": format!("not run: {message}"),
-                    "error": message,
-                    "exit_code": code,
-                });
+                let mut value = error_json(&message, code);
+                value["content"] = serde_json::json!(format!("not run: {message}"));
                 let _ = writeln!(std::io::stdout().lock(), "{value}");
             } else {
-                report_error(&error_chain(&err), code, cli.command.wants_json());
+                report_error(&message, code, cli.command.wants_json());
             }
             ExitCode::from(code)
         }
@@ -189,13 +185,18 @@ pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
 /// JSON object on stdout (so a script reading stdout sees the failure in the format it parses).
 pub(crate) fn report_error(message: &str, code: u8, as_json: bool) {
     if as_json {
-        let value = serde_json::json!({"ok": false, "error": message, "exit_code": code});
+        let value = error_json(message, code);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{value}");
     } else {
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "bridle: {message}");
     }
+}
+
+/// The JSON object a failure is on stdout under `--json`.
+fn error_json(message: &str, code: u8) -> serde_json::Value {
+    serde_json::json!({"ok": false, "error": message, "exit_code": code})
 }
 
 /// A command line clap refused (or `--help`/`--version`, which clap reports the same way).

@@ -293,16 +293,13 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
     let verdict = plan.decide_write(&resolved);
     // A path rule matches names, which the kernel cannot: it decides the file tools' writes.
     let commands = matches!(verdict.by, bridle_policy::DecidedBy::Rule { .. }).then(|| {
-        (
-            "commands",
-            format!(
-                "a path rule decides the file tools' writes (`write_file`, `edit_file`); a \
+        format!(
+            "a path rule decides the file tools' writes (`write_file`, `edit_file`); a \
                  command (`bash`, the terminal, `bridle exec`) writes `{}` as mode {} allows \
                  (inside a writable root), since the kernel confines writes by directory, not \
                  by name",
-                resolved.display(),
-                plan.spec.mode
-            ),
+            resolved.display(),
+            plan.spec.mode
         )
     });
     print_verdict(
@@ -310,7 +307,7 @@ fn explain_write(global: &GlobalArgs, path: &Path, as_json: bool) -> Result<u8> 
         plan.approval,
         as_json,
         json!({"write": resolved}),
-        commands,
+        ("commands", commands),
     )
 }
 
@@ -338,7 +335,10 @@ fn explain_command(
     let policy = facts.load_policy(global, Overrides::default())?;
     let plan = facts.plan(&policy, facts.preview_temp_dir(), &[])?;
     let verdict = decide(&plan);
-    let at_exec = at_exec_note(&plan, verdict.decision).map(|n| ("at_exec", n.to_owned()));
+    let at_exec = (
+        "at_exec",
+        at_exec_note(&plan, verdict.decision).map(str::to_owned),
+    );
     print_verdict(&verdict, plan.approval, as_json, subject, at_exec)
 }
 
@@ -446,7 +446,7 @@ fn print_verdict(
     approval: ApprovalPolicy,
     as_json: bool,
     subject: serde_json::Value,
-    scope: Option<(&str, String)>,
+    (scope_key, scope): (&str, Option<String>),
 ) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     let note = approval_note(verdict.decision, approval);
@@ -459,16 +459,8 @@ fn print_verdict(
             "approval": approval,
             "note": note,
         });
-        // The scope's key is there (null without one): `at_exec` for commands, `commands`
-        // for writes.
-        let key = if subject.get("write").is_some() {
-            "commands"
-        } else {
-            "at_exec"
-        };
-        value[key] = scope
-            .as_ref()
-            .map_or(serde_json::Value::Null, |(_, text)| json!(text));
+        // The scope's key is there, null without one.
+        value[scope_key] = json!(scope);
         writeln!(out, "{}", serde_json::to_string(&value)?)?;
     } else {
         let colour = crate::style::colour_on_stdout();
@@ -481,8 +473,8 @@ fn print_verdict(
         if let Some(note) = note {
             writeln!(out, "{note}")?;
         }
-        if let Some((key, text)) = &scope {
-            writeln!(out, "{}: {text}", key.replace('_', " "))?;
+        if let Some(text) = &scope {
+            writeln!(out, "{}: {text}", scope_key.replace('_', " "))?;
         }
     }
     Ok(explain_status(verdict.decision))

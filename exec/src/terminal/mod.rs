@@ -237,13 +237,7 @@ impl Terminal {
     /// What the shell printed before is kept for the next read, apart from what `input` makes
     /// it print ([`Terminal::expected_prompts`]).
     pub fn input(&mut self, input: &str) -> Result<(), String> {
-        let earlier = self.pending.len();
-        while let Ok(chunk) = self.output.try_recv() {
-            self.pending.extend_from_slice(&chunk);
-        }
-        if self.pending.len() > earlier {
-            self.at_prompt = ends_at_prompt(&self.pending);
-        }
+        self.take_printed();
         self.expected_prompts = prompts::expected(input, self.at_prompt);
         self.master
             .write_all(input.as_bytes())
@@ -253,13 +247,20 @@ impl Terminal {
     /// Whether the shell sits at its prompt with nothing printed since the last read: a call
     /// that types nothing has nothing to wait for.
     pub fn nothing_to_read(&mut self) -> bool {
+        self.take_printed();
+        self.pending.is_empty() && self.at_prompt
+    }
+
+    /// Keeps what the shell printed since the last read for the next one, and whether it
+    /// ends at a prompt.
+    fn take_printed(&mut self) {
+        let earlier = self.pending.len();
         while let Ok(chunk) = self.output.try_recv() {
             self.pending.extend_from_slice(&chunk);
         }
-        if !self.pending.is_empty() {
+        if self.pending.len() > earlier {
             self.at_prompt = ends_at_prompt(&self.pending);
         }
-        self.pending.is_empty() && self.at_prompt
     }
 
     /// Whether the last output ended at the shell's prompt (no command still running).
